@@ -1,0 +1,45 @@
+# Weir: `make run` starts a local cluster, `make test` runs the test suite.
+# Both create or refresh .venv and install what is missing: Python packages into .venv,
+# ZooKeeper and Java (and kcat, a test tool) from Debian's packages.
+
+VENV    := .venv
+PY      := $(VENV)/bin/python
+STAMP   := $(VENV)/.weir-installed
+SUDO    := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
+PYTEST_ARGS ?=
+
+.PHONY: run test test-fast bench deps system-deps lint clean
+
+$(STAMP): pyproject.toml
+	@test -x $(PY) || python3 -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q -e '.[test]'
+	@touch $(STAMP)
+
+deps: $(STAMP) system-deps
+
+system-deps:
+	@if ! command -v java >/dev/null || [ ! -f /usr/share/java/zookeeper.jar ] || ! command -v kcat >/dev/null; then \
+	  echo "installing zookeeper, java and kcat from Debian packages"; \
+	  $(SUDO) apt-get update -qq && \
+	  DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq --no-install-recommends \
+	    zookeeper default-jre-headless kcat >/dev/null; \
+	fi
+
+run: deps
+	$(VENV)/bin/weir up
+
+test: deps
+	$(PY) -m pytest $(PYTEST_ARGS)
+
+test-fast: deps
+	$(PY) -m pytest -m "not slow" $(PYTEST_ARGS)
+
+bench: deps
+	$(PY) bench/produce_consume.py
+
+lint: $(STAMP)
+	$(VENV)/bin/ruff check weir tests bench
+
+clean:
+	rm -rf $(VENV) weir-data .pytest_cache

@@ -1,0 +1,1 @@
+"""The Kafka wire protocol: framing, the kio codec, inter-broker schemas, error codes."""

@@ -1,0 +1,154 @@
+"""Kafka's small checkpoint files, read and written atomically.
+
+Offset checkpoints (``recovery-point-offset-checkpoint``, ``log-start-offset-checkpoint``,
+``replication-offset-checkpoint``) live in each log dir::
+
+    0                    <- version
+    2                    <- entry count
+    orders 0 1200        <- topic partition offset
+    orders 1 977
+
+``leader-epoch-checkpoint`` lives in each partition dir with ``epoch start_offset`` lines,
+and ``partition.metadata`` holds the topic id (``version: 0`` / ``topic_id: <base64>``).
+
+Every write goes to ``<name>.tmp``, is fsynced, renamed over the target, and the directory
+is fsynced, so a crash leaves either the old or the new file, never a torn one.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+
+from weir.common import TopicPartition
+from weir.protocol.errors import ErrorCode, KafkaError
+
+__all__ = [
+    "CLEAN_SHUTDOWN_FILE",
+    "LEADER_EPOCH_CHECKPOINT",
+    "LOG_START_OFFSET_CHECKPOINT",
+    "PARTITION_METADATA_FILE",
+    "RECOVERY_POINT_CHECKPOINT",
+    "REPLICATION_OFFSET_CHECKPOINT",
+    "atomic_write",
+    "fsync_dir",
+    "read_epoch_checkpoint",
+    "read_offset_checkpoint",
+    "read_partition_metadata",
+    "write_epoch_checkpoint",
+    "write_offset_checkpoint",
+    "write_partition_metadata",
+]
+
+RECOVERY_POINT_CHECKPOINT = "recovery-point-offset-checkpoint"
+LOG_START_OFFSET_CHECKPOINT = "log-start-offset-checkpoint"
+REPLICATION_OFFSET_CHECKPOINT = "replication-offset-checkpoint"
+LEADER_EPOCH_CHECKPOINT = "leader-epoch-checkpoint"
+PARTITION_METADATA_FILE = "partition.metadata"
+CLEAN_SHUTDOWN_FILE = ".kafka_cleanshutdown"
+TMP_SUFFIX = ".tmp"
+VERSION = 0
+
+
+def fsync_dir(path: Path) -> None:
+    """fsync a directory so a rename/create/unlink inside it is durable."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def atomic_write(path: Path, text: str) -> None:
+    """Replace ``path`` with ``text``: temp file, fsync, rename, fsync the directory."""
+    tmp = path.with_name(path.name + TMP_SUFFIX)
+    with open(tmp, "w", encoding="utf-8") as f:
+        f.write(text)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+    fsync_dir(path.parent)
+
+
+def _bad(path: Path, why: str) -> KafkaError:
+    return KafkaError(ErrorCode.kafka_storage_error, f"malformed checkpoint {path}: {why}")
+
+
+def _read_entries(path: Path, fields: int) -> list[list[str]] | None:
+    """Parse the version/count/lines framing; None if the file does not exist."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        return None
+    lines = text.splitlines()
+    if len(lines) < 2:
+        raise _bad(path, "missing version or count line")
+    try:
+        version, count = int(lines[0]), int(lines[1])
+    except ValueError as exc:
+        raise _bad(path, "non-numeric header") from exc
+    if version != VERSION:
+        raise _bad(path, f"unsupported version {version}")
+    rows = [line.split() for line in lines[2:] if line.strip()]
+    if len(rows) != count:
+        raise _bad(path, f"expected {count} entries, found {len(rows)}")
+    for row in rows:
+        if len(row) != fields:
+            raise _bad(path, f"bad line {' '.join(row)!r}")
+    return rows
+
+
+def _render(rows: list[str]) -> str:
+    return "".join(f"{line}\n" for line in [str(VERSION), str(len(rows)), *rows])
+
+
+def read_offset_checkpoint(path: Path) -> dict[TopicPartition, int]:
+    """Read a ``topic partition offset`` checkpoint; a missing file is empty."""
+    rows = _read_entries(path, 3)
+    if rows is None:
+        return {}
+    try:
+        return {TopicPartition(t, int(p)): int(o) for t, p, o in rows}
+    except ValueError as exc:
+        raise _bad(path, "non-numeric partition or offset") from exc
+
+
+def write_offset_checkpoint(path: Path, offsets: Mapping[TopicPartition, int]) -> None:
+    """Atomically write a ``topic partition offset`` checkpoint."""
+    rows = [f"{tp.topic} {tp.partition} {offset}" for tp, offset in sorted(offsets.items())]
+    atomic_write(path, _render(rows))
+
+
+def read_epoch_checkpoint(path: Path) -> list[tuple[int, int]]:
+    """Read ``leader-epoch-checkpoint`` as (epoch, start_offset) pairs."""
+    rows = _read_entries(path, 2)
+    if rows is None:
+        return []
+    try:
+        return [(int(e), int(o)) for e, o in rows]
+    except ValueError as exc:
+        raise _bad(path, "non-numeric epoch or offset") from exc
+
+
+def write_epoch_checkpoint(path: Path, entries: Iterable[tuple[int, int]]) -> None:
+    """Atomically write ``leader-epoch-checkpoint``."""
+    atomic_write(path, _render([f"{epoch} {offset}" for epoch, offset in entries]))
+
+
+def write_partition_metadata(partition_dir: Path, topic_id: str) -> None:
+    """Write ``partition.metadata`` (topic id as Kafka's base64 UUID string)."""
+    atomic_write(partition_dir / PARTITION_METADATA_FILE, f"version: 0\ntopic_id: {topic_id}\n")
+
+
+def read_partition_metadata(partition_dir: Path) -> str | None:
+    """The topic id stored in ``partition.metadata``, or None if absent."""
+    path = partition_dir / PARTITION_METADATA_FILE
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        return None
+    fields = dict(line.split(":", 1) for line in text.splitlines() if ":" in line)
+    if fields.get("version", "").strip() != "0" or "topic_id" not in fields:
+        raise _bad(path, "expected 'version: 0' and 'topic_id'")
+    return fields["topic_id"].strip()

@@ -1,0 +1,86 @@
+"""Per-log configuration, keyed by Kafka's *topic* config names."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, fields, replace
+from typing import Any, ClassVar
+
+from weir.protocol.errors import ErrorCode, KafkaError
+
+__all__ = ["LogConfig"]
+
+LONG_MAX = 2**63 - 1
+TIMESTAMP_TYPES = ("CreateTime", "LogAppendTime")
+
+
+@dataclass(frozen=True, slots=True)
+class LogConfig:
+    """Typed log settings; field defaults are Kafka's topic-level defaults."""
+
+    segment_bytes: int = 1073741824
+    segment_ms: int = 604800000
+    retention_ms: int = 604800000  # -1 = infinite
+    retention_bytes: int = -1  # -1 = infinite
+    index_interval_bytes: int = 4096
+    segment_index_bytes: int = 10485760
+    max_message_bytes: int = 1048588
+    message_timestamp_type: str = "CreateTime"
+    flush_messages: int = LONG_MAX
+    flush_ms: int = LONG_MAX
+    file_delete_delay_ms: int = 60000
+
+    KEYS: ClassVar[dict[str, str]] = {
+        "segment.bytes": "segment_bytes",
+        "segment.ms": "segment_ms",
+        "retention.ms": "retention_ms",
+        "retention.bytes": "retention_bytes",
+        "index.interval.bytes": "index_interval_bytes",
+        "segment.index.bytes": "segment_index_bytes",
+        "max.message.bytes": "max_message_bytes",
+        "message.timestamp.type": "message_timestamp_type",
+        "flush.messages": "flush_messages",
+        "flush.ms": "flush_ms",
+        "file.delete.delay.ms": "file_delete_delay_ms",
+    }
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any], base: LogConfig | None = None) -> LogConfig:
+        """Build from Kafka topic config keys; missing keys come from ``base`` (or Kafka's
+        defaults).  Keys this layer does not use (``cleanup.policy``...) are ignored."""
+        return (base or cls()).merged(d)
+
+    def merged(self, overrides: dict[str, Any]) -> LogConfig:
+        """A copy with the given Kafka topic config keys overridden."""
+        changes: dict[str, Any] = {}
+        for key, value in overrides.items():
+            name = self.KEYS.get(key)
+            if name is None or value is None:
+                continue
+            changes[name] = _coerce(key, name, value)
+        return replace(self, **changes)
+
+    def to_dict(self) -> dict[str, Any]:
+        """Kafka topic config keys → values."""
+        values = asdict(self)
+        return {key: values[name] for key, name in self.KEYS.items()}
+
+    @property
+    def log_append_time(self) -> bool:
+        return self.message_timestamp_type == "LogAppendTime"
+
+
+_FIELD_NAMES = {f.name for f in fields(LogConfig)}
+
+
+def _coerce(key: str, name: str, value: Any) -> Any:
+    assert name in _FIELD_NAMES
+    if name == "message_timestamp_type":
+        if value not in TIMESTAMP_TYPES:
+            raise KafkaError(
+                ErrorCode.invalid_config, f"{key} must be one of {TIMESTAMP_TYPES}, got {value!r}"
+            )
+        return value
+    try:
+        return int(value)
+    except (TypeError, ValueError) as exc:
+        raise KafkaError(ErrorCode.invalid_config, f"{key} must be an integer") from exc

@@ -1,0 +1,588 @@
+"""A partition's log: an ordered list of segments, the leader epoch cache and producer state.
+
+Invariants (asserted after every mutation): log start ≤ high watermark ≤ log end offset,
+segments are contiguous and ordered, the last segment is the active one.
+
+Synchronous and single-threaded; the clock is always passed in (``now_ms``).  Any
+``OSError`` marks the log offline and surfaces as ``KafkaError(kafka_storage_error)``.
+"""
+
+from __future__ import annotations
+
+import bisect
+import functools
+import io
+import os
+import shutil
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, TypeVar, cast
+
+from weir.common import TopicPartition
+from weir.protocol.errors import ErrorCode, KafkaError
+from weir.records.batch import BatchHeader, assign_offsets, validate_batches, validate_produce
+from weir.storage.checkpoints import LEADER_EPOCH_CHECKPOINT, TMP_SUFFIX
+from weir.storage.config import LogConfig
+from weir.storage.epoch_cache import LeaderEpochCache
+from weir.storage.producer_state import ProducerStateManager
+from weir.storage.segment import LogSegment
+
+__all__ = ["AppendResult", "Log", "LogConfig", "ReadResult", "parse_topic_partition"]
+
+_F = TypeVar("_F", bound=Callable[..., Any])
+
+
+def parse_topic_partition(name: str) -> TopicPartition | None:
+    """``orders-3`` → TopicPartition("orders", 3); None for names that are not logs."""
+    topic, sep, partition = name.rpartition("-")
+    if not sep or not topic or not partition.isdigit():
+        return None
+    return TopicPartition(topic, int(partition))
+
+
+@dataclass(frozen=True, slots=True)
+class AppendResult:
+    first_offset: int
+    last_offset: int
+    log_append_time_ms: int  # -1 for CreateTime
+    log_start_offset: int
+    duplicate: bool = False
+    num_messages: int = 0
+    valid_bytes: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class ReadResult:
+    """A run of whole batches in one segment file (``size`` 0 = nothing to return).
+
+    ``file_path``/``fd``/``position``/``size`` allow a zero-copy sendfile; ``read_bytes``
+    copies.  Consume it before the log is next mutated (a deleted segment's fd is closed).
+    """
+
+    file_path: Path | None
+    position: int
+    size: int
+    first_offset: int
+    last_offset: int = -1
+    file: io.FileIO | None = field(default=None, repr=False, compare=False)
+
+    @property
+    def fd(self) -> int:
+        if self.file is None:
+            raise ValueError("empty read result has no file")
+        return self.file.fileno()
+
+    def read_bytes(self) -> bytes:
+        if self.size == 0:
+            return b""
+        assert self.file is not None and self.file_path is not None
+        if not self.file.closed:
+            return os.pread(self.file.fileno(), self.size, self.position)
+        try:
+            with open(self.file_path, "rb") as f:
+                return os.pread(f.fileno(), self.size, self.position)
+        except FileNotFoundError as exc:
+            raise KafkaError(ErrorCode.offset_out_of_range, "segment was deleted") from exc
+
+
+def _storage_op(method: _F) -> _F:
+    """Turn OSError into KafkaError(kafka_storage_error) and take the log offline."""
+
+    @functools.wraps(method)
+    def wrapper(self: Log, *args: Any, **kwargs: Any) -> Any:
+        if self.offline_reason is not None:
+            raise KafkaError(
+                ErrorCode.kafka_storage_error,
+                f"log {self.topic_partition} is offline: {self.offline_reason}",
+            )
+        try:
+            return method(self, *args, **kwargs)
+        except OSError as exc:
+            self.offline_reason = str(exc)
+            raise KafkaError(
+                ErrorCode.kafka_storage_error, f"I/O error in {self.dir}: {exc}"
+            ) from exc
+
+    return cast(_F, wrapper)
+
+
+class Log:
+    """Segments of one partition directory."""
+
+    def __init__(
+        self,
+        directory: Path,
+        config: LogConfig,
+        segments: list[LogSegment],
+        *,
+        log_start_offset: int,
+        epoch_cache: LeaderEpochCache,
+        now_ms: int,
+    ) -> None:
+        tp = parse_topic_partition(directory.name)
+        if tp is None:
+            raise ValueError(f"{directory} is not a <topic>-<partition> directory")
+        self._dir = directory
+        self._tp = tp
+        self.config = config
+        self._segments = segments
+        self._log_start = log_start_offset
+        self._recovery_point = segments[-1].next_offset
+        self._high_watermark = log_start_offset
+        self._epoch_cache = epoch_cache
+        self._producer_state = ProducerStateManager()
+        self._clock_ms = now_ms
+        self._last_flush_ms = now_ms
+        self._unflushed_messages = 0
+        self.offline_reason: str | None = None
+
+    # -- opening -----------------------------------------------------------------------
+    @classmethod
+    def open(
+        cls,
+        directory: Path,
+        config: LogConfig,
+        *,
+        recovery_point: int = 0,
+        log_start_offset: int | None = None,
+        clean_shutdown: bool,
+        now_ms: int,
+        high_watermark: int | None = None,
+    ) -> Log:
+        """Load (or create) the log in ``directory``; recover unflushed segments unless the
+        previous shutdown was clean."""
+        directory.mkdir(parents=True, exist_ok=True)
+        _remove_leftovers(directory)
+        segments = _load_segments(directory, config, recovery_point, clean_shutdown, now_ms)
+        start = max(log_start_offset or 0, segments[0].base_offset if segments else 0)
+        if segments and start > segments[-1].next_offset:
+            for seg in segments:  # data past the checkpointed log start was lost
+                seg.delete()
+            segments = []
+        if not segments:
+            segments = [_new_segment(directory, start, config, now_ms)]
+        cache = LeaderEpochCache.load(directory / LEADER_EPOCH_CHECKPOINT)
+        log = cls(
+            directory, config, segments, log_start_offset=start, epoch_cache=cache, now_ms=now_ms
+        )
+        cache.truncate_from_end(log.log_end_offset)
+        cache.truncate_from_start(start)
+        log._producer_state.rebuild(log._all_headers())
+        if high_watermark is not None:
+            log.update_high_watermark(high_watermark)
+        log._check_invariants()
+        return log
+
+    # -- properties --------------------------------------------------------------------
+    @property
+    def dir(self) -> Path:
+        return self._dir
+
+    @property
+    def topic_partition(self) -> TopicPartition:
+        return self._tp
+
+    @property
+    def log_start_offset(self) -> int:
+        return self._log_start
+
+    @property
+    def log_end_offset(self) -> int:
+        return self._segments[-1].next_offset
+
+    @property
+    def high_watermark(self) -> int:
+        return self._high_watermark
+
+    @property
+    def recovery_point(self) -> int:
+        return self._recovery_point
+
+    @property
+    def epoch_cache(self) -> LeaderEpochCache:
+        return self._epoch_cache
+
+    @property
+    def producer_state(self) -> ProducerStateManager:
+        return self._producer_state
+
+    @property
+    def segments(self) -> tuple[LogSegment, ...]:
+        return tuple(self._segments)
+
+    @property
+    def active_segment(self) -> LogSegment:
+        return self._segments[-1]
+
+    @property
+    def size_bytes(self) -> int:
+        return sum(seg.size for seg in self._segments)
+
+    def update_high_watermark(self, value: int) -> int:
+        """Set the high watermark, clamped to [log start, LEO]; returns the value kept."""
+        self._high_watermark = min(max(value, self._log_start), self.log_end_offset)
+        self._check_invariants()
+        return self._high_watermark
+
+    def update_config(self, config: LogConfig) -> None:
+        self.config = config
+        self.active_segment.index_interval_bytes = config.index_interval_bytes
+
+    def _check_invariants(self) -> None:
+        assert self._log_start <= self._high_watermark <= self.log_end_offset, (
+            f"{self._tp}: log start {self._log_start} <= HW {self._high_watermark} "
+            f"<= LEO {self.log_end_offset} violated"
+        )
+        assert self._segments[0].base_offset <= self._log_start
+
+    # -- appends -----------------------------------------------------------------------
+    @_storage_op
+    def append_as_leader(self, records: bytes, leader_epoch: int, now_ms: int) -> AppendResult:
+        """Validate, deduplicate, assign offsets from the LEO and append a produce request."""
+        self._clock_ms = now_ms
+        headers = validate_produce(records, self.config.max_message_bytes)
+        duplicate = self._producer_state.check_all(headers)
+        if duplicate is not None:
+            return AppendResult(duplicate[0], duplicate[1], -1, self._log_start, duplicate=True)
+        append_time = now_ms if self.config.log_append_time else None
+        first = self.log_end_offset
+        buf = assign_offsets(records, headers, first, leader_epoch, append_time)
+        self._append(buf, headers, now_ms)
+        self._epoch_cache.assign(leader_epoch, first)
+        return self._result(headers, len(buf), -1 if append_time is None else append_time)
+
+    @_storage_op
+    def append_as_follower(self, records: bytes, now_ms: int | None = None) -> AppendResult:
+        """Append batches whose offsets the leader already assigned (must start at the LEO)."""
+        if now_ms is not None:
+            self._clock_ms = now_ms
+        leo = self.log_end_offset
+        if not records:
+            return AppendResult(leo, leo - 1, -1, self._log_start)
+        headers = validate_batches(records, None, strict=False)
+        expected = leo
+        for header in headers:
+            if header.base_offset != expected:
+                raise KafkaError(
+                    ErrorCode.unknown_server_error,
+                    f"{self._tp}: follower append offset mismatch: batch starts at "
+                    f"{header.base_offset}, expected {expected}",
+                )
+            expected = header.next_offset
+        self._append(records, headers, now_ms)
+        for header in headers:
+            if header.partition_leader_epoch > self._epoch_cache.latest_epoch:
+                self._epoch_cache.assign(header.partition_leader_epoch, header.base_offset)
+        return self._result(headers, len(records), -1)
+
+    def _result(self, headers: list[BatchHeader], size: int, append_time: int) -> AppendResult:
+        return AppendResult(
+            first_offset=headers[0].base_offset,
+            last_offset=headers[-1].last_offset,
+            log_append_time_ms=append_time,
+            log_start_offset=self._log_start,
+            num_messages=sum(h.records_count for h in headers),
+            valid_bytes=size,
+        )
+
+    def _append(self, buf: bytes | bytearray, headers: list[BatchHeader], now_ms: int | None):
+        active = self.active_segment
+        if active.should_roll(
+            incoming_bytes=len(buf),
+            last_offset=headers[-1].last_offset,
+            now_ms=now_ms,
+            segment_bytes=self.config.segment_bytes,
+            segment_ms=self.config.segment_ms,
+        ):
+            self.roll()
+        self.active_segment.append(buf, headers)
+        for header in headers:
+            self._producer_state.update(header)
+        self._unflushed_messages += sum(h.records_count for h in headers)
+        if self._unflushed_messages >= self.config.flush_messages:
+            self.flush()
+        else:
+            self._maybe_flush_by_time()
+        self._check_invariants()
+
+    @_storage_op
+    def roll(self) -> LogSegment:
+        """Start a new active segment at the LEO (no-op if the active one is empty)."""
+        active = self.active_segment
+        if active.is_empty:
+            return active
+        active.on_become_inactive()
+        active.flush()
+        seg = _new_segment(self._dir, self.log_end_offset, self.config, self._clock_ms)
+        self._segments.append(seg)
+        return seg
+
+    # -- reads -------------------------------------------------------------------------
+    @_storage_op
+    def read(
+        self,
+        offset: int,
+        max_bytes: int,
+        *,
+        max_offset: int | None,
+        min_one_batch: bool = True,
+    ) -> ReadResult:
+        """Whole batches from the one containing ``offset``, below ``max_offset`` (exclusive)
+        and within ``max_bytes`` (the first batch is always returned if ``min_one_batch``)."""
+        leo = self.log_end_offset
+        if offset < self._log_start or offset > leo:
+            raise KafkaError(
+                ErrorCode.offset_out_of_range,
+                f"{self._tp}: offset {offset} outside [{self._log_start}, {leo}]",
+            )
+        empty = ReadResult(None, 0, 0, offset)
+        if offset == leo or (max_offset is not None and offset >= max_offset):
+            return empty
+        for seg in self._segments[self._segment_index_for(offset) :]:
+            if max_offset is not None and seg.base_offset >= max_offset:
+                break
+            header = seg.find_batch(offset)
+            if header is None:
+                continue
+            span = seg.span_from(
+                header, max_offset=max_offset, max_bytes=max_bytes, min_one_batch=min_one_batch
+            )
+            if span is None:
+                return empty
+            return ReadResult(
+                seg.log_path,
+                span.position,
+                span.size,
+                span.first_offset,
+                span.last_offset,
+                seg.file,
+            )
+        return empty
+
+    def _segment_index_for(self, offset: int) -> int:
+        i = bisect.bisect_right(self._segments, offset, key=lambda seg: seg.base_offset)
+        return max(0, i - 1)
+
+    @_storage_op
+    def offset_for_timestamp(self, timestamp: int) -> tuple[int, int] | None:
+        """(offset, max timestamp) of the first batch with maxTimestamp ≥ ``timestamp``."""
+        for seg in self._segments:
+            if seg.max_timestamp < timestamp:
+                continue
+            header = seg.find_by_timestamp(timestamp)
+            if header is not None and header.last_offset >= self._log_start:
+                return max(header.base_offset, self._log_start), header.max_timestamp
+        return None
+
+    @_storage_op
+    def max_timestamp_and_offset(self) -> tuple[int, int] | None:
+        """(offset, timestamp) of the batch with the largest timestamp (ListOffsets -3)."""
+        best: tuple[int, int] | None = None
+        for seg in self._segments:
+            if seg.max_timestamp >= 0 and (best is None or seg.max_timestamp > best[1]):
+                best = (max(seg.offset_of_max_timestamp, self._log_start), seg.max_timestamp)
+        return best
+
+    def _all_headers(self) -> Iterator[BatchHeader]:
+        for seg in self._segments:
+            yield from seg.headers_from(0)
+
+    # -- truncation and deletion -------------------------------------------------------
+    @_storage_op
+    def truncate_to(self, offset: int) -> bool:
+        """Follower truncation: drop everything from ``offset`` on (the whole batch that
+        contains it).  True if anything was removed."""
+        if offset >= self.log_end_offset:
+            return False
+        if offset < self._log_start:
+            self.truncate_fully_and_start_at(offset)
+            return True
+        while len(self._segments) > 1 and self._segments[-1].base_offset > offset:
+            self._segments.pop().delete()
+        self.active_segment.truncate_to(offset)
+        leo = self.log_end_offset
+        self._epoch_cache.truncate_from_end(leo)
+        self._producer_state.rebuild(self._all_headers())
+        self._recovery_point = min(self._recovery_point, leo)
+        self._high_watermark = min(self._high_watermark, leo)
+        self._check_invariants()
+        return True
+
+    @_storage_op
+    def truncate_fully_and_start_at(self, offset: int) -> None:
+        """Delete every segment and restart the log empty at ``offset``."""
+        for seg in self._segments:
+            seg.delete()
+        self._segments = [_new_segment(self._dir, offset, self.config, self._clock_ms)]
+        self._log_start = self._recovery_point = self._high_watermark = offset
+        self._epoch_cache.clear()
+        self._producer_state.clear()
+        self._check_invariants()
+
+    @_storage_op
+    def delete_records_before(self, offset: int) -> int:
+        """DeleteRecords: move the log start to ``offset`` (≤ HW); returns the new start."""
+        if offset > self._high_watermark:
+            raise KafkaError(
+                ErrorCode.offset_out_of_range,
+                f"{self._tp}: cannot delete before {offset}, above high watermark "
+                f"{self._high_watermark}",
+            )
+        if offset > self._log_start:
+            self._log_start = offset
+            self._delete_segments(self._count_below_start())
+            self._epoch_cache.truncate_from_start(offset)
+            self._check_invariants()
+        return self._log_start
+
+    def _count_below_start(self) -> int:
+        count = 0
+        while count + 1 < len(self._segments):
+            if self._segments[count + 1].base_offset > self._log_start:
+                break
+            count += 1
+        return count
+
+    @_storage_op
+    def apply_retention(self, now_ms: int) -> int:
+        """Delete old segments by ``retention.ms`` / ``retention.bytes``; returns how many.
+
+        Never the active segment, never a segment reaching past the high watermark.
+        """
+        self._clock_ms = now_ms
+        cfg = self.config
+        excess = self.size_bytes - cfg.retention_bytes if cfg.retention_bytes >= 0 else -1
+        count = 0
+        for seg, nxt in zip(self._segments, self._segments[1:], strict=False):
+            if nxt.base_offset > self._high_watermark:
+                break
+            stamp = seg.max_timestamp if seg.max_timestamp >= 0 else seg.created_ms
+            by_time = cfg.retention_ms >= 0 and now_ms - stamp > cfg.retention_ms
+            by_size = excess >= 0 and seg.size <= excess
+            by_start = nxt.base_offset <= self._log_start
+            if not (by_time or by_size or by_start):
+                break
+            excess -= seg.size
+            count += 1
+        if count:
+            self._delete_segments(count)
+            self._log_start = max(self._log_start, self._segments[0].base_offset)
+            self._epoch_cache.truncate_from_start(self._log_start)
+            self._check_invariants()
+        return count
+
+    def _delete_segments(self, count: int) -> None:
+        doomed, self._segments = self._segments[:count], self._segments[count:]
+        for seg in doomed:
+            seg.delete()
+
+    # -- durability --------------------------------------------------------------------
+    @_storage_op
+    def flush(self, up_to: int | None = None) -> None:
+        """fsync segments holding offsets in [recovery point, up_to) and advance it."""
+        target = self.log_end_offset if up_to is None else min(up_to, self.log_end_offset)
+        if target > self._recovery_point:
+            for seg in self._segments:
+                if seg.base_offset < target and seg.next_offset > self._recovery_point:
+                    seg.flush()
+            self._recovery_point = target
+        if target >= self.log_end_offset:
+            self._unflushed_messages = 0
+        self._last_flush_ms = self._clock_ms
+
+    def maybe_flush(self, now_ms: int) -> bool:
+        """Flush if ``flush.ms`` has elapsed with unflushed messages; True if flushed."""
+        self._clock_ms = now_ms
+        return self._maybe_flush_by_time()
+
+    def _maybe_flush_by_time(self) -> bool:
+        if (
+            self._unflushed_messages
+            and self._clock_ms - self._last_flush_ms >= self.config.flush_ms
+        ):
+            self.flush()
+            return True
+        return False
+
+    def close(self) -> None:
+        """Close every segment (writes the final time-index entries)."""
+        for seg in self._segments:
+            seg.close()
+
+    def delete(self) -> None:
+        """Close and remove the whole partition directory."""
+        for seg in self._segments:
+            seg.delete()
+        shutil.rmtree(self._dir, ignore_errors=True)
+
+    def __repr__(self) -> str:
+        return (
+            f"Log({self._tp}, start={self._log_start}, hw={self._high_watermark}, "
+            f"leo={self.log_end_offset}, segments={len(self._segments)})"
+        )
+
+
+def _new_segment(directory: Path, base: int, config: LogConfig, now_ms: int) -> LogSegment:
+    return LogSegment.create(
+        directory,
+        base,
+        index_interval_bytes=config.index_interval_bytes,
+        max_index_bytes=config.segment_index_bytes,
+        now_ms=now_ms,
+    )
+
+
+def _remove_leftovers(directory: Path) -> None:
+    """Delete temp files, ``.deleted`` files and indexes without a ``.log``."""
+    for path in directory.iterdir():
+        name = path.name
+        if name.endswith((TMP_SUFFIX, ".deleted", ".cleaned", ".swap")):
+            path.unlink(missing_ok=True)
+        elif name.endswith((".index", ".timeindex")):
+            stem = name.split(".", 1)[0]
+            if not (directory / f"{stem}.log").exists():
+                path.unlink(missing_ok=True)
+
+
+def _segment_bases(directory: Path) -> list[int]:
+    bases = []
+    for path in directory.glob("*.log"):
+        if len(path.stem) == 20 and path.stem.isdigit():
+            bases.append(int(path.stem))
+    return sorted(bases)
+
+
+def _load_segments(
+    directory: Path, config: LogConfig, recovery_point: int, clean: bool, now_ms: int
+) -> list[LogSegment]:
+    """Open every segment; recover those at/after the recovery point after a crash.
+
+    If recovery cuts a segment short, later segments are unreachable and are deleted.
+    """
+    bases = _segment_bases(directory)
+    segments: list[LogSegment] = []
+    for i, base in enumerate(bases):
+        later = bases[i + 1 :]
+        recover = not clean and (not later or later[0] > recovery_point)
+        seg, truncated = LogSegment.open(
+            directory,
+            base,
+            index_interval_bytes=config.index_interval_bytes,
+            max_index_bytes=config.segment_index_bytes,
+            now_ms=now_ms,
+            recover=recover,
+        )
+        if recover:
+            seg.flush()
+        segments.append(seg)
+        if later and (truncated or seg.next_offset > later[0]):
+            for base_after in later:
+                _delete_segment_files(directory, base_after)
+            break
+    return segments
+
+
+def _delete_segment_files(directory: Path, base: int) -> None:
+    for suffix in (".log", ".index", ".timeindex"):
+        (directory / f"{base:020d}{suffix}").unlink(missing_ok=True)

@@ -1,0 +1,372 @@
+"""One log segment: ``<base offset>.log`` plus its ``.index`` and ``.timeindex``.
+
+The segment appends whole batches (already validated and offset-assigned by the log),
+keeps the sparse indexes up to date every ``index.interval.bytes``, locates batches by
+offset or timestamp (index hint, then a header scan), truncates, and recovers itself by
+validating every batch header and CRC and cutting a torn or corrupt tail.
+
+Files are accessed with ``os.pread`` / ``os.pwrite`` at explicit positions; the segment's
+size in memory is the truth for where the next append goes.
+"""
+
+from __future__ import annotations
+
+import io
+import os
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+from weir.protocol.errors import KafkaError
+from weir.records.batch import HEADER_SIZE, BatchHeader, batch_crc, parse_header
+from weir.storage.index import IndexCorruptError, OffsetIndex, TimeIndex
+
+__all__ = ["LogSegment", "SegmentSpan", "segment_file_name"]
+
+INT32_MAX = 2**31 - 1
+
+
+def segment_file_name(base_offset: int, suffix: str) -> str:
+    """Kafka's 20-digit zero-padded file name, e.g. ``00000000000000000042.log``."""
+    return f"{base_offset:020d}{suffix}"
+
+
+@dataclass(frozen=True, slots=True)
+class SegmentSpan:
+    """A run of whole batches inside one segment file."""
+
+    position: int
+    size: int
+    first_offset: int
+    last_offset: int
+
+
+class LogSegment:
+    """A single ``.log`` file with its offset and time indexes."""
+
+    def __init__(
+        self,
+        directory: Path,
+        base_offset: int,
+        *,
+        index_interval_bytes: int,
+        max_index_bytes: int,
+        created_ms: int,
+    ) -> None:
+        self.base_offset = base_offset
+        self.log_path = directory / segment_file_name(base_offset, ".log")
+        self.index = OffsetIndex(
+            directory / segment_file_name(base_offset, ".index"), base_offset, max_index_bytes
+        )
+        self.time_index = TimeIndex(
+            directory / segment_file_name(base_offset, ".timeindex"), base_offset, max_index_bytes
+        )
+        self.index_interval_bytes = index_interval_bytes
+        self.created_ms = created_ms
+        fd = os.open(self.log_path, os.O_RDWR | os.O_CREAT, 0o644)
+        self.file = io.FileIO(fd, "r+", closefd=True)
+        self._size = os.fstat(fd).st_size
+        self._next_offset = base_offset
+        self._max_timestamp = -1
+        self._offset_of_max_timestamp = base_offset
+        self._bytes_since_index = 0
+
+    # -- construction ------------------------------------------------------------------
+    @classmethod
+    def create(
+        cls,
+        directory: Path,
+        base_offset: int,
+        *,
+        index_interval_bytes: int,
+        max_index_bytes: int,
+        now_ms: int,
+    ) -> LogSegment:
+        """A new, empty segment (any stale files with the same name are emptied)."""
+        seg = cls(
+            directory,
+            base_offset,
+            index_interval_bytes=index_interval_bytes,
+            max_index_bytes=max_index_bytes,
+            created_ms=now_ms,
+        )
+        seg.file.truncate(0)
+        seg._size = 0
+        seg.index.reset()
+        seg.time_index.reset()
+        return seg
+
+    @classmethod
+    def open(
+        cls,
+        directory: Path,
+        base_offset: int,
+        *,
+        index_interval_bytes: int,
+        max_index_bytes: int,
+        now_ms: int,
+        recover: bool,
+    ) -> tuple[LogSegment, int]:
+        """Load an existing segment; returns it and the bytes cut off by recovery.
+
+        Without ``recover`` the indexes are trusted if they validate; a missing or corrupt
+        index (or a log that does not end on a batch boundary) triggers recovery anyway.
+        """
+        seg = cls(
+            directory,
+            base_offset,
+            index_interval_bytes=index_interval_bytes,
+            max_index_bytes=max_index_bytes,
+            created_ms=now_ms,
+        )
+        truncated = seg.recover() if recover else seg._load_or_recover()
+        first = seg._header_at(0)
+        if first is not None and first.max_timestamp >= 0:
+            seg.created_ms = first.max_timestamp
+        return seg, truncated
+
+    def _load_or_recover(self) -> int:
+        try:
+            self.index.load()
+            self.time_index.load()
+            self.index.check_positions(self._size)
+            self._load_tail_state()
+        except IndexCorruptError:
+            return self.recover()
+        return 0
+
+    # -- properties --------------------------------------------------------------------
+    @property
+    def size(self) -> int:
+        return self._size
+
+    @property
+    def next_offset(self) -> int:
+        """One past the last offset in this segment (its base offset when empty)."""
+        return self._next_offset
+
+    @property
+    def offset_of_max_timestamp(self) -> int:
+        return self._offset_of_max_timestamp
+
+    @property
+    def max_timestamp(self) -> int:
+        """Largest batch maxTimestamp in the segment, -1 if none."""
+        return self._max_timestamp
+
+    @property
+    def is_empty(self) -> bool:
+        return self._size == 0
+
+    # -- low-level reads ---------------------------------------------------------------
+    def read_bytes(self, position: int, size: int) -> bytes:
+        return os.pread(self.file.fileno(), size, position)
+
+    def _header_at(self, position: int) -> BatchHeader | None:
+        if self._size - position < HEADER_SIZE:
+            return None
+        raw = self.read_bytes(position, HEADER_SIZE)
+        header = parse_header(raw)
+        header.position = position
+        return header
+
+    def headers_from(self, position: int = 0) -> Iterator[BatchHeader]:
+        """Headers of the complete batches from ``position`` (a batch boundary) onwards."""
+        while True:
+            header = self._header_at(position)
+            if header is None or position + header.size > self._size:
+                return
+            yield header
+            position += header.size
+
+    # -- append ------------------------------------------------------------------------
+    def append(self, buf: bytes | bytearray, headers: list[BatchHeader]) -> None:
+        """Append batches (positions in ``headers`` are relative to ``buf``)."""
+        if not headers:
+            return
+        if headers[0].base_offset < self._next_offset:
+            raise ValueError(
+                f"append at offset {headers[0].base_offset} below segment end {self._next_offset}"
+            )
+        start = self._size
+        for header in headers:
+            self._track(header, start + header.position)
+        os.pwrite(self.file.fileno(), buf, start)
+        self._size = start + len(buf)
+
+    def _track(self, header: BatchHeader, position: int) -> None:
+        """Index bookkeeping for one batch about to sit at ``position``."""
+        if self._bytes_since_index > self.index_interval_bytes:
+            self.index.append(header.base_offset, position)
+            if self._max_timestamp >= 0:
+                self.time_index.maybe_append(self._max_timestamp, self._offset_of_max_timestamp)
+            self._bytes_since_index = 0
+        self._bytes_since_index += header.size
+        if header.max_timestamp > self._max_timestamp:
+            self._max_timestamp = header.max_timestamp
+            self._offset_of_max_timestamp = header.base_offset
+        self._next_offset = header.next_offset
+
+    # -- lookups -----------------------------------------------------------------------
+    def find_batch(self, offset: int) -> BatchHeader | None:
+        """The first batch whose last offset is ≥ ``offset`` (None if past the end)."""
+        hint = self.index.lookup(offset)
+        position = hint[1] if hint else 0
+        for header in self.headers_from(position):
+            if header.last_offset >= offset:
+                return header
+        return None
+
+    def span_from(
+        self, first: BatchHeader, *, max_offset: int | None, max_bytes: int, min_one_batch: bool
+    ) -> SegmentSpan | None:
+        """Whole batches from ``first`` while below ``max_offset`` and within ``max_bytes``."""
+        size, last = 0, -1
+        for header in self.headers_from(first.position):
+            if max_offset is not None and header.last_offset >= max_offset:
+                break
+            if size + header.size > max_bytes and not (min_one_batch and size == 0):
+                break
+            size += header.size
+            last = header.last_offset
+        if size == 0:
+            return None
+        return SegmentSpan(first.position, size, first.base_offset, last)
+
+    def find_by_timestamp(self, timestamp: int) -> BatchHeader | None:
+        """The first batch with maxTimestamp ≥ ``timestamp``."""
+        position = 0
+        entry = self.time_index.lookup(timestamp - 1)
+        if entry is not None:
+            hint = self.index.lookup(entry[1])
+            position = hint[1] if hint else 0
+        for header in self.headers_from(position):
+            if header.max_timestamp >= timestamp:
+                return header
+        return None
+
+    # -- truncation and recovery -------------------------------------------------------
+    def truncate_to(self, offset: int) -> int:
+        """Drop the batch containing ``offset`` and everything after it; bytes removed."""
+        header = self.find_batch(offset)
+        if header is None:
+            return 0
+        removed = self._size - header.position
+        self.index.truncate_to(header.base_offset)
+        self.time_index.truncate_to(header.base_offset)
+        self.file.truncate(header.position)
+        self._size = header.position
+        self._load_tail_state()
+        return removed
+
+    def _load_tail_state(self) -> None:
+        """Derive next offset, max timestamp and index spacing from the last index entry."""
+        last = self.index.last_entry()
+        start = last[1] if last else 0
+        next_offset, end = self.base_offset, start
+        if last is not None:
+            next_offset = last[0]
+        max_ts_entry = self.time_index.last_entry()
+        max_ts, max_off = max_ts_entry if max_ts_entry else (-1, self.base_offset)
+        for header in self.headers_from(start):
+            if header.magic != 2 or header.base_offset < next_offset:
+                raise IndexCorruptError(f"{self.log_path}: bad batch at {header.position}")
+            next_offset, end = header.next_offset, header.position + header.size
+            if header.max_timestamp > max_ts:
+                max_ts, max_off = header.max_timestamp, header.base_offset
+        if end != self._size:
+            raise IndexCorruptError(f"{self.log_path}: log does not end on a batch boundary")
+        if max_ts_entry and max_ts_entry[1] >= max(next_offset, self.base_offset + 1):
+            raise IndexCorruptError(f"{self.time_index.path} points past the log end")
+        self._next_offset = next_offset
+        self._max_timestamp, self._offset_of_max_timestamp = max_ts, max_off
+        self._bytes_since_index = self._size - start
+
+    def recover(self) -> int:
+        """Validate every batch (magic, length, offsets, CRC32C), cut the invalid tail,
+        rebuild both indexes.  Returns the number of bytes truncated."""
+        self.index.reset()
+        self.time_index.reset()
+        self._next_offset = self.base_offset
+        self._max_timestamp, self._offset_of_max_timestamp = -1, self.base_offset
+        self._bytes_since_index = 0
+        position = 0
+        while True:
+            header = self._valid_batch_at(position)
+            if header is None:
+                break
+            self._track(header, position)
+            position += header.size
+        truncated = self._size - position
+        if truncated:
+            self.file.truncate(position)
+            self._size = position
+        return truncated
+
+    def _valid_batch_at(self, position: int) -> BatchHeader | None:
+        try:
+            header = self._header_at(position)
+        except KafkaError:
+            return None
+        if header is None or header.magic != 2 or header.last_offset_delta < 0:
+            return None
+        if position + header.size > self._size or header.base_offset < self._next_offset:
+            return None
+        if header.last_offset - self.base_offset > INT32_MAX:
+            return None
+        body = self.read_bytes(position, header.size)
+        header.position = 0
+        valid = batch_crc(body, header) == header.crc
+        header.position = position
+        return header if valid else None
+
+    # -- roll, flush, close ------------------------------------------------------------
+    def should_roll(
+        self,
+        *,
+        incoming_bytes: int,
+        last_offset: int,
+        now_ms: int | None,
+        segment_bytes: int,
+        segment_ms: int,
+    ) -> bool:
+        """Kafka's roll conditions for an append of ``incoming_bytes`` ending at ``last_offset``."""
+        if self.is_empty:
+            return False
+        if self._size + incoming_bytes > segment_bytes:
+            return True
+        if now_ms is not None and now_ms - self.created_ms > segment_ms:
+            return True
+        if self.index.is_full or self.time_index.is_full:
+            return True
+        return last_offset - self.base_offset > INT32_MAX
+
+    def on_become_inactive(self) -> None:
+        """Record the final max timestamp in the time index when the segment stops growing."""
+        if self._max_timestamp >= 0:
+            self.time_index.maybe_append(self._max_timestamp, self._offset_of_max_timestamp)
+
+    def flush(self) -> None:
+        os.fsync(self.file.fileno())
+        self.index.flush()
+        self.time_index.flush()
+
+    def close(self) -> None:
+        if self.file.closed:
+            return
+        self.on_become_inactive()
+        self.flush()
+        self.index.close()
+        self.time_index.close()
+        self.file.close()
+
+    def delete(self) -> None:
+        """Close and remove the segment's files."""
+        if not self.file.closed:
+            self.file.close()
+        self.index.delete()
+        self.time_index.delete()
+        self.log_path.unlink(missing_ok=True)
+
+    def __repr__(self) -> str:
+        return f"LogSegment(base={self.base_offset}, next={self._next_offset}, size={self._size})"
