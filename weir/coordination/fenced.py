@@ -1,0 +1,155 @@
+"""Controller writes fenced by ``/controller_epoch``'s version, in ZooKeeper transactions.
+
+Every transaction starts with a ``check`` of ``/controller_epoch`` at the version the
+controller got when it was elected: a deposed controller's writes fail as a whole
+(:class:`ControllerMovedError`).  A batch is split into transactions of at most
+:data:`CHUNK` operations.  When one operation fails (a stale version, a missing or
+existing node) the others must still be applied, so a failed transaction is retried
+without the failing operation, after a batched re-read that weeds out every other
+operation whose expected version is already stale.
+"""
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from kazoo.client import KazooClient
+from kazoo.exceptions import (
+    BadVersionError,
+    KazooException,
+    NodeExistsError,
+    NoNodeError,
+    RolledBackError,
+    RuntimeInconsistency,
+)
+from kazoo.protocol.states import ZnodeStat
+
+from weir.coordination import paths
+from weir.coordination.errors import (
+    ControllerMovedError,
+    ZkNodeExistsError,
+    ZkNoNodeError,
+    ZkVersionMismatchError,
+)
+from weir.protocol.errors import ErrorCode, KafkaError
+
+CHUNK = 1000
+
+
+@dataclass(frozen=True, slots=True)
+class Op:
+    """One write: ``create``, ``set`` or ``delete`` of ``path`` (version -1: any)."""
+
+    kind: str
+    path: str
+    data: bytes = b""
+    version: int = -1
+    ephemeral: bool = False
+    sequence: bool = False
+
+
+def create(path: str, data: bytes = b"", **kw: bool) -> Op:
+    return Op("create", path, data, **kw)
+
+
+def set_data(path: str, data: bytes, version: int = -1) -> Op:
+    return Op("set", path, data, version)
+
+
+def delete(path: str, version: int = -1) -> Op:
+    return Op("delete", path, version=version)
+
+
+def to_kafka_error(op: Op, exc: BaseException) -> KafkaError:
+    """The per-item error reported for a failed operation."""
+    if isinstance(exc, KafkaError):
+        return exc
+    if isinstance(exc, BadVersionError):
+        return ZkVersionMismatchError(op.path, op.version)
+    if isinstance(exc, NoNodeError):
+        return ZkNoNodeError(op.path)
+    if isinstance(exc, NodeExistsError):
+        return ZkNodeExistsError(op.path)
+    return KafkaError(ErrorCode.unknown_server_error, f"{op.kind} {op.path}: {exc!r}")
+
+
+def run_fenced(client: KazooClient, ops: Sequence[Op], epoch_zk_version: int | None) -> list[Any]:
+    """Apply ``ops``; one result per op: the kazoo result, or the exception it failed with.
+
+    ``epoch_zk_version`` None means unfenced (admin writes).  Raises
+    :class:`ControllerMovedError` when the epoch check fails.
+    """
+    results: list[Any] = [None] * len(ops)
+    for start in range(0, len(ops), CHUNK):
+        indexes = list(range(start, min(start + CHUNK, len(ops))))
+        _run_chunk(client, ops, indexes, epoch_zk_version, results)
+    return results
+
+
+def _run_chunk(
+    client: KazooClient,
+    ops: Sequence[Op],
+    indexes: list[int],
+    epoch_zk_version: int | None,
+    results: list[Any],
+) -> None:
+    prefiltered = False
+    while indexes:
+        outcome = _commit(client, [ops[i] for i in indexes], epoch_zk_version)
+        failed = next((k for k, r in enumerate(outcome) if _is_cause(r)), None)
+        if failed is None:
+            for i, result in zip(indexes, outcome, strict=True):
+                results[i] = result
+            return
+        results[indexes[failed]] = outcome[failed]
+        del indexes[failed]
+        if not prefiltered:
+            prefiltered = True
+            indexes = _drop_stale(client, ops, indexes, results)
+
+
+def _is_cause(result: Any) -> bool:
+    return isinstance(result, KazooException) and not isinstance(
+        result, RolledBackError | RuntimeInconsistency
+    )
+
+
+def _commit(client: KazooClient, ops: list[Op], epoch_zk_version: int | None) -> list[Any]:
+    txn = client.transaction()
+    if epoch_zk_version is not None:
+        txn.check(paths.CONTROLLER_EPOCH, epoch_zk_version)
+    for op in ops:
+        if op.kind == "create":
+            txn.create(op.path, op.data, ephemeral=op.ephemeral, sequence=op.sequence)
+        elif op.kind == "set":
+            txn.set_data(op.path, op.data, version=op.version)
+        elif op.kind == "delete":
+            txn.delete(op.path, version=op.version)
+        else:
+            raise ValueError(f"unknown op kind {op.kind!r}")
+    outcome = txn.commit()
+    if epoch_zk_version is None:
+        return list(outcome)
+    if _is_cause(outcome[0]):
+        raise ControllerMovedError(
+            f"/controller_epoch is no longer at version {epoch_zk_version}: {outcome[0]!r}"
+        )
+    return list(outcome[1:])
+
+
+def _drop_stale(
+    client: KazooClient, ops: Sequence[Op], indexes: list[int], results: list[Any]
+) -> list[int]:
+    """Record BadVersion/NoNode for versioned ops the current stats already doom."""
+    checked = [i for i in indexes if ops[i].kind in ("set", "delete") and ops[i].version >= 0]
+    asyncs = {i: client.exists_async(ops[i].path) for i in checked}
+    doomed: set[int] = set()
+    for i, pending in asyncs.items():
+        stat: ZnodeStat | None = pending.get()
+        if stat is None:
+            results[i] = NoNodeError()
+            doomed.add(i)
+        elif stat.version != ops[i].version:
+            results[i] = BadVersionError()
+            doomed.add(i)
+    return [i for i in indexes if i not in doomed]

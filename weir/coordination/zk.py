@@ -1,0 +1,649 @@
+"""ZkClient: Kafka's ZooKeeper operations on a kazoo client.
+
+Synchronous and thread-safe (kazoo's client is); asyncio code calls it through
+``asyncio.to_thread``.  Watch and session callbacks run on kazoo's threads: they must only
+hand the event over (e.g. ``loop.call_soon_threadsafe``) and never call back into
+ZooKeeper from that thread.
+
+Every controller write takes ``controller_epoch_zk_version`` and is fenced by it (see
+:mod:`weir.coordination.fenced`).
+"""
+
+import logging
+import time
+import uuid
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any
+
+from kazoo.client import KazooClient
+from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError, NotEmptyError
+from kazoo.protocol.states import ZnodeStat
+from kazoo.recipe.watchers import ChildrenWatch, DataWatch
+from kazoo.retry import KazooRetry
+
+from weir.common import TopicPartition
+from weir.coordination import codecs, fenced, paths
+from weir.coordination.codecs import BrokerInfo, LeaderIsr, ProducerIdBlock, TopicAssignment
+from weir.coordination.errors import (
+    BrokerIdInUseError,
+    ControllerMovedError,
+    ZkNoNodeError,
+    ZkVersionMismatchError,
+)
+from weir.protocol.errors import ErrorCode, KafkaError
+
+log = logging.getLogger(__name__)
+
+_CONTROLLER_ELECTION_ATTEMPTS = 5
+
+
+def split_connect(connect: str) -> tuple[str, str]:
+    """``"h1:2181,h2:2181/weir"`` → ``("h1:2181,h2:2181", "/weir")``; chroot "" if none."""
+    hosts, slash, chroot = connect.partition("/")
+    chroot = ("/" + chroot).rstrip("/") if slash else ""
+    return hosts, chroot
+
+
+def _now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+class Watch:
+    """A registered watch; :meth:`cancel` stops it at its next event."""
+
+    def __init__(self, path: str, callback: Callable[..., None]) -> None:
+        self.path = path
+        self._callback = callback
+        self.cancelled = False
+
+    def cancel(self) -> None:
+        self.cancelled = True
+
+    def _fire(self, *args: Any) -> bool | None:
+        if self.cancelled:
+            return False  # kazoo drops a watch whose function returns False
+        try:
+            self._callback(*args)
+        except Exception:
+            log.exception("watch callback for %s failed", self.path)
+        return None
+
+    # kazoo inspects the arity of watch functions (a third parameter gets the event),
+    # hence one fixed-arity entry point per kind of watch.
+    def _on_children(self, children: list[str]) -> bool | None:
+        return self._fire(children)
+
+    def _on_data(self, data: bytes | None, stat: ZnodeStat | None) -> bool | None:
+        return self._fire(data, stat)
+
+
+class ZkClient:
+    """Kafka's ZooKeeper client for one broker (``zookeeper.connect`` with chroot)."""
+
+    def __init__(
+        self,
+        connect: str,
+        session_timeout_ms: int = 18000,
+        connection_timeout_ms: int = 18000,
+    ) -> None:
+        self.connect = connect
+        self._hosts, self.chroot = split_connect(connect)
+        self._session_timeout_s = session_timeout_ms / 1000
+        self._connection_timeout_s = connection_timeout_ms / 1000
+        self._client = KazooClient(hosts=connect, timeout=self._session_timeout_s)
+        self._retry = KazooRetry(max_tries=5, delay=0.05, max_delay=1.0, ignore_expire=False)
+
+    # -- lifecycle -----------------------------------------------------------------------
+
+    @property
+    def kazoo(self) -> KazooClient:
+        """The underlying kazoo client (for recipes this class does not wrap)."""
+        return self._client
+
+    def start(self) -> None:
+        """Create the chroot if missing, then connect; raises on timeout."""
+        if self.chroot:
+            self._ensure_chroot()
+        try:
+            self._client.start(timeout=self._connection_timeout_s)
+        except Exception:
+            self._client.stop()
+            raise
+
+    def _ensure_chroot(self) -> None:
+        bootstrap = KazooClient(hosts=self._hosts, timeout=self._session_timeout_s)
+        try:
+            bootstrap.start(timeout=self._connection_timeout_s)
+            bootstrap.ensure_path(self.chroot)
+        finally:
+            bootstrap.stop()
+            bootstrap.close()
+
+    def stop(self) -> None:
+        """Close the session (ephemeral nodes go at once) and release kazoo's threads."""
+        self._client.stop()
+        self._client.close()
+
+    @property
+    def session_id(self) -> int | None:
+        return self._client.client_id[0] if self._client.client_id else None
+
+    @property
+    def connected(self) -> bool:
+        return bool(self._client.connected)
+
+    def add_session_listener(self, callback: Callable[[str], None]) -> None:
+        """``callback(state)`` with 'CONNECTED', 'SUSPENDED' or 'LOST' (session expired).
+
+        After 'LOST', kazoo reconnects with a new session: re-register the broker (and
+        re-run the controller election) on the next 'CONNECTED', off kazoo's thread.
+        """
+
+        def listener(state: str) -> None:
+            try:
+                callback(str(state))
+            except Exception:
+                log.exception("session listener failed")
+
+        self._client.add_listener(listener)
+
+    def ensure_paths(self) -> None:
+        for path in paths.PERSISTENT_PATHS:
+            self._retry(self._client.ensure_path, path)
+
+    # -- small helpers -------------------------------------------------------------------
+
+    def get_data(self, path: str) -> tuple[bytes, ZnodeStat] | None:
+        try:
+            return self._retry(self._client.get, path)
+        except NoNodeError:
+            return None
+
+    def get_children(self, path: str) -> list[str]:
+        try:
+            return sorted(self._retry(self._client.get_children, path))
+        except NoNodeError:
+            return []
+
+    def _get_many(self, path_list: Iterable[str]) -> dict[str, tuple[bytes, ZnodeStat]]:
+        """Batched reads: all requests go out before the first answer is awaited."""
+        pending = {p: self._client.get_async(p) for p in path_list}
+        found = {}
+        for path, result in pending.items():
+            try:
+                found[path] = result.get()
+            except NoNodeError:
+                continue
+        return found
+
+    def _create_or_get(self, path: str, data: bytes) -> bytes:
+        try:
+            self._client.create(path, data, makepath=True)
+            return data
+        except NodeExistsError:
+            return self._client.get(path)[0]
+
+    # -- cluster id and producer ids -----------------------------------------------------
+
+    def get_or_create_cluster_id(self) -> str:
+        found = self.get_data(paths.CLUSTER_ID)
+        if found is not None:
+            return codecs.decode_cluster_id(found[0])
+        new_id = codecs.topic_id_to_str(uuid.uuid4())
+        return codecs.decode_cluster_id(
+            self._create_or_get(paths.CLUSTER_ID, codecs.encode_cluster_id(new_id))
+        )
+
+    def allocate_producer_id_block(self, broker_id: int, block_size: int = 1000) -> ProducerIdBlock:
+        """Claim the next block of producer ids (conditional update, retried on races)."""
+        self._client.ensure_path(paths.LATEST_PRODUCER_ID_BLOCK)
+        while True:
+            data, stat = self._client.get(paths.LATEST_PRODUCER_ID_BLOCK)
+            start = codecs.decode_producer_id_block(data).block_end + 1 if data else 0
+            block = ProducerIdBlock(broker_id, start, start + block_size - 1)
+            try:
+                self._client.set(
+                    paths.LATEST_PRODUCER_ID_BLOCK,
+                    codecs.encode_producer_id_block(block),
+                    version=stat.version,
+                )
+                return block
+            except BadVersionError:
+                continue
+
+    # -- brokers -------------------------------------------------------------------------
+
+    def register_broker(self, info: BrokerInfo) -> int:
+        """Create the ephemeral ``/brokers/ids/<id>``; returns the broker epoch (czxid)."""
+        path = paths.broker(info.id)
+        data = codecs.encode_broker(info, _now_ms())
+        try:
+            _, stat = self._client.create(
+                path, data, ephemeral=True, makepath=True, include_data=True
+            )
+            return int(stat.czxid)
+        except NodeExistsError:
+            pass
+        _, stat = self._client.get(path)
+        if stat.ephemeralOwner != self.session_id:
+            raise BrokerIdInUseError(info.id, stat.ephemeralOwner) from None
+        return int(stat.czxid)  # ours already (a retried create after connection loss)
+
+    def get_all_brokers(self) -> dict[int, BrokerInfo]:
+        ids = [int(c) for c in self.get_children(paths.BROKER_IDS) if c.isdigit()]
+        found = self._get_many(paths.broker(i) for i in ids)
+        return {
+            i: codecs.decode_broker(i, found[p][0], epoch=found[p][1].czxid)
+            for i in sorted(ids)
+            if (p := paths.broker(i)) in found
+        }
+
+    def get_broker(self, broker_id: int) -> BrokerInfo | None:
+        found = self.get_data(paths.broker(broker_id))
+        if found is None:
+            return None
+        return codecs.decode_broker(broker_id, found[0], epoch=found[1].czxid)
+
+    # -- controller ----------------------------------------------------------------------
+
+    def get_controller_id(self) -> int | None:
+        found = self.get_data(paths.CONTROLLER)
+        return codecs.decode_controller(found[0]) if found else None
+
+    def get_controller_epoch(self) -> tuple[int, int] | None:
+        """``(controller_epoch, its znode version)``, or None before any election."""
+        found = self.get_data(paths.CONTROLLER_EPOCH)
+        return (codecs.decode_controller_epoch(found[0]), found[1].version) if found else None
+
+    def try_become_controller(self, broker_id: int) -> tuple[int, int] | None:
+        """Elect this broker: ephemeral ``/controller`` plus an epoch bump, atomically.
+
+        Returns ``(controller_epoch, controller_epoch_zk_version)`` on success, None when
+        another broker is controller.
+        """
+        for _ in range(_CONTROLLER_ELECTION_ATTEMPTS):
+            epoch, version = self._read_or_init_controller_epoch()
+            txn = self._client.transaction()
+            txn.create(
+                paths.CONTROLLER, codecs.encode_controller(broker_id, _now_ms()), ephemeral=True
+            )
+            txn.set_data(
+                paths.CONTROLLER_EPOCH, codecs.encode_controller_epoch(epoch + 1), version=version
+            )
+            created, bumped = txn.commit()
+            if isinstance(bumped, ZnodeStat):
+                return epoch + 1, int(bumped.version)
+            if isinstance(created, NodeExistsError):
+                return self._own_controller_epoch(broker_id)
+        raise ControllerMovedError("controller epoch kept changing during the election")
+
+    def _read_or_init_controller_epoch(self) -> tuple[int, int]:
+        found = self.get_controller_epoch()
+        if found is None:
+            self._create_or_get(paths.CONTROLLER_EPOCH, codecs.encode_controller_epoch(0))
+            found = self.get_controller_epoch()
+        assert found is not None
+        return found
+
+    def _own_controller_epoch(self, broker_id: int) -> tuple[int, int] | None:
+        """After NodeExists: ours (a retried election) gives the epoch, else None."""
+        found = self.get_data(paths.CONTROLLER)
+        if found is None:
+            return None
+        data, stat = found
+        if codecs.decode_controller(data) != broker_id or stat.ephemeralOwner != self.session_id:
+            return None
+        return self.get_controller_epoch()
+
+    def resign_controller(self, broker_id: int) -> None:
+        """Delete ``/controller`` if this session holds it for ``broker_id``."""
+        found = self.get_data(paths.CONTROLLER)
+        if found is None:
+            return
+        data, stat = found
+        if codecs.decode_controller(data) == broker_id and stat.ephemeralOwner == self.session_id:
+            try:
+                self._client.delete(paths.CONTROLLER, version=stat.version)
+            except (NoNodeError, BadVersionError):
+                pass
+
+    # -- topics --------------------------------------------------------------------------
+
+    def get_topic_names(self) -> list[str]:
+        return self.get_children(paths.BROKER_TOPICS)
+
+    def get_topic(self, name: str) -> TopicAssignment | None:
+        found = self.get_data(paths.topic(name))
+        if found is None:
+            return None
+        return codecs.decode_topic_assignment(name, found[0], zk_version=found[1].version)
+
+    def get_topics(self, names: Iterable[str]) -> dict[str, TopicAssignment]:
+        names = list(names)
+        found = self._get_many(paths.topic(n) for n in names)
+        return {
+            n: codecs.decode_topic_assignment(n, found[p][0], zk_version=found[p][1].version)
+            for n in names
+            if (p := paths.topic(n)) in found
+        }
+
+    def create_topic(
+        self,
+        name: str,
+        partitions: Mapping[int, list[int]],
+        configs: Mapping[str, str],
+        topic_id: uuid.UUID | None = None,
+    ) -> uuid.UUID:
+        """Write the topic's config then its assignment, atomically; returns its id."""
+        self._check_topic_creatable(name)
+        topic_id = topic_id or uuid.uuid4()
+        assignment = TopicAssignment(name, topic_id, {p: list(r) for p, r in partitions.items()})
+        config_path = paths.topic_config(name)
+        config_op = (
+            fenced.set_data(config_path, codecs.encode_config(configs))
+            if self._client.exists(config_path)
+            else fenced.create(config_path, codecs.encode_config(configs))
+        )
+        topic_op = fenced.create(paths.topic(name), codecs.encode_topic_assignment(assignment))
+        results = fenced.run_fenced(self._client, [config_op, topic_op], None)
+        if isinstance(results[1], NodeExistsError):
+            raise KafkaError(ErrorCode.topic_already_exists, f"Topic '{name}' already exists.")
+        for op, result in zip((config_op, topic_op), results, strict=True):
+            if isinstance(result, Exception):
+                raise fenced.to_kafka_error(op, result)
+        return topic_id
+
+    def _check_topic_creatable(self, name: str) -> None:
+        if self._client.exists(paths.topic(name)):
+            raise KafkaError(ErrorCode.topic_already_exists, f"Topic '{name}' already exists.")
+        if self._client.exists(paths.delete_topic(name)):
+            raise KafkaError(
+                ErrorCode.topic_already_exists, f"Topic '{name}' is marked for deletion."
+            )
+        collision = name.replace(".", "_")
+        for other in self.get_topic_names():
+            if other.replace(".", "_") == collision:
+                raise KafkaError(
+                    ErrorCode.invalid_topic_exception,
+                    f"Topic '{name}' collides with existing topic: {other}",
+                )
+
+    def add_partitions(
+        self, name: str, new_partitions: Mapping[int, list[int]], expected_version: int
+    ) -> int:
+        """Add partitions to the assignment (conditional on its version); new version."""
+        current = self.get_topic(name)
+        if current is None:
+            raise KafkaError(ErrorCode.unknown_topic_or_partition, f"Topic '{name}' not found.")
+        clash = sorted(set(new_partitions) & set(current.partitions))
+        if clash:
+            raise KafkaError(ErrorCode.invalid_partitions, f"partitions {clash} already exist")
+        merged = dict(current.partitions) | {p: list(r) for p, r in new_partitions.items()}
+        updated = TopicAssignment(name, current.topic_id, merged, current.adding, current.removing)
+        return self.set_topic_assignment(updated, expected_version)
+
+    def set_topic_assignment(
+        self,
+        assignment: TopicAssignment,
+        expected_version: int = -1,
+        controller_epoch_zk_version: int | None = None,
+    ) -> int:
+        """Overwrite ``/brokers/topics/<t>``; returns the new znode version."""
+        op = fenced.set_data(
+            paths.topic(assignment.name),
+            codecs.encode_topic_assignment(assignment),
+            expected_version,
+        )
+        (result,) = fenced.run_fenced(self._client, [op], controller_epoch_zk_version)
+        if isinstance(result, Exception):
+            raise fenced.to_kafka_error(op, result)
+        return int(result.version)
+
+    # -- configs -------------------------------------------------------------------------
+
+    def get_entity_config(self, entity_type: str, name: str) -> dict[str, str]:
+        """``/config/<entity_type>/<name>`` (entity_type 'topics', 'brokers', ...)."""
+        found = self.get_data(f"{paths.CONFIG}/{entity_type}/{name}")
+        return codecs.decode_config(found[0]) if found else {}
+
+    def set_entity_config(self, entity_type: str, name: str, configs: Mapping[str, str]) -> None:
+        """Replace an entity's config overrides and post a config change notification."""
+        path = f"{paths.CONFIG}/{entity_type}/{name}"
+        data = codecs.encode_config(configs)
+        try:
+            self._client.set(path, data)
+        except NoNodeError:
+            self._client.create(path, data, makepath=True)
+        self._client.create(
+            paths.CONFIG_CHANGE_PREFIX,
+            codecs.encode_config_change(f"{entity_type}/{name}"),
+            sequence=True,
+            makepath=True,
+        )
+
+    def get_topic_config(self, name: str) -> dict[str, str]:
+        return self.get_entity_config("topics", name)
+
+    def set_topic_config(self, name: str, configs: Mapping[str, str]) -> None:
+        self.set_entity_config("topics", name, configs)
+
+    # -- partition states ----------------------------------------------------------------
+
+    def get_partition_states(
+        self, partitions: Iterable[TopicPartition]
+    ) -> dict[TopicPartition, LeaderIsr]:
+        """Leader/ISR of each partition that has a state znode (batched reads)."""
+        tps = list(partitions)
+        found = self._get_many(paths.partition_state(*tp) for tp in tps)
+        return {
+            tp: codecs.decode_leader_isr(found[p][0], zk_version=found[p][1].version)
+            for tp in tps
+            if (p := paths.partition_state(*tp)) in found
+        }
+
+    def create_partition_states(
+        self, states: Mapping[TopicPartition, LeaderIsr], controller_epoch_zk_version: int
+    ) -> dict[TopicPartition, KafkaError | LeaderIsr]:
+        """Create state znodes (and their parents), fenced; each result has zk_version 0."""
+        tps = list(states)
+        self._create_partition_parents(tps, controller_epoch_zk_version)
+        ops = [
+            fenced.create(paths.partition_state(*tp), codecs.encode_leader_isr(states[tp]))
+            for tp in tps
+        ]
+        results = fenced.run_fenced(self._client, ops, controller_epoch_zk_version)
+        out: dict[TopicPartition, KafkaError | LeaderIsr] = {}
+        for tp, op, result in zip(tps, ops, results, strict=True):
+            if isinstance(result, Exception):
+                out[tp] = fenced.to_kafka_error(op, result)
+            else:
+                out[tp] = _with_version(states[tp], 0)
+        return out
+
+    def _create_partition_parents(self, tps: list[TopicPartition], epoch_version: int) -> None:
+        wanted: list[str] = []
+        for topic in sorted({tp.topic for tp in tps}):
+            wanted.append(paths.topic_partitions(topic))
+        wanted.extend(paths.partition(*tp) for tp in tps)
+        pending = {p: self._client.exists_async(p) for p in wanted}
+        missing = [p for p, result in pending.items() if result.get() is None]
+        # Failures (a parent already there, a topic gone) show up on the state creates.
+        fenced.run_fenced(self._client, [fenced.create(p) for p in missing], epoch_version)
+
+    def update_partition_states(
+        self, states: Mapping[TopicPartition, LeaderIsr], controller_epoch_zk_version: int
+    ) -> dict[TopicPartition, LeaderIsr | KafkaError]:
+        """Conditional updates (each at ``state.zk_version``), fenced; new versions out.
+
+        A stale version gives that partition a :class:`ZkVersionMismatchError` without
+        failing the others; a missing znode a :class:`ZkNoNodeError`.
+        """
+        tps = list(states)
+        ops = [
+            fenced.set_data(
+                paths.partition_state(*tp),
+                codecs.encode_leader_isr(states[tp]),
+                states[tp].zk_version,
+            )
+            for tp in tps
+        ]
+        results = fenced.run_fenced(self._client, ops, controller_epoch_zk_version)
+        out: dict[TopicPartition, LeaderIsr | KafkaError] = {}
+        for tp, op, result in zip(tps, ops, results, strict=True):
+            if isinstance(result, Exception):
+                out[tp] = fenced.to_kafka_error(op, result)
+            else:
+                out[tp] = _with_version(states[tp], int(result.version))
+        return out
+
+    # -- topic deletion ------------------------------------------------------------------
+
+    def mark_topic_for_deletion(self, name: str) -> None:
+        """Create ``/admin/delete_topics/<t>`` (idempotent)."""
+        if not self._client.exists(paths.topic(name)):
+            raise KafkaError(ErrorCode.unknown_topic_or_partition, f"Topic '{name}' not found.")
+        try:
+            self._client.create(paths.delete_topic(name), b"", makepath=True)
+        except NodeExistsError:
+            pass
+
+    def get_topics_to_delete(self) -> list[str]:
+        return self.get_children(paths.DELETE_TOPICS)
+
+    def delete_topic_znodes(self, name: str, controller_epoch_zk_version: int) -> None:
+        """Remove the topic's assignment tree, config and deletion mark, fenced."""
+        for _ in range(3):
+            targets = self._subtree_bottom_up(paths.topic(name))
+            targets += [paths.topic_config(name), paths.delete_topic(name)]
+            ops = [fenced.delete(p) for p in targets]
+            results = fenced.run_fenced(self._client, ops, controller_epoch_zk_version)
+            errors = [
+                r for r in results if isinstance(r, Exception) and not isinstance(r, NoNodeError)
+            ]
+            if not errors:
+                return
+            if not any(isinstance(e, NotEmptyError) for e in errors):
+                raise fenced.to_kafka_error(ops[results.index(errors[0])], errors[0])
+        raise KafkaError(ErrorCode.unknown_server_error, f"could not delete topic '{name}' znodes")
+
+    def _subtree_bottom_up(self, root: str) -> list[str]:
+        """``root`` and its descendants, children before parents."""
+        ordered: list[str] = []
+
+        def visit(path: str) -> None:
+            for child in self.get_children(path):
+                visit(f"{path}/{child}")
+            ordered.append(path)
+
+        if self._client.exists(root):
+            visit(root)
+        return ordered
+
+    # -- admin: reassignment and preferred election --------------------------------------
+
+    def get_reassignments(self) -> dict[TopicPartition, list[int]]:
+        found = self.get_data(paths.REASSIGN_PARTITIONS)
+        return codecs.decode_reassignment(found[0]) if found and found[0] else {}
+
+    def create_reassignments(self, reassignment: Mapping[TopicPartition, list[int]]) -> None:
+        """Admin side: start a reassignment; REASSIGNMENT_IN_PROGRESS if one is running."""
+        try:
+            self._client.create(
+                paths.REASSIGN_PARTITIONS, codecs.encode_reassignment(reassignment), makepath=True
+            )
+        except NodeExistsError:
+            raise KafkaError(
+                ErrorCode.reassignment_in_progress, "a partition reassignment is in progress"
+            ) from None
+
+    def set_reassignments(
+        self, reassignment: Mapping[TopicPartition, list[int]], controller_epoch_zk_version: int
+    ) -> None:
+        """Controller side: rewrite the pending reassignments (empty → delete), fenced."""
+        if not reassignment:
+            self.delete_reassignments(controller_epoch_zk_version)
+            return
+        op = fenced.set_data(paths.REASSIGN_PARTITIONS, codecs.encode_reassignment(reassignment))
+        (result,) = fenced.run_fenced(self._client, [op], controller_epoch_zk_version)
+        if isinstance(result, NoNodeError):
+            op = fenced.create(op.path, op.data)
+            (result,) = fenced.run_fenced(self._client, [op], controller_epoch_zk_version)
+        if isinstance(result, Exception):
+            raise fenced.to_kafka_error(op, result)
+
+    def delete_reassignments(self, controller_epoch_zk_version: int) -> None:
+        self._delete_fenced(paths.REASSIGN_PARTITIONS, controller_epoch_zk_version)
+
+    def get_preferred_election(self) -> set[TopicPartition]:
+        found = self.get_data(paths.PREFERRED_REPLICA_ELECTION)
+        return codecs.decode_preferred_election(found[0]) if found and found[0] else set()
+
+    def create_preferred_election(self, partitions: Iterable[TopicPartition]) -> None:
+        """Admin side: request a preferred-leader election for ``partitions``."""
+        try:
+            self._client.create(
+                paths.PREFERRED_REPLICA_ELECTION,
+                codecs.encode_preferred_election(partitions),
+                makepath=True,
+            )
+        except NodeExistsError:
+            raise KafkaError(
+                ErrorCode.unknown_server_error, "a preferred replica election is in progress"
+            ) from None
+
+    def delete_preferred_election(self, controller_epoch_zk_version: int) -> None:
+        self._delete_fenced(paths.PREFERRED_REPLICA_ELECTION, controller_epoch_zk_version)
+
+    def _delete_fenced(self, path: str, controller_epoch_zk_version: int) -> None:
+        op = fenced.delete(path)
+        (result,) = fenced.run_fenced(self._client, [op], controller_epoch_zk_version)
+        if isinstance(result, Exception) and not isinstance(result, NoNodeError):
+            raise fenced.to_kafka_error(op, result)
+
+    # -- watches -------------------------------------------------------------------------
+
+    def watch_children(self, path: str, callback: Callable[[list[str]], None]) -> Watch:
+        """``callback(children)`` now and after every change of ``path``'s children.
+
+        ``path`` is created if missing (a children watch needs the parent).
+        """
+        self._retry(self._client.ensure_path, path)
+        watch = Watch(path, lambda children: callback(sorted(children)))
+        ChildrenWatch(self._client, path, watch._on_children)
+        return watch
+
+    def watch_data(
+        self, path: str, callback: Callable[[bytes | None, ZnodeStat | None], None]
+    ) -> Watch:
+        """``callback(data, stat)`` now and on every change, creation and deletion
+        (``(None, None)`` while the node does not exist)."""
+        watch = Watch(path, callback)
+        DataWatch(self._client, path, watch._on_data)
+        return watch
+
+    def watch_exists(self, path: str, callback: Callable[[ZnodeStat | None], None]) -> Watch:
+        """``callback(stat or None)`` now and whenever ``path`` appears, changes or goes."""
+        watch = Watch(path, lambda _data, stat: callback(stat))
+        DataWatch(self._client, path, watch._on_data)
+        return watch
+
+
+def _with_version(state: LeaderIsr, zk_version: int) -> LeaderIsr:
+    return LeaderIsr(
+        leader=state.leader,
+        leader_epoch=state.leader_epoch,
+        isr=list(state.isr),
+        controller_epoch=state.controller_epoch,
+        zk_version=zk_version,
+        leader_recovery_state=state.leader_recovery_state,
+    )
+
+
+__all__ = [
+    "ControllerMovedError",
+    "Watch",
+    "ZkClient",
+    "ZkNoNodeError",
+    "ZkVersionMismatchError",
+    "split_connect",
+]

@@ -1,0 +1,1 @@
+"""controlled_shutdown: the ZooKeeper-mode version Weir speaks (see the version package)."""

@@ -1,0 +1,1 @@
+"""update_metadata: the ZooKeeper-mode version Weir speaks (see the version package)."""
