@@ -1,0 +1,187 @@
+"""Test helpers: a fake ZooKeeper that executes the core's operations, and a driver."""
+
+from __future__ import annotations
+
+import dataclasses
+import uuid
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from weir.common import TopicPartition
+from weir.controller.core import ControllerCore
+from weir.controller.effects import (
+    Effect,
+    Log,
+    SendRequests,
+    TopicsRead,
+    ZkCreatePartitionStates,
+    ZkDeleteTopic,
+    ZkOperation,
+    ZkReadPartitionStates,
+    ZkReadTopics,
+    ZkUpdatePartitionStates,
+)
+from weir.controller.events import BrokerChange, Startup, TopicChange
+from weir.controller.requests import OutboundRequest
+from weir.controller.settings import ControllerSettings
+from weir.coordination.codecs import BrokerInfo, LeaderIsr, TopicAssignment
+from weir.coordination.errors import ZkNodeExistsError, ZkNoNodeError, ZkVersionMismatchError
+from weir.protocol.interbroker import LeaderAndIsrRequest, StopReplicaRequest, UpdateMetadataRequest
+
+CONTROLLER_ID = 1
+EPOCH_ZK_VERSION = 7
+
+
+def broker(broker_id: int, epoch: int | None = None) -> BrokerInfo:
+    return BrokerInfo(id=broker_id, host="localhost", port=9090 + broker_id,
+                      rack=None, epoch=100 + broker_id if epoch is None else epoch)
+
+
+def brokers(*ids: int) -> dict[int, BrokerInfo]:
+    return {i: broker(i) for i in ids}
+
+
+class FakeZk:
+    """Executes ZkOperations against dicts, like the real ZkClient would."""
+
+    def __init__(self) -> None:
+        self.states: dict[TopicPartition, LeaderIsr] = {}
+        self.topics: dict[str, TopicAssignment] = {}
+        self.configs: dict[str, dict[str, str]] = {}
+        self.ops: list[ZkOperation] = []
+        self.deleted: list[str] = []
+
+    def add_topic(self, name: str, partitions: Mapping[int, list[int]],
+                  configs: Mapping[str, str] | None = None) -> TopicAssignment:
+        assignment = TopicAssignment(name=name, topic_id=uuid.uuid4(),
+                                     partitions={p: list(r) for p, r in partitions.items()})
+        self.topics[name] = assignment
+        self.configs[name] = dict(configs or {})
+        return assignment
+
+    def bump(self, tp: TopicPartition, **changes: Any) -> None:
+        """Someone else wrote the state znode (its version moves on)."""
+        cur = self.states[tp]
+        self.states[tp] = dataclasses.replace(cur, zk_version=cur.zk_version + 1, **changes)
+
+    def execute(self, op: ZkOperation) -> Any:
+        self.ops.append(op)
+        if isinstance(op, ZkCreatePartitionStates):
+            out: dict[TopicPartition, Any] = {}
+            for tp, state in op.states.items():
+                if tp in self.states:
+                    out[tp] = ZkNodeExistsError(str(tp))
+                else:
+                    self.states[tp] = out[tp] = dataclasses.replace(state, zk_version=0)
+            return out
+        if isinstance(op, ZkUpdatePartitionStates):
+            out = {}
+            for tp, state in op.states.items():
+                cur = self.states.get(tp)
+                if cur is None:
+                    out[tp] = ZkNoNodeError(str(tp))
+                elif cur.zk_version != state.zk_version:
+                    out[tp] = ZkVersionMismatchError(str(tp), state.zk_version)
+                else:
+                    new = dataclasses.replace(state, zk_version=cur.zk_version + 1)
+                    self.states[tp] = out[tp] = new
+            return out
+        if isinstance(op, ZkReadPartitionStates):
+            return {tp: self.states[tp] for tp in op.partitions if tp in self.states}
+        if isinstance(op, ZkReadTopics):
+            found = {t: self.topics[t] for t in op.topics if t in self.topics}
+            return TopicsRead(found, {t: self.configs.get(t, {}) for t in found})
+        if isinstance(op, ZkDeleteTopic):
+            self.deleted.append(op.topic)
+            self.topics.pop(op.topic, None)
+            for tp in [tp for tp in self.states if tp.topic == op.topic]:
+                del self.states[tp]
+            return None
+        raise AssertionError(f"unexpected op {op!r}")
+
+    def startup_event(self, live: Mapping[int, BrokerInfo], epoch: int = 1,
+                      to_delete: Iterable[str] = ()) -> Startup:
+        return Startup(controller_epoch=epoch, epoch_zk_version=EPOCH_ZK_VERSION,
+                       brokers=dict(live), topics=dict(self.topics),
+                       partition_states=dict(self.states),
+                       topics_to_delete=frozenset(to_delete),
+                       topic_configs={t: dict(c) for t, c in self.configs.items()})
+
+
+def drive(core: ControllerCore, zk: FakeZk, event: Any, now_ms: int = 0) -> list[Effect]:
+    """Handle one event to the end, executing ZooKeeper operations on ``zk``."""
+    out: list[Effect] = []
+    effects = core.handle(event, now_ms)
+    while True:
+        out.extend(effects)
+        if effects and isinstance(effects[-1], ZkOperation):
+            effects = core.complete(zk.execute(effects[-1]), now_ms)
+        else:
+            break
+    crashes = [e for e in out if isinstance(e, Log) and "failed to handle" in e.message]
+    assert not crashes, crashes
+    assert not core.awaiting_result
+    return out
+
+
+def new_core(**settings: Any) -> ControllerCore:
+    return ControllerCore(ControllerSettings(broker_id=CONTROLLER_ID, **settings))
+
+
+def started(live: Iterable[int] = (1, 2, 3), topics: Mapping[str, Mapping[int, list[int]]]
+            | None = None, **settings: Any) -> tuple[ControllerCore, FakeZk]:
+    """An active controller with ``live`` brokers and ``topics`` created through events."""
+    core, zk = new_core(**settings), FakeZk()
+    drive(core, zk, zk.startup_event(brokers(*live)))
+    if topics:
+        for name, parts in topics.items():
+            zk.add_topic(name, parts)
+        drive(core, zk, TopicChange(frozenset(zk.topics)))
+    return core, zk
+
+
+def requests_of(effects: Iterable[Effect]) -> list[OutboundRequest]:
+    return [r for e in effects if isinstance(e, SendRequests) for r in e.requests]
+
+
+def of_type(effects: Iterable[Effect], cls: type) -> dict[int, Any]:
+    """``{broker: request}`` for requests of ``cls``; asserts one per broker."""
+    out: dict[int, Any] = {}
+    for r in requests_of(effects):
+        if isinstance(r.request, cls):
+            assert r.broker_id not in out, f"two {cls.__name__} for broker {r.broker_id}"
+            out[r.broker_id] = r.request
+    return out
+
+
+def leader_and_isr(effects: Iterable[Effect]) -> dict[int, LeaderAndIsrRequest]:
+    return of_type(effects, LeaderAndIsrRequest)
+
+
+def update_metadata(effects: Iterable[Effect]) -> dict[int, UpdateMetadataRequest]:
+    return of_type(effects, UpdateMetadataRequest)
+
+
+def stop_replica(effects: Iterable[Effect]) -> dict[int, StopReplicaRequest]:
+    return of_type(effects, StopReplicaRequest)
+
+
+def partition_states(request: Any) -> dict[TopicPartition, Any]:
+    """Partition states of a LeaderAndIsr/UpdateMetadata/StopReplica request by partition."""
+    return {
+        TopicPartition(t.topic_name, p.partition_index): p
+        for t in request.topic_states for p in t.partition_states
+    }
+
+
+def zk_ops(effects: Iterable[Effect], cls: type) -> list[Any]:
+    return [e for e in effects if isinstance(e, cls)]
+
+
+def logs(effects: Iterable[Effect], level: int | None = None) -> list[Log]:
+    return [e for e in effects if isinstance(e, Log) and (level is None or e.level == level)]
+
+
+def change_brokers(core: ControllerCore, zk: FakeZk, live: Mapping[int, BrokerInfo]
+                   ) -> list[Effect]:
+    return drive(core, zk, BrokerChange(dict(live)))

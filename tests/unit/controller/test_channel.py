@@ -1,0 +1,77 @@
+"""The per-broker channels: order, retry while the broker is alive, responses as events."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any, ClassVar
+
+from weir.common import TopicPartition
+from weir.controller.channel import ControllerChannelManager
+from weir.controller.events import StopReplicaResult
+from weir.controller.requests import OutboundRequest
+from weir.protocol.errors import ErrorCode
+from weir.protocol.interbroker import StopReplicaRequest, StopReplicaResponse
+from weir.protocol.interbroker.stop_replica.v4.request import (
+    StopReplicaPartitionState,
+    StopReplicaTopicState,
+)
+from weir.protocol.interbroker.stop_replica.v4.response import StopReplicaPartitionError
+
+from .helpers import broker
+
+
+def _stop(partition: int) -> StopReplicaRequest:
+    return StopReplicaRequest(controller_id=1, controller_epoch=1, broker_epoch=1, topic_states=(
+        StopReplicaTopicState(topic_name="t", partition_states=(
+            StopReplicaPartitionState(partition_index=partition, delete_partition=True),)),))
+
+
+class FlakyConnection:
+    attempts = 0
+    seen: ClassVar[list[Any]] = []
+
+    def __init__(self, host: str, port: int) -> None:
+        self.connected = False
+
+    async def connect(self, timeout_s: float = 10.0) -> None:
+        FlakyConnection.attempts += 1
+        if FlakyConnection.attempts == 1:
+            raise ConnectionRefusedError("not yet")
+        self.connected = True
+
+    async def request(self, payload: Any, timeout_s: float | None = None) -> Any:
+        FlakyConnection.seen.append(payload)
+        p = payload.topic_states[0].partition_states[0].partition_index
+        return StopReplicaResponse(error_code=ErrorCode.none, partition_errors=(
+            StopReplicaPartitionError(topic_name="t", partition_index=p,
+                                      error_code=ErrorCode.none if p else
+                                      ErrorCode.kafka_storage_error),))
+
+    async def close(self) -> None:
+        self.connected = False
+
+
+def test_channel_retries_keeps_order_and_reports_results() -> None:
+    events: list[Any] = []
+
+    async def scenario() -> None:
+        manager = ControllerChannelManager(events.append, backoff_ms=1,
+                                           connect=FlakyConnection)
+        await manager.update_brokers({2: broker(2)})
+        manager.send([OutboundRequest(2, _stop(0)), OutboundRequest(2, _stop(1)),
+                      OutboundRequest(3, _stop(2))])  # broker 3 unknown: dropped
+        async with asyncio.timeout(10):
+            while len(events) < 2:
+                await asyncio.sleep(0.01)
+        await manager.update_brokers({})
+        assert manager.broker_ids == frozenset()
+        await manager.close()
+
+    asyncio.run(scenario())
+    assert FlakyConnection.attempts == 2
+    assert [r.topic_states[0].partition_states[0].partition_index
+            for r in FlakyConnection.seen] == [0, 1]
+    assert events == [
+        StopReplicaResult(2, {TopicPartition("t", 0): ErrorCode.kafka_storage_error}),
+        StopReplicaResult(2, {TopicPartition("t", 1): ErrorCode.none}),
+    ]

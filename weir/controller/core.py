@@ -1,0 +1,353 @@
+"""The sans-I/O controller: events and ``now_ms`` in, effects out (Kafka's KafkaController).
+
+Usage by a shell::
+
+    effects = core.handle(event, now_ms)
+    while True:
+        run the plain effects (logs, sends, watches) in order
+        if not effects or not isinstance(effects[-1], ZkOperation): break
+        result = execute(effects[-1])                  # ZooKeeper I/O, in the shell
+        effects = core.complete(result, now_ms)
+
+Each operation is a generator that yields :class:`~weir.controller.effects.ZkOperation`
+values and is resumed with their results, so every decision stays here.  The requests of
+one event are merged into one batch and emitted after its last ZooKeeper write.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+from weir.common import TopicPartition
+from weir.controller.context import ControllerContext
+from weir.controller.deletion import TopicDeletionManager
+from weir.controller.effects import (
+    Effect,
+    Log,
+    SendRequests,
+    TopicsRead,
+    UnwatchTopics,
+    WatchTopics,
+    ZkDeleteTopic,
+    ZkReadTopics,
+)
+from weir.controller.events import (
+    BrokerChange,
+    ControlledShutdown,
+    ControllerEvent,
+    ControllerResigned,
+    LeaderAndIsrResult,
+    PartitionModifications,
+    Startup,
+    StopReplicaResult,
+    TopicChange,
+    TopicDeletion,
+)
+from weir.controller.partition_state_machine import PartitionStateMachine
+from weir.controller.replica_state_machine import ReplicaStateMachine
+from weir.controller.requests import RequestBatch
+from weir.controller.scope import EventScope, ZkSteps
+from weir.controller.settings import ControllerSettings
+from weir.controller.states import PartitionReplica, PartitionState, ReplicaState
+from weir.protocol.errors import ErrorCode
+
+__all__ = ["ControllerCore"]
+
+R = ReplicaState
+
+
+class ControllerCore:
+    """The active controller's logic; inactive until a :class:`Startup` event."""
+
+    def __init__(self, settings: ControllerSettings) -> None:
+        self.settings = settings
+        self.ctx = ControllerContext()
+        self.partitions = PartitionStateMachine(self.ctx, settings)
+        self.replicas = ReplicaStateMachine(self.ctx, settings)
+        self.deletion = TopicDeletionManager(self.ctx, self.partitions, self.replicas)
+        self.active = False
+        self._pending: ZkSteps[None] | None = None
+        self._scope: EventScope | None = None
+
+    # -- driving -----------------------------------------------------------------------------
+
+    @property
+    def awaiting_result(self) -> bool:
+        """True while a yielded ZooKeeper operation waits for :meth:`complete`."""
+        return self._pending is not None
+
+    def handle(self, event: ControllerEvent, now_ms: int) -> list[Effect]:
+        """Handle one event; returns its effects (the last may be a :class:`ZkOperation`)."""
+        if self._pending is not None:
+            raise RuntimeError("complete() the pending ZooKeeper operation before the next event")
+        if not self.active and not isinstance(event, Startup):
+            return []
+        self._scope = EventScope(RequestBatch(self.settings.broker_id, self.ctx), now_ms)
+        return self._drive(self._dispatch(event), None)
+
+    def complete(self, result: Any, now_ms: int) -> list[Effect]:
+        """Resume the current event with the result of the ZooKeeper operation it yielded."""
+        if self._pending is None or self._scope is None:
+            raise RuntimeError("no ZooKeeper operation is pending")
+        self._scope.now_ms = now_ms
+        return self._drive(self._pending, result)
+
+    def abort(self) -> list[Effect]:
+        """Drop the event in progress and resign (the shell saw ControllerMovedError)."""
+        if self._pending is not None:
+            self._pending.close()
+        self._pending = None
+        self._scope = None
+        return self._resign()
+
+    def _drive(self, steps: ZkSteps[None], value: Any) -> list[Effect]:
+        scope = self._scope
+        assert scope is not None
+        try:
+            op = steps.send(value)
+        except StopIteration:
+            return self._finish(scope)
+        except Exception as exc:  # noqa: BLE001 - a bug must not kill the event loop
+            scope.log(Log.error(f"Controller failed to handle an event: {exc!r}"))
+            return self._finish(scope)
+        self._pending = steps
+        return [*scope.take_effects(), op]
+
+    def _finish(self, scope: EventScope) -> list[Effect]:
+        self._pending = None
+        self._scope = None
+        effects = scope.take_effects()
+        if self.active and not scope.batch.is_empty():
+            requests = scope.batch.build()
+            if requests:
+                effects.append(SendRequests(tuple(requests)))
+        return effects
+
+    def _dispatch(self, event: ControllerEvent) -> ZkSteps[None]:
+        match event:
+            case Startup():
+                yield from self._on_failover(event)
+            case BrokerChange(brokers=brokers):
+                yield from self._on_broker_change(brokers)
+            case TopicChange(topics=topics):
+                yield from self._on_topic_change(topics)
+            case PartitionModifications(topic=topic):
+                yield from self._on_partition_modifications(topic)
+            case TopicDeletion(topics=topics):
+                yield from self._on_topic_deletion(topics)
+            case StopReplicaResult():
+                yield from self._on_stop_replica_result(event)
+            case LeaderAndIsrResult():
+                self._on_leader_and_isr_result(event)
+            case ControlledShutdown():
+                self._scope_log(Log.warning(
+                    f"Controlled shutdown of broker {event.broker_id} is not supported yet"))
+            case ControllerResigned():
+                self._scope_effects(self._resign())
+
+    def _scope_log(self, entry: Log) -> None:
+        assert self._scope is not None
+        self._scope.log(entry)
+
+    def _scope_effects(self, effects: Iterable[Effect]) -> None:
+        assert self._scope is not None
+        self._scope.effects.extend(effects)
+
+    # -- failover and resignation ----------------------------------------------------------
+
+    def _on_failover(self, event: Startup) -> ZkSteps[None]:
+        scope = self._scope
+        assert scope is not None
+        ctx = self.ctx
+        ctx.clear()
+        self.active = True
+        ctx.controller_epoch = event.controller_epoch
+        ctx.epoch_zk_version = event.epoch_zk_version
+        ctx.live_brokers.update(event.brokers)
+        for name, assignment in event.topics.items():
+            ctx.add_topic(name, assignment.topic_id, assignment.partitions)
+        ctx.leadership.update(
+            (tp, li) for tp, li in event.partition_states.items() if ctx.replicas(tp))
+        ctx.topic_configs.update({t: dict(c) for t, c in event.topic_configs.items()})
+        scope.log(Log.info(f"Broker {self.settings.broker_id} became controller with epoch "
+                           f"{ctx.controller_epoch}; live brokers {sorted(ctx.live_brokers)}, "
+                           f"{len(event.topics)} topics"))
+        scope.effects.append(WatchTopics(frozenset(event.topics)))
+        scope.batch.add_update_metadata(ctx.live_brokers, all_partitions=True)
+        self.replicas.initialize()
+        yield from self.replicas.startup(scope)
+        self.partitions.initialize()
+        yield from self.partitions.trigger_online_state_change(scope)
+        to_delete = set(event.topics_to_delete) & set(ctx.topic_ids)
+        unknown = set(event.topics_to_delete) - to_delete
+        for topic in sorted(unknown):
+            yield from self._delete_unknown_topic_marker(topic)
+        yield from self.deletion.enqueue(scope, to_delete)
+
+    def _resign(self) -> list[Effect]:
+        was_active = self.active
+        self.active = False
+        topics = frozenset(self.ctx.topic_ids)
+        self.ctx.clear()
+        if not was_active:
+            return []
+        return [UnwatchTopics(topics),
+                Log.info(f"Broker {self.settings.broker_id} resigned as controller")]
+
+    # -- brokers ---------------------------------------------------------------------------
+
+    def _on_broker_change(self, brokers: Any) -> ZkSteps[None]:
+        ctx = self.ctx
+        current = dict(brokers)
+        new = sorted(set(current) - set(ctx.live_brokers))
+        dead = sorted(set(ctx.live_brokers) - set(current))
+        bounced = sorted(b for b in set(current) & set(ctx.live_brokers)
+                         if current[b].epoch != ctx.live_brokers[b].epoch)
+        if not (new or dead or bounced):
+            return
+        self._scope_log(Log.info(f"Broker change: new {new}, dead {dead}, bounced {bounced}"))
+        if new:
+            ctx.live_brokers.update({b: current[b] for b in new})
+            yield from self._on_broker_startup(new)
+        if bounced:
+            for b in bounced:
+                del ctx.live_brokers[b]
+            yield from self._on_broker_failure(bounced)
+            ctx.live_brokers.update({b: current[b] for b in bounced})
+            yield from self._on_broker_startup(bounced)
+        if dead:
+            for b in dead:
+                del ctx.live_brokers[b]
+            yield from self._on_broker_failure(dead)
+
+    def _on_broker_startup(self, brokers: list[int]) -> ZkSteps[None]:
+        scope = self._scope
+        assert scope is not None
+        ctx = self.ctx
+        ctx.brokers_sent_full_leader_and_isr.difference_update(brokers)
+        scope.batch.add_update_metadata(ctx.live_brokers)
+        scope.batch.add_update_metadata(brokers, all_partitions=True)
+        on_new = [r for r in ctx.replicas_on_brokers(brokers)
+                  if ctx.replica_state(r) is not R.DELETION_SUCCESSFUL]
+        yield from self.replicas.handle_state_changes(scope, on_new, R.ONLINE)
+        yield from self.partitions.trigger_online_state_change(scope)
+        deleting = {r.partition.topic for r in on_new
+                    if ctx.is_topic_queued_for_deletion(r.partition.topic)}
+        yield from self.deletion.resume_for_topics(scope, deleting)
+
+    def _on_broker_failure(self, brokers: list[int]) -> ZkSteps[None]:
+        scope = self._scope
+        assert scope is not None
+        ctx = self.ctx
+        ctx.shutting_down.difference_update(brokers)
+        on_dead = ctx.replicas_on_brokers(brokers)
+        active = [r for r in on_dead if not ctx.is_topic_queued_for_deletion(r.partition.topic)]
+        deleting = [r for r in on_dead if ctx.is_topic_queued_for_deletion(r.partition.topic)]
+        leaderless = [
+            tp for tp, li in ctx.leadership.items()
+            if not ctx.is_replica_online(li.leader)
+            and not ctx.is_topic_queued_for_deletion(tp.topic)
+            and ctx.partition_state(tp) in (PartitionState.NEW, PartitionState.ONLINE,
+                                            PartitionState.OFFLINE)
+        ]
+        yield from self.partitions.handle_state_changes(scope, leaderless,
+                                                        PartitionState.OFFLINE)
+        yield from self.partitions.trigger_online_state_change(scope)
+        yield from self.replicas.handle_state_changes(scope, active, R.OFFLINE)
+        yield from self.deletion.fail_replica_deletion(scope, deleting)
+        scope.batch.add_update_metadata(ctx.live_brokers)
+
+    # -- topics ----------------------------------------------------------------------------
+
+    def _on_topic_change(self, topics: frozenset[str]) -> ZkSteps[None]:
+        ctx = self.ctx
+        new = set(topics) - set(ctx.topic_ids)
+        gone = set(ctx.topic_ids) - set(topics)
+        for topic in sorted(gone):
+            self._scope_log(Log.info(f"Topic {topic} disappeared from ZooKeeper"))
+            ctx.remove_topic(topic)
+        if gone:
+            self._scope_effects([UnwatchTopics(frozenset(gone))])
+        if not new:
+            return
+        read: TopicsRead = yield ZkReadTopics(frozenset(new))
+        added: list[TopicPartition] = []
+        for name, assignment in read.assignments.items():
+            if name not in new:
+                continue
+            ctx.add_topic(name, assignment.topic_id, assignment.partitions)
+            ctx.topic_configs[name] = dict(read.configs.get(name, {}))
+            added.extend(ctx.partitions_of(name))
+        self._scope_log(Log.info(f"New topics: {sorted(read.assignments)}"))
+        self._scope_effects([WatchTopics(frozenset(read.assignments))])
+        yield from self._on_new_partitions(added)
+
+    def _on_partition_modifications(self, topic: str) -> ZkSteps[None]:
+        ctx = self.ctx
+        if topic not in ctx.topic_ids:
+            return
+        if ctx.is_topic_queued_for_deletion(topic):
+            self._scope_log(Log.info(f"Ignoring partition changes of {topic}: being deleted"))
+            return
+        read: TopicsRead = yield ZkReadTopics(frozenset({topic}))
+        assignment = read.assignments.get(topic)
+        if assignment is None:
+            return
+        known = ctx.assignments.get(topic, {})
+        added = {p: r for p, r in assignment.partitions.items() if p not in known}
+        if not added:
+            return
+        ctx.add_topic(topic, assignment.topic_id, added)
+        self._scope_log(Log.info(f"New partitions of {topic}: {sorted(added)}"))
+        yield from self._on_new_partitions([TopicPartition(topic, p) for p in sorted(added)])
+
+    def _on_new_partitions(self, partitions: list[TopicPartition]) -> ZkSteps[None]:
+        """Kafka's onNewPartitionCreation: New, NewReplica, Online, OnlineReplica."""
+        scope = self._scope
+        assert scope is not None
+        if not partitions:
+            return
+        replicas = [PartitionReplica(tp, r) for tp in partitions for r in self.ctx.replicas(tp)]
+        yield from self.partitions.handle_state_changes(scope, partitions, PartitionState.NEW)
+        yield from self.replicas.handle_state_changes(scope, replicas, R.NEW)
+        yield from self.partitions.handle_state_changes(scope, partitions,
+                                                        PartitionState.ONLINE)
+        yield from self.replicas.handle_state_changes(scope, replicas, R.ONLINE)
+
+    def _on_topic_deletion(self, topics: frozenset[str]) -> ZkSteps[None]:
+        scope = self._scope
+        assert scope is not None
+        known = set(topics) & set(self.ctx.topic_ids)
+        for topic in sorted(set(topics) - known):
+            yield from self._delete_unknown_topic_marker(topic)
+        yield from self.deletion.enqueue(scope, known - self.ctx.topics_to_delete)
+
+    def _delete_unknown_topic_marker(self, topic: str) -> ZkSteps[None]:
+        self._scope_log(Log.info(f"Ignoring deletion of unknown topic {topic}"))
+        yield ZkDeleteTopic(topic, self.ctx.epoch_zk_version)
+
+    # -- broker responses ------------------------------------------------------------------
+
+    def _on_stop_replica_result(self, event: StopReplicaResult) -> ZkSteps[None]:
+        scope = self._scope
+        assert scope is not None
+        ctx = self.ctx
+        failed, succeeded = [], []
+        for tp, code in event.errors.items():
+            replica = PartitionReplica(tp, event.broker_id)
+            if ctx.replica_state(replica) is not R.DELETION_STARTED:
+                continue
+            (succeeded if code == ErrorCode.none else failed).append(replica)
+            if code != ErrorCode.none:
+                scope.log(Log.warning(f"Deletion of replica {replica} failed: {code.name}"))
+        if failed:
+            yield from self.deletion.fail_replica_deletion(scope, failed)
+        if succeeded:
+            yield from self.deletion.complete_replica_deletion(scope, succeeded)
+
+    def _on_leader_and_isr_result(self, event: LeaderAndIsrResult) -> None:
+        for tp, code in sorted(event.errors.items()):
+            if code != ErrorCode.none:
+                self._scope_log(Log.warning(
+                    f"Broker {event.broker_id} failed LeaderAndIsr for {tp}: {code.name}"))

@@ -1,0 +1,139 @@
+"""What the core asks its shell to do.
+
+Plain effects (:class:`Log`, :class:`SendRequests`, :class:`WatchTopics`,
+:class:`UnwatchTopics`) are fire-and-forget.  A :class:`ZkOperation` is always the *last*
+effect of a step: the shell must execute it and hand its result back with
+``ControllerCore.complete(result, now_ms)`` before it feeds the next event.  Each
+operation's docstring names the result type the core expects.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+from weir.common import TopicPartition
+from weir.controller.requests import OutboundRequest
+from weir.coordination.codecs import LeaderIsr, TopicAssignment
+
+__all__ = [
+    "Effect",
+    "Log",
+    "SendRequests",
+    "TopicsRead",
+    "UnwatchTopics",
+    "WatchTopics",
+    "ZkCreatePartitionStates",
+    "ZkDeleteTopic",
+    "ZkOperation",
+    "ZkReadPartitionStates",
+    "ZkReadTopics",
+    "ZkUpdatePartitionStates",
+]
+
+
+@dataclass(frozen=True, slots=True)
+class Log:
+    """A line for the controller / state-change log (``level`` is a :mod:`logging` level)."""
+
+    level: int
+    message: str
+
+    @classmethod
+    def info(cls, message: str) -> Log:
+        return cls(logging.INFO, message)
+
+    @classmethod
+    def warning(cls, message: str) -> Log:
+        return cls(logging.WARNING, message)
+
+    @classmethod
+    def error(cls, message: str) -> Log:
+        return cls(logging.ERROR, message)
+
+
+@dataclass(frozen=True, slots=True)
+class SendRequests:
+    """Requests to queue on the brokers' channels, in order."""
+
+    requests: tuple[OutboundRequest, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class WatchTopics:
+    """Register data watches on ``/brokers/topics/<t>`` (partition modifications)."""
+
+    topics: frozenset[str]
+
+
+@dataclass(frozen=True, slots=True)
+class UnwatchTopics:
+    """Stop reacting to data changes of these topics' znodes."""
+
+    topics: frozenset[str]
+
+
+class ZkOperation:
+    """Base of the ZooKeeper operations whose result the core waits for."""
+
+    __slots__ = ()
+
+
+@dataclass(frozen=True, slots=True)
+class ZkCreatePartitionStates(ZkOperation):
+    """Create ``.../partitions/<p>/state`` znodes, fenced by the controller epoch's version.
+
+    Result: ``dict[TopicPartition, LeaderIsr | Exception]`` (the stored state, with its
+    zk version, or the per-partition error).
+    """
+
+    states: Mapping[TopicPartition, LeaderIsr]
+    epoch_zk_version: int
+
+
+@dataclass(frozen=True, slots=True)
+class ZkUpdatePartitionStates(ZkOperation):
+    """Conditionally update state znodes (each state carries the *expected* zk version).
+
+    Result: ``dict[TopicPartition, LeaderIsr | Exception]``.
+    """
+
+    states: Mapping[TopicPartition, LeaderIsr]
+    epoch_zk_version: int
+
+
+@dataclass(frozen=True, slots=True)
+class ZkReadPartitionStates(ZkOperation):
+    """Read state znodes. Result: ``dict[TopicPartition, LeaderIsr]`` (missing ones absent)."""
+
+    partitions: frozenset[TopicPartition]
+
+
+@dataclass(frozen=True, slots=True)
+class TopicsRead:
+    """Result of :class:`ZkReadTopics`."""
+
+    assignments: Mapping[str, TopicAssignment]
+    configs: Mapping[str, Mapping[str, str]] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class ZkReadTopics(ZkOperation):
+    """Read ``/brokers/topics/<t>`` and ``/config/topics/<t>``. Result: :class:`TopicsRead`."""
+
+    topics: frozenset[str]
+
+
+@dataclass(frozen=True, slots=True)
+class ZkDeleteTopic(ZkOperation):
+    """Remove a deleted topic's znodes and its ``/admin/delete_topics`` marker.
+
+    Result: ignored (``None``).
+    """
+
+    topic: str
+    epoch_zk_version: int
+
+
+Effect = Log | SendRequests | WatchTopics | UnwatchTopics | ZkOperation

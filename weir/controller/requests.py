@@ -1,0 +1,239 @@
+"""Per-event batching of controller-to-broker requests (Kafka's ControllerBrokerRequestBatch).
+
+While the core handles one event, the state machines add partitions to a
+:class:`RequestBatch`.  At the end of the event :meth:`RequestBatch.build` turns it into at
+most one LeaderAndIsr, one UpdateMetadata and one StopReplica request per live broker, in
+that order, each stamped with the controller id and epoch and the recipient's broker epoch.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any
+
+from weir.common import TopicPartition
+from weir.controller.context import LEADER_DURING_DELETE, ControllerContext
+from weir.coordination.codecs import LeaderIsr
+from weir.protocol.interbroker import (
+    LeaderAndIsrRequest,
+    StopReplicaRequest,
+    UpdateMetadataRequest,
+)
+from weir.protocol.interbroker.leader_and_isr.v7.request import (
+    LeaderAndIsrLiveLeader,
+    LeaderAndIsrPartitionState,
+    LeaderAndIsrTopicState,
+)
+from weir.protocol.interbroker.stop_replica.v4.request import (
+    StopReplicaPartitionState,
+    StopReplicaTopicState,
+)
+from weir.protocol.interbroker.update_metadata.v8.request import (
+    UpdateMetadataBroker,
+    UpdateMetadataEndpoint,
+    UpdateMetadataPartitionState,
+    UpdateMetadataTopicState,
+)
+
+__all__ = [
+    "LEADER_AND_ISR_FULL",
+    "LEADER_AND_ISR_INCREMENTAL",
+    "OutboundRequest",
+    "RequestBatch",
+]
+
+LEADER_AND_ISR_INCREMENTAL = 0
+LEADER_AND_ISR_FULL = 1
+EPOCH_DURING_DELETE = -2
+NO_EPOCH = -1
+ZERO_UUID = uuid.UUID(int=0)
+PLAINTEXT = "PLAINTEXT"
+PLAINTEXT_PROTOCOL = 0
+
+
+@dataclass(frozen=True, slots=True)
+class OutboundRequest:
+    """One request for one broker (``request`` is an interbroker request dataclass)."""
+
+    broker_id: int
+    request: Any
+
+
+class RequestBatch:
+    """Collects the requests of one event, merged per broker and partition."""
+
+    def __init__(self, controller_id: int, ctx: ControllerContext) -> None:
+        self._controller_id = controller_id
+        self._ctx = ctx
+        self._leader_and_isr: dict[int, dict[TopicPartition, LeaderAndIsrPartitionState]] = {}
+        self._update_metadata: dict[int, set[TopicPartition]] = {}
+        self._update_metadata_all: set[int] = set()
+        self._stop_replica: dict[int, dict[TopicPartition, bool]] = {}
+
+    def is_empty(self) -> bool:
+        return not (self._leader_and_isr or self._update_metadata or self._stop_replica)
+
+    # -- adding ----------------------------------------------------------------------------
+
+    def add_leader_and_isr(self, brokers: Iterable[int], tp: TopicPartition,
+                           leader_isr: LeaderIsr, replicas: Iterable[int],
+                           is_new: bool = False) -> None:
+        """LeaderAndIsr for ``tp`` to ``brokers``, and UpdateMetadata for it to all."""
+        replicas = tuple(replicas)
+        for broker in brokers:
+            if broker < 0:
+                continue
+            per_broker = self._leader_and_isr.setdefault(broker, {})
+            previous = per_broker.get(tp)
+            per_broker[tp] = LeaderAndIsrPartitionState(
+                partition_index=tp.partition,
+                controller_epoch=leader_isr.controller_epoch,
+                leader=leader_isr.leader,
+                leader_epoch=leader_isr.leader_epoch,
+                isr=tuple(leader_isr.isr),
+                partition_epoch=leader_isr.zk_version,
+                replicas=replicas,
+                is_new=is_new or (previous is not None and previous.is_new),
+            )
+        self.add_update_metadata(self._ctx.live_brokers, [tp])
+
+    def add_update_metadata(self, brokers: Iterable[int], partitions: Iterable[TopicPartition]
+                            = (), *, all_partitions: bool = False) -> None:
+        """UpdateMetadata to ``brokers`` with ``partitions`` (or every partition)."""
+        partitions = tuple(partitions)
+        for broker in brokers:
+            self._update_metadata.setdefault(broker, set()).update(partitions)
+            if all_partitions:
+                self._update_metadata_all.add(broker)
+
+    def add_stop_replica(self, brokers: Iterable[int], tp: TopicPartition,
+                         delete: bool) -> None:
+        """StopReplica for ``tp``; a delete request is never downgraded in the same batch."""
+        for broker in brokers:
+            if broker < 0:
+                continue
+            per_broker = self._stop_replica.setdefault(broker, {})
+            per_broker[tp] = delete or per_broker.get(tp, False)
+
+    # -- building --------------------------------------------------------------------------
+
+    def build(self) -> list[OutboundRequest]:
+        """The batch as requests to live brokers: LeaderAndIsr, UpdateMetadata, StopReplica.
+
+        Marks the brokers that got their first LeaderAndIsr (type FULL) in the context.
+        """
+        live = self._ctx.live_brokers
+        out: list[OutboundRequest] = []
+        for broker in sorted(b for b in self._leader_and_isr if b in live):
+            out.append(OutboundRequest(broker, self._leader_and_isr_request(broker)))
+        for broker in sorted(b for b in self._update_metadata if b in live):
+            out.append(OutboundRequest(broker, self._update_metadata_request(broker)))
+        for broker in sorted(b for b in self._stop_replica if b in live):
+            out.append(OutboundRequest(broker, self._stop_replica_request(broker)))
+        return out
+
+    def _topic_id(self, topic: str) -> uuid.UUID:
+        return self._ctx.topic_ids.get(topic, ZERO_UUID)
+
+    def _leader_and_isr_request(self, broker: int) -> LeaderAndIsrRequest:
+        states = self._leader_and_isr[broker]
+        by_topic: dict[str, list[LeaderAndIsrPartitionState]] = {}
+        for tp in sorted(states):
+            by_topic.setdefault(tp.topic, []).append(states[tp])
+        leaders = {s.leader for s in states.values()}
+        live_leaders = tuple(
+            LeaderAndIsrLiveLeader(broker_id=info.id, host_name=info.host, port=info.port)
+            for bid, info in sorted(self._ctx.live_brokers.items()) if bid in leaders
+        )
+        full = broker not in self._ctx.brokers_sent_full_leader_and_isr
+        self._ctx.brokers_sent_full_leader_and_isr.add(broker)
+        return LeaderAndIsrRequest(
+            controller_id=self._controller_id,
+            controller_epoch=self._ctx.controller_epoch,
+            broker_epoch=self._ctx.broker_epoch(broker),
+            type_=LEADER_AND_ISR_FULL if full else LEADER_AND_ISR_INCREMENTAL,
+            topic_states=tuple(
+                LeaderAndIsrTopicState(topic_name=topic, topic_id=self._topic_id(topic),
+                                       partition_states=tuple(parts))
+                for topic, parts in by_topic.items()
+            ),
+            live_leaders=live_leaders,
+        )
+
+    def _update_metadata_request(self, broker: int) -> UpdateMetadataRequest:
+        ctx = self._ctx
+        if broker in self._update_metadata_all:
+            partitions = set(ctx.leadership)
+        else:
+            partitions = self._update_metadata[broker]
+        by_topic: dict[str, list[UpdateMetadataPartitionState]] = {}
+        for tp in sorted(partitions):
+            state = self._metadata_partition_state(tp)
+            if state is not None:
+                by_topic.setdefault(tp.topic, []).append(state)
+        return UpdateMetadataRequest(
+            controller_id=self._controller_id,
+            controller_epoch=ctx.controller_epoch,
+            broker_epoch=ctx.broker_epoch(broker),
+            topic_states=tuple(
+                UpdateMetadataTopicState(topic_name=topic, topic_id=self._topic_id(topic),
+                                         partition_states=tuple(parts))
+                for topic, parts in by_topic.items()
+            ),
+            live_brokers=tuple(
+                UpdateMetadataBroker(
+                    id=info.id,
+                    endpoints=(UpdateMetadataEndpoint(port=info.port, host=info.host,
+                                                      listener=PLAINTEXT,
+                                                      security_protocol=PLAINTEXT_PROTOCOL),),
+                    rack=info.rack,
+                )
+                for _, info in sorted(ctx.live_brokers.items())
+            ),
+        )
+
+    def _metadata_partition_state(self, tp: TopicPartition) -> UpdateMetadataPartitionState | None:
+        ctx = self._ctx
+        leader_isr = ctx.leadership.get(tp)
+        if leader_isr is None:
+            return None
+        replicas = ctx.replicas(tp)
+        leader = leader_isr.leader
+        if ctx.is_topic_queued_for_deletion(tp.topic):
+            leader = LEADER_DURING_DELETE
+        return UpdateMetadataPartitionState(
+            partition_index=tp.partition,
+            controller_epoch=leader_isr.controller_epoch,
+            leader=leader,
+            leader_epoch=leader_isr.leader_epoch,
+            isr=tuple(leader_isr.isr),
+            zk_version=leader_isr.zk_version,
+            replicas=replicas,
+            offline_replicas=tuple(r for r in replicas if r not in ctx.live_brokers),
+        )
+
+    def _stop_replica_request(self, broker: int) -> StopReplicaRequest:
+        by_topic: dict[str, list[StopReplicaPartitionState]] = {}
+        for tp, delete in sorted(self._stop_replica[broker].items()):
+            by_topic.setdefault(tp.topic, []).append(StopReplicaPartitionState(
+                partition_index=tp.partition,
+                leader_epoch=self._stop_epoch(tp, delete),
+                delete_partition=delete,
+            ))
+        return StopReplicaRequest(
+            controller_id=self._controller_id,
+            controller_epoch=self._ctx.controller_epoch,
+            broker_epoch=self._ctx.broker_epoch(broker),
+            topic_states=tuple(
+                StopReplicaTopicState(topic_name=topic, partition_states=tuple(parts))
+                for topic, parts in by_topic.items()
+            ),
+        )
+
+    def _stop_epoch(self, tp: TopicPartition, delete: bool) -> int:
+        if delete:
+            return EPOCH_DURING_DELETE
+        leader_isr = self._ctx.leadership.get(tp)
+        return leader_isr.leader_epoch if leader_isr is not None else NO_EPOCH

@@ -1,0 +1,338 @@
+"""The controller's asyncio shell: election, ZooKeeper watches, effect execution.
+
+One ``asyncio.Queue`` and one consumer task.  ZooKeeper watch callbacks run on kazoo's
+threads and only put a marker on the queue (``loop.call_soon_threadsafe``); the consumer
+reads ZooKeeper through ``asyncio.to_thread``, feeds events to the sans-I/O
+:class:`~weir.controller.core.ControllerCore`, executes its ZooKeeper operations (feeding
+the results back) and hands its requests to the :class:`ControllerChannelManager`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from weir.common import TopicPartition
+from weir.controller.channel import ControllerChannelManager
+from weir.controller.core import ControllerCore
+from weir.controller.effects import (
+    Effect,
+    Log,
+    SendRequests,
+    TopicsRead,
+    UnwatchTopics,
+    WatchTopics,
+    ZkCreatePartitionStates,
+    ZkDeleteTopic,
+    ZkOperation,
+    ZkReadPartitionStates,
+    ZkReadTopics,
+    ZkUpdatePartitionStates,
+)
+from weir.controller.events import (
+    BrokerChange,
+    ControllerEvent,
+    ControllerResigned,
+    PartitionModifications,
+    Startup,
+    TopicChange,
+    TopicDeletion,
+)
+from weir.controller.settings import ControllerSettings
+from weir.coordination import paths
+from weir.coordination.errors import ControllerMovedError
+from weir.protocol.errors import ErrorCode, KafkaError
+
+__all__ = ["ControllerService"]
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True, slots=True)
+class _Elect:
+    """``/controller`` changed or the session came back: (re)check the election."""
+
+
+@dataclass(frozen=True, slots=True)
+class _SessionLost:
+    """The ZooKeeper session expired: stop acting as controller."""
+
+
+@dataclass(frozen=True, slots=True)
+class _BrokersChanged:
+    generation: int
+
+
+@dataclass(frozen=True, slots=True)
+class _Watched:
+    """A controller-only watch fired; ``event`` is dropped if the generation is stale."""
+
+    generation: int
+    event: ControllerEvent
+
+
+def _wall_ms() -> int:
+    return int(time.time() * 1000)
+
+
+class ControllerService:
+    """Runs the controller election and, while elected, the controller."""
+
+    def __init__(self, broker_id: int, zk: Any, config: Any = None, *,
+                 now_ms: Callable[[], int] = _wall_ms,
+                 settings: ControllerSettings | None = None,
+                 channel_factory: Callable[..., ControllerChannelManager] | None = None
+                 ) -> None:
+        self.broker_id = broker_id
+        self._zk = zk
+        self._now_ms = now_ms
+        self.settings = settings or ControllerSettings(
+            broker_id=broker_id,
+            unclean_leader_election_enable=bool(
+                getattr(config, "unclean_leader_election_enable", False)),
+        )
+        self._timeout_ms = int(getattr(config, "controller_socket_timeout_ms", 30000))
+        self._channel_factory = channel_factory or ControllerChannelManager
+        self.core = ControllerCore(self.settings)
+        self._queue: asyncio.Queue[Any] = asyncio.Queue()
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._consumer: asyncio.Task | None = None
+        self._controller_watch: Any = None
+        self._watches: list[Any] = []
+        self._topic_watches: dict[str, Any] = {}
+        self._generation = 0
+        self._channels: ControllerChannelManager | None = None
+        self._stopped = False
+
+    @property
+    def is_active(self) -> bool:
+        """Whether this broker is the active controller."""
+        return self.core.active
+
+    # -- lifecycle ---------------------------------------------------------------------------
+
+    async def start(self) -> None:
+        """Start the consumer and take part in the election."""
+        self._loop = asyncio.get_running_loop()
+        self._consumer = asyncio.create_task(self._run(), name="controller-events")
+        self._zk.add_session_listener(self._on_session_state)
+        self._controller_watch = self._zk.watch_data(
+            paths.CONTROLLER, lambda _data, _stat: self._enqueue(_Elect()))
+
+    async def stop(self) -> None:
+        """Resign (deleting ``/controller`` if held) and stop the consumer."""
+        self._stopped = True
+        if self._controller_watch is not None:
+            self._controller_watch.cancel()
+        if self._consumer is not None:
+            self._consumer.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._consumer
+        was_active = self.core.active
+        await self._resign()
+        if was_active:
+            with contextlib.suppress(Exception):
+                await asyncio.to_thread(self._zk.resign_controller, self.broker_id)
+
+    async def on_controlled_shutdown(self, broker_id: int, broker_epoch: int) -> Any:
+        """ControlledShutdown from a broker (not implemented yet: the hook is kept)."""
+        if not self.is_active:
+            raise KafkaError(ErrorCode.not_controller, "this broker is not the controller")
+        raise KafkaError(ErrorCode.unknown_server_error, "controlled shutdown not supported yet")
+
+    async def on_alter_partition(self, request: Any) -> Any:
+        """AlterPartition from a partition leader (not implemented yet: the hook is kept)."""
+        if not self.is_active:
+            raise KafkaError(ErrorCode.not_controller, "this broker is not the controller")
+        raise KafkaError(ErrorCode.unknown_server_error, "AlterPartition not supported yet")
+
+    # -- enqueueing (any thread) -------------------------------------------------------------
+
+    def _enqueue(self, item: Any) -> None:
+        loop = self._loop
+        if loop is None or self._stopped or loop.is_closed():
+            return
+        with contextlib.suppress(RuntimeError):  # the loop is shutting down
+            loop.call_soon_threadsafe(self._queue.put_nowait, item)
+
+    def _on_session_state(self, state: str) -> None:
+        if state == "LOST":
+            self._enqueue(_SessionLost())
+        elif state == "CONNECTED":
+            self._enqueue(_Elect())
+
+    def _watched(self, event_of: Callable[[Any], ControllerEvent]) -> Callable[[Any], None]:
+        generation = self._generation
+
+        def callback(value: Any) -> None:
+            self._enqueue(_Watched(generation, event_of(value)))
+        return callback
+
+    # -- the consumer ------------------------------------------------------------------------
+
+    async def _run(self) -> None:
+        while True:
+            item = await self._queue.get()
+            try:
+                await self._dispatch(item)
+            except ControllerMovedError:
+                log.info("controller %d: controller moved; resigning", self.broker_id)
+                await self._resign()
+            except Exception:
+                log.exception("controller %d: failed to handle %r", self.broker_id, item)
+
+    async def _dispatch(self, item: Any) -> None:
+        match item:
+            case _Elect():
+                await self._elect()
+            case _SessionLost():
+                await self._resign()
+            case _BrokersChanged(generation=g) if g == self._generation and self.is_active:
+                live = await asyncio.to_thread(self._zk.get_all_brokers)
+                await self._process(BrokerChange(live))
+            case _Watched(generation=g, event=event) if g == self._generation:
+                await self._process(event)
+
+    async def _elect(self) -> None:
+        holder = await asyncio.to_thread(self._zk.get_controller_id)
+        if self.is_active:
+            if holder == self.broker_id:
+                return
+            await self._resign()
+        if holder is not None and holder != self.broker_id:
+            return
+        won = await asyncio.to_thread(self._zk.try_become_controller, self.broker_id)
+        if won is None:
+            return
+        epoch, epoch_zk_version = won
+        log.info("broker %d won the controller election (epoch %d)", self.broker_id, epoch)
+        self._register_watches()
+        startup = await asyncio.to_thread(self._read_snapshot, epoch, epoch_zk_version)
+        await self._process(startup)
+
+    def _register_watches(self) -> None:
+        self._generation += 1
+        generation = self._generation
+        self._channels = self._channel_factory(
+            self._enqueue_response, request_timeout_ms=self._timeout_ms)
+        zk = self._zk
+        self._watches = [
+            zk.watch_children(paths.BROKER_IDS,
+                              lambda _c: self._enqueue(_BrokersChanged(generation))),
+            zk.watch_children(paths.BROKER_TOPICS,
+                              self._watched(lambda c: TopicChange(frozenset(c)))),
+            zk.watch_children(paths.DELETE_TOPICS,
+                              self._watched(lambda c: TopicDeletion(frozenset(c)))),
+        ]
+
+    def _enqueue_response(self, event: ControllerEvent) -> None:
+        self._queue.put_nowait(_Watched(self._generation, event))
+
+    def _read_snapshot(self, epoch: int, epoch_zk_version: int) -> Startup:
+        zk = self._zk
+        live = zk.get_all_brokers()
+        names = zk.get_topic_names()
+        topics = zk.get_topics(names)
+        tps = [TopicPartition(t, p) for t, a in topics.items() for p in a.partitions]
+        return Startup(
+            controller_epoch=epoch,
+            epoch_zk_version=epoch_zk_version,
+            brokers=live,
+            topics=topics,
+            partition_states=zk.get_partition_states(tps),
+            topics_to_delete=frozenset(zk.get_topics_to_delete()),
+            topic_configs={t: zk.get_topic_config(t) for t in topics},
+        )
+
+    async def _resign(self) -> None:
+        self._generation += 1
+        for watch in [*self._watches, *self._topic_watches.values()]:
+            watch.cancel()
+        self._watches, self._topic_watches = [], {}
+        if self.core.awaiting_result:
+            effects = self.core.abort()
+        else:
+            effects = self.core.handle(ControllerResigned(), self._now_ms())
+        for effect in effects:
+            if isinstance(effect, Log):
+                log.log(effect.level, "controller %d: %s", self.broker_id, effect.message)
+        channels, self._channels = self._channels, None
+        if channels is not None:
+            await channels.close()
+
+    # -- effects -----------------------------------------------------------------------------
+
+    async def _process(self, event: ControllerEvent) -> None:
+        """Feed one event to the core and carry out its effects to the end."""
+        effects = self.core.handle(event, self._now_ms())
+        while True:
+            op = None
+            for effect in effects:
+                if isinstance(effect, ZkOperation):
+                    op = effect
+                else:
+                    await self._apply(effect)
+            if op is None:
+                return
+            try:
+                result = await asyncio.to_thread(self._execute, op)
+            except ControllerMovedError:
+                raise
+            except Exception:
+                log.exception("controller %d: ZooKeeper operation %s failed; re-electing",
+                              self.broker_id, type(op).__name__)
+                await self._resign()
+                self._enqueue(_Elect())
+                return
+            effects = self.core.complete(result, self._now_ms())
+
+    async def _apply(self, effect: Effect) -> None:
+        if isinstance(effect, Log):
+            log.log(effect.level, "controller %d: %s", self.broker_id, effect.message)
+        elif isinstance(effect, SendRequests):
+            if self._channels is not None:
+                await self._channels.update_brokers(self.core.ctx.live_brokers)
+                self._channels.send(effect.requests)
+        elif isinstance(effect, WatchTopics):
+            for topic in effect.topics - set(self._topic_watches):
+                self._topic_watches[topic] = self._zk.watch_data(
+                    paths.topic(topic), self._topic_callback(topic))
+        elif isinstance(effect, UnwatchTopics):
+            for topic in effect.topics:
+                watch = self._topic_watches.pop(topic, None)
+                if watch is not None:
+                    watch.cancel()
+
+    def _topic_callback(self, topic: str) -> Callable[[Any, Any], None]:
+        generation = self._generation
+        first = True
+
+        def callback(data: Any, _stat: Any) -> None:
+            nonlocal first
+            if first or data is None:  # the immediate call, or the topic's znode is gone
+                first = False
+                return
+            self._enqueue(_Watched(generation, PartitionModifications(topic)))
+        return callback
+
+    def _execute(self, op: ZkOperation) -> Any:
+        """Run one ZooKeeper operation (on a worker thread)."""
+        zk = self._zk
+        if isinstance(op, ZkCreatePartitionStates):
+            return zk.create_partition_states(dict(op.states), op.epoch_zk_version)
+        if isinstance(op, ZkUpdatePartitionStates):
+            return zk.update_partition_states(dict(op.states), op.epoch_zk_version)
+        if isinstance(op, ZkReadPartitionStates):
+            return zk.get_partition_states(op.partitions)
+        if isinstance(op, ZkReadTopics):
+            topics = zk.get_topics(op.topics)
+            return TopicsRead(topics, {t: zk.get_topic_config(t) for t in topics})
+        if isinstance(op, ZkDeleteTopic):
+            zk.delete_topic_znodes(op.topic, op.epoch_zk_version)
+            return None
+        raise TypeError(f"unknown ZooKeeper operation {op!r}")
