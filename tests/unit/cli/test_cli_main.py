@@ -1,0 +1,152 @@
+"""The `weir` command: argument parsing and each subcommand with fakes."""
+
+from __future__ import annotations
+
+import json
+import signal
+import types
+
+import pytest
+from cli_fakes import FakeZk, FakeZooKeeperServer, broker, fake_broker_command
+
+from weir.cli import cluster as cluster_mod
+from weir.cli import main as cli
+from weir.cli import procs
+from weir.coordination import zkserver
+
+GOOD = "broker.id=0\nzookeeper.connect=127.0.0.1:2181/weir\nlisteners=PLAINTEXT://127.0.0.1:0\n"
+
+
+def test_parser_defaults() -> None:
+    args = cli.build_parser().parse_args(["up"])
+    assert (args.brokers, args.data_dir, args.port_base, args.detach, args.overrides) == (
+        3, "./weir-data", 9092, False, [])
+    args = cli.build_parser().parse_args(
+        ["up", "--brokers", "5", "--detach", "--set", "num.partitions=3", "--set", "a.b = c=d"])
+    assert args.brokers == 5 and args.detach
+    assert args.overrides == [("num.partitions", "3"), ("a.b", "c=d")]
+    assert cli.build_parser().parse_args(["down"]).data_dir == "./weir-data"
+    args = cli.build_parser().parse_args(["status", "--zookeeper", "zk:1/weir"])
+    assert args.zookeeper == "zk:1/weir" and args.data_dir is None
+    args = cli.build_parser().parse_args(["broker", "stop", "--id", "2", "--data-dir", "d"])
+    assert (args.broker_command, args.id, args.config, args.data_dir) == ("stop", 2, None, "d")
+
+
+@pytest.mark.parametrize("argv", [
+    [], ["up", "--set", "novalue"], ["up", "--brokers", "x"], ["broker"],
+    ["broker", "start"], ["broker", "stop"], ["broker", "stop", "--id", "1", "--config", "f"],
+    ["status", "--data-dir", "d", "--zookeeper", "z"], ["nope"],
+])
+def test_parser_rejects(argv, capsys) -> None:
+    with pytest.raises(SystemExit) as info:
+        cli.main(argv)
+    assert info.value.code == 2
+
+
+def test_broker_start_config_error_exits_2(tmp_path, capsys) -> None:
+    path = tmp_path / "server.properties"
+    path.write_text("broker.id=-3\nzookeeper.connect=zk:1\n")
+    assert cli.main(["broker", "start", "--config", str(path)]) == 2
+    err = capsys.readouterr().err
+    assert "broker.id" in err and "-3" in err
+
+
+def test_broker_start_missing_file_exits_2(tmp_path, capsys) -> None:
+    assert cli.main(["broker", "start", "--config", str(tmp_path / "nope")]) == 2
+
+
+def test_broker_start_runs_broker(tmp_path, monkeypatch) -> None:
+    path = tmp_path / "server.properties"
+    path.write_text(GOOD)
+    seen = []
+    fake = types.ModuleType("weir.server.broker")
+    fake.run_broker = lambda cfg: seen.append(cfg) or 7
+    monkeypatch.setitem(__import__("sys").modules, "weir.server.broker", fake)
+    assert cli.main(["broker", "start", "--config", str(path)]) == 7
+    assert seen[0].broker_id == 0
+
+
+def test_up_rejects_bad_override_before_starting(tmp_path, capsys) -> None:
+    code = cli.main(["up", "--data-dir", str(tmp_path), "--set", "num.partitions=0"])
+    assert code == 2
+    assert "num.partitions" in capsys.readouterr().err
+    assert not (tmp_path / "cluster.json").exists()
+
+
+@pytest.fixture
+def fakes(monkeypatch):
+    FakeZooKeeperServer.running.clear()
+    zk = FakeZk(brokers=[broker(0), broker(1)], controller=1, epoch=2,
+                topics={"t": {0: [0, 1]}})
+    monkeypatch.setattr(zkserver, "ZooKeeperServer", FakeZooKeeperServer)
+    monkeypatch.setattr(cluster_mod, "open_zk", lambda connect: zk)
+    monkeypatch.setattr(cli, "open_zk", lambda connect: zk)
+    monkeypatch.setattr(procs, "broker_command", fake_broker_command)
+    return zk
+
+
+def test_up_detach_status_stop_down(tmp_path, fakes, capsys) -> None:
+    data = tmp_path / "d"
+    assert cli.main(["up", "--detach", "--brokers", "2", "--port-base", "0",
+                     "--data-dir", str(data)]) == 0
+    out = capsys.readouterr().out
+    doc = json.loads((data / "cluster.json").read_text())
+    assert f"Bootstrap servers: {doc['bootstrap']}" in out
+    pids = [b["pid"] for b in doc["brokers"]]
+    try:
+        assert cli.main(["status", "--data-dir", str(data)]) == 0
+        out = capsys.readouterr().out
+        assert "controller: 1 (epoch 2)" in out and str(pids[0]) in out
+        assert cli.main(["status", "--zookeeper", "127.0.0.1:1/weir"]) == 0
+        assert "pid" not in capsys.readouterr().out.splitlines()[0]
+
+        assert cli.main(["broker", "stop", "--id", "1", "--data-dir", str(data)]) == 0
+        assert procs.wait_for_exit([pids[1]], 5) == set()
+        assert cli.main(["broker", "stop", "--id", "1", "--data-dir", str(data)]) == 1
+        config0 = doc["brokers"][0]["config"]
+        if procs.find_broker_pids(config0):  # /proc scan available
+            assert cli.main(["broker", "stop", "--config", config0]) == 0
+            assert procs.wait_for_exit([pids[0]], 5) == set()
+        assert cli.main(["down", "--data-dir", str(data)]) == 0
+        assert procs.wait_for_exit(pids, 5) == set()
+    finally:
+        for pid in pids:
+            if procs.is_broker_process(pid):
+                procs.send_signal(pid, signal.SIGKILL)
+        procs.wait_for_exit(pids, 5)
+
+
+def test_down_and_status_without_cluster(tmp_path, capsys) -> None:
+    assert cli.main(["down", "--data-dir", str(tmp_path)]) == 1
+    assert cli.main(["status", "--data-dir", str(tmp_path)]) == 1
+    assert "no cluster" in capsys.readouterr().err
+
+
+def test_status_unreachable_zookeeper(monkeypatch, capsys) -> None:
+    def refuse(connect):
+        raise ConnectionError("refused")
+
+    monkeypatch.setattr(cli, "open_zk", refuse)
+    assert cli.main(["status", "--zookeeper", "127.0.0.1:1"]) == 1
+    assert "cannot reach ZooKeeper" in capsys.readouterr().err
+
+
+def test_up_foreground_shows_status_then_stops_on_ctrl_c(tmp_path, fakes, monkeypatch,
+                                                         capsys) -> None:
+    def interrupt(seconds: float) -> None:
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(cli, "time", types.SimpleNamespace(sleep=interrupt, strftime=str))
+    data = tmp_path / "d"
+    assert cli.main(["up", "--brokers", "2", "--port-base", "0", "--data-dir", str(data)]) == 0
+    out = capsys.readouterr().out
+    assert "bootstrap:" in out and "controller: 1 (epoch 2)" in out and "Stopped." in out
+    pids = [b["pid"] for b in json.loads((data / "cluster.json").read_text())["brokers"]]
+    assert all(not procs.is_broker_process(pid) for pid in pids)
+
+
+def test_status_of_stopped_cluster(tmp_path, capsys) -> None:
+    doc = {"zookeeper": "127.0.0.1:1/weir", "zookeeper_pid": 0, "bootstrap": "", "brokers": []}
+    (tmp_path / "cluster.json").write_text(json.dumps(doc))
+    assert cli.main(["status", "--data-dir", str(tmp_path)]) == 1
+    assert "not running" in capsys.readouterr().err

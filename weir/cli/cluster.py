@@ -1,0 +1,413 @@
+"""LocalCluster: a managed ZooKeeper plus N broker processes under one data directory.
+
+The engine behind ``weir up``/``weir down`` and the integration tests.  Layout::
+
+    <data_dir>/zookeeper/                 managed ZooKeeper data
+    <data_dir>/broker-<id>/server.properties
+    <data_dir>/broker-<id>/logs/          the broker's log.dirs
+    <data_dir>/broker-<id>/broker.log     its stdout and stderr
+    <data_dir>/cluster.json               what is running (pids), for other processes
+
+Broker ids run from 0.  Existing ``server.properties`` files are kept on restart: only
+``zookeeper.connect`` (the managed ZooKeeper may have a new port) and the ``overrides``
+are written into them.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import time
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Self
+
+from weir.cli import procs
+from weir.cli.zkview import close_zk, open_zk, registered_brokers
+from weir.config import parse_listener, read_properties, write_properties
+
+CHROOT = "/weir"
+LOOPBACK = "127.0.0.1"
+LOCAL_SESSION_TIMEOUT_MS = 6000
+CONFIG_HEADER = ("Written by weir (LocalCluster). Edit freely: this file is kept on restart;\n"
+                 "weir rewrites only zookeeper.connect and keys given with --set.")
+
+
+class ClusterError(RuntimeError):
+    """The local cluster could not be started or reached."""
+
+
+@dataclass
+class BrokerSlot:
+    """One broker of the local cluster and, when known, its process id."""
+
+    id: int
+    host: str
+    port: int
+    config: Path
+    pid: int = 0
+
+    def to_json(self) -> dict[str, Any]:
+        return {"id": self.id, "host": self.host, "port": self.port, "pid": self.pid,
+                "config": str(self.config)}
+
+
+def free_port(host: str = LOOPBACK) -> int:
+    """A currently free TCP port on ``host``."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind((host, 0))
+        return sock.getsockname()[1]
+
+
+def read_cluster_file(data_dir: str | os.PathLike[str]) -> dict[str, Any] | None:
+    """The parsed ``cluster.json`` of ``data_dir``, or None when there is none."""
+    path = Path(data_dir) / "cluster.json"
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        return None
+    except (OSError, ValueError) as exc:
+        raise ClusterError(f"Cannot read {path}: {exc}") from exc
+
+
+def log_tail(path: Path, lines: int = 20) -> str:
+    try:
+        return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
+    except OSError:
+        return "(no log)"
+
+
+class LocalCluster:
+    """Start, inspect and stop a local ZooKeeper + broker cluster (see module doc)."""
+
+    def __init__(self, data_dir: str | os.PathLike[str], brokers: int = 3,
+                 port_base: int = 9092, overrides: Mapping[str, str] | None = None,
+                 *, session_timeout_ms: int = LOCAL_SESSION_TIMEOUT_MS) -> None:
+        if brokers < 1:
+            raise ValueError("a cluster needs at least one broker")
+        self.data_dir = Path(data_dir).resolve()
+        self.num_brokers = brokers
+        self.port_base = port_base
+        self.overrides = {k: str(v) for k, v in (overrides or {}).items()}
+        self.session_timeout_ms = session_timeout_ms
+        self.zookeeper_connect: str | None = None
+        self.zookeeper_pid = 0
+        self._zk_server: Any = None
+        self._zk_client: Any = None
+        self._slots: dict[int, BrokerSlot] = {}
+        self._popens: dict[int, subprocess.Popen] = {}
+        self._stale_epochs: dict[int, int] = {}  # registrations left by a killed process
+        self._load_state()
+
+    # -- state -------------------------------------------------------------------------------
+    @property
+    def cluster_file(self) -> Path:
+        return self.data_dir / "cluster.json"
+
+    def broker_dir(self, broker_id: int) -> Path:
+        return self.data_dir / f"broker-{broker_id}"
+
+    def config_path(self, broker_id: int) -> Path:
+        return self.broker_dir(broker_id) / "server.properties"
+
+    def log_path(self, broker_id: int) -> Path:
+        return self.broker_dir(broker_id) / "broker.log"
+
+    @property
+    def broker_ids(self) -> list[int]:
+        return sorted(self._slots)
+
+    @property
+    def brokers(self) -> list[BrokerSlot]:
+        return [self._slots[i] for i in self.broker_ids]
+
+    @property
+    def bootstrap(self) -> str:
+        """``host:port,...`` of every broker, in id order."""
+        return ",".join(f"{s.host}:{s.port}" for s in self.brokers)
+
+    def _load_state(self) -> None:
+        state = read_cluster_file(self.data_dir)
+        if state is None:
+            return
+        self.zookeeper_connect = state.get("zookeeper")
+        self.zookeeper_pid = int(state.get("zookeeper_pid") or 0)
+        for entry in state.get("brokers", []):
+            slot = BrokerSlot(int(entry["id"]), entry["host"], int(entry["port"]),
+                              Path(entry["config"]), int(entry.get("pid") or 0))
+            self._slots[slot.id] = slot
+
+    def to_json(self) -> dict[str, Any]:
+        """The ``cluster.json`` document."""
+        return {"zookeeper": self.zookeeper_connect, "zookeeper_pid": self.zookeeper_pid,
+                "bootstrap": self.bootstrap, "brokers": [s.to_json() for s in self.brokers]}
+
+    def save_state(self) -> None:
+        """Write ``cluster.json`` atomically."""
+        self.data_dir.mkdir(parents=True, exist_ok=True)
+        tmp = self.cluster_file.with_name("cluster.json.tmp")
+        tmp.write_text(json.dumps(self.to_json(), indent=2) + "\n", encoding="utf-8")
+        os.replace(tmp, self.cluster_file)
+
+    # -- configuration files -----------------------------------------------------------------
+    def wanted_ids(self) -> list[int]:
+        """Ids 1..brokers plus any broker that already has a config file here."""
+        ids = set(range(1, self.num_brokers + 1)) | set(self._slots)
+        if self.data_dir.is_dir():
+            for path in self.data_dir.glob("broker-*/server.properties"):
+                suffix = path.parent.name.removeprefix("broker-")
+                if suffix.isdigit():
+                    ids.add(int(suffix))
+        return sorted(ids)
+
+    def _new_port(self, broker_id: int) -> int:
+        return free_port() if self.port_base == 0 else self.port_base + broker_id - 1
+
+    def write_config(self, broker_id: int) -> BrokerSlot:
+        """Create or update ``broker-<id>/server.properties``; returns its slot."""
+        if self.zookeeper_connect is None:
+            raise ClusterError("ZooKeeper is not started")
+        path = self.config_path(broker_id)
+        managed = {"zookeeper.connect": self.zookeeper_connect, **self.overrides}
+        if not path.exists():
+            replicas = str(min(3, max(self.num_brokers, 1)))
+            managed = {
+                "broker.id": str(broker_id),
+                "listeners": f"PLAINTEXT://{LOOPBACK}:{self._new_port(broker_id)}",
+                "log.dirs": str(self.broker_dir(broker_id) / "logs"),
+                "zookeeper.connect": self.zookeeper_connect,
+                "zookeeper.session.timeout.ms": str(self.session_timeout_ms),
+                "offsets.topic.replication.factor": replicas,
+                "transaction.state.log.replication.factor": replicas,
+                "transaction.state.log.min.isr": str(min(2, int(replicas))),
+                **self.overrides,
+            }
+        write_properties(path, managed, header=CONFIG_HEADER)
+        props = read_properties(path)
+        listener = parse_listener(props.get("listeners", "PLAINTEXT://:9092").split(",")[0])
+        old = self._slots.get(broker_id)
+        slot = BrokerSlot(broker_id, listener.host or LOOPBACK, listener.port, path,
+                          old.pid if old else 0)
+        self._slots[broker_id] = slot
+        return slot
+
+    # -- ZooKeeper ---------------------------------------------------------------------------
+    def _attached_zookeeper(self) -> Any:
+        """Our ZooKeeperServer, or the one a previous ``weir up`` left running, or None."""
+        if self._zk_server is None and (self.data_dir / "zookeeper").is_dir():
+            from weir.coordination.zkserver import ZooKeeperServer
+
+            self._zk_server = ZooKeeperServer.attach(self.data_dir / "zookeeper")
+        return self._zk_server
+
+    def _ensure_zookeeper(self) -> None:
+        server = self._attached_zookeeper()
+        if server is None:
+            from weir.coordination.zkserver import ZooKeeperServer
+
+            server = ZooKeeperServer(self.data_dir / "zookeeper")
+            server.start()
+            self._zk_server = server
+        self.zookeeper_pid = int(server.pid or 0)
+        self.zookeeper_connect = f"{LOOPBACK}:{server.port}{CHROOT}"  # ZkClient creates it
+
+    def zk(self) -> Any:
+        """A ZkClient on the cluster's chroot (opened once, closed by :meth:`stop`)."""
+        if self._zk_client is None:
+            if not self.zookeeper_connect:
+                raise ClusterError("no ZooKeeper recorded for this cluster")
+            self._zk_client = open_zk(self.zookeeper_connect)
+        return self._zk_client
+
+    def _close_zk(self) -> None:
+        client, self._zk_client = self._zk_client, None
+        if client is not None:
+            close_zk(client)
+
+    def controller_id(self) -> int | None:
+        """The current controller's broker id, or None when there is none."""
+        cid = self.zk().get_controller_id()
+        return None if cid is None or cid < 0 else int(cid)
+
+    # -- lifecycle ---------------------------------------------------------------------------
+    def start(self, timeout_s: float = 60) -> LocalCluster:
+        """Start (or attach to) ZooKeeper and every broker not running; wait until ready."""
+        deadline = time.monotonic() + timeout_s
+        self.data_dir.mkdir(parents=True, exist_ok=True)
+        self._ensure_zookeeper()
+        for broker_id in self.wanted_ids():
+            self.write_config(broker_id)
+        self.save_state()
+        for broker_id in self.broker_ids:
+            if self.broker_pid(broker_id) is None:
+                self.start_broker(broker_id)
+        self.wait_for_brokers(self.broker_ids, max(deadline - time.monotonic(), 0.1))
+        self.wait_for_controller(max(deadline - time.monotonic(), 0.1))
+        self.save_state()
+        return self
+
+    def start_broker(self, broker_id: int, stale_wait_s: float | None = None) -> int:
+        """Launch one broker process; returns its pid (not waiting for it to register).
+
+        When a killed predecessor's registration is still in ZooKeeper, first waits for
+        its session to expire (up to ``stale_wait_s``; default 1.5 × the broker's
+        ``zookeeper.session.timeout.ms`` + 2 s).
+        """
+        pid = self.broker_pid(broker_id)
+        if pid is not None:
+            return pid
+        slot = self._slots.get(broker_id) or self.write_config(broker_id)
+        if stale_wait_s is None:
+            stale_wait_s = self._stale_wait_s(slot.config)
+        self._await_stale_registration(broker_id, stale_wait_s)
+        log_path = self.log_path(broker_id)
+        log_path.parent.mkdir(parents=True, exist_ok=True)
+        with open(log_path, "ab") as log_file:
+            stamp = time.strftime("%Y-%m-%d %H:%M:%S")
+            log_file.write(f"=== weir: starting broker {broker_id} at {stamp} ===\n".encode())
+            log_file.flush()
+            child = subprocess.Popen(
+                procs.broker_command(slot.config), stdin=subprocess.DEVNULL, stdout=log_file,
+                stderr=subprocess.STDOUT, start_new_session=True,
+                env={**os.environ, "PYTHONUNBUFFERED": "1"})
+        self._popens[child.pid] = child
+        slot.pid = child.pid
+        self.save_state()
+        return child.pid
+
+    def _stale_wait_s(self, config: Path) -> float:
+        """How long a dead process's registration can outlive it: its session timeout."""
+        try:
+            raw = read_properties(config).get("zookeeper.session.timeout.ms", "18000")
+            return int(raw) / 1000 * 1.5 + 2
+        except (OSError, ValueError):
+            return 30.0
+
+    def _await_stale_registration(self, broker_id: int, timeout_s: float) -> None:
+        """Wait (bounded) until a registration left by a dead process of this id expires.
+
+        A broker cannot register while its predecessor's ephemeral ``/brokers/ids/<id>``
+        lives on (until that session times out).  If it is still there after
+        ``timeout_s``, it is remembered so :meth:`wait_for_brokers` ignores it.
+        """
+        self._stale_epochs.pop(broker_id, None)
+        if self.zookeeper_connect is None:
+            return
+        deadline = time.monotonic() + timeout_s
+        try:
+            stale = registered_brokers(self.zk()).get(broker_id)
+            if stale is None or stale < 0:
+                return
+            while registered_brokers(self.zk()).get(broker_id) == stale:
+                if time.monotonic() >= deadline:
+                    self._stale_epochs[broker_id] = stale
+                    return
+                time.sleep(0.1)
+        except Exception:  # noqa: BLE001 - ZooKeeper unreachable: launch and let it report
+            return
+
+    def broker_pid(self, broker_id: int) -> int | None:
+        """The pid of a running broker ``broker_id``, or None."""
+        slot = self._slots.get(broker_id)
+        if slot is None or not slot.pid:
+            return None
+        child = self._popens.get(slot.pid)
+        if child is not None:
+            return slot.pid if child.poll() is None else None
+        return slot.pid if procs.is_broker_process(slot.pid, slot.config) else None
+
+    def _signal(self, broker_id: int, sig: int) -> int:
+        pid = self.broker_pid(broker_id)
+        if pid is None:
+            raise ClusterError(f"broker {broker_id} is not running")
+        procs.send_signal(pid, sig)
+        return pid
+
+    def kill_broker(self, broker_id: int, sig: int = signal.SIGKILL, timeout_s: float = 10
+                    ) -> int:
+        """Send ``sig`` (default SIGKILL) and, for SIGKILL, wait until the process is gone."""
+        pid = self._signal(broker_id, sig)
+        if sig == signal.SIGKILL:
+            procs.wait_for_exit([pid], timeout_s, self._popens)
+        return pid
+
+    def stop_broker(self, broker_id: int, timeout_s: float = 30) -> None:
+        """SIGTERM (clean shutdown), SIGKILL after ``timeout_s``."""
+        pid = self.broker_pid(broker_id)
+        if pid is not None:
+            procs.terminate([pid], timeout_s, self._popens)
+
+    def pause_broker(self, broker_id: int) -> int:
+        """SIGSTOP: the process freezes (its ZooKeeper session will expire)."""
+        return self._signal(broker_id, signal.SIGSTOP)
+
+    def resume_broker(self, broker_id: int) -> int:
+        return self._signal(broker_id, signal.SIGCONT)
+
+    def stop(self, timeout_s: float = 30) -> None:
+        """Stop every broker (SIGTERM, SIGKILL after ``timeout_s``), then ZooKeeper."""
+        pids = [p for p in (self.broker_pid(i) for i in self.broker_ids) if p is not None]
+        procs.terminate(pids, timeout_s, self._popens)
+        self._close_zk()
+        server = self._attached_zookeeper()
+        if server is not None:
+            server.stop()
+            self._zk_server = None
+        if self.cluster_file.exists() or self._slots:
+            self.save_state()
+
+    def __enter__(self) -> Self:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    # -- waiting -----------------------------------------------------------------------------
+    def wait_for_brokers(self, ids: Iterable[int], timeout_s: float = 30) -> None:
+        """Poll ZooKeeper until every broker in ``ids`` is registered (TimeoutError).
+
+        A registration still left by a process killed before :meth:`start_broker` does not
+        count: the new process must register itself.
+        """
+        wanted = set(ids)
+        deadline = time.monotonic() + timeout_s
+        while True:
+            self._check_children(wanted)
+            current = registered_brokers(self.zk())
+            missing = {i for i in wanted
+                       if i not in current or current[i] == self._stale_epochs.get(i, -2)}
+            if not missing:
+                return
+            if time.monotonic() >= deadline:
+                raise TimeoutError(f"brokers {sorted(missing)} did not register in ZooKeeper"
+                                   f" within {timeout_s:.0f}s{self._log_tails(missing)}")
+            time.sleep(0.1)
+
+    def wait_for_controller(self, timeout_s: float = 30) -> int:
+        """Poll until a controller is elected; returns its id (TimeoutError)."""
+        deadline = time.monotonic() + timeout_s
+        while True:
+            cid = self.controller_id()
+            if cid is not None:
+                return cid
+            if time.monotonic() >= deadline:
+                raise TimeoutError(f"no controller elected within {timeout_s:.0f}s")
+            time.sleep(0.1)
+
+    def _check_children(self, ids: set[int]) -> None:
+        """Fail fast when a broker we launched has already exited."""
+        for broker_id in ids:
+            slot = self._slots.get(broker_id)
+            child = self._popens.get(slot.pid) if slot else None
+            if child is not None and child.poll() is not None:
+                raise ClusterError(f"broker {broker_id} exited with code {child.returncode}"
+                                   f"{self._log_tails([broker_id])}")
+
+    def _log_tails(self, ids: Iterable[int]) -> str:
+        return "".join(f"\n--- {self.log_path(i)} (tail) ---\n{log_tail(self.log_path(i))}"
+                       for i in sorted(ids))
+

@@ -1,0 +1,229 @@
+"""The ``weir`` command: ``up``, ``down``, ``status`` and ``broker start|stop``."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import signal
+import sys
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from weir.cli import procs
+from weir.cli.cluster import ClusterError, LocalCluster, read_cluster_file
+from weir.cli.zkview import close_zk, collect_snapshot, open_zk, render_snapshot
+from weir.config import BrokerConfig, ConfigError
+
+DEFAULT_DATA_DIR = "./weir-data"
+EXIT_CONFIG = 2
+
+
+def key_value(text: str) -> tuple[str, str]:
+    """argparse type for ``--set key=value``."""
+    key, sep, value = text.partition("=")
+    if not sep or not key.strip():
+        raise argparse.ArgumentTypeError(f"expected key=value, got {text!r}")
+    return key.strip(), value.strip()
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="weir", description="Weir: a Kafka-compatible replicated commit log.")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    up = sub.add_parser("up", help="start a local cluster (ZooKeeper + brokers)")
+    up.add_argument("--brokers", type=int, default=3, help="number of brokers (default 3)")
+    up.add_argument("--data-dir", default=DEFAULT_DATA_DIR, help="cluster directory")
+    up.add_argument("--port-base", type=int, default=9092,
+                    help="broker i listens on port-base + i (0: free ports)")
+    up.add_argument("--detach", action="store_true", help="return once the cluster is up")
+    up.add_argument("--set", dest="overrides", type=key_value, action="append", default=[],
+                    metavar="KEY=VALUE", help="broker config override (repeatable)")
+    up.add_argument("--timeout", type=float, default=60, help="seconds to wait for startup")
+
+    down = sub.add_parser("down", help="stop the local cluster")
+    down.add_argument("--data-dir", default=DEFAULT_DATA_DIR)
+    down.add_argument("--timeout", type=float, default=30, help="seconds before SIGKILL")
+
+    status = sub.add_parser("status", help="show brokers, controller and partitions")
+    where = status.add_mutually_exclusive_group()
+    where.add_argument("--data-dir", default=None,
+                       help=f"local cluster (default {DEFAULT_DATA_DIR})")
+    where.add_argument("--zookeeper", default=None, metavar="CONNECT",
+                       help="ZooKeeper connect string with chroot, e.g. 127.0.0.1:2181/weir")
+
+    broker = sub.add_parser("broker", help="run or stop one broker")
+    bsub = broker.add_subparsers(dest="broker_command", required=True, metavar="ACTION")
+    bstart = bsub.add_parser("start", help="run a broker in the foreground")
+    bstart.add_argument("--config", required=True, help="server.properties")
+    bstop = bsub.add_parser("stop", help="SIGTERM a running broker")
+    which = bstop.add_mutually_exclusive_group(required=True)
+    which.add_argument("--config", help="the server.properties it was started with")
+    which.add_argument("--id", type=int, help="broker id in a local cluster")
+    bstop.add_argument("--data-dir", default=DEFAULT_DATA_DIR)
+    return parser
+
+
+# -- commands -----------------------------------------------------------------------------------
+
+
+def cmd_up(args: argparse.Namespace) -> int:
+    overrides = dict(args.overrides)
+    try:  # fail before starting anything on a bad override
+        BrokerConfig.from_dict({"broker.id": "0", "zookeeper.connect": "x", **overrides})
+    except ConfigError as exc:
+        print(f"weir: {exc}", file=sys.stderr)
+        return EXIT_CONFIG
+    cluster = LocalCluster(Path(args.data_dir), args.brokers, args.port_base, overrides)
+    print(f"Starting local cluster in {cluster.data_dir} ...", flush=True)
+    try:
+        cluster.start(timeout_s=args.timeout)
+    except KeyboardInterrupt:
+        cluster.stop()
+        return 130
+    except (ClusterError, TimeoutError, OSError, RuntimeError) as exc:
+        print(f"weir: cluster did not start: {exc}", file=sys.stderr)
+        cluster.stop()
+        return 1
+    print(f"ZooKeeper: {cluster.zookeeper_connect}")
+    print(f"Bootstrap servers: {cluster.bootstrap}", flush=True)
+    if args.detach:
+        return 0
+    try:
+        live_view(cluster)
+    finally:
+        print("\nStopping the cluster ...", flush=True)
+        cluster.stop()
+        print("Stopped.")
+    return 0
+
+
+def live_view(cluster: LocalCluster, interval_s: float = 1.0) -> None:
+    """Redraw the status every ``interval_s`` until Ctrl-C (or SIGTERM)."""
+    def on_term(signum: int, frame: Any) -> None:
+        raise KeyboardInterrupt
+
+    previous = signal.signal(signal.SIGTERM, on_term)
+    tty = sys.stdout.isatty()
+    last = None
+    try:
+        while True:
+            text = _status_text(cluster)
+            if tty:
+                sys.stdout.write("\x1b[H\x1b[2J" + text + "\n\n(Ctrl-C stops the cluster)\n")
+                sys.stdout.flush()
+            elif text != last:
+                print(f"--- {time.strftime('%H:%M:%S')}\n{text}", flush=True)
+            last = text
+            time.sleep(interval_s)
+    except KeyboardInterrupt:
+        pass
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def _status_text(cluster: LocalCluster) -> str:
+    processes = {i: cluster.broker_pid(i) for i in cluster.broker_ids}
+    header = f"weir cluster {cluster.data_dir}\nbootstrap: {cluster.bootstrap}\n"
+    try:
+        snap = collect_snapshot(cluster.zk())
+    except Exception as exc:  # noqa: BLE001 - keep the view alive while ZooKeeper is away
+        return header + f"(ZooKeeper unavailable: {exc})"
+    return header + "\n" + render_snapshot(snap, processes, partitions=False)
+
+
+def cmd_down(args: argparse.Namespace) -> int:
+    data_dir = Path(args.data_dir)
+    if read_cluster_file(data_dir) is None:
+        print(f"weir: no cluster recorded in {data_dir}", file=sys.stderr)
+        return 1
+    LocalCluster(data_dir).stop(timeout_s=args.timeout)
+    print("Stopped.")
+    return 0
+
+
+def cmd_status(args: argparse.Namespace) -> int:
+    processes = None
+    connect = args.zookeeper
+    if connect is None:
+        data_dir = Path(args.data_dir or DEFAULT_DATA_DIR)
+        state = read_cluster_file(data_dir)
+        if state is None:
+            print(f"weir: no cluster recorded in {data_dir}; use --zookeeper", file=sys.stderr)
+            return 1
+        if not procs.pid_alive(int(state.get("zookeeper_pid") or 0)):
+            print(f"weir: the cluster in {data_dir} is not running (ZooKeeper is down)",
+                  file=sys.stderr)
+            return 1
+        cluster = LocalCluster(data_dir)
+        connect = state["zookeeper"]
+        processes = {i: cluster.broker_pid(i) for i in cluster.broker_ids}
+    try:
+        zk = open_zk(connect)
+    except Exception as exc:  # noqa: BLE001 - report any connection failure plainly
+        print(f"weir: cannot reach ZooKeeper at {connect}: {exc}", file=sys.stderr)
+        return 1
+    try:
+        print(render_snapshot(collect_snapshot(zk), processes))
+    finally:
+        close_zk(zk)
+    return 0
+
+
+def cmd_broker_start(args: argparse.Namespace) -> int:
+    logging.basicConfig(
+        level=os.environ.get("WEIR_LOG_LEVEL", "INFO").upper(),
+        format="[%(asctime)s] %(levelname)s %(name)s: %(message)s")
+    try:
+        cfg = BrokerConfig.from_file(args.config)
+    except ConfigError as exc:
+        print(f"weir: invalid configuration in {args.config}: {exc}", file=sys.stderr)
+        return EXIT_CONFIG
+    from weir.server.broker import run_broker
+
+    return int(run_broker(cfg) or 0)
+
+
+def cmd_broker_stop(args: argparse.Namespace) -> int:
+    if args.config is not None:
+        pids = procs.find_broker_pids(args.config)
+        what = f"with config {args.config}"
+    else:
+        cluster = LocalCluster(Path(args.data_dir))
+        pid = cluster.broker_pid(args.id)
+        pids = [pid] if pid is not None else []
+        what = f"{args.id} in {cluster.data_dir}"
+    if not pids:
+        print(f"weir: no running broker {what}", file=sys.stderr)
+        return 1
+    for pid in pids:
+        procs.send_signal(pid, signal.SIGTERM)
+        procs.send_signal(pid, signal.SIGCONT)
+        print(f"Sent SIGTERM to broker {what} (pid {pid})")
+    return 0
+
+
+COMMANDS = {"up": cmd_up, "down": cmd_down, "status": cmd_status}
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    if args.command == "broker":
+        handler = cmd_broker_start if args.broker_command == "start" else cmd_broker_stop
+    else:
+        handler = COMMANDS[args.command]
+        logging.getLogger("kazoo").setLevel(logging.ERROR)  # no reconnect chatter in a CLI
+    try:
+        return handler(args)
+    except KeyboardInterrupt:
+        return 130
+    except ClusterError as exc:
+        print(f"weir: {exc}", file=sys.stderr)
+        return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
