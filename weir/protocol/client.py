@@ -121,8 +121,8 @@ class BrokerConnection:
             self._read_task.cancel()
             try:
                 await self._read_task
-            except (asyncio.CancelledError, Exception):
-                pass
+            except (asyncio.CancelledError, ConnectionError, OSError):
+                pass  # the reader is gone either way
             self._read_task = None
         if self._writer is not None:
             self._writer.close()

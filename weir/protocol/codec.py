@@ -123,13 +123,11 @@ def _writer(cls: type) -> Any:
 def decode_body(cls: type, buf: bytes, offset: int = 0) -> Any:
     """Decode one schema entity; any failure is a :class:`MalformedRequest`."""
     try:
-        entity, size = _reader(cls)(buf, offset)
+        entity, _size = _reader(cls)(buf, offset)
     except Exception as exc:  # the native reader raises several types
         raise MalformedRequest(f"cannot decode {cls.__name__}: {exc}") from exc
-    if offset + size != len(buf):
-        raise MalformedRequest(
-            f"{cls.__name__}: {len(buf) - offset - size} trailing bytes after the body"
-        )
+    # Bytes after the body are ignored, as Kafka does: librdkafka, for one, leaves the
+    # unused reserved bytes of a null compact array behind its Metadata requests.
     return entity
 
 

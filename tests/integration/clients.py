@@ -1,0 +1,75 @@
+"""Small helpers around the real Kafka clients used by the integration tests."""
+
+from __future__ import annotations
+
+import time
+
+from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic
+
+
+def create_topic(bootstrap: str, name: str, partitions: int = 1, replication: int = 1,
+                 config: dict[str, str] | None = None, timeout_s: float = 30) -> None:
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    futures = admin.create_topics(
+        [NewTopic(name, partitions, replication, config=config or {})],
+        operation_timeout=timeout_s, request_timeout=timeout_s)
+    futures[name].result(timeout=timeout_s)
+
+
+def produce(bootstrap: str, topic: str, values: list[bytes], *, partition: int | None = None,
+            keys: list[bytes] | None = None, timeout_s: float = 60,
+            **config: object) -> list[tuple[int, int, bytes]]:
+    """Produce and flush; returns (partition, offset, value) of every acknowledged record."""
+    acked: list[tuple[int, int, bytes]] = []
+    errors: list[object] = []
+
+    def on_delivery(err, msg):
+        if err is not None:
+            errors.append(err)
+        else:
+            acked.append((msg.partition(), msg.offset(), msg.value()))
+
+    conf = {"bootstrap.servers": bootstrap, "linger.ms": 5}
+    conf.update({k: v for k, v in config.items()})
+    producer = Producer(conf)
+    for i, value in enumerate(values):
+        kwargs = {"value": value, "on_delivery": on_delivery}
+        if partition is not None:
+            kwargs["partition"] = partition
+        if keys is not None:
+            kwargs["key"] = keys[i]
+        while True:
+            try:
+                producer.produce(topic, **kwargs)
+                break
+            except BufferError:
+                producer.poll(0.1)
+        producer.poll(0)
+    remaining = producer.flush(timeout_s)
+    assert remaining == 0, f"{remaining} records not delivered"
+    assert not errors, f"delivery errors: {errors[:5]}"
+    return acked
+
+
+def consume_assigned(bootstrap: str, topic: str, partitions: list[int], expected: int,
+                     timeout_s: float = 60, start: int = 0, **config: object) -> list:
+    """Consume by assign() from ``start`` until ``expected`` records arrived."""
+    conf = {"bootstrap.servers": bootstrap, "group.id": "unused-by-assign",
+            "enable.auto.commit": False, "auto.offset.reset": "earliest"}
+    conf.update(config)
+    consumer = Consumer(conf)
+    consumer.assign([TopicPartition(topic, p, start) for p in partitions])
+    got = []
+    deadline = time.monotonic() + timeout_s
+    try:
+        while len(got) < expected and time.monotonic() < deadline:
+            msg = consumer.poll(0.5)
+            if msg is None:
+                continue
+            if msg.error():
+                raise KafkaException(msg.error())
+            got.append(msg)
+    finally:
+        consumer.close()
+    return got

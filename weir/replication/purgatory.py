@@ -1,0 +1,61 @@
+"""Delayed operations: produce waiting for the high watermark, fetch waiting for bytes.
+
+A waiter names the keys (partitions) it watches and a ``check`` that says whether it can
+complete; :meth:`Purgatory.notify` re-runs the checks of a key's waiters after an append, a
+high-watermark move or a role change.  Timeouts are the caller's ``timeout_s``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections import defaultdict
+from collections.abc import Callable, Hashable, Iterable
+
+
+class _Waiter:
+    __slots__ = ("check", "future")
+
+    def __init__(self, check: Callable[[], bool], future: asyncio.Future) -> None:
+        self.check = check
+        self.future = future
+
+
+class Purgatory:
+    def __init__(self) -> None:
+        self._watchers: dict[Hashable, set[_Waiter]] = defaultdict(set)
+
+    async def wait(self, keys: Iterable[Hashable], check: Callable[[], bool],
+                   timeout_s: float) -> bool:
+        """Wait until ``check()`` is true (True) or the timeout passes (False)."""
+        if check():
+            return True
+        if timeout_s <= 0:
+            return False
+        waiter = _Waiter(check, asyncio.get_running_loop().create_future())
+        keys = list(keys)
+        for key in keys:
+            self._watchers[key].add(waiter)
+        try:
+            await asyncio.wait_for(asyncio.shield(waiter.future), timeout_s)
+            return True
+        except TimeoutError:
+            return check()
+        finally:
+            for key in keys:
+                watchers = self._watchers.get(key)
+                if watchers is not None:
+                    watchers.discard(waiter)
+                    if not watchers:
+                        del self._watchers[key]
+
+    def notify(self, key: Hashable) -> None:
+        for waiter in list(self._watchers.get(key, ())):
+            if not waiter.future.done() and waiter.check():
+                waiter.future.set_result(True)
+
+    def notify_all(self) -> None:
+        for key in list(self._watchers):
+            self.notify(key)
+
+    def __len__(self) -> int:
+        return len({w for ws in self._watchers.values() for w in ws})

@@ -1,0 +1,341 @@
+"""The replica manager: this broker's partitions, produce and fetch, LeaderAndIsr/StopReplica.
+
+The asyncio shell around :class:`~weir.replication.partition.Partition` and the storage
+engine: appends as leader, waits in the produce purgatory for ``acks=all``, serves fetches
+up to the high watermark (consumers) or log end (followers) with long polling in the fetch
+purgatory, and applies the controller's role changes.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from weir.common import TopicPartition
+from weir.protocol.errors import ErrorCode, KafkaError
+from weir.replication.partition import LeaderState, Partition
+from weir.replication.purgatory import Purgatory
+from weir.storage.log import Log, LogConfig
+from weir.storage.log_manager import LogManager
+
+log = logging.getLogger(__name__)
+
+EARLIEST_TIMESTAMP = -2
+LATEST_TIMESTAMP = -1
+MAX_TIMESTAMP = -3
+CONSUMER_REPLICA_ID = -1
+
+
+def now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+@dataclass(slots=True)
+class ProduceResult:
+    error: ErrorCode = ErrorCode.none
+    base_offset: int = -1
+    log_append_time_ms: int = -1
+    log_start_offset: int = -1
+    message: str | None = None
+
+
+@dataclass(slots=True)
+class FetchPartition:
+    tp: TopicPartition
+    fetch_offset: int
+    partition_max_bytes: int
+    current_leader_epoch: int = -1
+    last_fetched_epoch: int = -1
+    log_start_offset: int = -1
+
+
+@dataclass(slots=True)
+class FetchResult:
+    error: ErrorCode = ErrorCode.none
+    high_watermark: int = -1
+    log_start_offset: int = -1
+    records: bytes | None = None
+    diverging_epoch: tuple[int, int] | None = None
+    size: int = 0
+
+
+@dataclass(slots=True)
+class PartitionStateUpdate:
+    """One partition of a LeaderAndIsr request, decoded from the wire by the handler."""
+
+    state: LeaderState
+    topic_id: Any
+    is_new: bool
+
+
+class ReplicaManager:
+    def __init__(self, broker_id: int, log_manager: LogManager,
+                 topic_log_config: Callable[[str], LogConfig],
+                 topic_min_isr: Callable[[str], int]) -> None:
+        self.broker_id = broker_id
+        self.log_manager = log_manager
+        self.topic_log_config = topic_log_config
+        self.topic_min_isr = topic_min_isr
+        self.partitions: dict[TopicPartition, Partition] = {}
+        self.produce_purgatory = Purgatory()
+        self.fetch_purgatory = Purgatory()
+        self.controller_epoch = -1
+        self.received_full_leader_and_isr = False
+
+    # -- lookups ---------------------------------------------------------------------
+
+    def partition(self, tp: TopicPartition) -> Partition:
+        p = self.partitions.get(tp)
+        if p is None:
+            raise KafkaError(ErrorCode.unknown_topic_or_partition, f"{tp} is not hosted here")
+        return p
+
+    def leader_log(self, tp: TopicPartition, current_leader_epoch: int = -1) -> tuple[Partition, Log]:
+        p = self.partition(tp)
+        return p, p.require_leader(current_leader_epoch)
+
+    # -- controller requests ---------------------------------------------------------
+
+    def check_controller_epoch(self, controller_epoch: int) -> None:
+        if controller_epoch < self.controller_epoch:
+            raise KafkaError(
+                ErrorCode.stale_controller_epoch,
+                f"controller epoch {controller_epoch} is older than {self.controller_epoch}",
+            )
+        self.controller_epoch = controller_epoch
+
+    def apply_leader_and_isr(self, controller_epoch: int,
+                             updates: dict[TopicPartition, PartitionStateUpdate],
+                             full: bool) -> dict[TopicPartition, ErrorCode]:
+        self.check_controller_epoch(controller_epoch)
+        results: dict[TopicPartition, ErrorCode] = {}
+        now = now_ms()
+        for tp, update in updates.items():
+            try:
+                results[tp] = self._apply_one(tp, update, now)
+            except KafkaError as exc:
+                log.warning("LeaderAndIsr for %s refused: %s", tp, exc.message)
+                results[tp] = exc.code
+        if full and not self.received_full_leader_and_isr:
+            self.received_full_leader_and_isr = True
+            self._remove_strays(set(updates))
+        return results
+
+    def _apply_one(self, tp: TopicPartition, update: PartitionStateUpdate, now: int) -> ErrorCode:
+        p = self.partitions.get(tp)
+        if p is None:
+            p = Partition(tp, self.broker_id, topic_id=update.topic_id)
+        p.check_epoch(update.state)
+        if p.log is None:
+            p.log = self.log_manager.get_or_create_log(
+                tp, self.topic_log_config(tp.topic),
+                topic_id=_topic_id_str(update.topic_id),
+            )
+        self.partitions[tp] = p
+        if update.state.leader == self.broker_id:
+            if p.make_leader(update.state, now):
+                log.info("became leader of %s at epoch %d (ISR %s, LEO %d)", tp,
+                         p.leader_epoch, sorted(p.isr), p.log.log_end_offset)
+        elif p.make_follower(update.state):
+            log.info("became follower of %s, leader %d epoch %d", tp, p.leader, p.leader_epoch)
+        # Waiters on this partition complete now: a role change may have fenced them.
+        self.produce_purgatory.notify(tp)
+        self.fetch_purgatory.notify(tp)
+        return ErrorCode.none
+
+    def _remove_strays(self, named: set[TopicPartition]) -> None:
+        for tp in list(self.log_manager.all_logs()):
+            if tp not in named:
+                log.info("removing stray partition %s (not in the first full LeaderAndIsr)", tp)
+                self.partitions.pop(tp, None)
+                self.log_manager.delete_log(tp)
+
+    def stop_replicas(self, controller_epoch: int,
+                      partitions: dict[TopicPartition, tuple[int, bool]]) -> dict[TopicPartition, ErrorCode]:
+        """StopReplica: each tp maps to (leader_epoch, delete)."""
+        self.check_controller_epoch(controller_epoch)
+        results = {}
+        for tp, (leader_epoch, delete) in partitions.items():
+            p = self.partitions.get(tp)
+            if p is not None and 0 <= leader_epoch < p.leader_epoch:
+                results[tp] = ErrorCode.fenced_leader_epoch
+                continue
+            if p is not None:
+                p.leader = -1
+                self.produce_purgatory.notify(tp)
+                self.fetch_purgatory.notify(tp)
+            if delete:
+                self.partitions.pop(tp, None)
+                if self.log_manager.get_log(tp) is not None:
+                    self.log_manager.delete_log(tp)
+            results[tp] = ErrorCode.none
+        return results
+
+    # -- produce ---------------------------------------------------------------------
+
+    async def append(self, acks: int, timeout_ms: int,
+                     entries: dict[TopicPartition, bytes]) -> dict[TopicPartition, ProduceResult]:
+        results: dict[TopicPartition, ProduceResult] = {}
+        waiting: dict[TopicPartition, int] = {}
+        now = now_ms()
+        for tp, records in entries.items():
+            try:
+                p, plog = self.leader_log(tp)
+                if acks == -1:
+                    p.check_min_isr(self.topic_min_isr(tp.topic))
+                info = plog.append_as_leader(records, p.leader_epoch, now)
+                results[tp] = ProduceResult(
+                    base_offset=info.first_offset,
+                    log_append_time_ms=info.log_append_time_ms,
+                    log_start_offset=plog.log_start_offset,
+                )
+                if not info.duplicate:
+                    p.maybe_increment_high_watermark()
+                    self.fetch_purgatory.notify(tp)
+                if acks == -1:
+                    waiting[tp] = info.last_offset + 1
+            except KafkaError as exc:
+                results[tp] = ProduceResult(error=exc.code, message=exc.message)
+        if waiting:
+            await self._await_replication(waiting, results, timeout_ms)
+        return results
+
+    async def _await_replication(self, waiting: dict[TopicPartition, int],
+                                 results: dict[TopicPartition, ProduceResult],
+                                 timeout_ms: int) -> None:
+        leaders = {tp: self.partitions[tp].leader_epoch for tp in waiting}
+
+        def status(tp: TopicPartition) -> ErrorCode | None:
+            """None while still waiting; else the final error code for this partition."""
+            p = self.partitions.get(tp)
+            if p is None or not p.is_leader or p.leader_epoch != leaders[tp]:
+                return ErrorCode.not_leader_or_follower
+            if p.isr_is_complete_for(waiting[tp]):
+                if len(p.isr) < self.topic_min_isr(tp.topic):
+                    return ErrorCode.not_enough_replicas_after_append
+                return ErrorCode.none
+            return None
+
+        def done() -> bool:
+            return all(status(tp) is not None for tp in waiting)
+
+        await self.produce_purgatory.wait(waiting, done, timeout_ms / 1000)
+        for tp in waiting:
+            code = status(tp)
+            results[tp].error = ErrorCode.request_timed_out if code is None else code
+
+    def on_high_watermark_change(self, tp: TopicPartition) -> None:
+        self.produce_purgatory.notify(tp)
+        self.fetch_purgatory.notify(tp)
+
+    # -- fetch -----------------------------------------------------------------------
+
+    async def fetch(self, replica_id: int, max_wait_ms: int, min_bytes: int, max_bytes: int,
+                    requests: list[FetchPartition]) -> dict[TopicPartition, FetchResult]:
+        results = self._read_all(replica_id, max_bytes, requests)
+        total = sum(r.size for r in results.values())
+        errors = any(r.error != ErrorCode.none for r in results.values())
+        if max_wait_ms <= 0 or total >= min_bytes or errors or not requests:
+            return results
+
+        def enough() -> bool:
+            probe = self._read_all(replica_id, max_bytes, requests, sizes_only=True)
+            if any(r.error != ErrorCode.none for r in probe.values()):
+                return True
+            return sum(r.size for r in probe.values()) >= min_bytes
+
+        await self.fetch_purgatory.wait([r.tp for r in requests], enough, max_wait_ms / 1000)
+        return self._read_all(replica_id, max_bytes, requests)
+
+    def _read_all(self, replica_id: int, max_bytes: int, requests: list[FetchPartition],
+                  sizes_only: bool = False) -> dict[TopicPartition, FetchResult]:
+        results: dict[TopicPartition, FetchResult] = {}
+        budget = max_bytes
+        now = now_ms()
+        for req in requests:
+            try:
+                result = self._read_one(replica_id, req, budget, first=budget == max_bytes,
+                                        sizes_only=sizes_only, now=now)
+            except KafkaError as exc:
+                result = FetchResult(error=exc.code)
+                p = self.partitions.get(req.tp)
+                if p is not None and p.log is not None:
+                    result.high_watermark = p.log.high_watermark
+                    result.log_start_offset = p.log.log_start_offset
+            budget -= result.size
+            results[req.tp] = result
+        return results
+
+    def _read_one(self, replica_id: int, req: FetchPartition, budget: int, first: bool,
+                  sizes_only: bool, now: int) -> FetchResult:
+        p, plog = self.leader_log(req.tp, req.current_leader_epoch)
+        is_follower = replica_id >= 0
+        result = FetchResult(high_watermark=plog.high_watermark,
+                             log_start_offset=plog.log_start_offset)
+        if is_follower and req.last_fetched_epoch >= 0:
+            epoch, end = plog.epoch_cache.end_offset_for(req.last_fetched_epoch,
+                                                         plog.log_end_offset)
+            if epoch != req.last_fetched_epoch or end < req.fetch_offset:
+                result.diverging_epoch = (epoch, end)
+                return result
+        if is_follower and not sizes_only:
+            if p.update_follower_fetch(replica_id, req.fetch_offset, now):
+                self.on_high_watermark_change(req.tp)
+            result.high_watermark = plog.high_watermark
+        upper = None if is_follower else plog.high_watermark
+        if req.fetch_offset == (plog.log_end_offset if is_follower else upper):
+            result.records = b""
+            return result
+        if budget <= 0 and not first:
+            result.records = b""
+            return result
+        read = plog.read(req.fetch_offset, min(req.partition_max_bytes, max(budget, 0)),
+                         max_offset=upper, min_one_batch=first)
+        result.size = read.size
+        result.records = b"" if sizes_only else read.read_bytes()
+        return result
+
+    # -- offsets ---------------------------------------------------------------------
+
+    def list_offset(self, tp: TopicPartition, timestamp: int, current_leader_epoch: int,
+                    replica_id: int) -> tuple[int, int, int]:
+        """(offset, timestamp, leader_epoch) for ListOffsets."""
+        _p, plog = self.leader_log(tp, current_leader_epoch)
+        if timestamp == EARLIEST_TIMESTAMP:
+            offset = plog.log_start_offset
+            return offset, -1, _epoch_at(plog, offset)
+        if timestamp == LATEST_TIMESTAMP:
+            offset = plog.log_end_offset if replica_id >= 0 else plog.high_watermark
+            return offset, -1, _epoch_at(plog, offset)
+        if timestamp == MAX_TIMESTAMP:
+            found = plog.max_timestamp_and_offset()
+            if found is None:
+                return -1, -1, -1
+            offset, ts = found
+            return offset, ts, _epoch_at(plog, offset)
+        found = plog.offset_for_timestamp(timestamp)
+        if found is None or found[0] >= plog.high_watermark:
+            return -1, -1, -1
+        offset, ts = found
+        return offset, ts, _epoch_at(plog, offset)
+
+    # -- checkpoints -----------------------------------------------------------------
+
+    def checkpoint_high_watermarks(self) -> None:
+        self.log_manager.checkpoint_high_watermarks()
+
+
+def _epoch_at(plog: Log, offset: int) -> int:
+    epoch = plog.epoch_cache.epoch_for_offset(offset)
+    return -1 if epoch is None else epoch
+
+
+def _topic_id_str(topic_id: Any) -> str | None:
+    if topic_id is None:
+        return None
+    from weir.coordination.codecs import topic_id_to_str
+
+    return topic_id_to_str(topic_id)

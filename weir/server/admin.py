@@ -1,0 +1,107 @@
+"""Topic administration shared by CreateTopics, DeleteTopics, CreatePartitions and Metadata's
+auto-creation: validation, replica placement, ZooKeeper writes, and waiting for the
+controller's metadata to show the result (Kafka's delayed create/delete operations).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import re
+import time
+import uuid
+from typing import Any
+
+from weir.config import validate_topic_configs
+from weir.controller.assignment import assign_replicas
+from weir.protocol.errors import ErrorCode, KafkaError
+
+MAX_TOPIC_NAME = 249
+_LEGAL = re.compile(r"^[a-zA-Z0-9._-]+$")
+
+
+def validate_topic_name(name: str) -> None:
+    if not name or name in (".", ".."):
+        raise KafkaError(ErrorCode.invalid_topic_exception, f"topic name {name!r} is illegal")
+    if len(name) > MAX_TOPIC_NAME:
+        raise KafkaError(ErrorCode.invalid_topic_exception,
+                         f"topic name is longer than {MAX_TOPIC_NAME} characters")
+    if not _LEGAL.match(name):
+        raise KafkaError(ErrorCode.invalid_topic_exception,
+                         f"topic name {name!r} has characters other than ASCII "
+                         "alphanumerics, '.', '_' and '-'")
+
+
+def live_broker_ids(broker) -> list[int]:
+    ids = sorted(broker.metadata.brokers)
+    return ids or [broker.broker_id]
+
+
+def plan_assignment(broker, num_partitions: int, replication_factor: int,
+                    manual: dict[int, list[int]] | None,
+                    start_partition: int = 0) -> dict[int, list[int]]:
+    if manual:
+        live = set(live_broker_ids(broker))
+        expected = list(range(start_partition, start_partition + len(manual)))
+        if sorted(manual) != expected:
+            raise KafkaError(ErrorCode.invalid_replica_assignment,
+                             f"partitions must be numbered {expected}, got {sorted(manual)}")
+        sizes = {len(r) for r in manual.values()}
+        for p, replicas in manual.items():
+            if not replicas or len(set(replicas)) != len(replicas):
+                raise KafkaError(ErrorCode.invalid_replica_assignment,
+                                 f"partition {p}: replica list {replicas} is empty or repeats")
+            unknown = [r for r in replicas if r not in live]
+            if unknown:
+                raise KafkaError(ErrorCode.invalid_replica_assignment,
+                                 f"partition {p}: brokers {unknown} are not alive")
+        if len(sizes) > 1:
+            raise KafkaError(ErrorCode.invalid_replica_assignment,
+                             "all partitions must have the same replication factor")
+        return {p: list(r) for p, r in manual.items()}
+    if num_partitions < 1:
+        raise KafkaError(ErrorCode.invalid_partitions,
+                         f"number of partitions must be at least 1, got {num_partitions}")
+    if replication_factor < 1:
+        raise KafkaError(ErrorCode.invalid_replication_factor,
+                         f"replication factor must be at least 1, got {replication_factor}")
+    return assign_replicas(live_broker_ids(broker), num_partitions, replication_factor,
+                           start_partition=start_partition)
+
+
+async def create_topic(broker, name: str, num_partitions: int, replication_factor: int,
+                       manual: dict[int, list[int]] | None, configs: dict[str, str],
+                       validate_only: bool = False) -> tuple[uuid.UUID | None, dict[int, list[int]]]:
+    validate_topic_name(name)
+    if name in broker.metadata.topics:
+        raise KafkaError(ErrorCode.topic_already_exists, f"topic {name!r} already exists")
+    validate_topic_configs(configs)
+    if num_partitions == -1:
+        num_partitions = broker.config.num_partitions
+    if replication_factor == -1:
+        replication_factor = broker.config.default_replication_factor
+    assignment = plan_assignment(broker, num_partitions, replication_factor, manual)
+    if validate_only:
+        return None, assignment
+    topic_id = await asyncio.to_thread(broker.zk.create_topic, name, assignment, dict(configs))
+    return topic_id, assignment
+
+
+async def wait_until(predicate, timeout_ms: int) -> bool:
+    """Poll ``predicate`` on the event loop until true or the deadline (metadata arrives
+    through UpdateMetadata requests handled on this same loop)."""
+    deadline = time.monotonic() + max(timeout_ms, 0) / 1000
+    while not predicate():
+        if time.monotonic() >= deadline:
+            return False
+        await asyncio.sleep(0.02)
+    return True
+
+
+def config_entries(configs: Any) -> dict[str, str]:
+    """CreateTopics/AlterConfigs config lists → {name: value} (null values are refused)."""
+    out = {}
+    for c in configs or ():
+        if c.value is None:
+            raise KafkaError(ErrorCode.invalid_config, f"config {c.name} has a null value")
+        out[c.name] = c.value
+    return out

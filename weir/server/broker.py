@@ -1,0 +1,221 @@
+"""The broker process: wires ZooKeeper, storage, the replica manager, the controller and the
+socket server together, and runs the periodic tasks (checkpoints, retention, flush).
+
+Startup follows Kafka's order: ZooKeeper session → log recovery → listener bound →
+registration in ``/brokers/ids`` (the broker epoch) → controller election.  SIGTERM or SIGINT
+shuts down cleanly: stop serving, checkpoint high watermarks and recovery points, write the
+clean-shutdown marker, close the session.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import signal
+import time
+from typing import Any
+
+from weir.config import BrokerConfig, topic_config
+from weir.coordination import paths
+from weir.coordination.codecs import BrokerInfo
+from weir.coordination.errors import BrokerIdInUseError
+from weir.coordination.zk import ZkClient
+from weir.replication.replica_manager import ReplicaManager
+from weir.server.metadata_cache import MetadataCache
+from weir.server.network import SocketServer
+from weir.server.producer_ids import ProducerIdManager
+from weir.storage.log import LogConfig
+from weir.storage.log_manager import LogManager
+
+log = logging.getLogger(__name__)
+
+
+def _now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+class Broker:
+    def __init__(self, config: BrokerConfig) -> None:
+        self.config = config
+        self.broker_id: int = config.broker_id
+        self.zk = ZkClient(
+            config.zookeeper_connect,
+            session_timeout_ms=config.zookeeper_session_timeout_ms,
+            connection_timeout_ms=config.get("zookeeper.connection.timeout.ms")
+            or config.zookeeper_session_timeout_ms,
+        )
+        self.metadata = MetadataCache()
+        self.topic_overrides: dict[str, dict[str, str]] = {}
+        self.log_manager = LogManager(
+            config.log_dir_paths, LogConfig.from_dict(topic_config(config, {}))
+        )
+        self.replica_manager = ReplicaManager(
+            self.broker_id, self.log_manager, self.topic_log_config, self.topic_min_isr
+        )
+        self.socket_server = SocketServer(
+            self, config.listener_host, config.listener_port, config.socket_request_max_bytes
+        )
+        self.producer_ids = ProducerIdManager(self.zk, self.broker_id)
+        self.controller: Any = None
+        self.cluster_id: str = ""
+        self.broker_epoch: int = -1
+        self._tasks: list[asyncio.Task] = []
+        self._stopping = asyncio.Event()
+        self._session_lost = False
+
+    # -- topic configuration -----------------------------------------------------------
+
+    def topic_config(self, topic: str) -> dict[str, Any]:
+        return topic_config(self.config, self.topic_overrides.get(topic, {}))
+
+    def topic_log_config(self, topic: str) -> LogConfig:
+        return LogConfig.from_dict(self.topic_config(topic))
+
+    def topic_min_isr(self, topic: str) -> int:
+        return int(self.topic_config(topic)["min.insync.replicas"])
+
+    async def load_topic_configs(self, topics: set[str]) -> None:
+        missing = [t for t in topics if t not in self.topic_overrides]
+        for topic in missing:
+            self.topic_overrides[topic] = await asyncio.to_thread(self.zk.get_topic_config, topic)
+
+    async def _reload_topic_configs(self) -> None:
+        for topic in list(self.topic_overrides):
+            overrides = await asyncio.to_thread(self.zk.get_topic_config, topic)
+            if overrides != self.topic_overrides.get(topic):
+                self.topic_overrides[topic] = overrides
+                self.log_manager.update_config(topic, self.topic_log_config(topic))
+                log.info("topic %s config updated: %s", topic, overrides)
+
+    # -- lifecycle -------------------------------------------------------------------
+
+    async def start(self) -> None:
+        loop = asyncio.get_running_loop()
+        await asyncio.to_thread(self.zk.start)
+        await asyncio.to_thread(self.zk.ensure_paths)
+        self.cluster_id = await asyncio.to_thread(self.zk.get_or_create_cluster_id)
+        self.log_manager.startup(_now_ms())
+        await self.socket_server.start()
+        await self._register()
+        self.zk.add_session_listener(
+            lambda state: loop.call_soon_threadsafe(self._on_session_state, state)
+        )
+        self.zk.watch_children(
+            paths.CONFIG_CHANGES if hasattr(paths, "CONFIG_CHANGES") else "/config/changes",
+            lambda _children: loop.call_soon_threadsafe(
+                lambda: asyncio.ensure_future(self._reload_topic_configs())
+            ),
+        )
+        from weir.controller.service import ControllerService
+
+        self.controller = ControllerService(self.broker_id, self.zk, self.config)
+        await self.controller.start()
+        cfg = self.config
+        self._tasks = [
+            asyncio.create_task(self._every(
+                cfg.replica_high_watermark_checkpoint_interval_ms,
+                self.replica_manager.checkpoint_high_watermarks)),
+            asyncio.create_task(self._every(
+                cfg.log_flush_offset_checkpoint_interval_ms,
+                self.log_manager.checkpoint_recovery_points)),
+            asyncio.create_task(self._every(
+                cfg.log_retention_check_interval_ms,
+                lambda: self.log_manager.run_retention(_now_ms()))),
+            asyncio.create_task(self._every(
+                min(cfg.get("log.flush.scheduler.interval.ms") or 1000, 1000),
+                lambda: self.log_manager.flush_due(_now_ms()))),
+        ]
+        log.info("broker %d started (epoch %d) on %s:%d", self.broker_id, self.broker_epoch,
+                 cfg.advertised_host, self.socket_server.port)
+
+    async def _register(self) -> None:
+        info = BrokerInfo(
+            id=self.broker_id,
+            host=self.config.advertised_host,
+            port=self.config.advertised_port or self.socket_server.port,
+            rack=self.config.get("broker.rack"),
+            epoch=-1,
+            endpoints=[(f"PLAINTEXT://{self.config.advertised_host}:"
+                       f"{self.config.advertised_port or self.socket_server.port}")],
+        )
+        # After a crash the previous incarnation's ephemeral node lives until its session
+        # expires; wait for that rather than failing the start.
+        deadline = time.monotonic() + self.config.zookeeper_session_timeout_ms / 1000 * 1.5 + 5
+        while True:
+            try:
+                self.broker_epoch = await asyncio.to_thread(self.zk.register_broker, info)
+                return
+            except BrokerIdInUseError:
+                if time.monotonic() > deadline:
+                    raise
+                log.info("broker id %d is still registered by an expiring session; retrying",
+                         self.broker_id)
+                await asyncio.sleep(0.5)
+
+    def _on_session_state(self, state: str) -> None:
+        if state == "LOST":
+            self._session_lost = True
+            log.warning("ZooKeeper session lost; will re-register when reconnected")
+        elif state == "CONNECTED" and self._session_lost and not self._stopping.is_set():
+            self._session_lost = False
+            asyncio.ensure_future(self._register())
+
+    async def _every(self, interval_ms: int, fn: Any) -> None:
+        while True:
+            await asyncio.sleep(max(interval_ms, 10) / 1000)
+            try:
+                fn()
+            except Exception:
+                log.exception("periodic task %s failed", getattr(fn, "__name__", fn))
+
+    async def run_until_stopped(self) -> None:
+        await self._stopping.wait()
+
+    def request_stop(self) -> None:
+        self._stopping.set()
+
+    async def stop(self) -> None:
+        log.info("broker %d shutting down", self.broker_id)
+        for task in self._tasks:
+            task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+        if self.controller is not None:
+            await self.controller.stop()
+        await self.socket_server.stop()
+        self.replica_manager.checkpoint_high_watermarks()
+        self.log_manager.shutdown()
+        await asyncio.to_thread(self.zk.stop)
+        log.info("broker %d stopped cleanly", self.broker_id)
+
+
+def configure_logging() -> None:
+    logging.basicConfig(
+        level=logging.INFO,
+        format="[%(asctime)s] %(levelname)s %(name)s: %(message)s",
+    )
+    logging.getLogger("kazoo").setLevel(logging.WARNING)
+
+
+async def _main(config: BrokerConfig) -> int:
+    broker = Broker(config)
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, broker.request_stop)
+    try:
+        await broker.start()
+    except Exception:
+        log.exception("broker %d failed to start", config.broker_id)
+        try:
+            await broker.stop()
+        except Exception:
+            log.exception("cleanup after a failed start also failed")
+        return 1
+    await broker.run_until_stopped()
+    await broker.stop()
+    return 0
+
+
+def run_broker(config: BrokerConfig) -> int:
+    """Run one broker until SIGTERM/SIGINT; the exit code of the process."""
+    configure_logging()
+    return asyncio.run(_main(config))

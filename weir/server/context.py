@@ -1,0 +1,33 @@
+"""What a handler sees of one request: the broker, the parsed header, the response class."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from weir.protocol import codec
+
+if TYPE_CHECKING:
+    from weir.server.broker import Broker
+
+
+@dataclass(slots=True)
+class RequestContext:
+    broker: Broker
+    header: codec.RequestHeader
+    request_cls: type
+    response_cls: type
+    peer: str
+
+    @property
+    def version(self) -> int:
+        return self.header.api_version
+
+    def respond(self, data: dict[str, Any] | None = None, /, **kwargs: Any) -> Any:
+        """Build this request's response at the request's version from plain values."""
+        return codec.build(self.response_cls, data, **kwargs)
+
+    def nested(self, name: str) -> type:
+        """The response's nested entity class called ``name`` (e.g. ``"MetadataResponseTopic"``)."""
+        module = __import__(self.response_cls.__module__, fromlist=[name])
+        return getattr(module, name)

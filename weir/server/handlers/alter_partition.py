@@ -1,0 +1,21 @@
+"""AlterPartition (56, v2-3): a leader asks the active controller to change an ISR (KIP-497)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from weir.protocol.errors import ErrorCode, KafkaError
+
+API_KEY = 56
+MIN_VERSION = 2
+MAX_VERSION = 3
+
+
+async def handle(ctx, request) -> Any:
+    controller = ctx.broker.controller
+    if controller is None or not controller.is_active:
+        return ctx.respond(error_code=ErrorCode.not_controller, topics=[])
+    try:
+        return await controller.on_alter_partition(request)
+    except KafkaError as exc:
+        return ctx.respond(error_code=exc.code, topics=[])

@@ -1,0 +1,25 @@
+"""ControlledShutdown (7, v3): answered by the active controller."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from weir.protocol.errors import ErrorCode, KafkaError
+
+API_KEY = 7
+MIN_VERSION = 3
+MAX_VERSION = 3
+
+
+async def handle(ctx, request) -> Any:
+    controller = ctx.broker.controller
+    if controller is None or not controller.is_active:
+        return ctx.respond(error_code=ErrorCode.not_controller, remaining_partitions=[])
+    try:
+        remaining = await controller.on_controlled_shutdown(int(request.broker_id),
+                                                            int(request.broker_epoch))
+    except KafkaError as exc:
+        return ctx.respond(error_code=exc.code, remaining_partitions=[])
+    return ctx.respond(error_code=ErrorCode.none, remaining_partitions=[
+        {"topic_name": tp.topic, "partition_index": tp.partition} for tp in remaining
+    ])

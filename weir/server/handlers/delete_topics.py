@@ -1,0 +1,48 @@
+"""DeleteTopics (20): queue topics in /admin/delete_topics; wait until the controller has
+removed them from every broker's metadata."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from weir.protocol.errors import ErrorCode
+from weir.server import admin
+
+API_KEY = 20
+MIN_VERSION = 1
+MAX_VERSION = 6
+
+
+async def handle(ctx, request) -> Any:
+    broker = ctx.broker
+    cache = broker.metadata
+    timeout_ms = int(request.timeout.total_seconds() * 1000)
+    if hasattr(request, "topic_names"):
+        wanted = [(name, None) for name in request.topic_names]
+    else:
+        wanted = [(t.name, t.topic_id) for t in request.topics]
+    results = []
+    pending: set[str] = set()
+    for name, topic_id in wanted:
+        if name is None and topic_id is not None:
+            name = cache.topic_by_id(topic_id)
+        entry: dict[str, Any] = {"name": name, "topic_id": topic_id or cache.topic_ids.get(name),
+                                 "error_code": ErrorCode.none, "error_message": None}
+        if name is None or name not in cache.topics:
+            entry["error_code"] = (ErrorCode.unknown_topic_id if name is None
+                                   else ErrorCode.unknown_topic_or_partition)
+        elif not broker.config.delete_topic_enable:
+            entry["error_code"] = ErrorCode.topic_deletion_disabled
+        else:
+            await asyncio.to_thread(broker.zk.mark_topic_for_deletion, name)
+            pending.add(name)
+        results.append(entry)
+    if pending:
+        ok = await admin.wait_until(lambda: not any(t in cache.topics for t in pending),
+                                    timeout_ms)
+        if not ok:
+            for entry in results:
+                if entry["name"] in cache.topics and entry["name"] in pending:
+                    entry["error_code"] = ErrorCode.request_timed_out
+    return ctx.respond(responses=results)

@@ -1,0 +1,68 @@
+"""Fetch (1): consumers read below the high watermark; followers read to the log end.
+
+Fetch sessions (KIP-227) are not kept: every response carries session id 0, which tells the
+client that no session was created, so it keeps sending full fetch requests.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from weir.common import TopicPartition
+from weir.protocol.errors import ErrorCode
+from weir.replication.replica_manager import FetchPartition
+
+API_KEY = 1
+MIN_VERSION = 4
+MAX_VERSION = 12
+
+
+async def handle(ctx, request) -> Any:
+    broker = ctx.broker
+    if request.session_id != 0 and request.session_epoch not in (-1, 0):
+        return ctx.respond(error_code=ErrorCode.fetch_session_id_not_found, session_id=0,
+                           responses=[])
+    wanted: list[FetchPartition] = []
+    for topic in request.topics:
+        for part in topic.partitions:
+            wanted.append(FetchPartition(
+                tp=TopicPartition(topic.topic, int(part.partition)),
+                fetch_offset=int(part.fetch_offset),
+                partition_max_bytes=int(part.partition_max_bytes),
+                current_leader_epoch=int(getattr(part, "current_leader_epoch", -1)),
+                last_fetched_epoch=int(getattr(part, "last_fetched_epoch", -1)),
+                log_start_offset=int(getattr(part, "log_start_offset", -1)),
+            ))
+    max_wait_ms = int(request.max_wait.total_seconds() * 1000)
+    max_bytes = int(getattr(request, "max_bytes", 0x7FFFFFFF))
+    results = await broker.replica_manager.fetch(
+        int(request.replica_id), max_wait_ms, int(request.min_bytes), max_bytes, wanted
+    )
+    by_topic: dict[str, list[dict[str, Any]]] = {}
+    for req in wanted:
+        r = results[req.tp]
+        error = r.error
+        if (error == ErrorCode.unknown_topic_or_partition
+                and broker.metadata.partition(req.tp) is not None):
+            error = ErrorCode.not_leader_or_follower
+        data: dict[str, Any] = {
+            "partition_index": req.tp.partition,
+            "error_code": error,
+            "high_watermark": r.high_watermark,
+            "last_stable_offset": r.high_watermark,
+            "log_start_offset": r.log_start_offset,
+            "aborted_transactions": None,
+            "records": r.records if r.records is not None else b"",
+        }
+        if r.diverging_epoch is not None:
+            data["diverging_epoch"] = {"epoch": r.diverging_epoch[0],
+                                       "end_offset": r.diverging_epoch[1]}
+        meta = broker.metadata.partition(req.tp)
+        if error in (ErrorCode.not_leader_or_follower, ErrorCode.fenced_leader_epoch) and meta:
+            data["current_leader"] = {"leader_id": meta.leader, "leader_epoch": meta.leader_epoch}
+        by_topic.setdefault(req.tp.topic, []).append(data)
+    return ctx.respond(
+        error_code=ErrorCode.none,
+        session_id=0,
+        responses=[{"topic": t, "partitions": parts} for t, parts in by_topic.items()],
+    )

@@ -1,0 +1,30 @@
+"""InitProducerId (22): producer ids for idempotent producers (no transactions)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from weir.protocol.errors import ErrorCode, KafkaError
+
+API_KEY = 22
+MIN_VERSION = 0
+MAX_VERSION = 4
+
+_MAX_EPOCH = 32767
+
+
+async def handle(ctx, request) -> Any:
+    if request.transactional_id is not None:
+        return ctx.respond(error_code=ErrorCode.transactional_id_authorization_failed,
+                           producer_id=-1, producer_epoch=-1)
+    pid = int(getattr(request, "producer_id", -1))
+    epoch = int(getattr(request, "producer_epoch", -1))
+    try:
+        if pid >= 0 and 0 <= epoch < _MAX_EPOCH - 1:
+            # KIP-360: an idempotent producer may bump its own epoch to reset sequences.
+            return ctx.respond(error_code=ErrorCode.none, producer_id=pid,
+                               producer_epoch=epoch + 1)
+        new_pid = await ctx.broker.producer_ids.next_id()
+    except KafkaError as exc:
+        return ctx.respond(error_code=exc.code, producer_id=-1, producer_epoch=-1)
+    return ctx.respond(error_code=ErrorCode.none, producer_id=new_pid, producer_epoch=0)

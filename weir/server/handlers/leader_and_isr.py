@@ -1,0 +1,55 @@
+"""LeaderAndIsr (4, v7): the controller makes this broker leader or follower of partitions."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from weir.common import TopicPartition
+from weir.protocol.errors import ErrorCode, KafkaError
+from weir.replication.partition import LeaderState
+from weir.replication.replica_manager import PartitionStateUpdate
+from weir.server.handlers._controller_requests import stale_broker_epoch
+
+API_KEY = 4
+MIN_VERSION = 7
+MAX_VERSION = 7
+
+FULL = 1
+
+
+async def handle(ctx, request) -> Any:
+    error = stale_broker_epoch(ctx, request)
+    if error is not None:
+        return ctx.respond(error_code=error, topics=[])
+    updates: dict[TopicPartition, PartitionStateUpdate] = {}
+    topic_ids: dict[str, Any] = {}
+    for topic in request.topic_states:
+        topic_ids[topic.topic_name] = topic.topic_id
+        for ps in topic.partition_states:
+            updates[TopicPartition(topic.topic_name, int(ps.partition_index))] = (
+                PartitionStateUpdate(
+                    state=LeaderState(
+                        leader=int(ps.leader), leader_epoch=int(ps.leader_epoch),
+                        isr=[int(b) for b in ps.isr], replicas=[int(b) for b in ps.replicas],
+                        partition_epoch=int(ps.partition_epoch),
+                        controller_epoch=int(ps.controller_epoch),
+                    ),
+                    topic_id=topic.topic_id,
+                    is_new=bool(ps.is_new),
+                )
+            )
+    broker = ctx.broker
+    await broker.load_topic_configs(set(topic_ids))
+    try:
+        results = broker.replica_manager.apply_leader_and_isr(
+            int(request.controller_epoch), updates, int(request.type_) == FULL
+        )
+    except KafkaError as exc:
+        return ctx.respond(error_code=exc.code, topics=[])
+    by_topic: dict[str, list[dict[str, Any]]] = {}
+    for tp, code in results.items():
+        by_topic.setdefault(tp.topic, []).append(
+            {"partition_index": tp.partition, "error_code": code})
+    return ctx.respond(error_code=ErrorCode.none, topics=[
+        {"topic_id": topic_ids[t], "partition_errors": errs} for t, errs in by_topic.items()
+    ])

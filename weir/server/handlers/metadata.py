@@ -1,0 +1,111 @@
+"""Metadata (3): brokers, controller, topics with leaders, epochs, ISR and topic ids.
+
+Unknown topics are created when ``auto.create.topics.enable`` is true and the client allows
+it (v4+), answering LEADER_NOT_AVAILABLE until the controller has elected leaders, as Kafka.
+"""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from typing import Any
+
+from weir.protocol.errors import ErrorCode, KafkaError
+from weir.server import admin
+
+log = logging.getLogger(__name__)
+
+API_KEY = 3
+MIN_VERSION = 0
+MAX_VERSION = 12
+
+_NO_OPERATIONS = -2147483648
+_ZERO_UUID = uuid.UUID(int=0)
+
+
+async def handle(ctx, request) -> Any:
+    broker = ctx.broker
+    cache = broker.metadata
+    version = ctx.version
+    if request.topics is None or (version == 0 and not request.topics):
+        names = sorted(cache.topics)
+        requested_all = True
+    else:
+        names = []
+        for t in request.topics:
+            name = t.name
+            if name is None:
+                tid = getattr(t, "topic_id", None)
+                name = cache.topic_by_id(tid) if tid else None
+            if name is not None:
+                names.append(name)
+        requested_all = False
+    auto_create = version < 4 or bool(getattr(request, "allow_auto_topic_creation", True))
+    topics = []
+    for name in names:
+        topics.append(await _describe_topic(ctx, name, auto_create and not requested_all))
+    brokers = [
+        {"node_id": b.id, "host": b.host, "port": b.port, "rack": b.rack}
+        for b in sorted(cache.brokers.values(), key=lambda b: b.id)
+    ]
+    if not brokers:
+        # No UpdateMetadata yet: this broker at least knows itself to be alive.
+        cfg = broker.config
+        brokers = [{"node_id": broker.broker_id, "host": cfg.advertised_host,
+                    "port": cfg.advertised_port or broker.socket_server.port,
+                    "rack": cfg.get("broker.rack")}]
+    return ctx.respond(
+        brokers=brokers,
+        cluster_id=broker.cluster_id,
+        controller_id=cache.controller_id,
+        topics=topics,
+        cluster_authorized_operations=_NO_OPERATIONS,
+    )
+
+
+async def _describe_topic(ctx, name: str, auto_create: bool) -> dict[str, Any]:
+    cache = ctx.broker.metadata
+    base = {"name": name, "topic_id": cache.topic_ids.get(name, _ZERO_UUID),
+            "is_internal": name.startswith("__"),
+            "topic_authorized_operations": _NO_OPERATIONS}
+    parts = cache.topics.get(name)
+    if parts is None:
+        code = ErrorCode.unknown_topic_or_partition
+        if auto_create and ctx.broker.config.auto_create_topics_enable:
+            code = await _auto_create(ctx, name)
+        return dict(base, error_code=code, partitions=[])
+    partitions = []
+    for index in sorted(parts):
+        p = parts[index]
+        error = ErrorCode.none
+        if p.leader < 0 or not cache.alive(p.leader):
+            error = ErrorCode.leader_not_available
+        elif any(r not in cache.brokers for r in p.replicas):
+            error = ErrorCode.replica_not_available if ctx.version == 0 else ErrorCode.none
+        partitions.append({
+            "error_code": error,
+            "partition_index": index,
+            "leader_id": p.leader if error != ErrorCode.leader_not_available else -1,
+            "leader_epoch": p.leader_epoch,
+            "replica_nodes": list(p.replicas),
+            "isr_nodes": list(p.isr),
+            "offline_replicas": list(p.offline_replicas),
+        })
+    return dict(base, error_code=ErrorCode.none, partitions=partitions)
+
+
+async def _auto_create(ctx, name: str) -> ErrorCode:
+    try:
+        admin.validate_topic_name(name)
+        cfg = ctx.broker.config
+        await admin.create_topic(ctx.broker, name, cfg.num_partitions,
+                                 cfg.default_replication_factor, None, {})
+        log.info("auto-created topic %s", name)
+        return ErrorCode.leader_not_available
+    except KafkaError as exc:
+        if exc.code == ErrorCode.topic_already_exists:
+            return ErrorCode.leader_not_available
+        if exc.code == ErrorCode.invalid_topic_exception:
+            return ErrorCode.invalid_topic_exception
+        log.warning("auto-creating topic %s failed: %s", name, exc.message)
+        return ErrorCode.leader_not_available

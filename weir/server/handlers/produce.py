@@ -1,0 +1,62 @@
+"""Produce (0): append record batches as leader; acks 0, 1 or all (-1)."""
+
+from __future__ import annotations
+
+import datetime
+from typing import Any
+
+from weir.common import TopicPartition
+from weir.protocol.errors import ErrorCode
+from weir.replication.replica_manager import ProduceResult
+
+API_KEY = 0
+MIN_VERSION = 3
+MAX_VERSION = 9
+
+
+def _append_time(ms: int) -> datetime.datetime | None:
+    if ms < 0:
+        return None
+    return datetime.datetime.fromtimestamp(ms / 1000, tz=datetime.UTC)
+
+
+async def handle(ctx, request) -> Any:
+    broker = ctx.broker
+    acks = int(request.acks)
+    entries: dict[TopicPartition, bytes] = {}
+    results: dict[TopicPartition, ProduceResult] = {}
+    for topic in request.topic_data:
+        for part in topic.partition_data:
+            tp = TopicPartition(topic.name, int(part.index))
+            if acks not in (-1, 0, 1):
+                results[tp] = ProduceResult(ErrorCode.invalid_required_acks,
+                                            message=f"acks={acks} is not one of -1, 0, 1")
+            elif request.transactional_id is not None:
+                results[tp] = ProduceResult(ErrorCode.transactional_id_authorization_failed,
+                                            message="transactions are not supported")
+            elif not part.records:
+                results[tp] = ProduceResult(ErrorCode.corrupt_message, message="no records")
+            else:
+                entries[tp] = part.records
+    if entries:
+        timeout_ms = int(request.timeout.total_seconds() * 1000)
+        results.update(await broker.replica_manager.append(acks, timeout_ms, entries))
+    if acks == 0:
+        return None
+    for tp, result in results.items():
+        if (result.error == ErrorCode.unknown_topic_or_partition
+                and broker.metadata.partition(tp) is not None):
+            result.error = ErrorCode.not_leader_or_follower
+    by_topic: dict[str, list[dict[str, Any]]] = {}
+    for tp, r in results.items():
+        by_topic.setdefault(tp.topic, []).append({
+            "index": tp.partition,
+            "error_code": r.error,
+            "base_offset": r.base_offset,
+            "log_append_time": _append_time(r.log_append_time_ms),
+            "log_start_offset": r.log_start_offset,
+            "error_message": r.message if r.error != ErrorCode.none else None,
+        })
+    return ctx.respond(responses=[
+        {"name": name, "partition_responses": parts} for name, parts in by_topic.items()
+    ])

@@ -1,0 +1,42 @@
+"""UpdateMetadata (6, v8): the controller refreshes this broker's metadata cache."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from weir.protocol.errors import ErrorCode
+from weir.server.handlers._controller_requests import stale_broker_epoch
+from weir.server.metadata_cache import BrokerMeta, PartitionMeta
+
+API_KEY = 6
+MIN_VERSION = 8
+MAX_VERSION = 8
+
+
+async def handle(ctx, request) -> Any:
+    error = stale_broker_epoch(ctx, request)
+    if error is not None:
+        return ctx.respond(error_code=error)
+    broker = ctx.broker
+    if int(request.controller_epoch) < broker.metadata.controller_epoch:
+        return ctx.respond(error_code=ErrorCode.stale_controller_epoch)
+    brokers = []
+    for b in request.live_brokers:
+        ep = next((e for e in b.endpoints if e.listener == "PLAINTEXT"),
+                  b.endpoints[0] if b.endpoints else None)
+        if ep is not None:
+            brokers.append(BrokerMeta(int(b.id), ep.host, int(ep.port), b.rack))
+    partitions = []
+    for t in request.topic_states:
+        for p in t.partition_states:
+            partitions.append((t.topic_name, t.topic_id, int(p.partition_index), PartitionMeta(
+                leader=int(p.leader), leader_epoch=int(p.leader_epoch),
+                isr=tuple(int(x) for x in p.isr), replicas=tuple(int(x) for x in p.replicas),
+                offline_replicas=tuple(int(x) for x in p.offline_replicas),
+                partition_epoch=int(p.zk_version),
+            )))
+    deleted = broker.metadata.update(int(request.controller_id),
+                                     int(request.controller_epoch), brokers, partitions)
+    for topic in deleted:
+        broker.topic_overrides.pop(topic, None)
+    return ctx.respond(error_code=ErrorCode.none)

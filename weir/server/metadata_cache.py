@@ -1,0 +1,86 @@
+"""Every broker's view of the cluster, kept current by the controller's UpdateMetadata.
+
+Metadata requests from clients are answered from here.  A partition state whose leader is
+-2 (Kafka's ``LeaderDuringDelete``) removes the partition: that is how the controller tells
+brokers that a topic was deleted.
+"""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass, field
+
+from weir.common import TopicPartition
+
+LEADER_DURING_DELETE = -2
+
+
+@dataclass(frozen=True, slots=True)
+class BrokerMeta:
+    id: int
+    host: str
+    port: int
+    rack: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class PartitionMeta:
+    leader: int
+    leader_epoch: int
+    isr: tuple[int, ...]
+    replicas: tuple[int, ...]
+    offline_replicas: tuple[int, ...] = ()
+    partition_epoch: int = 0
+
+
+@dataclass
+class MetadataCache:
+    controller_id: int = -1
+    controller_epoch: int = -1
+    brokers: dict[int, BrokerMeta] = field(default_factory=dict)
+    topics: dict[str, dict[int, PartitionMeta]] = field(default_factory=dict)
+    topic_ids: dict[str, uuid.UUID] = field(default_factory=dict)
+
+    def update(self, controller_id: int, controller_epoch: int, brokers: list[BrokerMeta],
+               partitions: list[tuple[str, uuid.UUID | None, int, PartitionMeta]]) -> set[str]:
+        """Apply one UpdateMetadata; returns the topics that were deleted by it."""
+        self.controller_id = controller_id
+        self.controller_epoch = controller_epoch
+        self.brokers = {b.id: b for b in brokers}
+        deleted: set[str] = set()
+        for topic, topic_id, index, meta in partitions:
+            if meta.leader == LEADER_DURING_DELETE:
+                parts = self.topics.get(topic)
+                if parts is not None:
+                    parts.pop(index, None)
+                    if not parts:
+                        del self.topics[topic]
+                        self.topic_ids.pop(topic, None)
+                        deleted.add(topic)
+                continue
+            self.topics.setdefault(topic, {})[index] = meta
+            if topic_id is not None and topic_id.int != 0:
+                self.topic_ids[topic] = topic_id
+        return deleted
+
+    def partition(self, tp: TopicPartition) -> PartitionMeta | None:
+        return self.topics.get(tp.topic, {}).get(tp.partition)
+
+    def has_topic(self, topic: str) -> bool:
+        return topic in self.topics
+
+    def topic_by_id(self, topic_id: uuid.UUID) -> str | None:
+        for name, tid in self.topic_ids.items():
+            if tid == topic_id:
+                return name
+        return None
+
+    def alive(self, broker_id: int) -> bool:
+        return broker_id in self.brokers
+
+    def partitions_ready(self, topic: str, count: int | None = None) -> bool:
+        """True when the topic has ``count`` partitions (or any) and each one has a leader."""
+        parts = self.topics.get(topic)
+        if not parts or (count is not None and len(parts) < count):
+            return False
+        return all(p.leader >= 0 for p in parts.values())
