@@ -8,9 +8,9 @@ The engine behind ``weir up``/``weir down`` and the integration tests.  Layout::
     <data_dir>/broker-<id>/broker.log     its stdout and stderr
     <data_dir>/cluster.json               what is running (pids), for other processes
 
-Broker ids run from 0.  Existing ``server.properties`` files are kept on restart: only
-``zookeeper.connect`` (the managed ZooKeeper may have a new port) and the ``overrides``
-are written into them.
+Broker ids run from 1; broker ``id`` listens on ``port_base + id - 1``.  Existing
+``server.properties`` files are kept on restart: only ``zookeeper.connect`` (the managed
+ZooKeeper may have a new port) and the ``overrides`` are written into them.
 """
 
 from __future__ import annotations

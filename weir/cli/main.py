@@ -38,7 +38,7 @@ def build_parser() -> argparse.ArgumentParser:
     up.add_argument("--brokers", type=int, default=3, help="number of brokers (default 3)")
     up.add_argument("--data-dir", default=DEFAULT_DATA_DIR, help="cluster directory")
     up.add_argument("--port-base", type=int, default=9092,
-                    help="broker i listens on port-base + i (0: free ports)")
+                    help="broker i (ids 1..N) listens on port-base + i - 1 (0: free ports)")
     up.add_argument("--detach", action="store_true", help="return once the cluster is up")
     up.add_argument("--set", dest="overrides", type=key_value, action="append", default=[],
                     metavar="KEY=VALUE", help="broker config override (repeatable)")

@@ -25,6 +25,7 @@ class FollowerState:
     log_end_offset: int = -1
     last_caught_up_ms: int = 0
     last_fetch_ms: int = 0
+    last_fetch_leader_leo: int = -1  # the leader's LEO when the previous fetch was served
 
 
 @dataclass(slots=True)
@@ -53,6 +54,10 @@ class Partition:
     isr: set[int] = field(default_factory=set)
     pending_isr: set[int] = field(default_factory=set)  # additions not yet confirmed
     followers: dict[int, FollowerState] = field(default_factory=dict)
+    # The ISR proposed to the controller in an AlterPartition not yet answered (KIP-497).
+    # While one is in flight no other is sent; the HW uses the maximal ISR.
+    inflight_isr: frozenset[int] | None = None
+    leader_epoch_start_offset: int = 0
 
     # -- roles ---------------------------------------------------------------------
 
@@ -62,6 +67,7 @@ class Partition:
 
     @property
     def maximal_isr(self) -> set[int]:
+        """Committed ISR plus members whose addition is in flight (never minus a removal)."""
         return self.isr | self.pending_isr
 
     def check_epoch(self, state: LeaderState) -> None:
@@ -82,6 +88,7 @@ class Partition:
         if not was_leader:
             # The new epoch starts at our log end (KIP-101): followers truncate against it.
             self.log.epoch_cache.assign(state.leader_epoch, self.log.log_end_offset)
+            self.leader_epoch_start_offset = self.log.log_end_offset
             self.followers = {
                 r: FollowerState(last_caught_up_ms=now_ms)
                 for r in self.replicas
@@ -99,6 +106,7 @@ class Partition:
         return changed
 
     def _apply(self, state: LeaderState) -> None:
+        self.inflight_isr = None
         self.leader = state.leader
         self.leader_epoch = state.leader_epoch
         self.partition_epoch = state.partition_epoch
@@ -138,10 +146,16 @@ class Partition:
         """Record a follower's fetch position; True if the high watermark advanced."""
         assert self.log is not None
         state = self.followers.setdefault(replica_id, FollowerState())
+        leader_leo = self.log.log_end_offset
+        # Kafka's rule: caught up now if at our end; caught up as of the previous fetch if
+        # this fetch starts at (or past) where our log ended when that one was served.
+        if fetch_offset >= leader_leo:
+            state.last_caught_up_ms = now_ms
+        elif fetch_offset >= state.last_fetch_leader_leo >= 0:
+            state.last_caught_up_ms = max(state.last_caught_up_ms, state.last_fetch_ms)
         state.log_end_offset = fetch_offset
         state.last_fetch_ms = now_ms
-        if fetch_offset >= self.log.log_end_offset:
-            state.last_caught_up_ms = now_ms
+        state.last_fetch_leader_leo = leader_leo
         return self.maybe_increment_high_watermark()
 
     def maybe_increment_high_watermark(self) -> bool:
@@ -159,6 +173,61 @@ class Partition:
             self.log.update_high_watermark(new_hw)
             return True
         return False
+
+    # -- ISR changes (leader side, KIP-497) --------------------------------------------
+
+    def propose_isr_expansion(self, replica_id: int) -> frozenset[int] | None:
+        """The ISR to propose if ``replica_id`` caught up to the HW and this epoch's start."""
+        if (not self.is_leader or self.log is None or self.inflight_isr is not None
+                or replica_id in self.isr or replica_id not in self.replicas):
+            return None
+        follower = self.followers.get(replica_id)
+        if follower is None:
+            return None
+        if (follower.log_end_offset >= self.log.high_watermark
+                and follower.log_end_offset >= self.leader_epoch_start_offset):
+            proposed = frozenset(self.isr | {replica_id})
+            self.inflight_isr = proposed
+            self.pending_isr = {replica_id}
+            return proposed
+        return None
+
+    def propose_isr_shrink(self, now_ms: int, max_lag_ms: int) -> frozenset[int] | None:
+        """The ISR to propose without followers that have not caught up for ``max_lag_ms``."""
+        if not self.is_leader or self.log is None or self.inflight_isr is not None:
+            return None
+        out_of_sync = {
+            r for r in self.isr
+            if r != self.broker_id and self._lagging(r, now_ms, max_lag_ms)
+        }
+        if not out_of_sync:
+            return None
+        proposed = frozenset(self.isr - out_of_sync)
+        self.inflight_isr = proposed
+        return proposed
+
+    def _lagging(self, replica_id: int, now_ms: int, max_lag_ms: int) -> bool:
+        follower = self.followers.get(replica_id)
+        if follower is None:
+            return True
+        if follower.log_end_offset >= self.log.log_end_offset:  # type: ignore[union-attr]
+            return False
+        return now_ms - follower.last_caught_up_ms > max_lag_ms
+
+    def apply_isr_change(self, leader_epoch: int, isr: list[int], partition_epoch: int) -> bool:
+        """The controller confirmed an ISR; False if it is for another epoch (ignored)."""
+        self.inflight_isr = None
+        self.pending_isr = set()
+        if leader_epoch != self.leader_epoch or not self.is_leader:
+            return False
+        self.isr = set(isr)
+        self.partition_epoch = partition_epoch
+        return True
+
+    def abandon_isr_change(self) -> None:
+        """The controller refused the change: wait for its next LeaderAndIsr or retry."""
+        self.inflight_isr = None
+        self.pending_isr = set()
 
     def isr_is_complete_for(self, required_offset: int) -> bool:
         """True once every maximal-ISR member reached ``required_offset`` (acks=all)."""

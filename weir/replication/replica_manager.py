@@ -16,6 +16,8 @@ from typing import Any
 
 from weir.common import TopicPartition
 from weir.protocol.errors import ErrorCode, KafkaError
+from weir.replication.alter_partition import AlterPartitionManager, IsrProposal, IsrResult
+from weir.replication.fetcher import FetcherSettings, LeaderEndpoint, ReplicaFetcherManager
 from weir.replication.partition import LeaderState, Partition
 from weir.replication.purgatory import Purgatory
 from weir.storage.log import Log, LogConfig
@@ -71,11 +73,22 @@ class PartitionStateUpdate:
     is_new: bool
 
 
+@dataclass
+class ReplicationSettings:
+    replica_lag_time_max_ms: int = 30000
+    fetcher: FetcherSettings | None = None
+
+
 class ReplicaManager:
     def __init__(self, broker_id: int, log_manager: LogManager,
                  topic_log_config: Callable[[str], LogConfig],
-                 topic_min_isr: Callable[[str], int]) -> None:
+                 topic_min_isr: Callable[[str], int],
+                 settings: ReplicationSettings | None = None) -> None:
         self.broker_id = broker_id
+        self.settings = settings or ReplicationSettings()
+        self.fetchers = ReplicaFetcherManager(
+            self, self.settings.fetcher or FetcherSettings(replica_id=broker_id))
+        self.alter_partition: AlterPartitionManager | None = None
         self.log_manager = log_manager
         self.topic_log_config = topic_log_config
         self.topic_min_isr = topic_min_isr
@@ -84,6 +97,9 @@ class ReplicaManager:
         self.fetch_purgatory = Purgatory()
         self.controller_epoch = -1
         self.received_full_leader_and_isr = False
+        # Called as listener(tp, is_leader, leader_epoch) after each role change this broker
+        # applies (e.g. the group coordinator loads/unloads __consumer_offsets partitions).
+        self.leadership_listeners: list[Callable[[TopicPartition, bool, int], None]] = []
 
     # -- lookups ---------------------------------------------------------------------
 
@@ -107,15 +123,28 @@ class ReplicaManager:
             )
         self.controller_epoch = controller_epoch
 
+    def start_isr_changes(self, broker_epoch: Callable[[], int],
+                          controller: Callable[[], tuple[int, str, int] | None]) -> None:
+        """Enable AlterPartition (needs the broker epoch and the controller's endpoint)."""
+        self.alter_partition = AlterPartitionManager(
+            self.broker_id, broker_epoch, controller, self.on_isr_result)
+
+    async def close(self) -> None:
+        await self.fetchers.close()
+        if self.alter_partition is not None:
+            await self.alter_partition.close()
+
     def apply_leader_and_isr(self, controller_epoch: int,
                              updates: dict[TopicPartition, PartitionStateUpdate],
-                             full: bool) -> dict[TopicPartition, ErrorCode]:
+                             full: bool,
+                             live_leaders: dict[int, LeaderEndpoint] | None = None,
+                             ) -> dict[TopicPartition, ErrorCode]:
         self.check_controller_epoch(controller_epoch)
         results: dict[TopicPartition, ErrorCode] = {}
         now = now_ms()
         for tp, update in updates.items():
             try:
-                results[tp] = self._apply_one(tp, update, now)
+                results[tp] = self._apply_one(tp, update, now, live_leaders or {})
             except KafkaError as exc:
                 log.warning("LeaderAndIsr for %s refused: %s", tp, exc.message)
                 results[tp] = exc.code
@@ -124,7 +153,8 @@ class ReplicaManager:
             self._remove_strays(set(updates))
         return results
 
-    def _apply_one(self, tp: TopicPartition, update: PartitionStateUpdate, now: int) -> ErrorCode:
+    def _apply_one(self, tp: TopicPartition, update: PartitionStateUpdate, now: int,
+                   live_leaders: dict[int, LeaderEndpoint]) -> ErrorCode:
         p = self.partitions.get(tp)
         if p is None:
             p = Partition(tp, self.broker_id, topic_id=update.topic_id)
@@ -137,14 +167,31 @@ class ReplicaManager:
         self.partitions[tp] = p
         if update.state.leader == self.broker_id:
             if p.make_leader(update.state, now):
+                self.fetchers.remove(tp)
                 log.info("became leader of %s at epoch %d (ISR %s, LEO %d)", tp,
                          p.leader_epoch, sorted(p.isr), p.log.log_end_offset)
         elif p.make_follower(update.state):
+            self.fetchers.remove(tp)
+            endpoint = live_leaders.get(p.leader)
+            if endpoint is None:
+                # Seed 002 / KAFKA-1647: keep the replica, fetch once the leader is alive.
+                log.warning("%s: leader %d is not alive; not fetching yet", tp, p.leader)
+            else:
+                # Truncation to the divergence point happens in the fetcher (KIP-101/279).
+                self.fetchers.add(tp, endpoint, p.leader_epoch, p.log.log_end_offset)
             log.info("became follower of %s, leader %d epoch %d", tp, p.leader, p.leader_epoch)
+        self._notify_leadership(tp, p.is_leader, p.leader_epoch)
         # Waiters on this partition complete now: a role change may have fenced them.
         self.produce_purgatory.notify(tp)
         self.fetch_purgatory.notify(tp)
         return ErrorCode.none
+
+    def _notify_leadership(self, tp: TopicPartition, is_leader: bool, epoch: int) -> None:
+        for listener in self.leadership_listeners:
+            try:
+                listener(tp, is_leader, epoch)
+            except Exception:
+                log.exception("leadership listener failed for %s", tp)
 
     def _remove_strays(self, named: set[TopicPartition]) -> None:
         for tp in list(self.log_manager.all_logs()):
@@ -163,10 +210,14 @@ class ReplicaManager:
             if p is not None and 0 <= leader_epoch < p.leader_epoch:
                 results[tp] = ErrorCode.fenced_leader_epoch
                 continue
+            self.fetchers.remove(tp)
             if p is not None:
+                was_leader = p.is_leader
                 p.leader = -1
                 self.produce_purgatory.notify(tp)
                 self.fetch_purgatory.notify(tp)
+                if was_leader:
+                    self._notify_leadership(tp, False, p.leader_epoch)
             if delete:
                 self.partitions.pop(tp, None)
                 if self.log_manager.get_log(tp) is not None:
@@ -284,6 +335,7 @@ class ReplicaManager:
         if is_follower and not sizes_only:
             if p.update_follower_fetch(replica_id, req.fetch_offset, now):
                 self.on_high_watermark_change(req.tp)
+            self._submit(p, p.propose_isr_expansion(replica_id))
             result.high_watermark = plog.high_watermark
         upper = None if is_follower else plog.high_watermark
         if req.fetch_offset == (plog.log_end_offset if is_follower else upper):
@@ -297,6 +349,61 @@ class ReplicaManager:
         result.size = read.size
         result.records = b"" if sizes_only else read.read_bytes()
         return result
+
+    # -- follower side -----------------------------------------------------------------
+
+    def follower_log(self, tp: TopicPartition) -> Log | None:
+        """The log of a partition this broker follows (None if it leads or dropped it)."""
+        p = self.partitions.get(tp)
+        if p is None or p.is_leader or p.log is None:
+            return None
+        return p.log
+
+    def on_follower_fetched(self, tp: TopicPartition, leader_hw: int,
+                            leader_log_start: int) -> None:
+        """After a fetch response: follower HW = min(leader's HW, own LEO); follow the start."""
+        plog = self.follower_log(tp)
+        if plog is None:
+            return
+        plog.update_high_watermark(min(leader_hw, plog.log_end_offset))
+        start = min(leader_log_start, plog.high_watermark)
+        if start > plog.log_start_offset:
+            plog.delete_records_before(start)
+        self.fetch_purgatory.notify(tp)
+
+    # -- ISR changes (leader side) -------------------------------------------------------
+
+    def _submit(self, p: Partition, isr: frozenset[int] | None) -> None:
+        if isr is None:
+            return
+        if self.alter_partition is None or p.topic_id is None:
+            p.abandon_isr_change()
+            return
+        log.info("%s: proposing ISR %s (was %s)", p.tp, sorted(isr), sorted(p.isr))
+        self.alter_partition.submit(IsrProposal(p.tp, p.topic_id, p.leader_epoch,
+                                                p.partition_epoch, isr))
+
+    def maybe_shrink_isr(self) -> None:
+        """Periodic: propose removing followers that have not caught up in time."""
+        now = now_ms()
+        for p in self.partitions.values():
+            if p.is_leader:
+                self._submit(p, p.propose_isr_shrink(now, self.settings.replica_lag_time_max_ms))
+
+    def on_isr_result(self, result: IsrResult) -> None:
+        p = self.partitions.get(result.tp)
+        if p is None:
+            return
+        if result.error != ErrorCode.none:
+            log.info("%s: ISR change refused by the controller: %s", result.tp,
+                     result.error.name)
+            p.abandon_isr_change()
+            return
+        if p.apply_isr_change(result.leader_epoch, list(result.isr), result.partition_epoch):
+            log.info("%s: ISR is now %s (partition epoch %d)", result.tp, sorted(p.isr),
+                     p.partition_epoch)
+            p.maybe_increment_high_watermark()
+            self.on_high_watermark_change(result.tp)
 
     # -- offsets ---------------------------------------------------------------------
 

@@ -71,8 +71,9 @@ class FakeZk:
         self.closed = True
 
 
-def broker(broker_id: int, port: int = 9092) -> BrokerInfo:
-    return BrokerInfo(broker_id, "127.0.0.1", port + broker_id)
+def broker(broker_id: int, port_base: int = 9092) -> BrokerInfo:
+    """Broker ``broker_id`` (ids from 1) listening on ``port_base + broker_id - 1``."""
+    return BrokerInfo(broker_id, "127.0.0.1", port_base + broker_id - 1)
 
 
 def state(leader: int, isr: list[int], epoch: int = 0) -> LeaderIsr:

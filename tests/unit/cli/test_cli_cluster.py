@@ -24,7 +24,7 @@ from weir.coordination import zkserver
 def env(monkeypatch, tmp_path):
     """Fake ZooKeeper server + client; broker processes are sleepers with a broker cmdline."""
     FakeZooKeeperServer.running.clear()
-    zk = FakeZk(brokers=[broker(i) for i in range(5)], controller=0)
+    zk = FakeZk(brokers=[broker(i) for i in range(1, 6)], controller=1)
     monkeypatch.setattr(zkserver, "ZooKeeperServer", FakeZooKeeperServer)
     monkeypatch.setattr(cluster_mod, "open_zk", lambda connect: zk)
     monkeypatch.setattr(procs, "broker_command", fake_broker_command)
@@ -56,20 +56,21 @@ def test_start_writes_configs_and_cluster_json(env) -> None:
     assert doc["zookeeper_pid"] == os.getpid()  # the fake ZooKeeper "runs" in pytest
     assert doc["bootstrap"] == "127.0.0.1:19092,127.0.0.1:19093,127.0.0.1:19094"
     assert c.bootstrap == doc["bootstrap"]
-    for i, entry in enumerate(doc["brokers"]):
+    assert [entry["id"] for entry in doc["brokers"]] == [1, 2, 3]  # ids 1..N
+    for i, entry in enumerate(doc["brokers"], start=1):
         assert set(entry) == {"id", "host", "port", "pid", "config"}
-        assert (entry["id"], entry["host"], entry["port"]) == (i, "127.0.0.1", 19092 + i)
+        assert (entry["id"], entry["host"], entry["port"]) == (i, "127.0.0.1", 19092 + i - 1)
         assert entry["config"] == str(data / f"broker-{i}" / "server.properties")
         assert procs.is_broker_process(entry["pid"], entry["config"])
         assert c.broker_pid(i) == entry["pid"]
         cfg = BrokerConfig.from_file(entry["config"])
-        assert cfg.broker_id == i and cfg.listener_port == 19092 + i
+        assert cfg.broker_id == i and cfg.listener_port == 19092 + i - 1
         assert cfg.zookeeper_connect == doc["zookeeper"]
         assert cfg.zookeeper_session_timeout_ms == 6000
         assert cfg.log_dir_paths == [data / f"broker-{i}" / "logs"]
         assert cfg.num_partitions == 4 and cfg.offsets_topic_replication_factor == 3
-    assert c.controller_id() == 0
-    assert "starting broker 0" in (data / "broker-0" / "broker.log").read_text()
+    assert c.controller_id() == 1
+    assert "starting broker 1" in (data / "broker-1" / "broker.log").read_text()
     c.stop(timeout_s=5)
     assert all(not procs.pid_alive(e["pid"]) for e in doc["brokers"])
     assert FakeZooKeeperServer.running == {}
@@ -79,60 +80,61 @@ def test_restart_keeps_config_files_and_running_brokers(env) -> None:
     first = env(brokers=2, port_base=0).start(timeout_s=10)
     ports = [s.port for s in first.brokers]
     assert len(set(ports)) == 2 and all(p > 0 for p in ports)
-    path = first.config_path(1)
+    path = first.config_path(2)
     path.write_text(path.read_text() + "# my note\nlog.retention.hours=1\n")
-    pid0 = first.broker_pid(0)
-    first.kill_broker(1)
-    assert first.broker_pid(1) is None
+    pid1 = first.broker_pid(1)
+    first.kill_broker(2)
+    assert first.broker_pid(2) is None
 
     second = env(brokers=2, port_base=0, overrides={"min.insync.replicas": "2"})
     second.start(timeout_s=10)
-    assert second.broker_pid(0) == pid0  # still running: not restarted
-    assert second.broker_pid(1) not in (None, pid0)
+    assert second.broker_pid(1) == pid1  # still running: not restarted
+    assert second.broker_pid(2) not in (None, pid1)
     assert [s.port for s in second.brokers] == ports  # kept from the files
     props = read_properties(path)
     assert props["log.retention.hours"] == "1" and props["min.insync.replicas"] == "2"
     assert "# my note" in path.read_text()
-    assert read_properties(second.config_path(0))["min.insync.replicas"] == "2"
+    assert read_properties(second.config_path(1))["min.insync.replicas"] == "2"
     second.stop(timeout_s=5)
-    assert first.broker_pid(0) is None
+    assert first.broker_pid(1) is None
 
 
 def test_down_from_another_instance_and_stale_pids(env) -> None:
     env(brokers=2, port_base=0).start(timeout_s=10)
     other = env()  # reads cluster.json, like `weir down` in another process
     pids = [s.pid for s in other.brokers]
-    assert [other.broker_pid(i) for i in (0, 1)] == pids
+    assert [other.broker_pid(i) for i in (1, 2)] == pids
     other.stop(timeout_s=5)
     assert procs.wait_for_exit(pids, 5) == set()
 
     doc = json.loads((env.dir / "cluster.json").read_text())
+    assert doc["brokers"][0]["id"] == 1
     doc["brokers"][0]["pid"] = os.getpid()  # a live process that is not a broker
     (env.dir / "cluster.json").write_text(json.dumps(doc))
     stale = env()
-    assert stale.broker_pid(0) is None
+    assert stale.broker_pid(1) is None
     stale.stop(timeout_s=1)  # must not signal pytest itself
 
 
 def test_kill_pause_resume_start(env) -> None:
     c = env(brokers=1, port_base=0).start(timeout_s=10)
-    pid = c.pause_broker(0)
+    pid = c.pause_broker(1)
     if Path("/proc").exists():
         deadline = time.monotonic() + 5
         while procs._proc_state(pid) != "T":
             assert time.monotonic() < deadline
             time.sleep(0.02)
-    c.resume_broker(0)
-    c.kill_broker(0, signal.SIGKILL)
-    assert c.broker_pid(0) is None
+    c.resume_broker(1)
+    c.kill_broker(1, signal.SIGKILL)
+    assert c.broker_pid(1) is None
     with pytest.raises(ClusterError):
-        c.pause_broker(0)
-    new_pid = c.start_broker(0)
-    assert new_pid != pid and c.broker_pid(0) == new_pid
+        c.pause_broker(1)
+    new_pid = c.start_broker(1)
+    assert new_pid != pid and c.broker_pid(1) == new_pid
     assert json.loads(c.cluster_file.read_text())["brokers"][0]["pid"] == new_pid
-    c.wait_for_brokers([0], timeout_s=1)
-    c.stop_broker(0, timeout_s=5)
-    assert c.broker_pid(0) is None
+    c.wait_for_brokers([1], timeout_s=1)
+    c.stop_broker(1, timeout_s=5)
+    assert c.broker_pid(1) is None
     c.stop()
 
 
@@ -149,9 +151,9 @@ def test_broker_that_exits_fails_start_with_its_log(env, monkeypatch) -> None:
 
 
 def test_wait_for_brokers_times_out(env) -> None:
-    env.zk.brokers = [broker(0)]
+    env.zk.brokers = [broker(1)]
     c = env(brokers=2, port_base=0)
-    with pytest.raises(TimeoutError, match=r"\[1\]"):
+    with pytest.raises(TimeoutError, match=r"brokers \[2\] did not register"):
         c.start(timeout_s=0.5)
     c.stop(timeout_s=5)
 
@@ -159,7 +161,7 @@ def test_wait_for_brokers_times_out(env) -> None:
 def test_wanted_ids_include_existing_broker_dirs(env) -> None:
     (env.dir / "broker-4").mkdir(parents=True)
     (env.dir / "broker-4" / "server.properties").write_text("broker.id=4\n")
-    assert env(brokers=2).wanted_ids() == [0, 1, 4]
+    assert env(brokers=2).wanted_ids() == [1, 2, 4]
 
 
 def test_invalid_broker_count(env) -> None:
@@ -171,17 +173,17 @@ def test_wait_ignores_registration_left_by_a_killed_process(env) -> None:
     env.zk.brokers = []
     c = env(brokers=1, port_base=0)
     c._ensure_zookeeper()
-    c.start_broker(0)
-    env.zk.brokers = [dataclasses.replace(broker(0), epoch=100)]  # it registers
-    c.wait_for_brokers([0], timeout_s=1)
-    c.kill_broker(0)
+    c.start_broker(1)
+    env.zk.brokers = [dataclasses.replace(broker(1), epoch=100)]  # it registers
+    c.wait_for_brokers([1], timeout_s=1)
+    c.kill_broker(1)
     t0 = time.monotonic()
-    c.start_broker(0, stale_wait_s=0.3)  # the old registration (epoch 100) does not expire
+    c.start_broker(1, stale_wait_s=0.3)  # the old registration (epoch 100) does not expire
     assert time.monotonic() - t0 >= 0.3
     with pytest.raises(TimeoutError):
-        c.wait_for_brokers([0], timeout_s=0.3)
-    env.zk.brokers = [dataclasses.replace(broker(0), epoch=200)]  # the new process registered
-    c.wait_for_brokers([0], timeout_s=1)
+        c.wait_for_brokers([1], timeout_s=0.3)
+    env.zk.brokers = [dataclasses.replace(broker(1), epoch=200)]  # the new process registered
+    c.wait_for_brokers([1], timeout_s=1)
     c.stop(timeout_s=5)
 
 
@@ -189,16 +191,16 @@ def test_start_broker_waits_for_stale_registration_to_expire(env) -> None:
     env.zk.brokers = []
     c = env(brokers=1, port_base=0)
     c._ensure_zookeeper()
-    c.start_broker(0)
-    c.kill_broker(0)
+    c.start_broker(1)
+    c.kill_broker(1)
     calls = []
-    old = dataclasses.replace(broker(0), epoch=100)
+    old = dataclasses.replace(broker(1), epoch=100)
 
     def expiring() -> list:  # the old session expires after a few polls
         calls.append(1)
         return [old] if len(calls) < 4 else []
 
     env.zk.get_all_brokers = expiring
-    c.start_broker(0, stale_wait_s=30)
+    c.start_broker(1, stale_wait_s=5)  # bounded even if it never saw the expiry
     assert len(calls) == 4 and c._stale_epochs == {}
     c.stop(timeout_s=5)

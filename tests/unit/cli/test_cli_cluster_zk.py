@@ -33,7 +33,7 @@ def test_real_zookeeper_lifecycle(tmp_path, capsys) -> None:
     cluster = LocalCluster(tmp_path, brokers=2, port_base=0)
     try:
         cluster.start(timeout_s=60)
-        assert cluster.controller_id() in (0, 1)
+        assert cluster.controller_id() in (1, 2)
         doc = json.loads((tmp_path / "cluster.json").read_text())
         assert doc["zookeeper"].endswith("/weir") and procs.pid_alive(doc["zookeeper_pid"])
 
@@ -41,14 +41,14 @@ def test_real_zookeeper_lifecycle(tmp_path, capsys) -> None:
         out = capsys.readouterr().out
         assert "PLAINTEXT://127.0.0.1:" in out and "controller:" in out
 
-        cluster.stop_broker(1, timeout_s=10)
+        cluster.stop_broker(2, timeout_s=10)
         again = LocalCluster(tmp_path)  # another process's view: attaches to ZooKeeper
         again.start(timeout_s=30)
-        assert cluster.broker_pid(0) == again.broker_pid(0)
-        assert again.broker_pid(1) is not None
+        assert cluster.broker_pid(1) == again.broker_pid(1)
+        assert again.broker_pid(2) is not None
         again.stop(timeout_s=10)
         assert not procs.pid_alive(doc["zookeeper_pid"])
-        assert cluster.broker_pid(0) is None
+        assert cluster.broker_pid(1) is None
     finally:
         cluster.stop(timeout_s=5)
         LocalCluster(tmp_path).stop(timeout_s=5)

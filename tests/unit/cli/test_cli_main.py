@@ -76,8 +76,8 @@ def test_up_rejects_bad_override_before_starting(tmp_path, capsys) -> None:
 @pytest.fixture
 def fakes(monkeypatch):
     FakeZooKeeperServer.running.clear()
-    zk = FakeZk(brokers=[broker(0), broker(1)], controller=1, epoch=2,
-                topics={"t": {0: [0, 1]}})
+    zk = FakeZk(brokers=[broker(1), broker(2)], controller=2, epoch=2,
+                topics={"t": {0: [1, 2]}})
     monkeypatch.setattr(zkserver, "ZooKeeperServer", FakeZooKeeperServer)
     monkeypatch.setattr(cluster_mod, "open_zk", lambda connect: zk)
     monkeypatch.setattr(cli, "open_zk", lambda connect: zk)
@@ -88,21 +88,22 @@ def fakes(monkeypatch):
 def test_up_detach_status_stop_down(tmp_path, fakes, capsys) -> None:
     data = tmp_path / "d"
     assert cli.main(["up", "--detach", "--brokers", "2", "--port-base", "0",
-                     "--data-dir", str(data)]) == 0
+                     "--timeout", "10", "--data-dir", str(data)]) == 0
     out = capsys.readouterr().out
     doc = json.loads((data / "cluster.json").read_text())
     assert f"Bootstrap servers: {doc['bootstrap']}" in out
+    assert [b["id"] for b in doc["brokers"]] == [1, 2]
     pids = [b["pid"] for b in doc["brokers"]]
     try:
         assert cli.main(["status", "--data-dir", str(data)]) == 0
         out = capsys.readouterr().out
-        assert "controller: 1 (epoch 2)" in out and str(pids[0]) in out
+        assert "controller: 2 (epoch 2)" in out and str(pids[0]) in out
         assert cli.main(["status", "--zookeeper", "127.0.0.1:1/weir"]) == 0
         assert "pid" not in capsys.readouterr().out.splitlines()[0]
 
-        assert cli.main(["broker", "stop", "--id", "1", "--data-dir", str(data)]) == 0
+        assert cli.main(["broker", "stop", "--id", "2", "--data-dir", str(data)]) == 0
         assert procs.wait_for_exit([pids[1]], 5) == set()
-        assert cli.main(["broker", "stop", "--id", "1", "--data-dir", str(data)]) == 1
+        assert cli.main(["broker", "stop", "--id", "2", "--data-dir", str(data)]) == 1
         config0 = doc["brokers"][0]["config"]
         if procs.find_broker_pids(config0):  # /proc scan available
             assert cli.main(["broker", "stop", "--config", config0]) == 0
@@ -138,9 +139,10 @@ def test_up_foreground_shows_status_then_stops_on_ctrl_c(tmp_path, fakes, monkey
 
     monkeypatch.setattr(cli, "time", types.SimpleNamespace(sleep=interrupt, strftime=str))
     data = tmp_path / "d"
-    assert cli.main(["up", "--brokers", "2", "--port-base", "0", "--data-dir", str(data)]) == 0
+    assert cli.main(["up", "--brokers", "2", "--port-base", "0", "--timeout", "10",
+                     "--data-dir", str(data)]) == 0
     out = capsys.readouterr().out
-    assert "bootstrap:" in out and "controller: 1 (epoch 2)" in out and "Stopped." in out
+    assert "bootstrap:" in out and "controller: 2 (epoch 2)" in out and "Stopped." in out
     pids = [b["pid"] for b in json.loads((data / "cluster.json").read_text())["brokers"]]
     assert all(not procs.is_broker_process(pid) for pid in pids)
 

@@ -9,30 +9,30 @@ from weir.common import TopicPartition
 
 
 def cluster_zk() -> FakeZk:
-    zk = FakeZk(brokers=[broker(1), broker(0)], controller=1, epoch=4)
-    zk.topics = {"orders": {0: [0, 1, 2], 1: [1, 2, 0]}, "logs": {0: [2]}}
+    zk = FakeZk(brokers=[broker(2), broker(1)], controller=2, epoch=4)
+    zk.topics = {"orders": {0: [1, 2, 3], 1: [2, 3, 1]}, "logs": {0: [3]}}
     zk.states = {
-        TopicPartition("orders", 0): state(0, [0, 1], epoch=3),
-        TopicPartition("orders", 1): state(1, [1, 2, 0]),
-        TopicPartition("logs", 0): state(2, [2]),
+        TopicPartition("orders", 0): state(1, [1, 2], epoch=3),
+        TopicPartition("orders", 1): state(2, [2, 3, 1]),
+        TopicPartition("logs", 0): state(3, [3]),
     }
     return zk
 
 
 def test_collect_snapshot() -> None:
     snap = collect_snapshot(cluster_zk())
-    assert [b.id for b in snap.brokers] == [0, 1]
-    assert snap.controller_id == 1 and snap.controller_epoch == 4
+    assert [b.id for b in snap.brokers] == [1, 2]
+    assert snap.controller_id == 2 and snap.controller_epoch == 4
     assert snap.topics == ["logs", "orders"]
     by_tp = {(p.topic, p.partition): p for p in snap.partitions}
     assert by_tp[("orders", 0)].leader_epoch == 3
-    assert by_tp[("orders", 0)].replicas == [0, 1, 2]
-    assert [(p.topic, p.partition) for p in snap.offline()] == [("logs", 0)]  # 2 not registered
+    assert by_tp[("orders", 0)].replicas == [1, 2, 3]
+    assert [(p.topic, p.partition) for p in snap.offline()] == [("logs", 0)]  # 3 not registered
     assert {(p.topic, p.partition) for p in snap.under_replicated()} == {("orders", 0)}
 
 
 def test_no_controller_and_missing_state() -> None:
-    zk = FakeZk(brokers=[broker(0)], controller=-1, topics={"t": {0: [0]}})
+    zk = FakeZk(brokers=[broker(1)], controller=-1, topics={"t": {0: [1]}})
     snap = collect_snapshot(zk)
     assert snap.controller_id is None
     assert snap.partitions[0].leader == -1
@@ -40,7 +40,7 @@ def test_no_controller_and_missing_state() -> None:
 
 
 def test_registered_broker_ids() -> None:
-    assert registered_broker_ids(cluster_zk()) == {0, 1}
+    assert registered_broker_ids(cluster_zk()) == {1, 2}
 
 
 def test_format_table_aligns() -> None:
@@ -49,13 +49,13 @@ def test_format_table_aligns() -> None:
 
 
 def test_render_snapshot_local() -> None:
-    text = render_snapshot(collect_snapshot(cluster_zk()), processes={0: 111, 1: 222, 2: None})
+    text = render_snapshot(collect_snapshot(cluster_zk()), processes={1: 111, 2: 222, 3: None})
     lines = text.splitlines()
     assert lines[0].split() == ["broker", "pid", "endpoints", "registered", "controller"]
-    assert lines[2].split() == ["0", "111", "PLAINTEXT://127.0.0.1:9092", "yes"]
+    assert lines[2].split() == ["1", "111", "PLAINTEXT://127.0.0.1:9092", "yes"]
     assert lines[3].split()[-1] == "*"
-    assert lines[4].split() == ["2", "-", "-", "no"]
-    assert "controller: 1 (epoch 4)" in text
+    assert lines[4].split() == ["3", "-", "-", "no"]
+    assert "controller: 2 (epoch 4)" in text
     assert "topics: 2  partitions: 3  offline: 1  under-replicated: 1" in text
     assert any(line.split()[:2] == ["logs", "0"] and "OFFLINE" in line for line in lines)
     assert any(line.startswith("orders") and "under-replicated" in line for line in lines)

@@ -6,6 +6,7 @@ from typing import Any
 
 from weir.common import TopicPartition
 from weir.protocol.errors import ErrorCode, KafkaError
+from weir.replication.fetcher import LeaderEndpoint
 from weir.replication.partition import LeaderState
 from weir.replication.replica_manager import PartitionStateUpdate
 from weir.server.handlers._controller_requests import stale_broker_epoch
@@ -38,11 +39,13 @@ async def handle(ctx, request) -> Any:
                     is_new=bool(ps.is_new),
                 )
             )
+    live_leaders = {int(b.broker_id): LeaderEndpoint(int(b.broker_id), b.host_name, int(b.port))
+                    for b in request.live_leaders}
     broker = ctx.broker
     await broker.load_topic_configs(set(topic_ids))
     try:
         results = broker.replica_manager.apply_leader_and_isr(
-            int(request.controller_epoch), updates, int(request.type_) == FULL
+            int(request.controller_epoch), updates, int(request.type_) == FULL, live_leaders
         )
     except KafkaError as exc:
         return ctx.respond(error_code=exc.code, topics=[])

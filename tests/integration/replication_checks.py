@@ -1,0 +1,120 @@
+"""Helpers for replication tests: a producer running in the background, leader lookup, and a
+byte-level comparison of the replicas' logs below the high watermark."""
+
+from __future__ import annotations
+
+import threading
+import time
+from pathlib import Path
+
+from confluent_kafka import Producer
+from confluent_kafka.admin import AdminClient
+
+from weir.records.batch import iter_headers
+from weir.storage.checkpoints import read_offset_checkpoint
+
+
+class BackgroundProducer:
+    """An idempotent acks=all producer writing sequential values until stopped."""
+
+    def __init__(self, bootstrap: str, topic: str, partitions: int, **config: object) -> None:
+        conf = {"bootstrap.servers": bootstrap, "acks": "all", "enable.idempotence": True,
+                "linger.ms": 2, "message.timeout.ms": 120000,
+                "retry.backoff.ms": 100, "reconnect.backoff.max.ms": 1000}
+        conf.update(config)
+        self.producer = Producer(conf)
+        self.topic = topic
+        self.partitions = partitions
+        self.acked: list[tuple[int, int, bytes]] = []
+        self.failed: list[object] = []
+        self.sent = 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def _on_delivery(self, err, msg) -> None:
+        if err is not None:
+            self.failed.append(err)
+        else:
+            self.acked.append((msg.partition(), msg.offset(), msg.value()))
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            value = b"seq-%08d" % self.sent
+            try:
+                self.producer.produce(self.topic, value=value,
+                                      partition=self.sent % self.partitions,
+                                      on_delivery=self._on_delivery)
+                self.sent += 1
+            except BufferError:
+                pass
+            self.producer.poll(0.001 if self.sent % 50 else 0.01)
+
+    def __enter__(self) -> BackgroundProducer:
+        self._thread.start()
+        return self
+
+    def acked_count(self) -> int:
+        return len(self.acked)
+
+    def stop(self, flush_timeout_s: float = 120) -> None:
+        self._stop.set()
+        self._thread.join(30)
+        remaining = self.producer.flush(flush_timeout_s)
+        assert remaining == 0, f"{remaining} records still undelivered"
+
+    def __exit__(self, *exc: object) -> None:
+        if not self._stop.is_set():
+            self._stop.set()
+            self._thread.join(30)
+
+
+def partition_leaders(bootstrap: str, topic: str) -> dict[int, int]:
+    md = AdminClient({"bootstrap.servers": bootstrap}).list_topics(topic, timeout=10)
+    return {p: meta.leader for p, meta in md.topics[topic].partitions.items()}
+
+
+def partition_isrs(bootstrap: str, topic: str) -> dict[int, list[int]]:
+    md = AdminClient({"bootstrap.servers": bootstrap}).list_topics(topic, timeout=10)
+    return {p: sorted(meta.isrs) for p, meta in md.topics[topic].partitions.items()}
+
+
+def replica_batches(log_dir: Path, topic: str, partition: int) -> tuple[int, list[bytes]]:
+    """(checkpointed high watermark, raw batches in offset order) of one stopped replica."""
+    pdir = log_dir / f"{topic}-{partition}"
+    hws = read_offset_checkpoint(log_dir / "replication-offset-checkpoint")
+    hw = next((v for tp, v in hws.items() if tuple(tp) == (topic, partition)), 0)
+    batches = []
+    for seg in sorted(pdir.glob("*.log")):
+        data = seg.read_bytes()
+        for h in iter_headers(data):
+            batches.append(data[h.position:h.position + h.size])
+    return hw, batches
+
+
+def assert_replicas_agree_below_hw(log_dirs: list[Path], topic: str, partitions: int) -> None:
+    for p in range(partitions):
+        replicas = [replica_batches(d, topic, p) for d in log_dirs if (d / f"{topic}-{p}").exists()]
+        hw = min(h for h, _ in replicas)
+        committed = []
+        for _, batches in replicas:
+            kept = []
+            for raw in batches:
+                base = int.from_bytes(raw[0:8], "big", signed=True)
+                if base >= hw:
+                    break
+                # compare the batch without its partition-leader-epoch field? No: the leader
+                # stamps it once, followers copy it verbatim, so the bytes must be identical.
+                kept.append(raw)
+            committed.append(kept)
+        assert all(c == committed[0] for c in committed), (
+            f"replicas of {topic}-{p} differ below the high watermark {hw}")
+
+
+def wait_until(fn, timeout_s: float, what: str):
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        value = fn()
+        if value:
+            return value
+        time.sleep(0.2)
+    raise AssertionError(f"timed out waiting for {what}")
