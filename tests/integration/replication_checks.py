@@ -6,6 +6,7 @@ from __future__ import annotations
 import threading
 import time
 from pathlib import Path
+from typing import Self
 
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient
@@ -49,7 +50,7 @@ class BackgroundProducer:
                 pass
             self.producer.poll(0.001 if self.sent % 50 else 0.01)
 
-    def __enter__(self) -> BackgroundProducer:
+    def __enter__(self) -> Self:
         self._thread.start()
         return self
 

@@ -35,6 +35,12 @@ def cluster(tmp_path):
     c.stop()
 
 
+def wait_for_progress(producer: BackgroundProducer, records: int, timeout_s: float,
+                      what: str) -> None:
+    target = producer.acked_count() + records
+    wait_until(lambda: producer.acked_count() >= target, timeout_s, what)
+
+
 def verify_exactly_once(cluster: LocalCluster, topic: str, producer: BackgroundProducer) -> None:
     """Every acknowledged record is consumed once, at its offset, in offset order."""
     acked = producer.acked
@@ -60,8 +66,7 @@ def test_kill_leader_follower_and_controller_repeatedly(cluster, topic_name):
     with BackgroundProducer(cluster.bootstrap, topic_name, PARTITIONS) as producer:
         for round_ in range(2):
             for role in ("leader", "follower", "controller"):
-                wait_until(lambda n=producer.acked_count() + 300: producer.acked_count() >= n,
-                           60, "progress before the kill")
+                wait_for_progress(producer, 300, 60, "progress before the kill")
                 leaders = partition_leaders(cluster.bootstrap, topic_name)
                 if role == "leader":
                     victim = leaders[round_ % PARTITIONS]
@@ -71,8 +76,7 @@ def test_kill_leader_follower_and_controller_repeatedly(cluster, topic_name):
                     victim = next(b for b in cluster.broker_ids if b not in leaders.values()
                                   or b != leaders[0])
                 cluster.kill_broker(victim, signal.SIGKILL)
-                wait_until(lambda n=producer.acked_count() + 300: producer.acked_count() >= n,
-                           90, f"progress with broker {victim} ({role}) dead")
+                wait_for_progress(producer, 300, 90, f"progress with broker {victim} ({role}) dead")
                 cluster.start_broker(victim)
                 cluster.wait_for_brokers([victim], timeout_s=60)
                 wait_until(lambda: all(len(isr) == 3 for isr in

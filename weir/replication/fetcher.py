@@ -212,8 +212,11 @@ class ReplicaFetcher:
         decision = after_leader_epoch_answer(leader_epoch, end_offset, plog.epoch_cache,
                                              plog.log_end_offset, plog.high_watermark)
         if decision.offset < plog.log_end_offset:
-            log.info("%s: truncating from %d to %d (leader epoch %d ends at %d)", st.tp,
-                     plog.log_end_offset, decision.offset, leader_epoch, end_offset)
+            # Offsets in this range are not on the leader: after an unclean election (or
+            # never-committed writes) this is the range of records discarded here.
+            log.warning("%s: truncating to %d, discarding offsets %d..%d (leader epoch %d "
+                        "ends at %d)", st.tp, decision.offset, decision.offset,
+                        plog.log_end_offset - 1, leader_epoch, end_offset)
             plog.truncate_to(decision.offset)
         if decision.completed:
             self._start_fetching(st, plog.log_end_offset)
