@@ -26,6 +26,7 @@ class FollowerState:
     last_caught_up_ms: int = 0
     last_fetch_ms: int = 0
     last_fetch_leader_leo: int = -1  # the leader's LEO when the previous fetch was served
+    log_start_offset: int = -1  # as the follower reported it in its last fetch
 
 
 @dataclass(slots=True)
@@ -142,7 +143,8 @@ class Partition:
                 f"min.insync.replicas={min_insync_replicas}",
             )
 
-    def update_follower_fetch(self, replica_id: int, fetch_offset: int, now_ms: int) -> bool:
+    def update_follower_fetch(self, replica_id: int, fetch_offset: int, now_ms: int,
+                              log_start_offset: int = -1) -> bool:
         """Record a follower's fetch position; True if the high watermark advanced."""
         assert self.log is not None
         state = self.followers.setdefault(replica_id, FollowerState())
@@ -154,6 +156,7 @@ class Partition:
         elif fetch_offset >= state.last_fetch_leader_leo >= 0:
             state.last_caught_up_ms = max(state.last_caught_up_ms, state.last_fetch_ms)
         state.log_end_offset = fetch_offset
+        state.log_start_offset = log_start_offset
         state.last_fetch_ms = now_ms
         state.last_fetch_leader_leo = leader_leo
         return self.maybe_increment_high_watermark()
@@ -228,6 +231,18 @@ class Partition:
         """The controller refused the change: wait for its next LeaderAndIsr or retry."""
         self.inflight_isr = None
         self.pending_isr = set()
+
+    def low_watermark(self, alive: set[int] | None = None) -> int:
+        """The smallest log start offset over this leader and its (live) followers (seed 002);
+        DeleteRecords completes once it reaches the requested offset."""
+        assert self.log is not None
+        low = self.log.log_start_offset
+        for replica in self.replicas:
+            if replica == self.broker_id or (alive is not None and replica not in alive):
+                continue
+            follower = self.followers.get(replica)
+            low = min(low, follower.log_start_offset if follower else -1)
+        return low
 
     def isr_is_complete_for(self, required_offset: int) -> bool:
         """True once every maximal-ISR member reached ``required_offset`` (acks=all)."""

@@ -97,6 +97,7 @@ class ReplicaManager:
         self.fetch_purgatory = Purgatory()
         self.controller_epoch = -1
         self.received_full_leader_and_isr = False
+        self._delete_records_waiting: set[TopicPartition] = set()
         # Called as listener(tp, is_leader, leader_epoch) after each role change this broker
         # applies (e.g. the group coordinator loads/unloads __consumer_offsets partitions).
         self.leadership_listeners: list[Callable[[TopicPartition, bool, int], None]] = []
@@ -285,31 +286,35 @@ class ReplicaManager:
     # -- fetch -----------------------------------------------------------------------
 
     async def fetch(self, replica_id: int, max_wait_ms: int, min_bytes: int, max_bytes: int,
-                    requests: list[FetchPartition]) -> dict[TopicPartition, FetchResult]:
-        results = self._read_all(replica_id, max_bytes, requests)
+                    requests: list[FetchPartition],
+                    followers_serve_consumers: bool = False) -> dict[TopicPartition, FetchResult]:
+        """``followers_serve_consumers``: a consumer may read from a follower (KIP-392, Fetch
+        v11+), up to the follower's high watermark."""
+        followers_ok = followers_serve_consumers
+        results = self._read_all(replica_id, max_bytes, requests, followers_ok)
         total = sum(r.size for r in results.values())
         errors = any(r.error != ErrorCode.none for r in results.values())
         if max_wait_ms <= 0 or total >= min_bytes or errors or not requests:
             return results
 
         def enough() -> bool:
-            probe = self._read_all(replica_id, max_bytes, requests, sizes_only=True)
+            probe = self._read_all(replica_id, max_bytes, requests, followers_ok, sizes_only=True)
             if any(r.error != ErrorCode.none for r in probe.values()):
                 return True
             return sum(r.size for r in probe.values()) >= min_bytes
 
         await self.fetch_purgatory.wait([r.tp for r in requests], enough, max_wait_ms / 1000)
-        return self._read_all(replica_id, max_bytes, requests)
+        return self._read_all(replica_id, max_bytes, requests, followers_ok)
 
     def _read_all(self, replica_id: int, max_bytes: int, requests: list[FetchPartition],
-                  sizes_only: bool = False) -> dict[TopicPartition, FetchResult]:
+                  followers_ok: bool, sizes_only: bool = False) -> dict[TopicPartition, FetchResult]:
         results: dict[TopicPartition, FetchResult] = {}
         budget = max_bytes
         now = now_ms()
         for req in requests:
             try:
                 result = self._read_one(replica_id, req, budget, first=budget == max_bytes,
-                                        sizes_only=sizes_only, now=now)
+                                        sizes_only=sizes_only, now=now, followers_ok=followers_ok)
             except KafkaError as exc:
                 result = FetchResult(error=exc.code)
                 p = self.partitions.get(req.tp)
@@ -321,9 +326,15 @@ class ReplicaManager:
         return results
 
     def _read_one(self, replica_id: int, req: FetchPartition, budget: int, first: bool,
-                  sizes_only: bool, now: int) -> FetchResult:
-        p, plog = self.leader_log(req.tp, req.current_leader_epoch)
+                  sizes_only: bool, now: int, followers_ok: bool) -> FetchResult:
         is_follower = replica_id >= 0
+        p = self.partition(req.tp)
+        if not is_follower and not p.is_leader and followers_ok \
+                and p.log is not None and p.leader >= 0:
+            p.check_client_epoch(req.current_leader_epoch)
+            plog = p.log
+        else:
+            plog = p.require_leader(req.current_leader_epoch)
         result = FetchResult(high_watermark=plog.high_watermark,
                              log_start_offset=plog.log_start_offset)
         if is_follower and req.last_fetched_epoch >= 0:
@@ -333,8 +344,10 @@ class ReplicaManager:
                 result.diverging_epoch = (epoch, end)
                 return result
         if is_follower and not sizes_only:
-            if p.update_follower_fetch(replica_id, req.fetch_offset, now):
+            if p.update_follower_fetch(replica_id, req.fetch_offset, now, req.log_start_offset):
                 self.on_high_watermark_change(req.tp)
+            elif req.tp in self._delete_records_waiting:
+                self.fetch_purgatory.notify(req.tp)  # the low watermark may have moved
             self._submit(p, p.propose_isr_expansion(replica_id))
             result.high_watermark = plog.high_watermark
         upper = None if is_follower else plog.high_watermark
@@ -349,6 +362,46 @@ class ReplicaManager:
         result.size = read.size
         result.records = b"" if sizes_only else read.read_bytes()
         return result
+
+    # -- delete records ----------------------------------------------------------------
+
+    async def delete_records(self, offsets: dict[TopicPartition, int], timeout_ms: int,
+                             alive: Callable[[], set[int]]) -> dict[TopicPartition, tuple[ErrorCode, int]]:
+        """Move log start offsets (offset -1: the high watermark); wait for the replicas."""
+        results: dict[TopicPartition, tuple[ErrorCode, int]] = {}
+        waiting: dict[TopicPartition, int] = {}
+        for tp, offset in offsets.items():
+            try:
+                p, plog = self.leader_log(tp)
+                target = plog.high_watermark if offset == -1 else offset
+                if target < 0 or target > plog.high_watermark:
+                    raise KafkaError(ErrorCode.offset_out_of_range,
+                                     f"{tp}: {offset} is beyond the high watermark "
+                                     f"{plog.high_watermark}")
+                if target > plog.log_start_offset:
+                    plog.delete_records_before(target)
+                waiting[tp] = target
+                results[tp] = (ErrorCode.none, p.low_watermark(alive()))
+            except KafkaError as exc:
+                results[tp] = (exc.code, -1)
+
+        def low(tp: TopicPartition) -> int:
+            p = self.partitions.get(tp)
+            return p.low_watermark(alive()) if p is not None and p.is_leader else -1
+
+        if waiting:
+            self._delete_records_waiting.update(waiting)
+            try:
+                await self.fetch_purgatory.wait(
+                    waiting, lambda: all(low(tp) >= off for tp, off in waiting.items()),
+                    timeout_ms / 1000)
+            finally:
+                for tp in waiting:
+                    self._delete_records_waiting.discard(tp)
+            for tp, off in waiting.items():
+                lw = low(tp)
+                results[tp] = (ErrorCode.none if lw >= off else ErrorCode.request_timed_out, lw)
+        return results
 
     # -- follower side -----------------------------------------------------------------
 

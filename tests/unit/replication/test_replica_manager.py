@@ -169,3 +169,27 @@ def test_first_full_leader_and_isr_removes_stray_partitions(tmp_path):
     state = LeaderState(1, 0, [1], [1], 0, 1)
     rm.apply_leader_and_isr(1, {TP: PartitionStateUpdate(state, None, False)}, full=True)
     assert rm.log_manager.get_log(stray) is None and rm.log_manager.get_log(TP) is not None
+
+
+def test_delete_records_waits_for_the_low_watermark(tmp_path):
+    rm = make_rm(tmp_path)
+    lead(rm, replicas=(1, 2), isr=(1, 2))
+    run(rm.append(1, 1000, {TP: build_batch([b"a", b"b", b"c"])}))
+    run(rm.fetch(2, 0, 1, 1 << 20, [FetchPartition(TP, 3, 1 << 20, log_start_offset=0)]))
+    assert rm.partitions[TP].log.high_watermark == 3
+    # follower 2 has not moved its log start yet: times out with the low watermark 0
+    res = run(rm.delete_records({TP: 2}, 50, lambda: {1, 2}))
+    assert res[TP] == (ErrorCode.request_timed_out, 0)
+    assert rm.partitions[TP].log.log_start_offset == 2
+
+    async def scenario():
+        pending = asyncio.create_task(rm.delete_records({TP: -1}, 5000, lambda: {1, 2}))
+        await asyncio.sleep(0)
+        assert not pending.done()
+        await rm.fetch(2, 0, 1, 1 << 20, [FetchPartition(TP, 3, 1 << 20, log_start_offset=3)])
+        return await asyncio.wait_for(pending, 2)
+
+    assert run(scenario())[TP] == (ErrorCode.none, 3)
+    # beyond the high watermark
+    assert run(rm.delete_records({TP: 9}, 50, lambda: {1, 2}))[TP][0] == (
+        ErrorCode.offset_out_of_range)

@@ -10,7 +10,8 @@ from typing import Any
 
 from weir.common import TopicPartition
 from weir.protocol.errors import ErrorCode
-from weir.replication.replica_manager import FetchPartition
+from weir.replication.read_replica import preferred_read_replica, rack_aware_enabled
+from weir.replication.replica_manager import FetchPartition, FetchResult
 
 API_KEY = 1
 MIN_VERSION = 4
@@ -35,9 +36,16 @@ async def handle(ctx, request) -> Any:
             ))
     max_wait_ms = int(request.max_wait.total_seconds() * 1000)
     max_bytes = int(getattr(request, "max_bytes", 0x7FFFFFFF))
+    replica_id = int(request.replica_id)
+    consumer = replica_id < 0
+    redirected = _preferred_read_replicas(ctx, request, wanted) if consumer else {}
     results = await broker.replica_manager.fetch(
-        int(request.replica_id), max_wait_ms, int(request.min_bytes), max_bytes, wanted
+        replica_id, max_wait_ms, int(request.min_bytes), max_bytes,
+        [w for w in wanted if w.tp not in redirected],
+        followers_serve_consumers=consumer and ctx.version >= 11,
     )
+    for tp in redirected:
+        results[tp] = FetchResult()
     by_topic: dict[str, list[dict[str, Any]]] = {}
     for req in wanted:
         r = results[req.tp]
@@ -54,6 +62,12 @@ async def handle(ctx, request) -> Any:
             "aborted_transactions": None,
             "records": r.records if r.records is not None else b"",
         }
+        if req.tp in redirected:
+            p = broker.replica_manager.partitions[req.tp]
+            data.update(preferred_read_replica=redirected[req.tp], records=b"",
+                        high_watermark=p.log.high_watermark,
+                        last_stable_offset=p.log.high_watermark,
+                        log_start_offset=p.log.log_start_offset)
         if r.diverging_epoch is not None:
             data["diverging_epoch"] = {"epoch": r.diverging_epoch[0],
                                        "end_offset": r.diverging_epoch[1]}
@@ -66,3 +80,21 @@ async def handle(ctx, request) -> Any:
         session_id=0,
         responses=[{"topic": t, "partitions": parts} for t, parts in by_topic.items()],
     )
+
+
+def _preferred_read_replicas(ctx, request, wanted: list[FetchPartition]) -> dict:
+    """KIP-392: partitions led here whose consumer should read from a replica in its rack."""
+    broker = ctx.broker
+    client_rack = getattr(request, "rack_id", "") or ""
+    if not client_rack or not rack_aware_enabled(broker.config.get("replica.selector.class")):
+        return {}
+    racks = {b.id: b.rack for b in broker.metadata.brokers.values()}
+    out = {}
+    for w in wanted:
+        p = broker.replica_manager.partitions.get(w.tp)
+        if p is None or not p.is_leader or p.log is None:
+            continue
+        chosen = preferred_read_replica(p.leader, p.replicas, p.isr, racks, client_rack)
+        if chosen >= 0 and chosen != broker.broker_id:
+            out[w.tp] = chosen
+    return out
