@@ -20,11 +20,13 @@ from collections.abc import Iterable
 from typing import Any
 
 from weir.common import TopicPartition
+from weir.controller.alter_partition import IsrManager
 from weir.controller.context import ControllerContext
 from weir.controller.deletion import TopicDeletionManager
 from weir.controller.effects import (
     Effect,
     Log,
+    Reply,
     SendRequests,
     TopicsRead,
     UnwatchTopics,
@@ -33,18 +35,23 @@ from weir.controller.effects import (
     ZkReadTopics,
 )
 from weir.controller.events import (
+    AlterPartition,
+    AutoLeaderRebalance,
     BrokerChange,
     ControlledShutdown,
     ControllerEvent,
     ControllerResigned,
+    ElectLeaders,
     LeaderAndIsrResult,
     PartitionModifications,
+    PreferredReplicaElection,
     Startup,
     StopReplicaResult,
     TopicChange,
     TopicDeletion,
 )
 from weir.controller.partition_state_machine import PartitionStateMachine
+from weir.controller.preferred import LeaderElections
 from weir.controller.replica_state_machine import ReplicaStateMachine
 from weir.controller.requests import RequestBatch
 from weir.controller.scope import EventScope, ZkSteps
@@ -66,6 +73,8 @@ class ControllerCore:
         self.partitions = PartitionStateMachine(self.ctx, settings)
         self.replicas = ReplicaStateMachine(self.ctx, settings)
         self.deletion = TopicDeletionManager(self.ctx, self.partitions, self.replicas)
+        self.isr = IsrManager(self.ctx, self.partitions, self.replicas)
+        self.elections = LeaderElections(self.ctx, self.partitions, settings)
         self.active = False
         self._pending: ZkSteps[None] | None = None
         self._scope: EventScope | None = None
@@ -141,10 +150,31 @@ class ControllerCore:
             case LeaderAndIsrResult():
                 self._on_leader_and_isr_result(event)
             case ControlledShutdown():
-                self._scope_log(Log.warning(
-                    f"Controlled shutdown of broker {event.broker_id} is not supported yet"))
+                remaining = yield from self.isr.controlled_shutdown(
+                    self._current_scope(), event.broker_id, event.broker_epoch)
+                self._reply(event.reply_to, remaining)
+            case AlterPartition():
+                result = yield from self.isr.alter_partition(
+                    self._current_scope(), event.broker_id, event.broker_epoch, event.topics)
+                self._reply(event.reply_to, result)
+            case ElectLeaders():
+                outcome = yield from self.elections.elect(
+                    self._current_scope(), event.election_type, event.partitions)
+                self._reply(event.reply_to, outcome)
+            case PreferredReplicaElection(partitions=partitions):
+                yield from self.elections.admin_election(self._current_scope(), partitions)
+            case AutoLeaderRebalance():
+                yield from self.elections.auto_rebalance(self._current_scope())
             case ControllerResigned():
                 self._scope_effects(self._resign())
+
+    def _current_scope(self) -> EventScope:
+        assert self._scope is not None
+        return self._scope
+
+    def _reply(self, reply_to: Any, value: Any) -> None:
+        if reply_to is not None:
+            self._current_scope().effects.append(Reply(reply_to, value))
 
     def _scope_log(self, entry: Log) -> None:
         assert self._scope is not None

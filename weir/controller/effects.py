@@ -12,6 +12,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
 from weir.common import TopicPartition
 from weir.controller.requests import OutboundRequest
@@ -20,11 +21,13 @@ from weir.coordination.codecs import LeaderIsr, TopicAssignment
 __all__ = [
     "Effect",
     "Log",
+    "Reply",
     "SendRequests",
     "TopicsRead",
     "UnwatchTopics",
     "WatchTopics",
     "ZkCreatePartitionStates",
+    "ZkDeletePreferredElection",
     "ZkDeleteTopic",
     "ZkOperation",
     "ZkReadPartitionStates",
@@ -72,6 +75,14 @@ class UnwatchTopics:
     """Stop reacting to data changes of these topics' znodes."""
 
     topics: frozenset[str]
+
+
+@dataclass(frozen=True, slots=True)
+class Reply:
+    """The answer to an RPC event: hand ``value`` to whoever waits on ``reply_to``."""
+
+    reply_to: Any
+    value: Any
 
 
 class ZkOperation:
@@ -136,4 +147,11 @@ class ZkDeleteTopic(ZkOperation):
     epoch_zk_version: int
 
 
-Effect = Log | SendRequests | WatchTopics | UnwatchTopics | ZkOperation
+@dataclass(frozen=True, slots=True)
+class ZkDeletePreferredElection(ZkOperation):
+    """Delete ``/admin/preferred_replica_election``, fenced. Result: ignored."""
+
+    epoch_zk_version: int
+
+
+Effect = Log | Reply | SendRequests | WatchTopics | UnwatchTopics | ZkOperation

@@ -6,20 +6,29 @@ them, one at a time, to :meth:`ControllerCore.handle <weir.controller.core.Contr
 
 from __future__ import annotations
 
+import enum
+import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
 from weir.common import TopicPartition
 from weir.coordination.codecs import BrokerInfo, LeaderIsr, TopicAssignment
 from weir.protocol.errors import ErrorCode
 
 __all__ = [
+    "AlterPartition",
+    "AutoLeaderRebalance",
     "BrokerChange",
     "ControlledShutdown",
     "ControllerEvent",
     "ControllerResigned",
+    "ElectLeaders",
+    "ElectionType",
+    "IsrChange",
     "LeaderAndIsrResult",
     "PartitionModifications",
+    "PreferredReplicaElection",
     "Startup",
     "StopReplicaResult",
     "TopicChange",
@@ -94,13 +103,80 @@ class LeaderAndIsrResult:
 
 @dataclass(frozen=True, slots=True)
 class ControlledShutdown:
-    """A broker asked to shut down in a controlled way (not handled yet)."""
+    """A broker asked to shut down in a controlled way (Kafka's ControlledShutdown RPC).
+
+    Replied with ``list[TopicPartition]`` (the partitions it still leads) or an
+    :class:`~weir.protocol.errors.ErrorCode` (``stale_broker_epoch``, ...).
+    """
 
     broker_id: int
     broker_epoch: int
+    reply_to: Any = None
+
+
+@dataclass(frozen=True, slots=True)
+class IsrChange:
+    """One partition of an AlterPartition request (KIP-497).
+
+    ``isr_broker_epochs`` holds the broker epoch of each ``new_isr`` member (v3), or is
+    ``None`` (v2: no epoch check); an epoch of -1 is not checked either.
+    """
+
+    leader_epoch: int
+    partition_epoch: int
+    new_isr: tuple[int, ...]
+    isr_broker_epochs: tuple[int, ...] | None = None
+    leader_recovery_state: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class AlterPartition:
+    """A partition leader asks to change ISRs: ``topics`` maps topic id → partition → change.
+
+    Replied with ``dict[UUID, dict[int, LeaderIsr | ErrorCode]]`` (the state now in
+    ZooKeeper, or the partition's error; same keys as the request), or a request-level
+    :class:`~weir.protocol.errors.ErrorCode`.
+    """
+
+    broker_id: int
+    broker_epoch: int
+    topics: Mapping[uuid.UUID, Mapping[int, IsrChange]]
+    reply_to: Any = None
+
+
+class ElectionType(enum.IntEnum):
+    """ElectLeaders' ``election_type``."""
+
+    PREFERRED = 0
+    UNCLEAN = 1
+
+
+@dataclass(frozen=True, slots=True)
+class ElectLeaders:
+    """ElectLeaders RPC (``partitions`` None: every partition).
+
+    Replied with ``dict[TopicPartition, tuple[ErrorCode, str | None]]``.
+    """
+
+    election_type: ElectionType
+    partitions: frozenset[TopicPartition] | None
+    reply_to: Any = None
+
+
+@dataclass(frozen=True, slots=True)
+class PreferredReplicaElection:
+    """``/admin/preferred_replica_election`` holds these partitions (deleted when done)."""
+
+    partitions: frozenset[TopicPartition]
+
+
+@dataclass(frozen=True, slots=True)
+class AutoLeaderRebalance:
+    """The periodic ``leader.imbalance.check.interval.seconds`` tick."""
 
 
 ControllerEvent = (
     Startup | BrokerChange | TopicChange | PartitionModifications | TopicDeletion
     | ControllerResigned | StopReplicaResult | LeaderAndIsrResult | ControlledShutdown
+    | AlterPartition | ElectLeaders | PreferredReplicaElection | AutoLeaderRebalance
 )

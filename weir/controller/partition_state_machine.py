@@ -41,6 +41,7 @@ class ElectionKind(enum.Enum):
     REASSIGNED = "reassigned"
     PREFERRED = "preferred"
     CONTROLLED_SHUTDOWN = "controlled_shutdown"
+    UNCLEAN = "unclean"
 
 
 class PartitionStateMachine:
@@ -74,11 +75,15 @@ class PartitionStateMachine:
     def handle_state_changes(self, scope: EventScope, partitions: Iterable[TopicPartition],
                              target: PartitionState,
                              election_kind: ElectionKind = ElectionKind.OFFLINE
-                             ) -> ZkSteps[None]:
-        """Move ``partitions`` to ``target``; invalid ones are logged and skipped."""
+                             ) -> ZkSteps[dict[TopicPartition, LeaderIsr]]:
+        """Move ``partitions`` to ``target``; invalid ones are logged and skipped.
+
+        Returns the leader/ISR states written by elections (``target`` Online).
+        """
         valid = self._valid(scope, partitions, target)
+        elected: dict[TopicPartition, LeaderIsr] = {}
         if not valid:
-            return
+            return elected
         states = self._ctx.partition_states
         if target is PartitionState.ONLINE:
             new = [tp for tp in valid if states.get(tp) is PartitionState.NEW]
@@ -86,12 +91,13 @@ class PartitionStateMachine:
             if new:
                 yield from self._initialize_leader_isr(scope, new)
             if others:
-                yield from self._elect(scope, others, election_kind)
-            return
+                elected = yield from self._elect(scope, others, election_kind)
+            return elected
         for tp in valid:
             scope.log(Log.info(f"Partition {tp} state changed from "
                                f"{self._ctx.partition_state(tp)} to {target}"))
             states[tp] = target
+        return elected
 
     def _valid(self, scope: EventScope, partitions: Iterable[TopicPartition],
                target: PartitionState) -> list[TopicPartition]:
@@ -139,7 +145,7 @@ class PartitionStateMachine:
     # -- Online/Offline -> Online ----------------------------------------------------------
 
     def _elect(self, scope: EventScope, partitions: Sequence[TopicPartition],
-               kind: ElectionKind) -> ZkSteps[None]:
+               kind: ElectionKind) -> ZkSteps[dict[TopicPartition, LeaderIsr]]:
         ctx = self._ctx
         elections: dict[TopicPartition, ElectionResult] = {}
 
@@ -176,20 +182,28 @@ class PartitionStateMachine:
                 f"Partition {tp} state changed from {previous} to OnlinePartition with "
                 f"leader {leader_isr.leader}, leader epoch {leader_isr.leader_epoch}, "
                 f"isr {leader_isr.isr}"))
+        return written
 
     def select_leader(self, kind: ElectionKind, tp: TopicPartition,
                       current: LeaderIsr) -> ElectionResult | None:
-        """Run the ``kind`` selector on the partition's current values."""
+        """Run the ``kind`` selector on the partition's current values.
+
+        Brokers in controlled shutdown are not eligible leaders (as in Kafka), except to
+        the controlled-shutdown selector, which handles them itself.
+        """
         ctx = self._ctx
         assignment = ctx.replicas(tp)
         live = ctx.live_broker_ids
+        eligible = live - ctx.shutting_down
         if kind is ElectionKind.OFFLINE:
             unclean = ctx.unclean_allowed(tp.topic,
                                           self._settings.unclean_leader_election_enable)
-            return election.offline_leader(assignment, current.isr, live, unclean)
+            return election.offline_leader(assignment, current.isr, eligible, unclean)
+        if kind is ElectionKind.UNCLEAN:
+            return election.offline_leader(assignment, current.isr, eligible, True)
         if kind is ElectionKind.REASSIGNED:
-            return election.reassigned_leader(assignment, current.isr, live)
+            return election.reassigned_leader(assignment, current.isr, eligible)
         if kind is ElectionKind.PREFERRED:
-            return election.preferred_leader(assignment, current.isr, live)
+            return election.preferred_leader(assignment, current.isr, eligible)
         return election.controlled_shutdown_leader(assignment, current.isr, live,
                                                    ctx.shutting_down)

@@ -35,6 +35,8 @@ from weir.coordination.codecs import LeaderIsr
 __all__ = ["ReplicaStateMachine"]
 
 R = ReplicaState
+_LOG_EACH_UP_TO = 100
+"""Larger batches of replica transitions are logged as one summary line."""
 
 
 class ReplicaStateMachine:
@@ -43,6 +45,7 @@ class ReplicaStateMachine:
     def __init__(self, ctx: ControllerContext, settings: ControllerSettings) -> None:
         self._ctx = ctx
         self._settings = settings
+        self._quiet = False
 
     def initialize(self) -> None:
         """Live replicas start Online, the others ReplicaDeletionIneligible (failover)."""
@@ -66,6 +69,9 @@ class ReplicaStateMachine:
         valid = self._valid(scope, replicas, target)
         if not valid:
             return
+        self._quiet = len(valid) > _LOG_EACH_UP_TO
+        if self._quiet:
+            scope.log(Log.info(f"{len(valid)} replicas move to {target}"))
         if target is R.OFFLINE:
             yield from self._to_offline(scope, valid)
             return
@@ -95,9 +101,11 @@ class ReplicaStateMachine:
 
     def _set_state(self, scope: EventScope, replica: PartitionReplica,
                    target: ReplicaState) -> None:
-        current = self._ctx.replica_state(replica)
-        scope.log(Log.info(f"Replica {replica} state changed from {current} to {target}"))
-        self._ctx.replica_states[replica] = target
+        states = self._ctx.replica_states
+        if not self._quiet:
+            current = states.get(replica, R.NON_EXISTENT)
+            scope.log(Log.info(f"Replica {replica} state changed from {current} to {target}"))
+        states[replica] = target
 
     def _to_new(self, scope: EventScope, replica: PartitionReplica,
                 target: ReplicaState) -> None:

@@ -8,6 +8,7 @@ that order, each stamped with the controller id and epoch and the recipient's br
 
 from __future__ import annotations
 
+import dataclasses
 import uuid
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -51,6 +52,7 @@ NO_EPOCH = -1
 ZERO_UUID = uuid.UUID(int=0)
 PLAINTEXT = "PLAINTEXT"
 PLAINTEXT_PROTOCOL = 0
+_MISSING = object()
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,10 +72,13 @@ class RequestBatch:
         self._leader_and_isr: dict[int, dict[TopicPartition, LeaderAndIsrPartitionState]] = {}
         self._update_metadata: dict[int, set[TopicPartition]] = {}
         self._update_metadata_all: set[int] = set()
+        self._update_metadata_live: set[TopicPartition] = set()
+        """Partitions whose UpdateMetadata goes to every broker live at build time."""
         self._stop_replica: dict[int, dict[TopicPartition, bool]] = {}
 
     def is_empty(self) -> bool:
-        return not (self._leader_and_isr or self._update_metadata or self._stop_replica)
+        return not (self._leader_and_isr or self._update_metadata or self._stop_replica
+                    or self._update_metadata_live)
 
     # -- adding ----------------------------------------------------------------------------
 
@@ -81,23 +86,26 @@ class RequestBatch:
                            leader_isr: LeaderIsr, replicas: Iterable[int],
                            is_new: bool = False) -> None:
         """LeaderAndIsr for ``tp`` to ``brokers``, and UpdateMetadata for it to all."""
-        replicas = tuple(replicas)
+        state = LeaderAndIsrPartitionState(
+            partition_index=tp.partition,
+            controller_epoch=leader_isr.controller_epoch,
+            leader=leader_isr.leader,
+            leader_epoch=leader_isr.leader_epoch,
+            isr=tuple(leader_isr.isr),
+            partition_epoch=leader_isr.zk_version,
+            replicas=tuple(replicas),
+            is_new=is_new,
+        )
         for broker in brokers:
             if broker < 0:
                 continue
             per_broker = self._leader_and_isr.setdefault(broker, {})
             previous = per_broker.get(tp)
-            per_broker[tp] = LeaderAndIsrPartitionState(
-                partition_index=tp.partition,
-                controller_epoch=leader_isr.controller_epoch,
-                leader=leader_isr.leader,
-                leader_epoch=leader_isr.leader_epoch,
-                isr=tuple(leader_isr.isr),
-                partition_epoch=leader_isr.zk_version,
-                replicas=replicas,
-                is_new=is_new or (previous is not None and previous.is_new),
-            )
-        self.add_update_metadata(self._ctx.live_brokers, [tp])
+            if previous is not None and previous.is_new and not is_new:
+                per_broker[tp] = dataclasses.replace(state, is_new=True)
+            else:
+                per_broker[tp] = state
+        self._update_metadata_live.add(tp)
 
     def add_update_metadata(self, brokers: Iterable[int], partitions: Iterable[TopicPartition]
                             = (), *, all_partitions: bool = False) -> None:
@@ -125,9 +133,13 @@ class RequestBatch:
         Marks the brokers that got their first LeaderAndIsr (type FULL) in the context.
         """
         live = self._ctx.live_brokers
+        self._metadata_cache: dict[TopicPartition, Any] = {}
         out: list[OutboundRequest] = []
         for broker in sorted(b for b in self._leader_and_isr if b in live):
             out.append(OutboundRequest(broker, self._leader_and_isr_request(broker)))
+        if self._update_metadata_live:
+            self.add_update_metadata(live, self._update_metadata_live)
+            self._update_metadata_live = set()
         for broker in sorted(b for b in self._update_metadata if b in live):
             out.append(OutboundRequest(broker, self._update_metadata_request(broker)))
         for broker in sorted(b for b in self._stop_replica if b in live):
@@ -169,8 +181,11 @@ class RequestBatch:
         else:
             partitions = self._update_metadata[broker]
         by_topic: dict[str, list[UpdateMetadataPartitionState]] = {}
+        cache = self._metadata_cache
         for tp in sorted(partitions):
-            state = self._metadata_partition_state(tp)
+            state = cache.get(tp, _MISSING)
+            if state is _MISSING:
+                state = cache[tp] = self._metadata_partition_state(tp)
             if state is not None:
                 by_topic.setdefault(tp.topic, []).append(state)
         return UpdateMetadataRequest(

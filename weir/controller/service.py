@@ -23,11 +23,13 @@ from weir.controller.core import ControllerCore
 from weir.controller.effects import (
     Effect,
     Log,
+    Reply,
     SendRequests,
     TopicsRead,
     UnwatchTopics,
     WatchTopics,
     ZkCreatePartitionStates,
+    ZkDeletePreferredElection,
     ZkDeleteTopic,
     ZkOperation,
     ZkReadPartitionStates,
@@ -35,20 +37,34 @@ from weir.controller.effects import (
     ZkUpdatePartitionStates,
 )
 from weir.controller.events import (
+    AutoLeaderRebalance,
     BrokerChange,
+    ControlledShutdown,
     ControllerEvent,
     ControllerResigned,
+    ElectionType,
+    ElectLeaders,
     PartitionModifications,
+    PreferredReplicaElection,
     Startup,
     TopicChange,
     TopicDeletion,
 )
+from weir.controller.rpc import alter_partition_event, alter_partition_response
 from weir.controller.settings import ControllerSettings
-from weir.coordination import paths
+from weir.coordination import codecs, paths
 from weir.coordination.errors import ControllerMovedError
 from weir.protocol.errors import ErrorCode, KafkaError
 
 __all__ = ["ControllerService"]
+
+
+def _setting(config: Any, key: str, default: Any) -> Any:
+    """``config``'s value of ``key`` (Kafka name), or ``default`` if it does not know it."""
+    if config is None:
+        return default
+    value = getattr(config, key.replace(".", "_"), None)
+    return default if value is None else value
 
 log = logging.getLogger(__name__)
 
@@ -76,6 +92,13 @@ class _Watched:
     event: ControllerEvent
 
 
+@dataclass(frozen=True, slots=True)
+class _Call:
+    """An RPC for the active controller; ``event.reply_to`` is the future to answer."""
+
+    event: Any
+
+
 def _wall_ms() -> int:
     return int(time.time() * 1000)
 
@@ -95,6 +118,12 @@ class ControllerService:
             broker_id=broker_id,
             unclean_leader_election_enable=bool(
                 getattr(config, "unclean_leader_election_enable", False)),
+            auto_leader_rebalance_enable=bool(
+                _setting(config, "auto.leader.rebalance.enable", True)),
+            leader_imbalance_per_broker_percentage=int(
+                _setting(config, "leader.imbalance.per.broker.percentage", 10)),
+            leader_imbalance_check_interval_seconds=int(
+                _setting(config, "leader.imbalance.check.interval.seconds", 300)),
         )
         self._timeout_ms = int(getattr(config, "controller_socket_timeout_ms", 30000))
         self._channel_factory = channel_factory or ControllerChannelManager
@@ -107,6 +136,7 @@ class ControllerService:
         self._topic_watches: dict[str, Any] = {}
         self._generation = 0
         self._channels: ControllerChannelManager | None = None
+        self._rebalance_task: asyncio.Task | None = None
         self._stopped = False
 
     @property
@@ -139,17 +169,36 @@ class ControllerService:
             with contextlib.suppress(Exception):
                 await asyncio.to_thread(self._zk.resign_controller, self.broker_id)
 
-    async def on_controlled_shutdown(self, broker_id: int, broker_epoch: int) -> Any:
-        """ControlledShutdown from a broker (not implemented yet: the hook is kept)."""
-        if not self.is_active:
-            raise KafkaError(ErrorCode.not_controller, "this broker is not the controller")
-        raise KafkaError(ErrorCode.unknown_server_error, "controlled shutdown not supported yet")
+    async def on_controlled_shutdown(self, broker_id: int, broker_epoch: int
+                                     ) -> list[TopicPartition]:
+        """ControlledShutdown from a broker: the replicated partitions it still leads.
+
+        Raises :class:`KafkaError` (NOT_CONTROLLER, STALE_BROKER_EPOCH, ...).
+        """
+        result = await self._call(lambda f: ControlledShutdown(broker_id, broker_epoch, f))
+        if isinstance(result, ErrorCode):
+            raise KafkaError(result, f"controlled shutdown of broker {broker_id}: {result.name}")
+        return list(result)
 
     async def on_alter_partition(self, request: Any) -> Any:
-        """AlterPartition from a partition leader (not implemented yet: the hook is kept)."""
+        """AlterPartition (v2/v3) from a partition leader: the response, same version."""
+        result = await self._call(lambda f: alter_partition_event(request, f))
+        return alter_partition_response(int(request.__version__), result)
+
+    async def elect_leaders(self, election_type: int,
+                            partitions: frozenset[TopicPartition] | None
+                            ) -> dict[TopicPartition, tuple[ErrorCode, str | None]]:
+        """ElectLeaders: per-partition (error code, message); None elects every partition."""
+        return await self._call(
+            lambda f: ElectLeaders(ElectionType(election_type), partitions, f))
+
+    async def _call(self, make_event: Callable[[asyncio.Future], ControllerEvent]) -> Any:
+        """Queue an RPC event for the controller and wait for the core's reply."""
         if not self.is_active:
             raise KafkaError(ErrorCode.not_controller, "this broker is not the controller")
-        raise KafkaError(ErrorCode.unknown_server_error, "AlterPartition not supported yet")
+        future: asyncio.Future = asyncio.get_running_loop().create_future()
+        self._queue.put_nowait(_Call(make_event(future)))
+        return await asyncio.wait_for(future, self._timeout_ms / 1000)
 
     # -- enqueueing (any thread) -------------------------------------------------------------
 
@@ -197,6 +246,23 @@ class ControllerService:
                 await self._process(BrokerChange(live))
             case _Watched(generation=g, event=event) if g == self._generation:
                 await self._process(event)
+            case _Call(event=event):
+                await self._process_call(event)
+
+    async def _process_call(self, event: Any) -> None:
+        future: asyncio.Future = event.reply_to
+        if future.done():
+            return  # the caller timed out
+        if self.is_active:
+            try:
+                await self._process(event)
+            finally:
+                if not future.done():
+                    future.set_exception(KafkaError(
+                        ErrorCode.not_controller, "the controller moved while handling it"))
+        elif not future.done():
+            future.set_exception(KafkaError(ErrorCode.not_controller,
+                                            "this broker is not the controller"))
 
     async def _elect(self) -> None:
         holder = await asyncio.to_thread(self._zk.get_controller_id)
@@ -228,7 +294,27 @@ class ControllerService:
                               self._watched(lambda c: TopicChange(frozenset(c)))),
             zk.watch_children(paths.DELETE_TOPICS,
                               self._watched(lambda c: TopicDeletion(frozenset(c)))),
+            zk.watch_data(paths.PREFERRED_REPLICA_ELECTION, self._preferred_callback()),
         ]
+        if self.settings.auto_leader_rebalance_enable:
+            self._rebalance_task = asyncio.get_running_loop().create_task(
+                self._rebalance_ticks(generation), name="controller-rebalance")
+
+    def _preferred_callback(self) -> Callable[[Any, Any], None]:
+        watched = self._watched(
+            lambda data: PreferredReplicaElection(
+                frozenset(codecs.decode_preferred_election(data))))
+
+        def callback(data: Any, _stat: Any) -> None:
+            if data:
+                watched(data)
+        return callback
+
+    async def _rebalance_ticks(self, generation: int) -> None:
+        interval = max(self.settings.leader_imbalance_check_interval_seconds, 0.01)
+        while generation == self._generation and not self._stopped:
+            await asyncio.sleep(interval)
+            self._queue.put_nowait(_Watched(generation, AutoLeaderRebalance()))
 
     def _enqueue_response(self, event: ControllerEvent) -> None:
         self._queue.put_nowait(_Watched(self._generation, event))
@@ -251,6 +337,9 @@ class ControllerService:
 
     async def _resign(self) -> None:
         self._generation += 1
+        if self._rebalance_task is not None:
+            self._rebalance_task.cancel()
+            self._rebalance_task = None
         for watch in [*self._watches, *self._topic_watches.values()]:
             watch.cancel()
         self._watches, self._topic_watches = [], {}
@@ -294,6 +383,10 @@ class ControllerService:
     async def _apply(self, effect: Effect) -> None:
         if isinstance(effect, Log):
             log.log(effect.level, "controller %d: %s", self.broker_id, effect.message)
+        elif isinstance(effect, Reply):
+            future = effect.reply_to
+            if isinstance(future, asyncio.Future) and not future.done():
+                future.set_result(effect.value)
         elif isinstance(effect, SendRequests):
             if self._channels is not None:
                 await self._channels.update_brokers(self.core.ctx.live_brokers)
@@ -334,5 +427,8 @@ class ControllerService:
             return TopicsRead(topics, {t: zk.get_topic_config(t) for t in topics})
         if isinstance(op, ZkDeleteTopic):
             zk.delete_topic_znodes(op.topic, op.epoch_zk_version)
+            return None
+        if isinstance(op, ZkDeletePreferredElection):
+            zk.delete_preferred_election(op.epoch_zk_version)
             return None
         raise TypeError(f"unknown ZooKeeper operation {op!r}")

@@ -15,6 +15,7 @@ from weir.controller.effects import (
     SendRequests,
     TopicsRead,
     ZkCreatePartitionStates,
+    ZkDeletePreferredElection,
     ZkDeleteTopic,
     ZkOperation,
     ZkReadPartitionStates,
@@ -50,6 +51,7 @@ class FakeZk:
         self.configs: dict[str, dict[str, str]] = {}
         self.ops: list[ZkOperation] = []
         self.deleted: list[str] = []
+        self.preferred_election_deleted = 0
 
     def add_topic(self, name: str, partitions: Mapping[int, list[int]],
                   configs: Mapping[str, str] | None = None) -> TopicAssignment:
@@ -96,6 +98,9 @@ class FakeZk:
             self.topics.pop(op.topic, None)
             for tp in [tp for tp in self.states if tp.topic == op.topic]:
                 del self.states[tp]
+            return None
+        if isinstance(op, ZkDeletePreferredElection):
+            self.preferred_election_deleted += 1
             return None
         raise AssertionError(f"unexpected op {op!r}")
 

@@ -1,0 +1,10 @@
+"""Deterministic simulation of the controller (``python -m weir.sim --seed N``)."""
+
+from weir.sim.cluster import SimConfig, SimResult, Simulation
+
+__all__ = ["SimConfig", "SimResult", "Simulation", "run_seed"]
+
+
+def run_seed(seed: int, config: SimConfig | None = None) -> SimResult:
+    """Run one seed to the end and return its result."""
+    return Simulation(seed, config).run()
