@@ -16,6 +16,7 @@ from typing import Any
 
 from weir.common import TopicPartition
 from weir.protocol.errors import ErrorCode, KafkaError
+from weir.protocol.fetch_response import FileRegion
 from weir.replication.alter_partition import AlterPartitionManager, IsrProposal, IsrResult
 from weir.replication.fetcher import FetcherSettings, LeaderEndpoint, ReplicaFetcherManager
 from weir.replication.partition import LeaderState, Partition
@@ -59,7 +60,7 @@ class FetchResult:
     error: ErrorCode = ErrorCode.none
     high_watermark: int = -1
     log_start_offset: int = -1
-    records: bytes | None = None
+    records: bytes | FileRegion | None = None  # a region of a segment file: sent with sendfile
     diverging_epoch: tuple[int, int] | None = None
     size: int = 0
 
@@ -360,7 +361,10 @@ class ReplicaManager:
         read = plog.read(req.fetch_offset, min(req.partition_max_bytes, max(budget, 0)),
                          max_offset=upper, min_one_batch=first)
         result.size = read.size
-        result.records = b"" if sizes_only else read.read_bytes()
+        if sizes_only or not read.size:
+            result.records = b""
+        else:
+            result.records = FileRegion(str(read.file_path), read.position, read.size)
         return result
 
     # -- delete records ----------------------------------------------------------------

@@ -20,7 +20,8 @@ from weir.coordination import paths
 from weir.coordination.codecs import BrokerInfo
 from weir.coordination.errors import BrokerIdInUseError
 from weir.coordination.zk import ZkClient
-from weir.replication.replica_manager import ReplicaManager
+from weir.replication.fetcher import FetcherSettings
+from weir.replication.replica_manager import ReplicaManager, ReplicationSettings
 from weir.server.metadata_cache import MetadataCache
 from weir.server.network import SocketServer
 from weir.server.producer_ids import ProducerIdManager
@@ -46,17 +47,20 @@ class Broker:
         )
         self.metadata = MetadataCache()
         self.topic_overrides: dict[str, dict[str, str]] = {}
+        self._effective_configs: dict[str, dict[str, Any]] = {}
         self.log_manager = LogManager(
             config.log_dir_paths, LogConfig.from_dict(topic_config(config, {}))
         )
         self.replica_manager = ReplicaManager(
-            self.broker_id, self.log_manager, self.topic_log_config, self.topic_min_isr
+            self.broker_id, self.log_manager, self.topic_log_config, self.topic_min_isr,
+            replication_settings(config),
         )
         self.socket_server = SocketServer(
             self, config.listener_host, config.listener_port, config.socket_request_max_bytes
         )
         self.producer_ids = ProducerIdManager(self.zk, self.broker_id)
         self.controller: Any = None
+
         self.cluster_id: str = ""
         self.broker_epoch: int = -1
         self._tasks: list[asyncio.Task] = []
@@ -66,7 +70,20 @@ class Broker:
     # -- topic configuration -----------------------------------------------------------
 
     def topic_config(self, topic: str) -> dict[str, Any]:
-        return topic_config(self.config, self.topic_overrides.get(topic, {}))
+        """The effective typed config of ``topic`` (cached: the produce path reads it)."""
+        cached = self._effective_configs.get(topic)
+        if cached is None:
+            cached = topic_config(self.config, self.topic_overrides.get(topic, {}))
+            self._effective_configs[topic] = cached
+        return cached
+
+    def set_topic_overrides(self, topic: str, overrides: dict[str, str] | None) -> None:
+        """Record a topic's overrides from ZooKeeper (None: the topic is gone)."""
+        self._effective_configs.pop(topic, None)
+        if overrides is None:
+            self.topic_overrides.pop(topic, None)
+        else:
+            self.topic_overrides[topic] = overrides
 
     def topic_log_config(self, topic: str) -> LogConfig:
         return LogConfig.from_dict(self.topic_config(topic))
@@ -77,13 +94,14 @@ class Broker:
     async def load_topic_configs(self, topics: set[str]) -> None:
         missing = [t for t in topics if t not in self.topic_overrides]
         for topic in missing:
-            self.topic_overrides[topic] = await asyncio.to_thread(self.zk.get_topic_config, topic)
+            self.set_topic_overrides(
+                topic, await asyncio.to_thread(self.zk.get_topic_config, topic))
 
     async def _reload_topic_configs(self) -> None:
         for topic in list(self.topic_overrides):
             overrides = await asyncio.to_thread(self.zk.get_topic_config, topic)
             if overrides != self.topic_overrides.get(topic):
-                self.topic_overrides[topic] = overrides
+                self.set_topic_overrides(topic, overrides)
                 self.log_manager.update_config(topic, self.topic_log_config(topic))
                 log.info("topic %s config updated: %s", topic, overrides)
 
@@ -97,6 +115,7 @@ class Broker:
         self.log_manager.startup(_now_ms())
         await self.socket_server.start()
         await self._register()
+        self.replica_manager.start_isr_changes(lambda: self.broker_epoch, self._controller_endpoint)
         self.zk.add_session_listener(
             lambda state: loop.call_soon_threadsafe(self._on_session_state, state)
         )
@@ -118,6 +137,9 @@ class Broker:
             asyncio.create_task(self._every(
                 cfg.log_flush_offset_checkpoint_interval_ms,
                 self.log_manager.checkpoint_recovery_points)),
+            asyncio.create_task(self._every(
+                max(cfg.replica_lag_time_max_ms // 2, 100),
+                self.replica_manager.maybe_shrink_isr)),
             asyncio.create_task(self._every(
                 cfg.log_retention_check_interval_ms,
                 lambda: self.log_manager.run_retention(_now_ms()))),
@@ -152,6 +174,12 @@ class Broker:
                          self.broker_id)
                 await asyncio.sleep(0.5)
 
+    def _controller_endpoint(self) -> tuple[int, str, int] | None:
+        controller = self.metadata.brokers.get(self.metadata.controller_id)
+        if controller is None:
+            return None
+        return controller.id, controller.host, controller.port
+
     def _on_session_state(self, state: str) -> None:
         if state == "LOST":
             self._session_lost = True
@@ -182,10 +210,26 @@ class Broker:
         if self.controller is not None:
             await self.controller.stop()
         await self.socket_server.stop()
+        await self.replica_manager.close()
         self.replica_manager.checkpoint_high_watermarks()
         self.log_manager.shutdown()
         await asyncio.to_thread(self.zk.stop)
         log.info("broker %d stopped cleanly", self.broker_id)
+
+
+def replication_settings(config: BrokerConfig) -> ReplicationSettings:
+    return ReplicationSettings(
+        replica_lag_time_max_ms=config.replica_lag_time_max_ms,
+        fetcher=FetcherSettings(
+            replica_id=config.broker_id,
+            max_wait_ms=config.replica_fetch_wait_max_ms,
+            min_bytes=config.replica_fetch_min_bytes,
+            max_bytes=config.replica_fetch_response_max_bytes,
+            partition_max_bytes=config.replica_fetch_max_bytes,
+            backoff_ms=config.replica_fetch_backoff_ms,
+            socket_timeout_ms=config.replica_socket_timeout_ms,
+        ),
+    )
 
 
 def configure_logging() -> None:

@@ -6,9 +6,19 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from weir.protocol import codec
+from weir.protocol.fetch_response import FileRegion
 
 if TYPE_CHECKING:
     from weir.server.broker import Broker
+
+
+@dataclass(frozen=True, slots=True)
+class RawResponse:
+    """A response body already encoded by the handler (hot paths skip kio's encoder).
+
+    ``body`` is bytes, or chunks of bytes and file regions (sent with sendfile)."""
+
+    body: bytes | list[bytes | FileRegion]
 
 
 @dataclass(slots=True)

@@ -1,4 +1,10 @@
-"""The socket server: frames in, one request at a time per connection, responses out in order.
+"""The socket server: frames in, responses out in request order.
+
+Requests on a connection are handled one at a time, as Kafka does, with one exception:
+consecutive Produce requests are pipelined.  Each one's appends happen before it first waits
+(tasks start in arrival order and run their first step in that order), so the log sees them in
+order, while their waits for replication (``acks=all``) overlap; responses are still written in
+request order.  Any other request waits until everything before it has completed.
 
 Bad input never takes the broker down: an oversized frame, an unknown API key, an unsupported
 version (other than ApiVersions, which answers UNSUPPORTED_VERSION in a v0 body as Kafka
@@ -10,11 +16,13 @@ from __future__ import annotations
 import asyncio
 import logging
 import struct
+from collections import deque
 from typing import TYPE_CHECKING
 
 from weir.protocol import codec
 from weir.protocol.errors import ErrorCode
-from weir.server.context import RequestContext
+from weir.protocol.fetch_response import FileRegion
+from weir.server.context import RawResponse, RequestContext
 from weir.server.handlers import REGISTRY
 
 if TYPE_CHECKING:
@@ -22,6 +30,8 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 _SIZE = struct.Struct(">i")
+_PRODUCE = 0
+MAX_IN_FLIGHT = 16  # requests read ahead of their responses on one connection
 
 
 class CloseConnection(Exception):
@@ -32,7 +42,7 @@ class Dispatcher:
     def __init__(self, broker: Broker) -> None:
         self.broker = broker
 
-    async def dispatch(self, frame: bytes, peer: str) -> bytes | None:
+    async def dispatch(self, frame: bytes, peer: str) -> bytes | list[bytes | FileRegion] | None:
         try:
             api_key, version, correlation_id = codec.parse_request_header_prefix(frame)
         except codec.MalformedRequest as exc:
@@ -57,10 +67,15 @@ class Dispatcher:
         response = await handler.module.handle(ctx, request)
         if response is None:
             return None
-        body = codec.encode_body(response)
-        return codec.encode_response_frame(
-            correlation_id, body, codec.response_header_flexible(api_key, response_cls)
-        )
+        flexible = codec.response_header_flexible(api_key, response_cls)
+        if not isinstance(response, RawResponse):
+            return codec.encode_response_frame(correlation_id, codec.encode_body(response),
+                                               flexible)
+        if isinstance(response.body, bytes):
+            return codec.encode_response_frame(correlation_id, response.body, flexible)
+        size = sum(c.size if isinstance(c, FileRegion) else len(c) for c in response.body)
+        header = codec.encode_response_frame(correlation_id, b"", flexible)
+        return [_SIZE.pack(len(header) - 4 + size) + header[4:], *response.body]
 
     def _unsupported_api_versions(self, correlation_id: int) -> bytes:
         from weir.server.handlers import api_versions
@@ -124,16 +139,100 @@ class SocketServer:
 
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter,
                      peer: str) -> None:
+        conn = _Pipeline(writer, peer)
+        try:
+            while True:
+                (size,) = _SIZE.unpack(await reader.readexactly(4))
+                if size < 0 or size > self.max_request_bytes:
+                    raise CloseConnection(
+                        f"request of {size} bytes exceeds socket.request.max.bytes="
+                        f"{self.max_request_bytes}"
+                    )
+                frame = await reader.readexactly(size)
+                api_key = struct.unpack_from(">h", frame, 0)[0] if size >= 2 else -1
+                if api_key != _PRODUCE or not conn.only_produce_in_flight():
+                    await conn.wait_until(lambda: not conn.in_flight)
+                await conn.wait_until(lambda: len(conn.in_flight) < MAX_IN_FLIGHT)
+                conn.start(api_key, self.dispatcher.dispatch(frame, peer))
+        finally:
+            await conn.close()
+
+
+class _Pipeline:
+    """Requests of one connection in flight, and the task writing their responses in order."""
+
+    def __init__(self, writer: asyncio.StreamWriter, peer: str) -> None:
+        self.writer = writer
+        self.peer = peer
+        self.in_flight: deque[tuple[int, asyncio.Task]] = deque()
+        self._queued = asyncio.Event()
+        self._progress = asyncio.Event()
+        self._responder = asyncio.create_task(self._respond())
+
+    def only_produce_in_flight(self) -> bool:
+        return all(key == _PRODUCE for key, _ in self.in_flight)
+
+    def start(self, api_key: int, coro) -> None:
+        self.in_flight.append((api_key, asyncio.create_task(coro)))
+        self._queued.set()
+
+    async def wait_until(self, predicate) -> None:
+        while not predicate():
+            if self._responder.done():
+                raise ConnectionError("connection closed")
+            self._progress.clear()
+            progress = asyncio.ensure_future(self._progress.wait())
+            await asyncio.wait([progress, self._responder], return_when=asyncio.FIRST_COMPLETED)
+            progress.cancel()
+
+    async def _respond(self) -> None:
+        try:
+            await self._respond_in_order()
+        except CloseConnection as exc:
+            log.warning("closing connection from %s: %s", self.peer, exc)
+        except (ConnectionError, asyncio.IncompleteReadError):
+            pass
+        except Exception:
+            log.exception("unexpected error on connection from %s; closing it", self.peer)
+        # Closing the transport also ends the reading side blocked on the socket.
+        self.writer.close()
+
+    async def _respond_in_order(self) -> None:
         while True:
-            (size,) = _SIZE.unpack(await reader.readexactly(4))
-            if size < 0 or size > self.max_request_bytes:
-                raise CloseConnection(
-                    f"request of {size} bytes exceeds socket.request.max.bytes="
-                    f"{self.max_request_bytes}"
-                )
-            frame = await reader.readexactly(size)
-            response = await self.dispatcher.dispatch(frame, peer)
-            if response is not None:
-                writer.write(response)
-                if writer.transport.get_write_buffer_size() > (1 << 20):
-                    await writer.drain()
+            if not self.in_flight:
+                self._queued.clear()
+                await self._queued.wait()
+                continue
+            response = await self.in_flight[0][1]
+            self.in_flight.popleft()
+            if isinstance(response, list):
+                await self._send_chunks(response)
+            elif response is not None:
+                self.writer.write(response)
+            if self.writer.transport.get_write_buffer_size() > (1 << 20):
+                await self.writer.drain()
+            self._progress.set()
+
+    async def _send_chunks(self, chunks: list[bytes | FileRegion]) -> None:
+        """Bytes are written; file regions go from the page cache to the socket (sendfile)."""
+        loop = asyncio.get_running_loop()
+        for chunk in chunks:
+            if not isinstance(chunk, FileRegion):
+                self.writer.write(chunk)
+                continue
+            try:
+                with open(chunk.path, "rb") as f:  # noqa: ASYNC230 - storage I/O is synchronous by design
+                    sent = await loop.sendfile(self.writer.transport, f, chunk.position,
+                                               chunk.size)
+            except FileNotFoundError as exc:  # a segment deleted since the read
+                raise ConnectionError(f"segment {chunk.path} is gone") from exc
+            if sent != chunk.size:
+                # The log was truncated under the read: the frame cannot be completed.
+                raise ConnectionError(f"sent {sent} of {chunk.size} bytes of {chunk.path}")
+
+    async def close(self) -> None:
+        self._responder.cancel()
+        tasks = [task for _, task in self.in_flight]
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(self._responder, *tasks, return_exceptions=True)

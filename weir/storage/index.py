@@ -140,6 +140,11 @@ class OffsetIndex(_SparseIndex):
     def _decode(self, a: int, b: int) -> tuple[int, int]:
         return a + self.base_offset, b
 
+    def lookup_position(self, position: int) -> tuple[int, int] | None:
+        """The entry with the largest position ≤ ``position`` (positions grow with offsets)."""
+        i = bisect.bisect_right(self._values, position)
+        return (self._keys[i - 1], self._values[i - 1]) if i else None
+
     def append(self, offset: int, position: int) -> None:
         if self._keys and offset <= self._keys[-1]:
             raise ValueError(f"offset index entry {offset} not above {self._keys[-1]}")

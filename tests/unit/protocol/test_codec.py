@@ -93,3 +93,60 @@ def test_response_frames_use_header_v0_for_api_versions():
     assert codec.response_header_flexible(3, metadata_cls)
     frame = codec.encode_response_frame(9, b"abc", flexible_header=True)
     assert frame == struct.pack(">ii", 8, 9) + b"\x00abc"
+
+
+@pytest.mark.parametrize("version", range(3, 10))
+def test_hand_encoded_produce_response_matches_kio(version):
+    from weir.protocol import produce_response
+
+    _, response_cls = REGISTRY[0].schemas(version)
+    topics = [("alpha", [(0, 0, 42, -1, 7, None), (3, 6, -1, -1, -1, "not the leader")]),
+              ("beta-é", [(1, 0, 0, 1_700_000_000_000, 0, None)])]
+    decoded = codec.decode_body(response_cls, produce_response.encode(version, topics))
+    assert [t.name for t in decoded.responses] == ["alpha", "beta-é"]
+    p0, p1 = decoded.responses[0].partition_responses
+    assert (p0.index, int(p0.error_code), p0.base_offset) == (0, 0, 42)
+    assert (p1.index, int(p1.error_code), p1.base_offset) == (3, 6, -1)
+    if version >= 5:
+        assert p0.log_start_offset == 7
+    if version >= 8:
+        assert p1.error_message == "not the leader" and p0.error_message is None
+    stamped = decoded.responses[1].partition_responses[0].log_append_time
+    assert stamped is not None and int(stamped.timestamp() * 1000) == 1_700_000_000_000
+    assert p0.log_append_time is None
+
+
+@pytest.mark.parametrize("version", range(4, 13))
+def test_hand_encoded_fetch_response_matches_kio(version, tmp_path):
+    from weir.protocol import fetch_response as fr
+
+    segment = tmp_path / "0.log"
+    segment.write_bytes(b"H" * 10 + b"R" * 300 + b"T" * 10)
+    topics = [
+        ("alpha", [
+            fr.PartitionData(0, 0, 40, 40, 3, -1, fr.FileRegion(str(segment), 10, 300)),
+            fr.PartitionData(1, 74, 9, 9, 0, -1, b"", diverging_epoch=(4, 17),
+                             current_leader=(2, 5)),
+        ]),
+        ("béta", [fr.PartitionData(2, 0, 1, 1, 0, 3, b"inline-records")]),
+    ]
+    chunks = fr.encode(version, topics, error_code=0, session_id=0)
+    body = b"".join(c if isinstance(c, bytes) else
+                    segment.read_bytes()[c.position:c.position + c.size] for c in chunks)
+    assert any(isinstance(c, fr.FileRegion) for c in chunks)
+    _, response_cls = REGISTRY[1].schemas(version)
+    decoded = codec.decode_body(response_cls, body)
+    a0, a1 = decoded.responses[0].partitions
+    b0 = decoded.responses[1].partitions[0]
+    assert decoded.responses[1].topic == "béta"
+    assert (a0.partition_index, a0.high_watermark, a0.records) == (0, 40, b"R" * 300)
+    assert int(a1.error_code) == 74 and a1.records == b""
+    assert b0.records == b"inline-records"
+    if version >= 5:
+        assert a0.log_start_offset == 3
+    if version >= 11:
+        assert b0.preferred_read_replica == 3
+    if version >= 12:
+        assert (a1.diverging_epoch.epoch, a1.diverging_epoch.end_offset) == (4, 17)
+        assert (a1.current_leader.leader_id, a1.current_leader.leader_epoch) == (2, 5)
+        assert a0.diverging_epoch.epoch == -1

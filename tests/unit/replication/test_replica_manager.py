@@ -9,6 +9,7 @@ import pytest
 
 from weir.common import TopicPartition
 from weir.protocol.errors import ErrorCode, KafkaError
+from weir.protocol.fetch_response import FileRegion
 from weir.records.builder import build_batch
 from weir.replication.partition import LeaderState
 from weir.replication.replica_manager import (
@@ -45,7 +46,11 @@ def test_produce_then_consume_below_high_watermark(tmp_path):
     assert (res[TP].error, res[TP].base_offset) == (ErrorCode.none, 0)
     out = run(rm.fetch(-1, 0, 1, 1 << 20, [FetchPartition(TP, 0, 1 << 20)]))
     assert out[TP].error == ErrorCode.none and out[TP].high_watermark == 3
-    assert out[TP].records and len(out[TP].records) == out[TP].size
+    region = out[TP].records  # a slice of the segment file, sent with sendfile
+    assert isinstance(region, FileRegion) and region.size == out[TP].size > 0
+    with open(region.path, "rb") as f:
+        f.seek(region.position)
+        assert b"a" in f.read(region.size)
 
 
 def test_fetch_beyond_log_end_is_out_of_range_and_at_end_is_empty(tmp_path):

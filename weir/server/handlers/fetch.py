@@ -9,9 +9,12 @@ from __future__ import annotations
 from typing import Any
 
 from weir.common import TopicPartition
+from weir.protocol import fetch_response
 from weir.protocol.errors import ErrorCode
+from weir.protocol.fetch_response import PartitionData
 from weir.replication.read_replica import preferred_read_replica, rack_aware_enabled
 from weir.replication.replica_manager import FetchPartition, FetchResult
+from weir.server.context import RawResponse
 
 API_KEY = 1
 MIN_VERSION = 4
@@ -21,8 +24,8 @@ MAX_VERSION = 12
 async def handle(ctx, request) -> Any:
     broker = ctx.broker
     if request.session_id != 0 and request.session_epoch not in (-1, 0):
-        return ctx.respond(error_code=ErrorCode.fetch_session_id_not_found, session_id=0,
-                           responses=[])
+        return RawResponse(fetch_response.encode(
+            ctx.version, [], error_code=int(ErrorCode.fetch_session_id_not_found)))
     wanted: list[FetchPartition] = []
     for topic in request.topics:
         for part in topic.partitions:
@@ -46,40 +49,31 @@ async def handle(ctx, request) -> Any:
     )
     for tp in redirected:
         results[tp] = FetchResult()
-    by_topic: dict[str, list[dict[str, Any]]] = {}
+    by_topic: dict[str, list[PartitionData]] = {}
     for req in wanted:
         r = results[req.tp]
         error = r.error
         if (error == ErrorCode.unknown_topic_or_partition
                 and broker.metadata.partition(req.tp) is not None):
             error = ErrorCode.not_leader_or_follower
-        data: dict[str, Any] = {
-            "partition_index": req.tp.partition,
-            "error_code": error,
-            "high_watermark": r.high_watermark,
-            "last_stable_offset": r.high_watermark,
-            "log_start_offset": r.log_start_offset,
-            "aborted_transactions": None,
-            "records": r.records if r.records is not None else b"",
-        }
+        data = PartitionData(
+            partition_index=req.tp.partition, error_code=int(error),
+            high_watermark=r.high_watermark, last_stable_offset=r.high_watermark,
+            log_start_offset=r.log_start_offset,
+            records=r.records if r.records is not None else b"",
+            diverging_epoch=r.diverging_epoch,
+        )
         if req.tp in redirected:
             p = broker.replica_manager.partitions[req.tp]
-            data.update(preferred_read_replica=redirected[req.tp], records=b"",
-                        high_watermark=p.log.high_watermark,
-                        last_stable_offset=p.log.high_watermark,
-                        log_start_offset=p.log.log_start_offset)
-        if r.diverging_epoch is not None:
-            data["diverging_epoch"] = {"epoch": r.diverging_epoch[0],
-                                       "end_offset": r.diverging_epoch[1]}
+            data.preferred_read_replica = redirected[req.tp]
+            data.records = b""
+            data.high_watermark = data.last_stable_offset = p.log.high_watermark
+            data.log_start_offset = p.log.log_start_offset
         meta = broker.metadata.partition(req.tp)
         if error in (ErrorCode.not_leader_or_follower, ErrorCode.fenced_leader_epoch) and meta:
-            data["current_leader"] = {"leader_id": meta.leader, "leader_epoch": meta.leader_epoch}
+            data.current_leader = (meta.leader, meta.leader_epoch)
         by_topic.setdefault(req.tp.topic, []).append(data)
-    return ctx.respond(
-        error_code=ErrorCode.none,
-        session_id=0,
-        responses=[{"topic": t, "partitions": parts} for t, parts in by_topic.items()],
-    )
+    return RawResponse(fetch_response.encode(ctx.version, list(by_topic.items())))
 
 
 def _preferred_read_replicas(ctx, request, wanted: list[FetchPartition]) -> dict:

@@ -2,22 +2,17 @@
 
 from __future__ import annotations
 
-import datetime
 from typing import Any
 
 from weir.common import TopicPartition
+from weir.protocol import produce_response
 from weir.protocol.errors import ErrorCode
 from weir.replication.replica_manager import ProduceResult
+from weir.server.context import RawResponse
 
 API_KEY = 0
 MIN_VERSION = 3
 MAX_VERSION = 9
-
-
-def _append_time(ms: int) -> datetime.datetime | None:
-    if ms < 0:
-        return None
-    return datetime.datetime.fromtimestamp(ms / 1000, tz=datetime.UTC)
 
 
 async def handle(ctx, request) -> Any:
@@ -47,16 +42,10 @@ async def handle(ctx, request) -> Any:
         if (result.error == ErrorCode.unknown_topic_or_partition
                 and broker.metadata.partition(tp) is not None):
             result.error = ErrorCode.not_leader_or_follower
-    by_topic: dict[str, list[dict[str, Any]]] = {}
+    by_topic: dict[str, list[produce_response.PartitionResult]] = {}
     for tp, r in results.items():
-        by_topic.setdefault(tp.topic, []).append({
-            "index": tp.partition,
-            "error_code": r.error,
-            "base_offset": r.base_offset,
-            "log_append_time": _append_time(r.log_append_time_ms),
-            "log_start_offset": r.log_start_offset,
-            "error_message": r.message if r.error != ErrorCode.none else None,
-        })
-    return ctx.respond(responses=[
-        {"name": name, "partition_responses": parts} for name, parts in by_topic.items()
-    ])
+        by_topic.setdefault(tp.topic, []).append((
+            tp.partition, int(r.error), r.base_offset, r.log_append_time_ms,
+            r.log_start_offset, r.message if r.error != ErrorCode.none else None,
+        ))
+    return RawResponse(produce_response.encode(ctx.version, by_topic.items()))

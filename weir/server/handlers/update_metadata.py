@@ -38,5 +38,5 @@ async def handle(ctx, request) -> Any:
     deleted = broker.metadata.update(int(request.controller_id),
                                      int(request.controller_epoch), brokers, partitions)
     for topic in deleted:
-        broker.topic_overrides.pop(topic, None)
+        broker.set_topic_overrides(topic, None)
     return ctx.respond(error_code=ErrorCode.none)

@@ -1,0 +1,68 @@
+"""Hand-written encoder of the Produce response (v3-v9), the broker's hottest response.
+
+kio builds and encodes a response in about 60 µs, a noticeable share of a small produce
+request; this writes the same bytes directly.  ``tests/unit/protocol`` checks every version
+against kio's decoder.
+"""
+
+from __future__ import annotations
+
+import struct
+from collections.abc import Iterable
+
+_I32 = struct.Struct(">i")
+_PARTITION = struct.Struct(">ihq")  # index, error code, base offset
+_I64 = struct.Struct(">q")
+_NULL_LEGACY = b"\xff\xff"
+
+
+def _uvarint(n: int) -> bytes:
+    out = bytearray()
+    while n >= 0x80:
+        out.append((n & 0x7F) | 0x80)
+        n >>= 7
+    out.append(n)
+    return bytes(out)
+
+
+def _string(value: str | None, flexible: bool) -> bytes:
+    if value is None:
+        return b"\x00" if flexible else _NULL_LEGACY
+    raw = value.encode()
+    if flexible:
+        return _uvarint(len(raw) + 1) + raw
+    return struct.pack(">h", len(raw)) + raw
+
+
+def _count(n: int, flexible: bool) -> bytes:
+    return _uvarint(n + 1) if flexible else _I32.pack(n)
+
+
+PartitionResult = tuple[int, int, int, int, int, str | None]
+"""(partition index, error code, base offset, log append time ms, log start offset, message)"""
+
+
+def encode(version: int, topics: Iterable[tuple[str, list[PartitionResult]]]) -> bytes:
+    """The body of a ProduceResponse of ``version`` (3-9); throttle time 0."""
+    flexible = version >= 9
+    topics = list(topics)
+    parts = [_count(len(topics), flexible)]
+    for name, partitions in topics:
+        parts.append(_string(name, flexible))
+        parts.append(_count(len(partitions), flexible))
+        for index, error, base_offset, append_time, log_start, message in partitions:
+            parts.append(_PARTITION.pack(index, error, base_offset))
+            parts.append(_I64.pack(append_time))
+            if version >= 5:
+                parts.append(_I64.pack(log_start))
+            if version >= 8:
+                parts.append(_count(0, flexible))  # record errors
+                parts.append(_string(message, flexible))
+            if flexible:
+                parts.append(b"\x00")
+        if flexible:
+            parts.append(b"\x00")
+    parts.append(_I32.pack(0))  # throttle time
+    if flexible:
+        parts.append(b"\x00")
+    return b"".join(parts)
