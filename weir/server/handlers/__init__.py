@@ -31,6 +31,19 @@ _MODULES = (
     "describe_configs",
     "create_partitions",
     "alter_partition",
+    "delete_records",
+    "elect_leaders",
+    "find_coordinator",
+    "join_group",
+    "sync_group",
+    "heartbeat",
+    "leave_group",
+    "offset_commit",
+    "offset_fetch",
+    "list_groups",
+    "describe_groups",
+    "delete_groups",
+    "offset_delete",
 )
 
 
