@@ -289,6 +289,8 @@ BROKER_CONFIGS: tuple[ConfigDef, ...] = (
     _d("offsets.topic.segment.bytes", "int", 104857600, _AT_LEAST_1,
        "Segment size of __consumer_offsets."),
     _d("offsets.retention.minutes", "int", 10080, _AT_LEAST_1, "Committed offset retention."),
+    _d("offset.metadata.max.bytes", "int", 4096, _AT_LEAST_0,
+       "Largest metadata string a committed offset may carry."),
     _d("offsets.retention.check.interval.ms", "long", 600000, _AT_LEAST_1,
        "How often stale offsets are checked."),
     _d("offsets.commit.timeout.ms", "int", 5000, _AT_LEAST_1, "Offset commit timeout."),

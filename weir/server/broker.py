@@ -60,7 +60,11 @@ class Broker:
         )
         self.producer_ids = ProducerIdManager(self.zk, self.broker_id)
         self.controller: Any = None
+        # Group coordinator (issue 6): follows leadership of __consumer_offsets partitions.
+        from weir.groups.coordinator import GroupCoordinator
 
+        self.group_coordinator = GroupCoordinator(self)
+        self.replica_manager.leadership_listeners.append(self.group_coordinator.on_leadership)
         self.cluster_id: str = ""
         self.broker_epoch: int = -1
         self._tasks: list[asyncio.Task] = []
@@ -129,6 +133,7 @@ class Broker:
 
         self.controller = ControllerService(self.broker_id, self.zk, self.config)
         await self.controller.start()
+        self.group_coordinator.start()  # group coordinator (issue 6): its clock
         cfg = self.config
         self._tasks = [
             asyncio.create_task(self._every(
@@ -209,6 +214,7 @@ class Broker:
         await asyncio.gather(*self._tasks, return_exceptions=True)
         if self.controller is not None:
             await self.controller.stop()
+        await self.group_coordinator.stop()  # group coordinator (issue 6)
         await self.socket_server.stop()
         await self.replica_manager.close()
         self.replica_manager.checkpoint_high_watermarks()

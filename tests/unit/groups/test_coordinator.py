@@ -1,0 +1,149 @@
+"""The coordinator shell over a real Log and a stand-in replica manager: writes, loading,
+leadership changes, and the request flow end to end (no sockets)."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from types import SimpleNamespace
+
+from weir.common import TopicPartition
+from weir.groups.codec import OFFSETS_TOPIC, OffsetAndMetadata
+from weir.groups.coordinator import GroupCoordinator, Loading
+from weir.groups.state import GroupState, JoinRequest
+from weir.protocol.errors import ErrorCode
+from weir.replication.replica_manager import ProduceResult
+from weir.server.metadata_cache import MetadataCache, PartitionMeta
+from weir.storage.config import LogConfig
+from weir.storage.log import Log
+
+OFFSETS_TP = TopicPartition(OFFSETS_TOPIC, 0)
+DATA_TP = TopicPartition("t", 0)
+
+
+class _Config(SimpleNamespace):
+    def get(self, key):
+        raise KeyError(key)
+
+
+class FakeReplicaManager:
+    def __init__(self, plog: Log) -> None:
+        self.log = plog
+        self.leadership_listeners = []
+
+    def partition(self, tp):
+        return SimpleNamespace(log=self.log)
+
+    async def append(self, acks, timeout_ms, entries):
+        out = {}
+        for tp, batch in entries.items():
+            info = self.log.append_as_leader(batch, 0, int(time.time() * 1000))
+            self.log.update_high_watermark(self.log.log_end_offset)
+            out[tp] = ProduceResult(base_offset=info.first_offset)
+        await asyncio.sleep(0)
+        return out
+
+
+def make_broker(tmp_path) -> SimpleNamespace:
+    plog = Log.open(tmp_path / f"{OFFSETS_TOPIC}-0", LogConfig(), clean_shutdown=True,
+                    now_ms=int(time.time() * 1000))
+    meta = MetadataCache()
+    part = PartitionMeta(leader=1, leader_epoch=0, isr=(1,), replicas=(1,))
+    meta.topics = {OFFSETS_TOPIC: {0: part}, "t": {0: part}}
+    config = _Config(group_min_session_timeout_ms=1000, group_max_session_timeout_ms=60000,
+                     group_initial_rebalance_delay_ms=0, group_max_size=100,
+                     offsets_topic_num_partitions=1, offsets_retention_check_interval_ms=600000,
+                     offsets_commit_timeout_ms=5000, offsets_retention_minutes=10080)
+    return SimpleNamespace(broker_id=1, config=config, metadata=meta,
+                           replica_manager=FakeReplicaManager(plog))
+
+
+async def _loaded(coordinator: GroupCoordinator) -> None:
+    for _ in range(100):
+        part = coordinator.partitions.get(0)
+        if part is not None and part.status == Loading.LOADED:
+            return
+        await asyncio.sleep(0.01)
+    raise AssertionError("partition did not load")
+
+
+def _join_req(member_id: str = "") -> JoinRequest:
+    return JoinRequest(member_id, None, "c", "/h", 10000, 10000, "consumer",
+                       [("range", b"sub")], True)
+
+
+async def _scenario(tmp_path) -> None:
+    broker = make_broker(tmp_path)
+    coord = GroupCoordinator(broker)
+    assert (await coord.join("g", _join_req())).error == ErrorCode.not_coordinator
+    coord.on_leadership(OFFSETS_TP, True, 0)
+    assert (await coord.join("g", _join_req())).error == ErrorCode.coordinator_load_in_progress
+    await _loaded(coord)
+    first = await coord.join("g", _join_req())
+    assert first.error == ErrorCode.member_id_required
+    joined = await coord.join("g", _join_req(first.member_id))
+    assert (joined.error, joined.generation_id, joined.leader) == (ErrorCode.none, 1,
+                                                                   first.member_id)
+    mid = first.member_id
+    synced = await coord.sync("g", mid, None, 1, None, None, {mid: b"assignment"})
+    assert synced.assignment == b"assignment"
+    results = await coord.commit_offsets("g", mid, None, 1, {
+        DATA_TP: OffsetAndMetadata(41, 0, "m", 1),
+        TopicPartition("missing", 0): OffsetAndMetadata(1)})
+    assert results == {DATA_TP: ErrorCode.none,
+                       TopicPartition("missing", 0): ErrorCode.unknown_topic_or_partition}
+    assert coord.fetch_offsets("g", [DATA_TP])[DATA_TP].offset == 41
+    assert (await coord.commit_offsets("g", mid, None, 7, {DATA_TP: OffsetAndMetadata(1)})
+            ) == {DATA_TP: ErrorCode.illegal_generation}
+    assert await coord.delete_groups(["g"]) == {"g": ErrorCode.non_empty_group}
+
+    # A second coordinator reading the same log sees the Stable group and its offsets.
+    again = GroupCoordinator(broker)
+    again.on_leadership(OFFSETS_TP, True, 1)
+    await _loaded(again)
+    group = again.group("g")
+    assert group.state == GroupState.STABLE and group.generation == 1
+    assert group.members[mid].assignment == b"assignment"
+    assert again.fetch_offsets("g", None) == {
+        DATA_TP: OffsetAndMetadata(41, 0, "m", 1, record_offset=group.offsets[DATA_TP].record_offset)}
+    assert again.heartbeat("g", mid, None, 1) == ErrorCode.none
+
+    # Leave, delete: tombstones make the group disappear on the next load too.
+    assert again.leave("g", [(mid, None)]) == (ErrorCode.none, [ErrorCode.none])
+    for _ in range(50):  # the Empty group's metadata write runs in the background
+        await asyncio.sleep(0.01)
+        if not again._tasks:
+            break
+    assert await again.delete_groups(["g", "nope"]) == {
+        "g": ErrorCode.none, "nope": ErrorCode.group_id_not_found}
+    third = GroupCoordinator(broker)
+    third.on_leadership(OFFSETS_TP, True, 2)
+    await _loaded(third)
+    assert third.group("g") is None
+    third.on_leadership(OFFSETS_TP, False, 3)
+    assert third.heartbeat("g", mid, None, 1) == ErrorCode.not_coordinator
+    for c in (coord, again, third):
+        await c.stop()
+
+
+def test_coordinator_end_to_end(tmp_path):
+    asyncio.run(_scenario(tmp_path))
+
+
+async def _unload_answers_parked(tmp_path) -> None:
+    coord = GroupCoordinator(make_broker(tmp_path))
+    coord.on_leadership(OFFSETS_TP, True, 0)
+    await _loaded(coord)
+    first = await coord.join("g", _join_req())
+    await coord.join("g", _join_req(first.member_id))
+    second = await coord.join("g", _join_req())
+    parked = asyncio.ensure_future(coord.join("g", _join_req(second.member_id)))
+    await asyncio.sleep(0.01)
+    assert not parked.done()
+    coord.on_leadership(OFFSETS_TP, False, 1)
+    assert (await parked).error == ErrorCode.not_coordinator
+    await coord.stop()
+
+
+def test_losing_leadership_answers_parked_joins(tmp_path):
+    asyncio.run(_unload_answers_parked(tmp_path))

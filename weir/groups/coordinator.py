@@ -1,0 +1,547 @@
+"""The group coordinator: the asyncio shell around :class:`weir.groups.state.Group`.
+
+It owns the ``__consumer_offsets`` partitions this broker leads (loading each by scanning its
+log when leadership arrives, dropping it when leadership goes), parks JoinGroup/SyncGroup
+requests until the state machine answers them, writes group metadata and offset commits as
+record batches through the replica manager (``acks=-1``), and drives the clock (session
+expiry, rebalance deadlines, offset retention).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import enum
+import logging
+import time
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from weir.common import TopicPartition
+from weir.groups import codec
+from weir.groups.codec import OFFSETS_TOPIC, GroupKey, OffsetAndMetadata, OffsetKey
+from weir.groups.records import iter_records
+from weir.groups.state import (
+    Group,
+    GroupConfig,
+    GroupState,
+    JoinRequest,
+    JoinResult,
+    Outcome,
+    SyncResult,
+)
+from weir.protocol.errors import ErrorCode, KafkaError
+from weir.records.builder import build_batch
+
+log = logging.getLogger(__name__)
+
+TICK_S = 0.05
+LOAD_CHUNK_BYTES = 1 << 20
+
+# How append errors reach clients (Kafka's mapping for group/offset writes).
+_WRITE_ERRORS = {
+    ErrorCode.unknown_topic_or_partition: ErrorCode.coordinator_not_available,
+    ErrorCode.not_enough_replicas: ErrorCode.coordinator_not_available,
+    ErrorCode.not_enough_replicas_after_append: ErrorCode.coordinator_not_available,
+    ErrorCode.request_timed_out: ErrorCode.coordinator_not_available,
+    ErrorCode.not_leader_or_follower: ErrorCode.not_coordinator,
+    ErrorCode.kafka_storage_error: ErrorCode.not_coordinator,
+    ErrorCode.message_too_large: ErrorCode.invalid_commit_offset_size,
+    ErrorCode.record_list_too_large: ErrorCode.invalid_commit_offset_size,
+}
+
+
+def now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+class Loading(enum.Enum):
+    LOADING = 1
+    LOADED = 2
+
+
+@dataclass
+class OffsetsPartition:
+    """One ``__consumer_offsets`` partition this broker leads, and the groups it holds."""
+
+    index: int
+    epoch: int
+    status: Loading = Loading.LOADING
+    groups: dict[str, Group] = field(default_factory=dict)
+
+
+class GroupCoordinator:
+    def __init__(self, broker: Any) -> None:
+        self.broker = broker
+        cfg = broker.config
+        self.group_config = GroupConfig(
+            min_session_timeout_ms=cfg.group_min_session_timeout_ms,
+            max_session_timeout_ms=cfg.group_max_session_timeout_ms,
+            initial_rebalance_delay_ms=cfg.group_initial_rebalance_delay_ms,
+            max_size=cfg.group_max_size,
+        )
+        self.partitions: dict[int, OffsetsPartition] = {}
+        self._joins: dict[tuple[str, str], asyncio.Future] = {}
+        self._syncs: dict[tuple[str, str], asyncio.Future] = {}
+        self._tasks: set[asyncio.Task] = set()
+        self._loop_task: asyncio.Task | None = None
+        self._creating: asyncio.Task | None = None
+
+    # -- lifecycle -----------------------------------------------------------------------
+
+    def start(self) -> None:
+        self._loop_task = asyncio.ensure_future(self._run())
+
+    async def stop(self) -> None:
+        tasks = [t for t in [self._loop_task, *self._tasks] if t is not None]
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        for index in list(self.partitions):
+            self._unload(index)
+
+    def _spawn(self, coro: Any) -> asyncio.Task:
+        task = asyncio.ensure_future(coro)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+        return task
+
+    async def _run(self) -> None:
+        cfg = self.broker.config
+        retention_every = cfg.offsets_retention_check_interval_ms / 1000
+        last_expiry = time.monotonic()
+        while True:
+            await asyncio.sleep(TICK_S)
+            try:
+                self._tick(now_ms())
+                if time.monotonic() - last_expiry >= retention_every:
+                    last_expiry = time.monotonic()
+                    await self.expire_offsets(now_ms())
+            except Exception:
+                log.exception("group coordinator tick failed")
+
+    def _tick(self, now: int) -> None:
+        for part in list(self.partitions.values()):
+            if part.status != Loading.LOADED:
+                continue
+            for group in list(part.groups.values()):
+                deadline = group.next_deadline()
+                if deadline is not None and deadline <= now:
+                    self._apply(group, group.tick(now))
+
+    # -- placement and leadership ----------------------------------------------------------
+
+    def num_partitions(self) -> int:
+        parts = self.broker.metadata.topics.get(OFFSETS_TOPIC)
+        return len(parts) if parts else self.broker.config.offsets_topic_num_partitions
+
+    def partition_for(self, group_id: str) -> int:
+        return codec.partition_for(group_id, self.num_partitions())
+
+    def on_leadership(self, tp: TopicPartition, is_leader: bool, leader_epoch: int) -> None:
+        """Replica manager hook: load a partition we now lead, drop one we no longer lead."""
+        if tp.topic != OFFSETS_TOPIC:
+            return
+        current = self.partitions.get(tp.partition)
+        if is_leader:
+            if current is not None:
+                current.epoch = leader_epoch
+                return
+            part = OffsetsPartition(tp.partition, leader_epoch)
+            self.partitions[tp.partition] = part
+            self._spawn(self._load(part))
+        elif current is not None:
+            self._unload(tp.partition)
+
+    def _unload(self, index: int) -> None:
+        part = self.partitions.pop(index, None)
+        if part is None:
+            return
+        log.info("unloading %s-%d (%d groups)", OFFSETS_TOPIC, index, len(part.groups))
+        for group in part.groups.values():
+            self._apply(group, group.mark_dead(now_ms()))
+
+    async def _load(self, part: OffsetsPartition) -> None:
+        tp = TopicPartition(OFFSETS_TOPIC, part.index)
+        started = time.monotonic()
+        await asyncio.sleep(0)  # let the LeaderAndIsr that made us leader finish first
+        try:
+            groups = await self._scan(tp)
+        except Exception:
+            log.exception("loading %s failed", tp)
+            if self.partitions.get(part.index) is part:
+                del self.partitions[part.index]
+            return
+        if self.partitions.get(part.index) is not part:
+            return  # leadership moved on while we read
+        part.groups = groups
+        part.status = Loading.LOADED
+        log.info("loaded %s: %d groups in %.0f ms", tp, len(groups),
+                 (time.monotonic() - started) * 1000)
+
+    async def _scan(self, tp: TopicPartition) -> dict[str, Group]:
+        """Replay the partition's log (the latest record of each key wins)."""
+        plog = self.broker.replica_manager.partition(tp).log
+        offsets: dict[str, dict[TopicPartition, OffsetAndMetadata]] = {}
+        records: dict[str, codec.GroupRecord | None] = {}
+        pos, end = plog.log_start_offset, plog.log_end_offset
+        while pos < end:
+            read = plog.read(pos, LOAD_CHUNK_BYTES, max_offset=end, min_one_batch=True)
+            data = read.read_bytes()
+            if not data:
+                break
+            for rec in iter_records(data):
+                self._replay(rec, offsets, records)
+            pos = read.last_offset + 1
+            await asyncio.sleep(0)
+        now = now_ms()
+        groups: dict[str, Group] = {}
+        live = {g for g, o in offsets.items() if o} | {g for g, r in records.items() if r}
+        for group_id in live:
+            rec = records.get(group_id)
+            group = (Group.from_record(group_id, rec, self.group_config, now) if rec
+                     else Group(group_id, self.group_config, now))
+            group.offsets = offsets.get(group_id, {})
+            groups[group_id] = group
+        return groups
+
+    @staticmethod
+    def _replay(rec: Any, offsets: dict, records: dict) -> None:
+        if rec.key is None:
+            return
+        key = codec.decode_key(rec.key)
+        if isinstance(key, OffsetKey):
+            per_group = offsets.setdefault(key.group, {})
+            if rec.value is None:
+                per_group.pop(key.tp, None)
+            else:
+                per_group[key.tp] = replace(codec.decode_offset_value(rec.value),
+                                            record_offset=rec.offset)
+        elif isinstance(key, GroupKey):
+            records[key.group] = (None if rec.value is None
+                                  else codec.decode_group_value(rec.value))
+
+    # -- looking groups up ---------------------------------------------------------------
+
+    def _partition_of(self, group_id: str) -> OffsetsPartition:
+        if not group_id:
+            raise KafkaError(ErrorCode.invalid_group_id, "the group id is empty")
+        part = self.partitions.get(self.partition_for(group_id))
+        if part is None:
+            raise KafkaError(ErrorCode.not_coordinator,
+                             f"broker {self.broker.broker_id} is not the coordinator of "
+                             f"group {group_id!r}")
+        if part.status == Loading.LOADING:
+            raise KafkaError(ErrorCode.coordinator_load_in_progress,
+                             f"{OFFSETS_TOPIC}-{part.index} is loading")
+        return part
+
+    def group(self, group_id: str, create: bool = False) -> Group | None:
+        """The group (raising NOT_COORDINATOR / COORDINATOR_LOAD_IN_PROGRESS)."""
+        part = self._partition_of(group_id)
+        group = part.groups.get(group_id)
+        if group is None and create:
+            group = part.groups[group_id] = Group(group_id, self.group_config, now_ms())
+        return group
+
+    def loading(self) -> bool:
+        return any(p.status == Loading.LOADING for p in self.partitions.values())
+
+    def all_groups(self) -> list[Group]:
+        return [g for p in self.partitions.values() if p.status == Loading.LOADED
+                for g in p.groups.values()]
+
+    # -- FindCoordinator -------------------------------------------------------------------
+
+    async def find_coordinator(self, group_id: str) -> tuple[ErrorCode, int, str, int]:
+        """(error, node id, host, port) of the group's coordinator."""
+        cache = self.broker.metadata
+        parts = cache.topics.get(OFFSETS_TOPIC)
+        if not parts:
+            await self._ensure_offsets_topic()
+            return ErrorCode.coordinator_not_available, -1, "", -1
+        meta = parts.get(codec.partition_for(group_id, len(parts)))
+        if meta is None or meta.leader < 0 or meta.leader not in cache.brokers:
+            return ErrorCode.coordinator_not_available, -1, "", -1
+        b = cache.brokers[meta.leader]
+        return ErrorCode.none, b.id, b.host, b.port
+
+    async def _ensure_offsets_topic(self) -> None:
+        if self._creating is None or self._creating.done():
+            self._creating = asyncio.ensure_future(self._create_offsets_topic())
+        await asyncio.shield(self._creating)
+
+    async def _create_offsets_topic(self) -> None:
+        from weir.server import admin
+
+        cfg = self.broker.config
+        rf = min(cfg.offsets_topic_replication_factor, len(admin.live_broker_ids(self.broker)))
+        configs = {"cleanup.policy": "compact", "retention.ms": "-1",
+                   "segment.bytes": str(cfg.offsets_topic_segment_bytes),
+                   "compression.type": "producer"}
+        try:
+            await admin.create_topic(self.broker, OFFSETS_TOPIC,
+                                     cfg.offsets_topic_num_partitions, rf, None, configs)
+            log.info("created %s (%d partitions, RF %d)", OFFSETS_TOPIC,
+                     cfg.offsets_topic_num_partitions, rf)
+        except KafkaError as exc:
+            if exc.code != ErrorCode.topic_already_exists:
+                log.warning("cannot create %s: %s", OFFSETS_TOPIC, exc.message)
+        except Exception:  # e.g. ZooKeeper unreachable: the client simply retries
+            log.exception("cannot create %s", OFFSETS_TOPIC)
+
+    # -- JoinGroup / SyncGroup / Heartbeat / LeaveGroup -----------------------------------
+
+    async def join(self, group_id: str, req: JoinRequest) -> JoinResult:
+        try:
+            group = self.group(group_id, create=not req.member_id)
+        except KafkaError as exc:
+            return JoinResult(exc.code, req.member_id)
+        if group is None:
+            return JoinResult(ErrorCode.unknown_member_id, req.member_id)
+        immediate, member_id, outcome = group.join(req, now_ms())
+        future = None
+        if immediate is None:
+            future = self._park(self._joins, (group_id, member_id),
+                                JoinResult(ErrorCode.rebalance_in_progress, member_id))
+        self._apply(group, outcome)
+        return immediate if future is None else await future
+
+    async def sync(self, group_id: str, member_id: str, instance_id: str | None,
+                   generation: int, protocol_type: str | None, protocol_name: str | None,
+                   assignments: dict[str, bytes]) -> SyncResult:
+        try:
+            group = self.group(group_id)
+        except KafkaError as exc:
+            return SyncResult(exc.code)
+        if group is None:
+            return SyncResult(ErrorCode.unknown_member_id)
+        immediate, outcome = group.sync(member_id, instance_id, generation, protocol_type,
+                                        protocol_name, assignments, now_ms())
+        future = None
+        if immediate is None:
+            future = self._park(self._syncs, (group_id, member_id),
+                                SyncResult(ErrorCode.rebalance_in_progress))
+        self._apply(group, outcome)
+        return immediate if future is None else await future
+
+    def heartbeat(self, group_id: str, member_id: str, instance_id: str | None,
+                  generation: int) -> ErrorCode:
+        try:
+            group = self.group(group_id)
+        except KafkaError as exc:
+            return exc.code
+        if group is None:
+            return ErrorCode.unknown_member_id
+        return group.heartbeat(member_id, instance_id, generation, now_ms())
+
+    def leave(self, group_id: str, members: list[tuple[str, str | None]]) -> tuple[ErrorCode, list[ErrorCode]]:
+        """(group-level error, per-member errors) for members given as (member id, instance id)."""
+        try:
+            group = self.group(group_id)
+        except KafkaError as exc:
+            return exc.code, [exc.code] * len(members)
+        if group is None:
+            return ErrorCode.unknown_member_id, [ErrorCode.unknown_member_id] * len(members)
+        errors = []
+        for member_id, instance_id in members:
+            error, outcome = group.leave(member_id, instance_id, now_ms())
+            self._apply(group, outcome)
+            errors.append(error)
+        return ErrorCode.none, errors
+
+    def _park(self, table: dict, key: tuple[str, str], superseded: Any) -> asyncio.Future:
+        old = table.get(key)
+        if old is not None and not old.done():
+            old.set_result(superseded)
+        future = asyncio.get_running_loop().create_future()
+        table[key] = future
+        return future
+
+    def _apply(self, group: Group, outcome: Outcome) -> None:
+        if any(r.error == ErrorCode.none for r in outcome.joins.values()):
+            log.info("group %s: generation %d with %d members (leader %s, protocol %s)",
+                     group.group_id, group.generation, len(group.members), group.leader,
+                     group.protocol)
+        for table, results in ((self._joins, outcome.joins), (self._syncs, outcome.syncs)):
+            for member_id, result in results.items():
+                future = table.pop((group.group_id, member_id), None)
+                if future is not None and not future.done():
+                    future.set_result(result)
+        if outcome.store_for_sync is not None:
+            self._spawn(self._store_for_sync(group, outcome.store_for_sync))
+        elif outcome.store:
+            self._spawn(self._store_group(group))
+
+    async def _store_group(self, group: Group) -> ErrorCode:
+        if group.state == GroupState.DEAD:
+            return ErrorCode.coordinator_not_available  # deleted or unloaded meanwhile
+        entry = (codec.encode_group_key(group.group_id),
+                 codec.encode_group_value(group.to_record()))
+        error, _base = await self._write(self.partition_for(group.group_id), [entry])
+        if error != ErrorCode.none:
+            log.warning("writing metadata of group %s failed: %s", group.group_id, error.name)
+        return error
+
+    async def _store_for_sync(self, group: Group, generation: int) -> None:
+        error = await self._store_group(group)
+        self._apply(group, group.on_stored(generation, error, now_ms()))
+
+    async def _write(self, index: int, entries: list[tuple[bytes, bytes | None]]) -> tuple[ErrorCode, int]:
+        """Append keyed records to our partition ``index``: (mapped error, base offset)."""
+        tp = TopicPartition(OFFSETS_TOPIC, index)
+        if index not in self.partitions:
+            return ErrorCode.not_coordinator, -1
+        batch = build_batch([v for _, v in entries], keys=[k for k, _ in entries],
+                            timestamp_ms=now_ms())
+        timeout = self.broker.config.offsets_commit_timeout_ms
+        result = (await self.broker.replica_manager.append(-1, timeout, {tp: batch}))[tp]
+        return _WRITE_ERRORS.get(result.error, result.error), result.base_offset
+
+    # -- offsets --------------------------------------------------------------------------
+
+    async def commit_offsets(self, group_id: str, member_id: str, instance_id: str | None,
+                             generation: int,
+                             offsets: dict[TopicPartition, OffsetAndMetadata]) -> dict[TopicPartition, ErrorCode]:
+        try:
+            group = self.group(group_id, create=generation < 0)
+        except KafkaError as exc:
+            return dict.fromkeys(offsets, exc.code)
+        if group is None:
+            return dict.fromkeys(offsets, ErrorCode.illegal_generation)
+        error = group.validate_commit(member_id, instance_id, generation, now_ms())
+        if error != ErrorCode.none:
+            return dict.fromkeys(offsets, error)
+        results: dict[TopicPartition, ErrorCode] = {}
+        valid = self._valid_commits(offsets, results)
+        if valid:
+            entries = [(codec.encode_offset_key(group_id, tp), codec.encode_offset_value(o))
+                       for tp, o in valid.items()]
+            error, base = await self._write(self.partition_for(group_id), entries)
+            for i, (tp, o) in enumerate(valid.items()):
+                results[tp] = error
+                if error == ErrorCode.none:
+                    group.apply_offset(tp, replace(o, record_offset=base + i))
+        return results
+
+    def _valid_commits(self, offsets: dict[TopicPartition, OffsetAndMetadata],
+                       results: dict[TopicPartition, ErrorCode]) -> dict[TopicPartition, OffsetAndMetadata]:
+        max_meta = _optional_config(self.broker.config, "offset.metadata.max.bytes", 4096)
+        valid = {}
+        for tp, o in offsets.items():
+            if self.broker.metadata.partition(tp) is None:
+                results[tp] = ErrorCode.unknown_topic_or_partition
+            elif len(o.metadata.encode()) > max_meta:
+                results[tp] = ErrorCode.offset_metadata_too_large
+            else:
+                valid[tp] = o
+        return valid
+
+    def fetch_offsets(self, group_id: str, tps: list[TopicPartition] | None) -> dict[TopicPartition, OffsetAndMetadata | None]:
+        """Committed offsets of ``tps`` (None: all the group has); raises coordinator errors."""
+        group = self.group(group_id)
+        stored = group.offsets if group is not None else {}
+        if tps is None:
+            return dict(stored)
+        return {tp: stored.get(tp) for tp in tps}
+
+    async def delete_offsets(self, group_id: str,
+                             tps: list[TopicPartition]) -> tuple[ErrorCode, dict[TopicPartition, ErrorCode]]:
+        try:
+            group = self.group(group_id)
+        except KafkaError as exc:
+            return exc.code, {}
+        if group is None or group.state == GroupState.DEAD:
+            return ErrorCode.group_id_not_found, {}
+        subscribed = group.subscribed_topics()
+        if subscribed is None:
+            return ErrorCode.non_empty_group, {}
+        results = {tp: ErrorCode.group_subscribed_to_topic for tp in tps if tp.topic in subscribed}
+        doomed = [tp for tp in tps if tp not in results]
+        if doomed:
+            entries = [(codec.encode_offset_key(group_id, tp), None) for tp in doomed]
+            error, _ = await self._write(self.partition_for(group_id), entries)
+            for tp in doomed:
+                results[tp] = error
+                if error == ErrorCode.none:
+                    group.apply_offset(tp, None)
+        return ErrorCode.none, results
+
+    async def delete_groups(self, group_ids: list[str]) -> dict[str, ErrorCode]:
+        results = {}
+        for group_id in group_ids:
+            try:
+                group = self.group(group_id)
+            except KafkaError as exc:
+                results[group_id] = exc.code
+                continue
+            if group is None or group.state == GroupState.DEAD:
+                results[group_id] = ErrorCode.group_id_not_found
+            elif group.state != GroupState.EMPTY:
+                results[group_id] = ErrorCode.non_empty_group
+            else:
+                results[group_id] = await self._tombstone_group(group)
+        return results
+
+    async def _tombstone_group(self, group: Group, tps: list[TopicPartition] | None = None) -> ErrorCode:
+        """Delete offsets ``tps`` (all when None) and, if none remain, the group itself."""
+        doomed = list(group.offsets) if tps is None else tps
+        remove_group = group.state == GroupState.EMPTY and (
+            tps is None or not set(group.offsets) - set(tps))
+        entries: list[tuple[bytes, bytes | None]] = [
+            (codec.encode_offset_key(group.group_id, tp), None) for tp in doomed]
+        if remove_group:
+            entries.append((codec.encode_group_key(group.group_id), None))
+        if not entries:
+            return ErrorCode.none
+        index = self.partition_for(group.group_id)
+        error, _ = await self._write(index, entries)
+        if error == ErrorCode.none:
+            for tp in doomed:
+                group.apply_offset(tp, None)
+            if remove_group:
+                group.mark_dead(now_ms())
+                part = self.partitions.get(index)
+                if part is not None and part.groups.get(group.group_id) is group:
+                    del part.groups[group.group_id]
+        return error
+
+    async def expire_offsets(self, now: int) -> None:
+        """``offsets.retention.minutes``: an Empty group's offsets expire that long after it
+        became Empty (a group without a protocol: after each commit); offsets of topics a
+        consumer group no longer subscribes to expire that long after their commit."""
+        retention = self.broker.config.offsets_retention_minutes * 60_000
+        for group in self.all_groups():
+            expired = _expired_offsets(group, now, retention)
+            if expired is None:
+                continue
+            error = await self._tombstone_group(group, expired)
+            if error == ErrorCode.none and expired:
+                log.info("expired %d offsets of group %s", len(expired), group.group_id)
+
+
+def _expired_offsets(group: Group, now: int, retention_ms: int) -> list[TopicPartition] | None:
+    """Offsets to delete (an empty list with an Empty group: drop the group); None: nothing."""
+    if group.state == GroupState.EMPTY:
+        if group.protocol_type is not None:
+            if group.state_timestamp + retention_ms > now:
+                return None
+            return list(group.offsets)
+        expired = [tp for tp, o in group.offsets.items() if o.commit_timestamp + retention_ms <= now]
+        if not expired and group.offsets:
+            return None
+        return expired
+    subscribed = group.subscribed_topics()
+    if not subscribed:
+        return None
+    expired = [tp for tp, o in group.offsets.items()
+               if tp.topic not in subscribed and o.commit_timestamp + retention_ms <= now]
+    return expired or None
+
+
+def _optional_config(config: Any, key: str, default: int) -> int:
+    """A broker setting that weir.config may not define yet (Kafka's default otherwise)."""
+    try:
+        value = config.get(key)
+    except KeyError:
+        return default
+    return default if value is None else int(value)

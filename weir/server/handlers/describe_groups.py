@@ -1,0 +1,43 @@
+"""DescribeGroups (15): state, protocol and members (with metadata when Stable)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from weir.groups.state import GroupState
+from weir.protocol.errors import ErrorCode, KafkaError
+
+API_KEY = 15
+MIN_VERSION = 0
+MAX_VERSION = 5
+
+_NO_OPERATIONS = -2147483648
+
+
+def _describe(ctx, group_id: str) -> dict[str, Any]:
+    entry: dict[str, Any] = {"group_id": group_id, "error_code": ErrorCode.none,
+                             "group_state": GroupState.DEAD.value, "protocol_type": "",
+                             "protocol_data": "", "members": [],
+                             "authorized_operations": _NO_OPERATIONS}
+    try:
+        group = ctx.broker.group_coordinator.group(group_id)
+    except KafkaError as exc:
+        entry["error_code"] = exc.code
+        return entry
+    if group is None:
+        return entry
+    stable = group.state == GroupState.STABLE
+    entry.update(group_state=group.state.value, protocol_type=group.protocol_type or "",
+                 protocol_data=(group.protocol or "") if stable else "")
+    entry["members"] = [
+        {"member_id": m.member_id, "group_instance_id": m.group_instance_id,
+         "client_id": m.client_id, "client_host": m.client_host,
+         "member_metadata": m.metadata(group.protocol) if stable else b"",
+         "member_assignment": m.assignment if stable else b""}
+        for m in group.members.values()
+    ]
+    return entry
+
+
+async def handle(ctx, request) -> Any:
+    return ctx.respond(groups=[_describe(ctx, g) for g in request.groups])

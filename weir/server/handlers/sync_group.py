@@ -1,0 +1,20 @@
+"""SyncGroup (14): the leader hands out assignments; every member receives its own."""
+
+from __future__ import annotations
+
+from typing import Any
+
+API_KEY = 14
+MIN_VERSION = 0
+MAX_VERSION = 5
+
+
+async def handle(ctx, request) -> Any:
+    result = await ctx.broker.group_coordinator.sync(
+        request.group_id, request.member_id, getattr(request, "group_instance_id", None),
+        int(request.generation_id), getattr(request, "protocol_type", None),
+        getattr(request, "protocol_name", None),
+        {a.member_id: bytes(a.assignment) for a in request.assignments},
+    )
+    return ctx.respond(error_code=result.error, protocol_type=result.protocol_type,
+                       protocol_name=result.protocol_name, assignment=result.assignment)
