@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from weir.cli import procs
+from weir.cli import procs, reassign
 from weir.cli.cluster import ClusterError, LocalCluster, read_cluster_file
 from weir.cli.zkview import close_zk, collect_snapshot, open_zk, render_snapshot
 from weir.config import BrokerConfig, ConfigError
@@ -64,6 +64,7 @@ def build_parser() -> argparse.ArgumentParser:
     which.add_argument("--config", help="the server.properties it was started with")
     which.add_argument("--id", type=int, help="broker id in a local cluster")
     bstop.add_argument("--data-dir", default=DEFAULT_DATA_DIR)
+    reassign.add_parser(sub)
     return parser
 
 
@@ -206,7 +207,8 @@ def cmd_broker_stop(args: argparse.Namespace) -> int:
     return 0
 
 
-COMMANDS = {"up": cmd_up, "down": cmd_down, "status": cmd_status}
+COMMANDS = {"up": cmd_up, "down": cmd_down, "status": cmd_status,
+            "reassign": lambda args: reassign.cmd_reassign(args)}
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -220,7 +222,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return handler(args)
     except KeyboardInterrupt:
         return 130
-    except ClusterError as exc:
+    except (ClusterError, reassign.ReassignError) as exc:
         print(f"weir: {exc}", file=sys.stderr)
         return 1
 

@@ -16,12 +16,46 @@ from weir.common import TopicPartition
 from weir.controller.states import PartitionReplica, PartitionState, ReplicaState
 from weir.coordination.codecs import BrokerInfo, LeaderIsr
 
-__all__ = ["LEADER_DURING_DELETE", "NO_LEADER", "ControllerContext"]
+__all__ = ["LEADER_DURING_DELETE", "NO_LEADER", "ControllerContext", "ReplicaAssignment"]
 
 NO_LEADER = -1
 """Leader id of a partition whose leader died and has no successor yet."""
 LEADER_DURING_DELETE = -2
 """Leader id that UpdateMetadata carries for a partition of a topic being deleted."""
+
+
+@dataclass(frozen=True, slots=True)
+class ReplicaAssignment:
+    """A partition's full replica set with the moves in progress (KIP-455).
+
+    ``replicas`` is RS (origin plus target while a reassignment runs), ``adding`` the
+    target replicas not in the origin, ``removing`` the origin replicas not in the target.
+    """
+
+    replicas: tuple[int, ...]
+    adding: tuple[int, ...] = ()
+    removing: tuple[int, ...] = ()
+
+    @property
+    def origin(self) -> tuple[int, ...]:
+        """The replicas before the reassignment (ORS)."""
+        return tuple(r for r in self.replicas if r not in self.adding)
+
+    @property
+    def target(self) -> tuple[int, ...]:
+        """The replicas after the reassignment (TRS)."""
+        return tuple(r for r in self.replicas if r not in self.removing)
+
+    @property
+    def is_being_reassigned(self) -> bool:
+        return bool(self.adding or self.removing)
+
+    def reassign_to(self, target: Sequence[int]) -> ReplicaAssignment:
+        """The assignment while moving from this one's origin to ``target`` (target first)."""
+        origin = self.origin
+        full = tuple(dict.fromkeys((*target, *origin)))
+        return ReplicaAssignment(full, tuple(r for r in full if r not in origin),
+                                 tuple(r for r in full if r not in target))
 
 
 @dataclass
@@ -42,6 +76,10 @@ class ControllerContext:
     topics_ineligible_for_deletion: set[str] = field(default_factory=set)
     topics_with_deletion_started: set[str] = field(default_factory=set)
     brokers_sent_full_leader_and_isr: set[int] = field(default_factory=set)
+    reassignments: dict[TopicPartition, ReplicaAssignment] = field(default_factory=dict)
+    """Partitions being reassigned, with their full assignment (RS = ``replicas(tp)``)."""
+    zk_reassignments: dict[TopicPartition, tuple[int, ...]] = field(default_factory=dict)
+    """What ``/admin/reassign_partitions`` holds, as this controller last read or wrote it."""
 
     # -- brokers ---------------------------------------------------------------------------
 
@@ -75,6 +113,7 @@ class ControllerContext:
             self.partition_states.pop(tp, None)
             for replica in replicas:
                 self.replica_states.pop(PartitionReplica(tp, replica), None)
+            self.reassignments.pop(tp, None)
         self.topic_ids.pop(name, None)
         self.topic_configs.pop(name, None)
         self.topics_to_delete.discard(name)
@@ -84,6 +123,10 @@ class ControllerContext:
     def replicas(self, tp: TopicPartition) -> tuple[int, ...]:
         """The assigned replicas of ``tp`` in assignment order (empty if unknown)."""
         return self.assignments.get(tp.topic, {}).get(tp.partition, ())
+
+    def full_assignment(self, tp: TopicPartition) -> ReplicaAssignment:
+        """``tp``'s replicas with the reassignment in progress, if any."""
+        return self.reassignments.get(tp) or ReplicaAssignment(self.replicas(tp))
 
     def set_replicas(self, tp: TopicPartition, replicas: Sequence[int]) -> None:
         self.assignments.setdefault(tp.topic, {})[tp.partition] = tuple(replicas)

@@ -21,7 +21,7 @@ from typing import Any
 
 from weir.common import TopicPartition
 from weir.controller.alter_partition import IsrManager
-from weir.controller.context import ControllerContext
+from weir.controller.context import ControllerContext, ReplicaAssignment
 from weir.controller.deletion import TopicDeletionManager
 from weir.controller.effects import (
     Effect,
@@ -36,6 +36,7 @@ from weir.controller.effects import (
 )
 from weir.controller.events import (
     AlterPartition,
+    AlterReassignments,
     AutoLeaderRebalance,
     BrokerChange,
     ControlledShutdown,
@@ -43,20 +44,24 @@ from weir.controller.events import (
     ControllerResigned,
     ElectLeaders,
     LeaderAndIsrResult,
+    ListReassignments,
     PartitionModifications,
     PreferredReplicaElection,
     Startup,
     StopReplicaResult,
     TopicChange,
     TopicDeletion,
+    ZkReassignmentChange,
 )
 from weir.controller.partition_state_machine import PartitionStateMachine
 from weir.controller.preferred import LeaderElections
+from weir.controller.reassignment import ReassignmentManager
 from weir.controller.replica_state_machine import ReplicaStateMachine
 from weir.controller.requests import RequestBatch
 from weir.controller.scope import EventScope, ZkSteps
 from weir.controller.settings import ControllerSettings
 from weir.controller.states import PartitionReplica, PartitionState, ReplicaState
+from weir.coordination.codecs import TopicAssignment
 from weir.protocol.errors import ErrorCode
 
 __all__ = ["ControllerCore"]
@@ -75,6 +80,8 @@ class ControllerCore:
         self.deletion = TopicDeletionManager(self.ctx, self.partitions, self.replicas)
         self.isr = IsrManager(self.ctx, self.partitions, self.replicas)
         self.elections = LeaderElections(self.ctx, self.partitions, settings)
+        self.reassignment = ReassignmentManager(self.ctx, self.partitions, self.replicas,
+                                                settings)
         self.active = False
         self._pending: ZkSteps[None] | None = None
         self._scope: EventScope | None = None
@@ -157,6 +164,16 @@ class ControllerCore:
                 result = yield from self.isr.alter_partition(
                     self._current_scope(), event.broker_id, event.broker_epoch, event.topics)
                 self._reply(event.reply_to, result)
+                yield from self.reassignment.on_isr_change(
+                    self._current_scope(), self._partitions_of_request(event))
+            case AlterReassignments():
+                outcome = yield from self.reassignment.alter(self._current_scope(),
+                                                             event.targets)
+                self._reply(event.reply_to, outcome)
+            case ListReassignments():
+                self._reply(event.reply_to, self.reassignment.list(event.partitions))
+            case ZkReassignmentChange(partitions=partitions):
+                yield from self.reassignment.zk_request(self._current_scope(), partitions)
             case ElectLeaders():
                 outcome = yield from self.elections.elect(
                     self._current_scope(), event.election_type, event.partitions)
@@ -167,6 +184,11 @@ class ControllerCore:
                 yield from self.elections.auto_rebalance(self._current_scope())
             case ControllerResigned():
                 self._scope_effects(self._resign())
+
+    def _partitions_of_request(self, event: AlterPartition) -> list[TopicPartition]:
+        names = {topic_id: name for name, topic_id in self.ctx.topic_ids.items()}
+        return [TopicPartition(names[tid], p) for tid, parts in event.topics.items()
+                if tid in names for p in parts]
 
     def _current_scope(self) -> EventScope:
         assert self._scope is not None
@@ -197,6 +219,8 @@ class ControllerCore:
         ctx.live_brokers.update(event.brokers)
         for name, assignment in event.topics.items():
             ctx.add_topic(name, assignment.topic_id, assignment.partitions)
+            self._load_reassignments(assignment)
+        ctx.zk_reassignments = {tp: tuple(r) for tp, r in event.zk_reassignments.items()}
         ctx.leadership.update(
             (tp, li) for tp, li in event.partition_states.items() if ctx.replicas(tp))
         ctx.topic_configs.update({t: dict(c) for t, c in event.topic_configs.items()})
@@ -214,6 +238,18 @@ class ControllerCore:
         for topic in sorted(unknown):
             yield from self._delete_unknown_topic_marker(topic)
         yield from self.deletion.enqueue(scope, to_delete)
+        yield from self.reassignment.resume_all(scope)
+        if event.zk_reassignments:
+            yield from self.reassignment.zk_request(scope, event.zk_reassignments)
+
+    def _load_reassignments(self, assignment: TopicAssignment) -> None:
+        """Moves in progress recorded in a topic znode (KIP-455) go to the context."""
+        for index in set(assignment.adding) | set(assignment.removing):
+            replicas = assignment.partitions.get(index)
+            if replicas:
+                self.ctx.reassignments[TopicPartition(assignment.name, index)] = (
+                    ReplicaAssignment(tuple(replicas), tuple(assignment.adding.get(index, ())),
+                                      tuple(assignment.removing.get(index, ()))))
 
     def _resign(self) -> list[Effect]:
         was_active = self.active
@@ -258,12 +294,14 @@ class ControllerCore:
         ctx.brokers_sent_full_leader_and_isr.difference_update(brokers)
         scope.batch.add_update_metadata(ctx.live_brokers)
         scope.batch.add_update_metadata(brokers, all_partitions=True)
-        on_new = [r for r in ctx.replicas_on_brokers(brokers)
-                  if ctx.replica_state(r) is not R.DELETION_SUCCESSFUL]
+        hosted = ctx.replicas_on_brokers(brokers)
+        on_new = [r for r in hosted if ctx.replica_state(r) is not R.DELETION_SUCCESSFUL]
         yield from self.replicas.handle_state_changes(scope, on_new, R.ONLINE)
         yield from self.partitions.trigger_online_state_change(scope)
-        deleting = {r.partition.topic for r in on_new
+        # All of them, deleted ones too: their broker's death made the topic ineligible.
+        deleting = {r.partition.topic for r in hosted
                     if ctx.is_topic_queued_for_deletion(r.partition.topic)}
+        yield from self.reassignment.on_broker_startup(scope, brokers)
         yield from self.deletion.resume_for_topics(scope, deleting)
 
     def _on_broker_failure(self, brokers: list[int]) -> ZkSteps[None]:

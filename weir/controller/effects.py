@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from weir.common import TopicPartition
+from weir.controller.context import ReplicaAssignment
 from weir.controller.requests import OutboundRequest
 from weir.coordination.codecs import LeaderIsr, TopicAssignment
 
@@ -32,7 +33,9 @@ __all__ = [
     "ZkOperation",
     "ZkReadPartitionStates",
     "ZkReadTopics",
+    "ZkSetReassignments",
     "ZkUpdatePartitionStates",
+    "ZkUpdateTopicAssignments",
 ]
 
 
@@ -151,6 +154,27 @@ class ZkDeleteTopic(ZkOperation):
 class ZkDeletePreferredElection(ZkOperation):
     """Delete ``/admin/preferred_replica_election``, fenced. Result: ignored."""
 
+    epoch_zk_version: int
+
+
+@dataclass(frozen=True, slots=True)
+class ZkUpdateTopicAssignments(ZkOperation):
+    """Rewrite some partitions of ``/brokers/topics/<t>`` (replicas, adding, removing).
+
+    Read-modify-write conditional on the znode's version (other partitions and topic ids are
+    kept), fenced by the controller epoch's version.  Result: ``dict[str, Exception | None]``
+    per topic (``None``: written).
+    """
+
+    changes: Mapping[str, Mapping[int, ReplicaAssignment]]
+    epoch_zk_version: int
+
+
+@dataclass(frozen=True, slots=True)
+class ZkSetReassignments(ZkOperation):
+    """Rewrite ``/admin/reassign_partitions`` (empty: delete it), fenced. Result: ignored."""
+
+    partitions: Mapping[TopicPartition, tuple[int, ...]]
     epoch_zk_version: int
 
 

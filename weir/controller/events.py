@@ -18,6 +18,7 @@ from weir.protocol.errors import ErrorCode
 
 __all__ = [
     "AlterPartition",
+    "AlterReassignments",
     "AutoLeaderRebalance",
     "BrokerChange",
     "ControlledShutdown",
@@ -27,12 +28,14 @@ __all__ = [
     "ElectionType",
     "IsrChange",
     "LeaderAndIsrResult",
+    "ListReassignments",
     "PartitionModifications",
     "PreferredReplicaElection",
     "Startup",
     "StopReplicaResult",
     "TopicChange",
     "TopicDeletion",
+    "ZkReassignmentChange",
 ]
 
 
@@ -47,6 +50,8 @@ class Startup:
     partition_states: Mapping[TopicPartition, LeaderIsr]
     topics_to_delete: frozenset[str] = frozenset()
     topic_configs: Mapping[str, Mapping[str, str]] = field(default_factory=dict)
+    zk_reassignments: Mapping[TopicPartition, tuple[int, ...]] = field(default_factory=dict)
+    """The content of ``/admin/reassign_partitions`` (empty if absent)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -175,8 +180,38 @@ class AutoLeaderRebalance:
     """The periodic ``leader.imbalance.check.interval.seconds`` tick."""
 
 
+@dataclass(frozen=True, slots=True)
+class AlterReassignments:
+    """AlterPartitionReassignments (KIP-455): target replicas per partition, None cancels.
+
+    Replied with ``dict[TopicPartition, tuple[ErrorCode, str | None]]``.
+    """
+
+    targets: Mapping[TopicPartition, tuple[int, ...] | None]
+    reply_to: Any = None
+
+
+@dataclass(frozen=True, slots=True)
+class ListReassignments:
+    """ListPartitionReassignments (``partitions`` None: all).
+
+    Replied with ``dict[TopicPartition, ReplicaAssignment]`` (only moving partitions).
+    """
+
+    partitions: frozenset[TopicPartition] | None
+    reply_to: Any = None
+
+
+@dataclass(frozen=True, slots=True)
+class ZkReassignmentChange:
+    """``/admin/reassign_partitions`` was created or changed: its content."""
+
+    partitions: Mapping[TopicPartition, tuple[int, ...]]
+
+
 ControllerEvent = (
     Startup | BrokerChange | TopicChange | PartitionModifications | TopicDeletion
     | ControllerResigned | StopReplicaResult | LeaderAndIsrResult | ControlledShutdown
     | AlterPartition | ElectLeaders | PreferredReplicaElection | AutoLeaderRebalance
+    | AlterReassignments | ListReassignments | ZkReassignmentChange
 )

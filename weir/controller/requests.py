@@ -86,6 +86,7 @@ class RequestBatch:
                            leader_isr: LeaderIsr, replicas: Iterable[int],
                            is_new: bool = False) -> None:
         """LeaderAndIsr for ``tp`` to ``brokers``, and UpdateMetadata for it to all."""
+        moving = self._ctx.reassignments.get(tp)
         state = LeaderAndIsrPartitionState(
             partition_index=tp.partition,
             controller_epoch=leader_isr.controller_epoch,
@@ -94,6 +95,8 @@ class RequestBatch:
             isr=tuple(leader_isr.isr),
             partition_epoch=leader_isr.zk_version,
             replicas=tuple(replicas),
+            adding_replicas=moving.adding if moving else (),
+            removing_replicas=moving.removing if moving else (),
             is_new=is_new,
         )
         for broker in brokers:
@@ -118,9 +121,15 @@ class RequestBatch:
 
     def add_stop_replica(self, brokers: Iterable[int], tp: TopicPartition,
                          delete: bool) -> None:
-        """StopReplica for ``tp``; a delete request is never downgraded in the same batch."""
+        """StopReplica for ``tp``; a delete request is never downgraded in the same batch.
+
+        Only brokers live *now* get it (Kafka sends each state change's batch at once, to
+        live brokers): a broker that bounced is out of the live set while its old
+        incarnation's replicas go offline, and that StopReplica must not reach the new
+        incarnation after the LeaderAndIsr that restarts them (StopReplica goes last).
+        """
         for broker in brokers:
-            if broker < 0:
+            if broker < 0 or broker not in self._ctx.live_brokers:
                 continue
             per_broker = self._stop_replica.setdefault(broker, {})
             per_broker[tp] = delete or per_broker.get(tp, False)

@@ -13,12 +13,13 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from weir.common import TopicPartition
 from weir.controller.channel import ControllerChannelManager
+from weir.controller.context import ReplicaAssignment
 from weir.controller.core import ControllerCore
 from weir.controller.effects import (
     Effect,
@@ -34,9 +35,12 @@ from weir.controller.effects import (
     ZkOperation,
     ZkReadPartitionStates,
     ZkReadTopics,
+    ZkSetReassignments,
     ZkUpdatePartitionStates,
+    ZkUpdateTopicAssignments,
 )
 from weir.controller.events import (
+    AlterReassignments,
     AutoLeaderRebalance,
     BrokerChange,
     ControlledShutdown,
@@ -44,16 +48,19 @@ from weir.controller.events import (
     ControllerResigned,
     ElectionType,
     ElectLeaders,
+    ListReassignments,
     PartitionModifications,
     PreferredReplicaElection,
     Startup,
     TopicChange,
     TopicDeletion,
+    ZkReassignmentChange,
 )
+from weir.controller.reassignment import merge_topic_assignment
 from weir.controller.rpc import alter_partition_event, alter_partition_response
 from weir.controller.settings import ControllerSettings
 from weir.coordination import codecs, paths
-from weir.coordination.errors import ControllerMovedError
+from weir.coordination.errors import ControllerMovedError, ZkVersionMismatchError
 from weir.protocol.errors import ErrorCode, KafkaError
 
 __all__ = ["ControllerService"]
@@ -192,6 +199,18 @@ class ControllerService:
         return await self._call(
             lambda f: ElectLeaders(ElectionType(election_type), partitions, f))
 
+    async def alter_reassignments(self, targets: Mapping[TopicPartition, Sequence[int] | None]
+                                  ) -> dict[TopicPartition, tuple[ErrorCode, str | None]]:
+        """AlterPartitionReassignments: per-partition (error code, message); None cancels."""
+        frozen = {tp: None if r is None else tuple(r) for tp, r in targets.items()}
+        return await self._call(lambda f: AlterReassignments(frozen, f))
+
+    async def list_reassignments(self, partitions: Iterable[TopicPartition] | None = None
+                                 ) -> dict[TopicPartition, ReplicaAssignment]:
+        """ListPartitionReassignments: the moves in progress (of ``partitions`` or all)."""
+        wanted = None if partitions is None else frozenset(partitions)
+        return await self._call(lambda f: ListReassignments(wanted, f))
+
     async def _call(self, make_event: Callable[[asyncio.Future], ControllerEvent]) -> Any:
         """Queue an RPC event for the controller and wait for the core's reply."""
         if not self.is_active:
@@ -295,6 +314,7 @@ class ControllerService:
             zk.watch_children(paths.DELETE_TOPICS,
                               self._watched(lambda c: TopicDeletion(frozenset(c)))),
             zk.watch_data(paths.PREFERRED_REPLICA_ELECTION, self._preferred_callback()),
+            zk.watch_data(paths.REASSIGN_PARTITIONS, self._reassign_callback()),
         ]
         if self.settings.auto_leader_rebalance_enable:
             self._rebalance_task = asyncio.get_running_loop().create_task(
@@ -304,6 +324,16 @@ class ControllerService:
         watched = self._watched(
             lambda data: PreferredReplicaElection(
                 frozenset(codecs.decode_preferred_election(data))))
+
+        def callback(data: Any, _stat: Any) -> None:
+            if data:
+                watched(data)
+        return callback
+
+    def _reassign_callback(self) -> Callable[[Any, Any], None]:
+        watched = self._watched(
+            lambda data: ZkReassignmentChange(
+                {tp: tuple(r) for tp, r in codecs.decode_reassignment(data).items()}))
 
         def callback(data: Any, _stat: Any) -> None:
             if data:
@@ -333,6 +363,7 @@ class ControllerService:
             partition_states=zk.get_partition_states(tps),
             topics_to_delete=frozenset(zk.get_topics_to_delete()),
             topic_configs={t: zk.get_topic_config(t) for t in topics},
+            zk_reassignments={tp: tuple(r) for tp, r in zk.get_reassignments().items()},
         )
 
     async def _resign(self) -> None:
@@ -431,4 +462,33 @@ class ControllerService:
         if isinstance(op, ZkDeletePreferredElection):
             zk.delete_preferred_election(op.epoch_zk_version)
             return None
+        if isinstance(op, ZkUpdateTopicAssignments):
+            return {topic: self._update_topic_assignment(topic, changes, op.epoch_zk_version)
+                    for topic, changes in op.changes.items()}
+        if isinstance(op, ZkSetReassignments):
+            zk.set_reassignments({tp: list(r) for tp, r in op.partitions.items()},
+                                 op.epoch_zk_version)
+            return None
         raise TypeError(f"unknown ZooKeeper operation {op!r}")
+
+    def _update_topic_assignment(self, topic: str, changes: Mapping[int, ReplicaAssignment],
+                                 epoch_zk_version: int, attempts: int = 5
+                                 ) -> Exception | None:
+        """Read-modify-write of one topic znode, conditional on its version (worker thread)."""
+        error: Exception | None = None
+        for _ in range(attempts):
+            current = self._zk.get_topic(topic)
+            if current is None:
+                return KafkaError(ErrorCode.unknown_topic_or_partition, f"{topic} is gone")
+            merged = merge_topic_assignment(current, changes)
+            try:
+                self._zk.set_topic_assignment(merged, current.zk_version,
+                                              controller_epoch_zk_version=epoch_zk_version)
+                return None
+            except ControllerMovedError:
+                raise
+            except ZkVersionMismatchError as exc:
+                error = exc  # someone else wrote the topic znode: merge again
+            except KafkaError as exc:
+                return exc
+        return error

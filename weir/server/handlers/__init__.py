@@ -44,6 +44,8 @@ _MODULES = (
     "describe_groups",
     "delete_groups",
     "offset_delete",
+    "alter_partition_reassignments",
+    "list_partition_reassignments",
 )
 
 

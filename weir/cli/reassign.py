@@ -1,0 +1,417 @@
+"""``weir reassign``: kafka-reassign-partitions.sh for Weir.
+
+Same JSON plan format (``{"version": 1, "partitions": [{"topic", "partition",
+"replicas"}]}``) and the same four actions:
+
+* ``--generate``: from ``--topics-to-move-json-file`` (``{"topics": [{"topic": ...}]}``)
+  and ``--broker-list``, print the current assignment and a proposed one;
+* ``--execute``: start the plan through AlterPartitionReassignments (KIP-455), printing the
+  current assignment first (the rollback plan); ``--throttle B`` (bytes/s) sets
+  ``leader/follower.replication.throttled.rate`` on the brokers and the
+  ``*.replication.throttled.replicas`` of the moving topics (needs ``--zookeeper``);
+* ``--verify``: per-partition status, progress (replicas caught up, bytes, with
+  ``--data-dir`` of a local cluster), ``--wait`` until done; throttles are removed when
+  every move completed;
+* ``--cancel``: cancel the plan's moves.
+
+Requests go to the controller, found through Metadata.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import datetime
+import json
+import sys
+import time
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from kio.index import load_request_schema
+
+from weir.common import TopicPartition
+from weir.controller.assignment import assign_replicas
+from weir.protocol import codec
+from weir.protocol.client import BrokerConnection
+from weir.protocol.errors import ErrorCode
+
+PLAN_VERSION = 1
+METADATA_VERSION = 1
+THROTTLE_RATE_KEYS = ("leader.replication.throttled.rate",
+                      "follower.replication.throttled.rate")
+THROTTLED_REPLICAS_KEYS = ("leader.replication.throttled.replicas",
+                           "follower.replication.throttled.replicas")
+
+Plan = dict[TopicPartition, list[int]]
+
+
+class ReassignError(RuntimeError):
+    """A user-facing failure (bad plan file, unreachable cluster, refused request)."""
+
+
+# -- plans ---------------------------------------------------------------------------------------
+
+
+def parse_plan(text: str) -> Plan:
+    """A reassignment plan (kafka-reassign-partitions JSON) as ``{tp: replicas}``."""
+    try:
+        doc = json.loads(text)
+        plan = {TopicPartition(str(p["topic"]), int(p["partition"])):
+                [int(r) for r in p["replicas"]] for p in doc["partitions"]}
+    except (ValueError, KeyError, TypeError) as exc:
+        raise ReassignError(f"not a reassignment plan: {exc}") from None
+    if not plan:
+        raise ReassignError("the plan names no partitions")
+    return plan
+
+
+def format_plan(plan: Mapping[TopicPartition, Iterable[int]]) -> str:
+    parts = [{"topic": tp.topic, "partition": tp.partition, "replicas": list(replicas),
+              "log_dirs": ["any"] * len(list(replicas))}
+             for tp, replicas in sorted(plan.items())]
+    return json.dumps({"version": PLAN_VERSION, "partitions": parts})
+
+
+def parse_topics_to_move(text: str) -> list[str]:
+    try:
+        return [str(t["topic"]) for t in json.loads(text)["topics"]]
+    except (ValueError, KeyError, TypeError) as exc:
+        raise ReassignError(f"not a topics-to-move file: {exc}") from None
+
+
+def generate(current: Plan, topics: Iterable[str], brokers: Iterable[int]) -> Plan:
+    """A proposed assignment of ``topics`` over ``brokers`` (same partitions and factor)."""
+    brokers = sorted(set(brokers))
+    proposed: Plan = {}
+    for topic in sorted(set(topics)):
+        mine = {tp.partition: r for tp, r in current.items() if tp.topic == topic}
+        if not mine:
+            raise ReassignError(f"topic {topic} does not exist")
+        rf = len(next(iter(mine.values())))
+        placed = assign_replicas(brokers, len(mine), rf)
+        proposed.update({TopicPartition(topic, p): placed[p] for p in sorted(mine)})
+    return proposed
+
+
+def throttled_replicas(plan: Plan, current: Plan) -> dict[str, tuple[str, str]]:
+    """Per topic: (leader throttled replicas = current ones, follower = the moving ones)."""
+    out: dict[str, tuple[list[str], list[str]]] = {}
+    for tp, target in sorted(plan.items()):
+        now = current.get(tp, [])
+        leaders, followers = out.setdefault(tp.topic, ([], []))
+        leaders.extend(f"{tp.partition}:{b}" for b in now)
+        followers.extend(f"{tp.partition}:{b}" for b in target if b not in now)
+    return {t: (",".join(lead), ",".join(follow)) for t, (lead, follow) in out.items()}
+
+
+def progress_bar(done: float, total: float, width: int = 30) -> str:
+    """``[#########.........]  30%`` (a plain text bar)."""
+    share = 1.0 if total <= 0 else max(0.0, min(done / total, 1.0))
+    filled = round(share * width)
+    return f"[{'#' * filled}{'.' * (width - filled)}] {share * 100:3.0f}%"
+
+
+# -- talking to the cluster ----------------------------------------------------------------------
+
+
+@dataclass
+class ClusterView:
+    """What Metadata says: brokers, the controller, replicas and ISRs of the topics asked."""
+
+    brokers: dict[int, tuple[str, int]]
+    controller_id: int
+    replicas: Plan
+    isrs: Plan
+
+
+class AdminSession:
+    """Metadata from any broker, reassignment requests to the controller."""
+
+    def __init__(self, bootstrap: str, timeout_s: float = 30.0) -> None:
+        self._bootstrap = [b.strip() for b in bootstrap.split(",") if b.strip()]
+        self._timeout_s = timeout_s
+
+    async def _connect(self, host: str, port: int) -> BrokerConnection:
+        conn = BrokerConnection(host, port, client_id="weir-reassign")
+        await conn.connect(timeout_s=self._timeout_s)
+        return conn
+
+    async def _any(self) -> BrokerConnection:
+        errors = []
+        for entry in self._bootstrap:
+            host, _, port = entry.rpartition(":")
+            try:
+                return await self._connect(host or "127.0.0.1", int(port))
+            except (OSError, TimeoutError, ValueError) as exc:
+                errors.append(f"{entry}: {exc}")
+        raise ReassignError(f"no broker reachable: {'; '.join(errors)}")
+
+    async def describe(self, topics: Iterable[str] | None = None) -> ClusterView:
+        conn = await self._any()
+        try:
+            cls = load_request_schema(3, METADATA_VERSION)
+            names = None if topics is None else [{"name": t} for t in sorted(set(topics))]
+            response = await conn.request(codec.build(cls, topics=names), self._timeout_s)
+        finally:
+            await conn.close()
+        replicas: Plan = {}
+        isrs: Plan = {}
+        for topic in response.topics:
+            if topic.error_code != ErrorCode.none:
+                continue
+            for part in topic.partitions:
+                tp = TopicPartition(topic.name, int(part.partition_index))
+                replicas[tp] = [int(r) for r in part.replica_nodes]
+                isrs[tp] = [int(r) for r in part.isr_nodes]
+        return ClusterView({int(b.node_id): (b.host, int(b.port)) for b in response.brokers},
+                           int(response.controller_id), replicas, isrs)
+
+    async def _controller_request(self, payload: Any) -> Any:
+        for _ in range(5):
+            view = await self.describe([])
+            endpoint = view.brokers.get(view.controller_id)
+            if endpoint is None:
+                await asyncio.sleep(0.5)
+                continue
+            conn = await self._connect(*endpoint)
+            try:
+                response = await conn.request(payload, self._timeout_s)
+            finally:
+                await conn.close()
+            if response.error_code != ErrorCode.not_controller:
+                return response
+            await asyncio.sleep(0.5)
+        raise ReassignError("could not reach the controller")
+
+    async def alter(self, targets: Mapping[TopicPartition, list[int] | None]
+                    ) -> dict[TopicPartition, tuple[ErrorCode, str | None]]:
+        by_topic: dict[str, list[dict[str, Any]]] = {}
+        for tp, replicas in sorted(targets.items()):
+            by_topic.setdefault(tp.topic, []).append(
+                {"partition_index": tp.partition, "replicas": replicas})
+        cls = load_request_schema(45, 0)
+        request = codec.build(cls, timeout=datetime.timedelta(seconds=self._timeout_s), topics=[
+            {"name": t, "partitions": parts} for t, parts in by_topic.items()])
+        response = await self._controller_request(request)
+        if response.error_code != ErrorCode.none:
+            raise ReassignError(f"{response.error_code.name}: {response.error_message}")
+        return {TopicPartition(t.name, int(p.partition_index)): (p.error_code, p.error_message)
+                for t in response.responses for p in t.partitions}
+
+    async def list(self) -> dict[TopicPartition, tuple[list[int], list[int], list[int]]]:
+        """Moves in progress: (replicas, adding, removing)."""
+        cls = load_request_schema(46, 0)
+        response = await self._controller_request(
+            codec.build(cls, timeout=datetime.timedelta(seconds=self._timeout_s), topics=None))
+        if response.error_code != ErrorCode.none:
+            raise ReassignError(f"{response.error_code.name}: {response.error_message}")
+        return {TopicPartition(t.name, int(p.partition_index)):
+                (list(p.replicas), list(p.adding_replicas), list(p.removing_replicas))
+                for t in response.topics for p in t.partitions}
+
+
+# -- throttles (written to ZooKeeper, as the ZooKeeper-era tool did) -----------------------------
+
+
+def set_throttles(zk: Any, rate: int, brokers: Iterable[int],
+                  replicas: Mapping[str, tuple[str, str]]) -> None:
+    for broker_id in sorted(set(brokers)):
+        config = zk.get_entity_config("brokers", str(broker_id))
+        config.update({key: str(rate) for key in THROTTLE_RATE_KEYS})
+        zk.set_entity_config("brokers", str(broker_id), config)
+    for topic, (leaders, followers) in replicas.items():
+        config = zk.get_topic_config(topic)
+        config.update(zip(THROTTLED_REPLICAS_KEYS, (leaders, followers), strict=True))
+        zk.set_topic_config(topic, config)
+
+
+def clear_throttles(zk: Any, brokers: Iterable[int], topics: Iterable[str]) -> bool:
+    """Remove the throttle keys; True if any was set."""
+    removed = False
+    for entity, names, keys in (("brokers", [str(b) for b in brokers], THROTTLE_RATE_KEYS),
+                                ("topics", list(topics), THROTTLED_REPLICAS_KEYS)):
+        for name in sorted(set(names)):
+            config = zk.get_entity_config(entity, name)
+            kept = {k: v for k, v in config.items() if k not in keys}
+            if kept != config:
+                zk.set_entity_config(entity, name, kept)
+                removed = True
+    return removed
+
+
+def _with_zk(connect: str | None, fn: Any) -> Any:
+    if connect is None:
+        raise ReassignError("--zookeeper is needed to set or remove replication throttles")
+    from weir.cli.zkview import close_zk, open_zk
+
+    zk = open_zk(connect)
+    try:
+        return fn(zk)
+    finally:
+        close_zk(zk)
+
+
+def replica_bytes(data_dir: Path, tp: TopicPartition) -> dict[int, int]:
+    """Bytes of ``tp``'s log on each broker of a local cluster (``broker-<id>/logs``)."""
+    out = {}
+    for broker_dir in data_dir.glob("broker-*"):
+        pdir = broker_dir / "logs" / str(tp)
+        if pdir.is_dir():
+            out[int(broker_dir.name.split("-", 1)[1])] = sum(
+                f.stat().st_size for f in pdir.glob("*.log"))
+    return out
+
+
+# -- the actions ---------------------------------------------------------------------------------
+
+
+async def run_generate(session: AdminSession, args: argparse.Namespace) -> int:
+    topics = parse_topics_to_move(Path(args.topics_to_move_json_file).read_text())
+    brokers = [int(b) for b in args.broker_list.split(",") if b.strip()]
+    view = await session.describe(topics)
+    current = {tp: r for tp, r in view.replicas.items() if tp.topic in topics}
+    print("Current partition replica assignment")
+    print(format_plan(current))
+    print("\nProposed partition reassignment configuration")
+    print(format_plan(generate(current, topics, brokers)))
+    return 0
+
+
+async def run_execute(session: AdminSession, args: argparse.Namespace) -> int:
+    plan = parse_plan(Path(args.reassignment_json_file).read_text())
+    view = await session.describe({tp.topic for tp in plan})
+    current = {tp: view.replicas[tp] for tp in plan if tp in view.replicas}
+    print("Current partition replica assignment\n")
+    print(format_plan(current))
+    print("\nSave this to use as the --reassignment-json-file option during rollback")
+    if args.throttle is not None and args.throttle >= 0:
+        involved = set(view.brokers) | {b for r in plan.values() for b in r}
+        _with_zk(args.zookeeper, lambda zk: set_throttles(
+            zk, args.throttle, involved, throttled_replicas(plan, current)))
+        print(f"Warning: You must run --verify periodically, until the reassignment "
+              f"completes, to ensure the throttle is removed.\n"
+              f"The inter-broker throttle limit was set to {args.throttle} B/s")
+    results = await session.alter(dict(plan))
+    failed = {tp: r for tp, r in results.items() if r[0] != ErrorCode.none}
+    for tp, (code, message) in sorted(failed.items()):
+        print(f"Error reassigning partition {tp}: {code.name}: {message}", file=sys.stderr)
+    if failed:
+        return 1
+    print(f"Successfully started partition reassignment{'s' if len(plan) > 1 else ''} for "
+          + ",".join(str(tp) for tp in sorted(plan)))
+    return 0
+
+
+def _status_lines(plan: Plan, view: ClusterView, moving: Mapping[TopicPartition, Any],
+                  data_dir: Path | None) -> tuple[list[str], bool]:
+    lines, all_done = [], True
+    caught, total, copied, to_copy = 0, 0, 0, 0
+    for tp, target in sorted(plan.items()):
+        if tp in moving:
+            all_done = False
+            _, adding, _ = moving[tp]
+            isr = set(view.isrs.get(tp, []))
+            caught += sum(1 for r in adding if r in isr)
+            total += len(adding)
+            if data_dir is not None:
+                sizes = replica_bytes(data_dir, tp)
+                size = max(sizes.values(), default=0)
+                to_copy += size * len(adding)
+                copied += sum(min(sizes.get(r, 0), size) for r in adding)
+            lines.append(f"Reassignment of partition {tp} is still in progress.")
+        elif view.replicas.get(tp) == target:
+            lines.append(f"Reassignment of partition {tp} is completed.")
+        else:
+            all_done = False
+            lines.append(f"There is no active reassignment of partition {tp}, but replica "
+                         f"set is {view.replicas.get(tp)} rather than {target}.")
+    if total:
+        lines.append(f"Replicas caught up: {caught}/{total} {progress_bar(caught, total)}")
+    if to_copy:
+        lines.append(f"Bytes moved: {copied}/{to_copy} (to move: {to_copy - copied}) "
+                     f"{progress_bar(copied, to_copy)}")
+    return lines, all_done
+
+
+async def run_verify(session: AdminSession, args: argparse.Namespace) -> int:
+    plan = parse_plan(Path(args.reassignment_json_file).read_text())
+    data_dir = Path(args.data_dir) if args.data_dir else None
+    deadline = time.monotonic() + args.wait
+    while True:
+        moving = await session.list()
+        view = await session.describe({tp.topic for tp in plan})
+        lines, done = _status_lines(plan, view, moving, data_dir)
+        print("Status of partition reassignment:")
+        print("\n".join(lines), flush=True)
+        if done or time.monotonic() >= deadline:
+            break
+        await asyncio.sleep(args.interval)
+    if done and args.zookeeper is not None:
+        removed = _with_zk(args.zookeeper, lambda zk: clear_throttles(
+            zk, view.brokers, {tp.topic for tp in plan}))
+        if removed:
+            print("Throttle was removed.")
+    return 0 if done else 1
+
+
+async def run_cancel(session: AdminSession, args: argparse.Namespace) -> int:
+    plan = parse_plan(Path(args.reassignment_json_file).read_text())
+    results = await session.alter({tp: None for tp in plan})
+    cancelled = sorted(tp for tp, (code, _) in results.items() if code == ErrorCode.none)
+    for tp, (code, message) in sorted(results.items()):
+        if code not in (ErrorCode.none, ErrorCode.no_reassignment_in_progress):
+            print(f"Error cancelling {tp}: {code.name}: {message}", file=sys.stderr)
+            return 1
+    print("Successfully cancelled partition reassignment(s) for: "
+          + (",".join(map(str, cancelled)) or "(none in progress)"))
+    if args.zookeeper is not None:
+        view = await session.describe({tp.topic for tp in plan})
+        _with_zk(args.zookeeper, lambda zk: clear_throttles(
+            zk, view.brokers, {tp.topic for tp in plan}))
+    return 0
+
+
+# -- argparse ------------------------------------------------------------------------------------
+
+
+def add_parser(sub: Any) -> None:
+    """The ``reassign`` subcommand (kafka-reassign-partitions.sh options)."""
+    p = sub.add_parser("reassign", help="move partition replicas between brokers")
+    p.add_argument("--bootstrap-server", required=True, help="host:port[,host:port...]")
+    action = p.add_mutually_exclusive_group(required=True)
+    for name in ("generate", "execute", "verify", "cancel"):
+        action.add_argument(f"--{name}", action="store_true")
+    p.add_argument("--topics-to-move-json-file", help="for --generate")
+    p.add_argument("--broker-list", help="for --generate: comma-separated broker ids")
+    p.add_argument("--reassignment-json-file", help="the plan (execute, verify, cancel)")
+    p.add_argument("--throttle", type=int, default=None,
+                   help="replication throttle in B/s for the move (with --execute)")
+    p.add_argument("--zookeeper", default=None,
+                   help="ZooKeeper connect string (with chroot), to set/remove throttles")
+    p.add_argument("--data-dir", default=None,
+                   help="local cluster directory: show bytes moved in --verify")
+    p.add_argument("--wait", type=float, default=0,
+                   help="--verify: keep checking up to this many seconds")
+    p.add_argument("--interval", type=float, default=1.0, help="--verify --wait period")
+    p.add_argument("--timeout", type=float, default=30.0, help="request timeout, seconds")
+
+
+def cmd_reassign(args: argparse.Namespace) -> int:
+    session = AdminSession(args.bootstrap_server, args.timeout)
+    if args.generate:
+        if not (args.topics_to_move_json_file and args.broker_list):
+            raise ReassignError("--generate needs --topics-to-move-json-file and --broker-list")
+        action = run_generate
+    else:
+        if not args.reassignment_json_file:
+            raise ReassignError("--reassignment-json-file is required")
+        action = (run_execute if args.execute else run_verify if args.verify
+                  else run_cancel)
+    try:
+        return asyncio.run(action(session, args))
+    except ReassignError as exc:
+        print(f"weir reassign: {exc}", file=sys.stderr)
+        return 1
