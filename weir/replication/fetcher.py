@@ -23,6 +23,7 @@ from weir.common import TopicPartition
 from weir.protocol import codec
 from weir.protocol.client import BrokerConnection
 from weir.protocol.errors import ErrorCode, KafkaError
+from weir.replication import truncation
 from weir.replication.truncation import after_leader_epoch_answer
 
 if TYPE_CHECKING:
@@ -37,6 +38,7 @@ LIST_OFFSETS_VERSION = 4
 TRUNCATING = "truncating"
 FETCHING = "fetching"
 DELAYED = "delayed"
+THROTTLE_PAUSE_S = 0.1  # every partition held back by the follower throttle: wait this long
 
 
 def _now_ms() -> int:
@@ -217,7 +219,7 @@ class ReplicaFetcher:
             log.warning("%s: truncating to %d, discarding offsets %d..%d (leader epoch %d "
                         "ends at %d)", st.tp, decision.offset, decision.offset,
                         plog.log_end_offset - 1, leader_epoch, end_offset)
-            plog.truncate_to(decision.offset)
+        truncation.apply(plog, decision)
         if decision.completed:
             self._start_fetching(st, plog.log_end_offset)
 
@@ -231,10 +233,14 @@ class ReplicaFetcher:
         states = self._ready(FETCHING)
         asked: dict[TopicPartition, tuple[FetchState, int]] = {}
         by_topic: dict[str, list[dict[str, Any]]] = {}
+        throttled = False
         for st in states:
             plog = self.rm.follower_log(st.tp)
             if plog is None:
                 self.remove(st.tp)
+                continue
+            if self._throttled(st.tp):  # follower-side replication throttle
+                throttled = True
                 continue
             asked[st.tp] = (st, st.fetch_offset)
             by_topic.setdefault(st.tp.topic, []).append({
@@ -246,6 +252,8 @@ class ReplicaFetcher:
                 "partition_max_bytes": self.settings.partition_max_bytes,
             })
         if not by_topic:
+            if throttled:
+                await asyncio.sleep(THROTTLE_PAUSE_S)
             return
         cls = load_request_schema(1, FETCH_VERSION)
         s = self.settings
@@ -291,10 +299,23 @@ class ReplicaFetcher:
         records = part.records
         if records:
             plog.append_as_follower(records, _now_ms())
+            self._record_throttled(st.tp, len(records))
         st.fetch_offset = plog.log_end_offset
         leader_hw = int(part.high_watermark)
         st.lag = max(leader_hw - st.fetch_offset, 0)
         self.rm.on_follower_fetched(st.tp, leader_hw, int(part.log_start_offset))
+
+    # -- replication throttle (follower side, see weir.replication.throttle) -------------
+
+    def _in_sync(self, tp: TopicPartition) -> bool:
+        p = self.rm.partitions.get(tp)
+        return p is not None and self.settings.replica_id in p.isr
+
+    def _throttled(self, tp: TopicPartition) -> bool:
+        return self.rm.throttles.follower_throttled(tp, self._in_sync(tp), _now_ms())
+
+    def _record_throttled(self, tp: TopicPartition, size: int) -> None:
+        self.rm.throttles.record_follower(tp, self._in_sync(tp), size, _now_ms())
 
     async def _handle_out_of_range(self, st: FetchState) -> None:
         """The leader's log no longer covers our fetch offset (seed 002's out-of-range)."""

@@ -21,6 +21,7 @@ from weir.replication.alter_partition import AlterPartitionManager, IsrProposal,
 from weir.replication.fetcher import FetcherSettings, LeaderEndpoint, ReplicaFetcherManager
 from weir.replication.partition import LeaderState, Partition
 from weir.replication.purgatory import Purgatory
+from weir.replication.throttle import ReplicationThrottles
 from weir.storage.log import Log, LogConfig
 from weir.storage.log_manager import LogManager
 
@@ -99,6 +100,9 @@ class ReplicaManager:
         self.controller_epoch = -1
         self.received_full_leader_and_isr = False
         self._delete_records_waiting: set[TopicPartition] = set()
+        # Replication throttling (reassignment, KIP-73): unbounded until the broker calls
+        # self.throttles.configure(leader_rate, follower_rate, topic_config).
+        self.throttles = ReplicationThrottles(broker_id)
         # Called as listener(tp, is_leader, leader_epoch) after each role change this broker
         # applies (e.g. the group coordinator loads/unloads __consumer_offsets partitions).
         self.leadership_listeners: list[Callable[[TopicPartition, bool, int], None]] = []
@@ -351,6 +355,12 @@ class ReplicaManager:
                 self.fetch_purgatory.notify(req.tp)  # the low watermark may have moved
             self._submit(p, p.propose_isr_expansion(replica_id))
             result.high_watermark = plog.high_watermark
+        # Leader-side replication throttle: an out-of-sync follower of a throttled replica
+        # gets no data while the leader quota is exceeded (sizes too, so it long-polls).
+        in_sync = replica_id in p.isr
+        if is_follower and self.throttles.leader_throttled(req.tp, in_sync, now):
+            result.records = b""
+            return result
         upper = None if is_follower else plog.high_watermark
         if req.fetch_offset == (plog.log_end_offset if is_follower else upper):
             result.records = b""
@@ -361,6 +371,8 @@ class ReplicaManager:
         read = plog.read(req.fetch_offset, min(req.partition_max_bytes, max(budget, 0)),
                          max_offset=upper, min_one_batch=first)
         result.size = read.size
+        if is_follower and not sizes_only:
+            self.throttles.record_leader(req.tp, in_sync, read.size, now)  # throttle accounting
         if sizes_only or not read.size:
             result.records = b""
         else:

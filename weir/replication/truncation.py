@@ -12,8 +12,12 @@ The same rule decides truncation when a Fetch response reports a diverging epoch
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from weir.storage.epoch_cache import UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET, LeaderEpochCache
+
+if TYPE_CHECKING:
+    from weir.storage.log import Log
 
 
 @dataclass(frozen=True, slots=True)
@@ -40,3 +44,12 @@ def after_leader_epoch_answer(leader_epoch: int, leader_end_offset: int,
         # and ask again about that one (KIP-279's walk back).
         return Truncation(min(local_end, log_end_offset), False)
     return Truncation(min(leader_end_offset, local_end, log_end_offset), True)
+
+
+def apply(log: Log, decision: Truncation) -> bool:
+    """Truncate ``log`` as decided; True if records were removed.
+
+    ``Log.truncate_to`` is called even when the offset is at the log end: it then drops only
+    epochs this broker started but never wrote to (a leader that appended nothing in its
+    epoch), which the new leader never had."""
+    return log.truncate_to(decision.offset)

@@ -1,4 +1,4 @@
-"""Deterministic simulation of the controller (``python -m weir.sim --seed N``)."""
+"""Deterministic simulation of the controller and data path (``python -m weir.sim --seed N [--data]``)."""
 
 from weir.sim.cluster import SimConfig, SimResult, Simulation
 

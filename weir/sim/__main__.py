@@ -1,4 +1,4 @@
-"""``python -m weir.sim --seed N [--seeds K] [--faults]``: run (and replay) simulations."""
+"""``python -m weir.sim --seed N [--seeds K] [--faults] [--data]``: run (and replay) simulations."""
 
 from __future__ import annotations
 
@@ -6,6 +6,7 @@ import argparse
 import sys
 
 from weir.sim import SimConfig, run_seed
+from weir.sim.cluster import data_config
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -15,11 +16,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--brokers", type=int, default=SimConfig.brokers)
     parser.add_argument("--faults", action="store_true", help="print the injected faults")
     parser.add_argument("--stats", action="store_true",
-                        help="print ZooKeeper operations per event type")
+                        help="print ZooKeeper operations per event type (and data-path counts)")
+    parser.add_argument("--data", action="store_true",
+                        help="simulate the data path too: real logs, fetchers, producers")
     args = parser.parse_args(argv)
     failed = 0
     for seed in range(args.seed, args.seed + args.seeds):
-        result = run_seed(seed, SimConfig(brokers=args.brokers))
+        config = (data_config(brokers=args.brokers) if args.data
+                  else SimConfig(brokers=args.brokers))
+        result = run_seed(seed, config)
         status = "ok" if result.ok else "FAILED"
         print(f"seed {seed}: {status} ({result.steps} steps, {len(result.faults)} faults)")
         if args.faults or not result.ok:
@@ -32,6 +37,8 @@ def main(argv: list[str] | None = None) -> int:
                 mean = ops / events if events else 0.0
                 print(f"  {name:28s} events {events:6d}  zk ops {ops:6d}  "
                       f"mean {mean:5.2f}  max {most}")
+            for name, count in result.data_stats.items():
+                print(f"  {name:40s} {count:7d}")
         failed += not result.ok
     return 1 if failed else 0
 

@@ -9,11 +9,16 @@ every step and convergence at the end.  Violations are collected in
 
 from __future__ import annotations
 
+import dataclasses
 import heapq
+import os
 import random
+import shutil
+import tempfile
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from weir.common import TopicPartition
@@ -21,10 +26,11 @@ from weir.controller.events import AlterPartition, ControlledShutdown, IsrChange
 from weir.controller.settings import ControllerSettings
 from weir.coordination.codecs import LeaderIsr
 from weir.protocol.errors import ErrorCode
+from weir.sim.data import DataPlane
 from weir.sim.node import PartitionView, SimNode
 from weir.sim.zk import SimZk
 
-__all__ = ["SimConfig", "SimResult", "Simulation"]
+__all__ = ["SimConfig", "SimResult", "Simulation", "data_config"]
 
 
 @dataclass(frozen=True)
@@ -42,6 +48,33 @@ class SimConfig:
     isr_tick_ms: int = 40
     rebalance_tick_ms: int = 700
     max_steps: int = 400_000
+    # -- the data path (weir.sim.data); off: the controller-only simulation -----------------
+    data: bool = False
+    min_insync_replicas: int = 2
+    power_loss_ratio: float = 0.5  # of broker kills, those that also lose unflushed bytes
+    flush_every_ms: tuple[int, int] = (40, 250)  # OS writeback + checkpoint files
+    data_drop_ratio: float = 0.01  # data-path messages lost outright
+    fetch_timeout_ms: int = 150
+    fetch_backoff_ms: int = 40
+    fetch_idle_ms: tuple[int, int] = (5, 20)  # an empty fetch answer: the long poll's wait
+    fetch_max_bytes: int = 400
+    produce_every_ms: tuple[int, int] = (2, 10)
+    produce_timeout_ms: int = 600
+    replica_lag_time_max_ms: int = 300
+    data_dir: str | None = None  # where the runs' log directories go (default: a temp dir)
+
+
+def _fast_dir() -> str | None:
+    """A RAM-backed directory if there is one (fsync is then nearly free)."""
+    shm = Path("/dev/shm")
+    return str(shm) if shm.is_dir() and os.access(shm, os.W_OK) else None
+
+
+def data_config(**overrides: Any) -> SimConfig:
+    """The configuration of data-path runs: a smaller cluster, real logs, producers."""
+    base = SimConfig(data=True, topics=2, partitions=2, fault_ms=3000, settle_ms=3000,
+                     fault_every_ms=(30, 150), flush_every_ms=(100, 800))
+    return dataclasses.replace(base, **overrides)
 
 
 @dataclass
@@ -52,6 +85,8 @@ class SimResult:
     faults: list[str]
     zk_ops_per_event: dict[str, tuple[int, int, int]] = field(default_factory=dict)
     """event type -> (events, ZooKeeper operations, max operations in one event)."""
+    data_stats: dict[str, int] = field(default_factory=dict)
+    """Data path only: records produced/acknowledged, truncations, power losses..."""
 
     @property
     def ok(self) -> bool:
@@ -69,6 +104,7 @@ class Simulation:
         self._heap: list[tuple[int, int, Callable[[], None]]] = []
         self._seq = 0
         self._links: dict[tuple[int, int], int] = {}
+        self.data: DataPlane | None = None
         self.zk = SimZk()
         self.zk.watchers.append(self._on_zk_change)
         self.zk.on_state_write = self._check_write
@@ -203,7 +239,11 @@ class Simulation:
         roll = self.rng.random()
         controller = next((n for n in alive if n.core.active), None)
         if roll < 0.25 and alive:
-            self._kill(self.rng.choice(alive), "kill")
+            node = self.rng.choice(alive)
+            if self.data is not None and self.rng.random() < self.config.power_loss_ratio:
+                self._kill(node, "power loss of", lose_unflushed=True)
+            else:
+                self._kill(node, "kill")
         elif roll < 0.35 and controller is not None:
             self._kill(controller, "kill controller")
         elif roll < 0.45 and alive:
@@ -218,16 +258,18 @@ class Simulation:
             topic = self.rng.choice(sorted(self.zk.topics))
             self.faults.append(f"{self.now}: delete topic {topic}")
             self.zk.mark_for_deletion(topic)
+            if self.data is not None:
+                self.data.forget_topic(topic)
         elif roll < 0.65:
             self._create_topic(f"x{self.now}")
         elif dead:
             self._restart(self.rng.choice(dead))
         self.schedule(self.rng.randint(*self.config.fault_every_ms), self._fault)
 
-    def _kill(self, node: SimNode, what: str) -> None:
+    def _kill(self, node: SimNode, what: str, lose_unflushed: bool = False) -> None:
         self.faults.append(f"{self.now}: {what} {node.id}")
         session = node.session
-        node.crash()
+        node.crash(lose_unflushed)
         self.schedule(self.config.session_timeout_ms, lambda: self.zk.expire(session))
 
     def _expire_session(self, node: SimNode) -> None:
@@ -328,6 +370,8 @@ class Simulation:
                   if n.alive and n.core.active]
         if len(epochs) != len(set(epochs)):
             self.violation(f"two active controllers share an epoch: {sorted(epochs)}")
+        if self.data is not None:
+            self.data.check_step()
 
     def _check_converged(self) -> None:
         zk = self.zk
@@ -362,6 +406,20 @@ class Simulation:
     # -- running ---------------------------------------------------------------------------
 
     def run(self) -> SimResult:
+        if not self.config.data:
+            return self._run()
+        root = Path(tempfile.mkdtemp(prefix=f"weir-sim-{self.seed}-",
+                                     dir=self.config.data_dir or _fast_dir()))
+        try:
+            self.data = DataPlane(self, root)
+            return self._run()
+        finally:
+            for node in self.nodes.values():
+                if node.replicas is not None:
+                    node.replicas.close(lose_unflushed=False)
+            shutil.rmtree(root, ignore_errors=True)
+
+    def _run(self) -> SimResult:
         cfg = self.config
         for node in self.nodes.values():
             node.start()
@@ -369,6 +427,8 @@ class Simulation:
             self._create_topic(f"t{t}")
         self.schedule(cfg.isr_tick_ms, self._isr_tick)
         self.schedule(300, self._fault)
+        if self.data is not None:
+            self.data.start_producers()
         self.schedule(cfg.fault_ms, self._restart_all)
         self.schedule(cfg.fault_ms + cfg.settle_ms, self._stop_ticking)
         steps = 0
@@ -381,8 +441,12 @@ class Simulation:
         if self._heap:
             self.violation(f"did not settle within {cfg.max_steps} steps")
         self._check_converged()
+        stats: dict[str, int] = {}
+        if self.data is not None:
+            self.data.check_converged()
+            stats = dict(sorted(self.data.stats.items()))
         ops = {name: (s[0], s[1], s[2]) for name, s in sorted(self._ops.items())}
-        return SimResult(self.seed, steps, list(self.violations), self.faults, ops)
+        return SimResult(self.seed, steps, list(self.violations), self.faults, ops, stats)
 
     def _restart_all(self) -> None:
         for node in self.nodes.values():

@@ -31,6 +31,7 @@ from weir.protocol.interbroker import LeaderAndIsrRequest, StopReplicaRequest, U
 
 if TYPE_CHECKING:
     from weir.sim.cluster import Simulation
+    from weir.sim.replica import SimReplicas
 
 __all__ = ["PartitionView", "SimNode"]
 
@@ -73,6 +74,7 @@ class SimNode:
         self.queue: collections.deque[Any] = collections.deque()
         self.busy = False
         self.generation = 0
+        self.replicas: SimReplicas | None = None  # the data path (``SimConfig.data``)
 
     # -- lifecycle -------------------------------------------------------------------------
 
@@ -87,10 +89,15 @@ class SimNode:
         self.busy = False
         self.session = zk.open_session()
         self.epoch = zk.register_broker(self.id, self.session)
+        if self.sim.data is not None:
+            self.sim.data.start(self)
         self.enqueue("elect")
 
-    def crash(self) -> None:
-        """The process dies; its session expires later (the simulation schedules it)."""
+    def crash(self, lose_unflushed: bool = False) -> None:
+        """The process dies; its session expires later (the simulation schedules it).
+        With ``lose_unflushed`` the machine loses power: unflushed log bytes go too."""
+        if self.sim.data is not None:
+            self.sim.data.crash(self, lose_unflushed)
         self.alive = False
         self.queue.clear()
         self.busy = False
@@ -229,6 +236,8 @@ class SimNode:
                     if p.delete_partition:
                         state.hosted.pop(tp, None)
                         state.follower_epochs.pop(tp, None)
+                    if self.replicas is not None:
+                        self.replicas.stop_replica(tp, p.leader_epoch, p.delete_partition)
                     errors[tp] = ErrorCode.none
             self.sim.respond(self, controller_id, StopReplicaResult(self.id, errors))
 
@@ -246,10 +255,16 @@ class SimNode:
                 state.hosted[tp] = PartitionView(p.leader, p.leader_epoch, list(p.isr),
                                                  p.partition_epoch, tuple(p.replicas))
                 state.follower_epochs[tp] = self.epoch
+                if self.replicas is not None and tp.topic in self.sim.zk.topics:
+                    self.replicas.leader_and_isr(tp, p, request.controller_epoch,
+                                                 self.sim.zk.topics[tp.topic].topic_id)
 
     def propose_isr_changes(self) -> None:
         """As a partition leader: shrink/expand ISRs via AlterPartition to the controller."""
         sim = self.sim
+        if self.replicas is not None:  # the data path: Partition's own proposals
+            self.replicas.propose_shrinks(sim.config.replica_lag_time_max_ms)
+            return
         for tp, view in sorted(self.broker.hosted.items()):
             if view.leader != self.id or tp in self.broker.alter_in_flight:
                 continue
@@ -271,6 +286,8 @@ class SimNode:
         if self.broker.alter_in_flight.get(tp) != token:
             return
         del self.broker.alter_in_flight[tp]
+        if self.replicas is not None:
+            self.replicas.isr_answer(tp, outcome)
         view = self.broker.hosted.get(tp)
         if view is None or not hasattr(outcome, "isr"):
             return

@@ -392,8 +392,13 @@ class Log:
     @_storage_op
     def truncate_to(self, offset: int) -> bool:
         """Follower truncation: drop everything from ``offset`` on (the whole batch that
-        contains it).  True if anything was removed."""
+        contains it).  True if anything was removed.
+
+        Even when no record goes, epochs starting at or after the log end are dropped (as
+        Kafka does): a broker that became leader and wrote nothing in that epoch keeps an
+        entry the new leader never had, and would otherwise ask about it forever."""
         if offset >= self.log_end_offset:
+            self._epoch_cache.truncate_from_end(self.log_end_offset)
             return False
         if offset < self._log_start:
             self.truncate_fully_and_start_at(offset)
