@@ -11,6 +11,7 @@ from typing import Self
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient
 
+from tests.integration.clients import consume_assigned
 from weir.records.batch import iter_headers
 from weir.storage.checkpoints import read_offset_checkpoint
 
@@ -119,3 +120,35 @@ def wait_until(fn, timeout_s: float, what: str):
             return value
         time.sleep(0.2)
     raise AssertionError(f"timed out waiting for {what}")
+
+
+def wait_for_progress(producer: BackgroundProducer, records: int, timeout_s: float,
+                      what: str) -> None:
+    target = producer.acked_count() + records
+    wait_until(lambda: producer.acked_count() >= target, timeout_s, what)
+
+
+def verify_exactly_once(bootstrap: str, topic: str, partitions: int,
+                        producer: BackgroundProducer) -> None:
+    """Every acknowledged record is consumed once, at its offset, in offset order.
+
+    librdkafka acknowledges some retried idempotent sends without an offset (it infers they
+    were persisted when a later batch succeeds): those need only be stored exactly once.
+    """
+    acked = producer.acked
+    assert acked, "nothing was acknowledged"
+    got = consume_assigned(bootstrap, topic, list(range(partitions)), len(acked), timeout_s=120)
+    by_partition: dict[int, list] = {}
+    for m in got:
+        by_partition.setdefault(m.partition(), []).append((m.offset(), m.value()))
+    stored = {}
+    for p, records in by_partition.items():
+        offsets = [o for o, _ in records]
+        assert offsets == sorted(offsets), f"partition {p} not in offset order"
+        values = [v for _, v in records]
+        assert len(values) == len(set(values)), f"partition {p} has duplicates"
+        stored.update({(p, o): v for o, v in records})
+    present = set(stored.values())
+    lost = [(p, o) for p, o, v in acked
+            if (v not in present if o is None or o < 0 else stored.get((p, o)) != v)]
+    assert not lost, f"{len(lost)} acknowledged records lost, e.g. {lost[:5]}"

@@ -7,12 +7,14 @@ import signal
 
 import pytest
 
-from tests.integration.clients import consume_assigned, create_topic
+from tests.integration.clients import create_topic
 from tests.integration.replication_checks import (
     BackgroundProducer,
     assert_replicas_agree_below_hw,
     partition_isrs,
     partition_leaders,
+    verify_exactly_once,
+    wait_for_progress,
     wait_until,
 )
 from weir.cli.cluster import LocalCluster
@@ -33,32 +35,6 @@ def cluster(tmp_path):
     c.start(timeout_s=90)
     yield c
     c.stop()
-
-
-def wait_for_progress(producer: BackgroundProducer, records: int, timeout_s: float,
-                      what: str) -> None:
-    target = producer.acked_count() + records
-    wait_until(lambda: producer.acked_count() >= target, timeout_s, what)
-
-
-def verify_exactly_once(cluster: LocalCluster, topic: str, producer: BackgroundProducer) -> None:
-    """Every acknowledged record is consumed once, at its offset, in offset order."""
-    acked = producer.acked
-    assert acked, "nothing was acknowledged"
-    got = consume_assigned(cluster.bootstrap, topic, list(range(PARTITIONS)), len(acked),
-                           timeout_s=120)
-    by_partition: dict[int, list] = {}
-    for m in got:
-        by_partition.setdefault(m.partition(), []).append((m.offset(), m.value()))
-    stored = {}
-    for p, records in by_partition.items():
-        offsets = [o for o, _ in records]
-        assert offsets == sorted(offsets), f"partition {p} not in offset order"
-        values = [v for _, v in records]
-        assert len(values) == len(set(values)), f"partition {p} has duplicates"
-        stored.update({(p, o): v for o, v in records})
-    lost = [(p, o) for p, o, v in acked if stored.get((p, o)) != v]
-    assert not lost, f"{len(lost)} acknowledged records lost, e.g. {lost[:5]}"
 
 
 def test_kill_leader_follower_and_controller_repeatedly(cluster, topic_name):
@@ -84,7 +60,7 @@ def test_kill_leader_follower_and_controller_repeatedly(cluster, topic_name):
                            90, f"broker {victim} back in every ISR")
         producer.stop()
     assert not producer.failed, f"failed sends: {producer.failed[:5]}"
-    verify_exactly_once(cluster, topic_name, producer)
+    verify_exactly_once(cluster.bootstrap, topic_name, PARTITIONS, producer)
     cluster.stop()
     assert_replicas_agree_below_hw(
         [cluster.broker_dir(b) / "logs" for b in cluster.broker_ids], topic_name, PARTITIONS)
@@ -111,4 +87,4 @@ def test_sigstop_follower_leaves_and_rejoins_isr(cluster, topic_name):
                    60, f"broker {victim} back in the ISR")
         producer.stop()
     assert not producer.failed
-    verify_exactly_once(cluster, topic_name, producer)
+    verify_exactly_once(cluster.bootstrap, topic_name, PARTITIONS, producer)

@@ -349,9 +349,16 @@ class LocalCluster:
         return self._signal(broker_id, signal.SIGCONT)
 
     def stop(self, timeout_s: float = 30) -> None:
-        """Stop every broker (SIGTERM, SIGKILL after ``timeout_s``), then ZooKeeper."""
-        pids = [p for p in (self.broker_pid(i) for i in self.broker_ids) if p is not None]
-        procs.terminate(pids, timeout_s, self._popens)
+        """Stop every broker (SIGTERM, SIGKILL after ``timeout_s``), then ZooKeeper.
+
+        Brokers stop one at a time, the controller last, so that each one's controlled
+        shutdown can move its leaders to brokers still running."""
+        controller = self._controller_for_stop_order()
+        order = sorted(self.broker_ids, key=lambda i: i == controller)
+        for broker_id in order:
+            pid = self.broker_pid(broker_id)
+            if pid is not None:
+                procs.terminate([pid], timeout_s, self._popens)
         self._close_zk()
         server = self._attached_zookeeper()
         if server is not None:
@@ -359,6 +366,26 @@ class LocalCluster:
             self._zk_server = None
         if self.cluster_file.exists() or self._slots:
             self.save_state()
+
+    def _controller_for_stop_order(self) -> int | None:
+        """The controller's id from a short-lived session (None if ZooKeeper is not up).
+
+        A fresh client with a short timeout: a kept client whose server has gone would block.
+        """
+        server = self._attached_zookeeper()
+        if server is None or not server.is_running() or not self.zookeeper_connect:
+            return None
+        try:
+            client = open_zk(self.zookeeper_connect, timeout_s=3)
+        except Exception:  # noqa: BLE001 - the order is a nicety; stopping must go on
+            return None
+        try:
+            cid = client.get_controller_id()
+        except Exception:  # noqa: BLE001
+            cid = None
+        finally:
+            close_zk(client)
+        return None if cid is None or cid < 0 else int(cid)
 
     def __enter__(self) -> Self:
         return self.start()

@@ -20,6 +20,9 @@ from weir.coordination import paths
 from weir.coordination.codecs import BrokerInfo
 from weir.coordination.errors import BrokerIdInUseError
 from weir.coordination.zk import ZkClient
+from weir.protocol.client import BrokerConnection
+from weir.protocol.errors import ErrorCode
+from weir.protocol.interbroker import ControlledShutdownRequest
 from weir.replication.fetcher import FetcherSettings
 from weir.replication.replica_manager import ReplicaManager, ReplicationSettings
 from weir.server.metadata_cache import MetadataCache
@@ -55,6 +58,11 @@ class Broker:
             self.broker_id, self.log_manager, self.topic_log_config, self.topic_min_isr,
             replication_settings(config),
         )
+        # Replication throttles (reassignment): static rates now, dynamic ones from
+        # /config/brokers when they change.
+        self.replica_manager.throttles.configure(
+            config.leader_replication_throttled_rate, config.follower_replication_throttled_rate,
+            self.topic_config)
         self.socket_server = SocketServer(
             self, config.listener_host, config.listener_port, config.socket_request_max_bytes
         )
@@ -101,7 +109,21 @@ class Broker:
             self.set_topic_overrides(
                 topic, await asyncio.to_thread(self.zk.get_topic_config, topic))
 
-    async def _reload_topic_configs(self) -> None:
+    async def _reload_dynamic_configs(self) -> None:
+        """A config change notification: re-read topic overrides and the dynamic broker
+        throttle rates (``/config/brokers/<default>`` and ``/config/brokers/<id>``)."""
+        dynamic: dict[str, str] = {}
+        for name in ("<default>", str(self.broker_id)):
+            dynamic.update(await asyncio.to_thread(self.zk.get_entity_config, "brokers", name))
+        rates = []
+        for key in ("leader.replication.throttled.rate", "follower.replication.throttled.rate"):
+            try:
+                rates.append(int(dynamic[key]) if key in dynamic else self.config.get(key))
+            except ValueError:
+                log.warning("ignoring dynamic broker config %s=%r: not a number", key,
+                            dynamic[key])
+                rates.append(self.config.get(key))
+        self.replica_manager.throttles.configure(rates[0], rates[1])
         for topic in list(self.topic_overrides):
             overrides = await asyncio.to_thread(self.zk.get_topic_config, topic)
             if overrides != self.topic_overrides.get(topic):
@@ -126,7 +148,7 @@ class Broker:
         self.zk.watch_children(
             paths.CONFIG_CHANGES if hasattr(paths, "CONFIG_CHANGES") else "/config/changes",
             lambda _children: loop.call_soon_threadsafe(
-                lambda: asyncio.ensure_future(self._reload_topic_configs())
+                lambda: asyncio.ensure_future(self._reload_dynamic_configs())
             ),
         )
         from weir.controller.service import ControllerService
@@ -207,8 +229,56 @@ class Broker:
     def request_stop(self) -> None:
         self._stopping.set()
 
+    async def controlled_shutdown(self) -> bool:
+        """Ask the controller to move leadership off this broker first (seed 004's
+        shutdownBroker): retried ``controlled.shutdown.max.retries`` times, every
+        ``controlled.shutdown.retry.backoff.ms``; True once no partition is left here."""
+        cfg = self.config
+        attempts = cfg.controlled_shutdown_max_retries + 1
+        for attempt in range(1, attempts + 1):
+            if not set(self.metadata.brokers) - {self.broker_id}:
+                log.info("broker %d is the last one alive: no leader can move; skipping "
+                         "controlled shutdown", self.broker_id)
+                return True
+            remaining = await self._request_controlled_shutdown()
+            if remaining is not None and not remaining:
+                log.info("controlled shutdown of broker %d succeeded", self.broker_id)
+                return True
+            log.info("controlled shutdown of broker %d: attempt %d/%d, %s", self.broker_id,
+                     attempt, attempts, "controller unreachable" if remaining is None
+                     else f"{len(remaining)} partitions still led here")
+            if attempt < attempts:
+                await asyncio.sleep(cfg.controlled_shutdown_retry_backoff_ms / 1000)
+        log.warning("controlled shutdown of broker %d did not complete; shutting down anyway",
+                    self.broker_id)
+        return False
+
+    async def _request_controlled_shutdown(self) -> list | None:
+        """The partitions the controller says this broker still leads (None: no answer)."""
+        target = self._controller_endpoint()
+        if target is None:
+            return None
+        conn = BrokerConnection(target[1], target[2], client_id=f"broker-{self.broker_id}")
+        try:
+            await conn.connect(timeout_s=10)
+            response = await conn.request(
+                ControlledShutdownRequest(broker_id=self.broker_id,
+                                          broker_epoch=self.broker_epoch),
+                timeout_s=self.config.controller_socket_timeout_ms / 1000)
+        except (ConnectionError, OSError, TimeoutError) as exc:
+            log.info("controlled shutdown request failed: %s", exc)
+            return None
+        finally:
+            await conn.close()
+        if response.error_code != ErrorCode.none:
+            log.info("controlled shutdown refused: %s", response.error_code.name)
+            return None
+        return list(response.remaining_partitions)
+
     async def stop(self) -> None:
         log.info("broker %d shutting down", self.broker_id)
+        if self.config.controlled_shutdown_enable and self.broker_epoch >= 0:
+            await self.controlled_shutdown()
         for task in self._tasks:
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)

@@ -108,6 +108,9 @@ class FakeZooKeeperServer:
         self.port, self.pid = FakeZooKeeperServer.next_port, os.getpid()
         FakeZooKeeperServer.running[str(self.data_dir)] = self
 
+    def is_running(self) -> bool:
+        return self.pid is not None
+
     def stop(self, timeout_s: float = 10) -> None:
         FakeZooKeeperServer.running.pop(str(self.data_dir), None)
         self.pid = None

@@ -6,6 +6,7 @@ it (v4+), answering LEADER_NOT_AVAILABLE until the controller has elected leader
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import uuid
 from typing import Any
@@ -48,16 +49,17 @@ async def handle(ctx, request) -> Any:
         {"node_id": b.id, "host": b.host, "port": b.port, "rack": b.rack}
         for b in sorted(cache.brokers.values(), key=lambda b: b.id)
     ]
-    if not brokers:
-        # No UpdateMetadata yet: this broker at least knows itself to be alive.
-        cfg = broker.config
-        brokers = [{"node_id": broker.broker_id, "host": cfg.advertised_host,
-                    "port": cfg.advertised_port or broker.socket_server.port,
-                    "rack": cfg.get("broker.rack")}]
+    controller_id = cache.controller_id
+    if not brokers or controller_id < 0:
+        # No UpdateMetadata yet (the broker or the controller just started): answer from
+        # ZooKeeper rather than with no brokers or controller -1, which leaves clients
+        # such as librdkafka's admin client waiting for a refresh that may not come soon.
+        registered, controller_id = await _from_zookeeper(broker)
+        brokers = brokers or registered
     return ctx.respond(
         brokers=brokers,
         cluster_id=broker.cluster_id,
-        controller_id=cache.controller_id,
+        controller_id=controller_id,
         topics=topics,
         cluster_authorized_operations=_NO_OPERATIONS,
     )
@@ -109,3 +111,11 @@ async def _auto_create(ctx, name: str) -> ErrorCode:
             return ErrorCode.invalid_topic_exception
         log.warning("auto-creating topic %s failed: %s", name, exc.message)
         return ErrorCode.leader_not_available
+
+
+async def _from_zookeeper(broker) -> tuple[list[dict[str, Any]], int]:
+    infos = await asyncio.to_thread(broker.zk.get_all_brokers)
+    controller = await asyncio.to_thread(broker.zk.get_controller_id)
+    brokers = [{"node_id": b.id, "host": b.host, "port": b.port, "rack": b.rack}
+               for b in sorted(infos.values(), key=lambda b: b.id)]
+    return brokers, -1 if controller is None else int(controller)
