@@ -19,7 +19,6 @@ from typing import Any
 from weir.common import TopicPartition
 from weir.groups import codec
 from weir.groups.codec import OFFSETS_TOPIC, GroupKey, OffsetAndMetadata, OffsetKey
-from weir.groups.records import iter_records
 from weir.groups.state import (
     Group,
     GroupConfig,
@@ -31,6 +30,7 @@ from weir.groups.state import (
 )
 from weir.protocol.errors import ErrorCode, KafkaError
 from weir.records.builder import build_batch
+from weir.records.records import iter_records
 
 log = logging.getLogger(__name__)
 

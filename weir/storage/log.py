@@ -22,6 +22,7 @@ from typing import Any, TypeVar, cast
 from weir.common import TopicPartition
 from weir.protocol.errors import ErrorCode, KafkaError
 from weir.records.batch import BatchHeader, assign_offsets, validate_batches, validate_produce
+from weir.records.records import iter_records
 from weir.storage.checkpoints import LEADER_EPOCH_CHECKPOINT, TMP_SUFFIX
 from weir.storage.config import LogConfig
 from weir.storage.epoch_cache import LeaderEpochCache
@@ -366,13 +367,21 @@ class Log:
 
     @_storage_op
     def offset_for_timestamp(self, timestamp: int) -> tuple[int, int] | None:
-        """(offset, max timestamp) of the first batch with maxTimestamp ≥ ``timestamp``."""
+        """(offset, timestamp) of the first record with timestamp ≥ ``timestamp`` (Kafka's
+        ListOffsets): the time index finds the batch, its records are decoded to find the
+        record (a LogAppendTime batch stamps every record with the batch's time)."""
         for seg in self._segments:
             if seg.max_timestamp < timestamp:
                 continue
             header = seg.find_by_timestamp(timestamp)
-            if header is not None and header.last_offset >= self._log_start:
+            if header is None or header.last_offset < self._log_start:
+                continue
+            if header.timestamp_type == 1:  # LogAppendTime: one time for the whole batch
                 return max(header.base_offset, self._log_start), header.max_timestamp
+            batch = seg.read_bytes(header.position, header.size)
+            for record in iter_records(batch):
+                if record.offset >= self._log_start and record.timestamp >= timestamp:
+                    return record.offset, record.timestamp
         return None
 
     @_storage_op

@@ -9,9 +9,9 @@ import pytest
 
 from weir.common import TopicPartition
 from weir.groups import codec
-from weir.groups.records import iter_records
 from weir.records.batch import HEADER_SIZE
 from weir.records.builder import build_batch
+from weir.records.records import iter_records
 
 
 @pytest.mark.parametrize(("text", "expected"), [

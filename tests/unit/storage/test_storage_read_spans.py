@@ -47,3 +47,13 @@ def test_reads_match_a_plain_walk(open_log):
         got = [(h.base_offset, h.last_offset) for h in iter_headers(result.read_bytes())]
         assert got == expected, (offset, max_bytes, max_offset)
         assert result.last_offset == expected[-1][1]
+
+
+def test_offset_for_timestamp_finds_the_record_inside_a_batch(open_log):
+    log = open_log()
+    log.append_as_leader(build_batch([b"r"] * 200, timestamps=list(range(1000, 1200))), 0, 0)
+    log.append_as_leader(build_batch([b"s"] * 10, timestamps=[5000] * 10), 0, 0)
+    assert log.offset_for_timestamp(1100) == (100, 1100)
+    assert log.offset_for_timestamp(0) == (0, 1000)
+    assert log.offset_for_timestamp(1200) == (200, 5000)
+    assert log.offset_for_timestamp(6000) is None

@@ -1,7 +1,9 @@
 """Record-level decoding of magic-v2 batches, compressed ones included.
 
-The broker's hot path never looks inside a batch; only the group coordinator does, when it
-loads a ``__consumer_offsets`` partition.  Control batches (transaction markers) are skipped.
+The broker's hot path never looks inside a batch; only the group coordinator (loading a
+``__consumer_offsets`` partition) and ListOffsets by timestamp (finding the first record at
+or after a time inside the batch the time index points to) do.  Control batches
+(transaction markers) are skipped.
 """
 
 from __future__ import annotations
