@@ -320,6 +320,9 @@ BROKER_CONFIGS: tuple[ConfigDef, ...] = (
     _d("producer.purgatory.purge.interval.requests", "int", 1000, None, "Purgatory purge."),
     _d("fetch.purgatory.purge.interval.requests", "int", 1000, None, "Purgatory purge."),
     _d("metric.reporters", "list", "", None, "Metric reporter classes (informational)."),
+    # Weir's own key (Kafka exposes metrics over JMX): the Prometheus /metrics endpoint.
+    _d("metrics.http.port", "int", -1, Range(-1, 65535),
+       "Port of the HTTP /metrics endpoint (-1: disabled, 0: any free port, logged)."),
 )
 BROKER_CONFIG_DEFS: dict[str, ConfigDef] = {d.name: d for d in BROKER_CONFIGS}
 _ATTRS: dict[str, str] = {d.name.replace(".", "_"): d.name for d in BROKER_CONFIGS}

@@ -106,6 +106,8 @@ class ReplicaManager:
         # Called as listener(tp, is_leader, leader_epoch) after each role change this broker
         # applies (e.g. the group coordinator loads/unloads __consumer_offsets partitions).
         self.leadership_listeners: list[Callable[[TopicPartition, bool, int], None]] = []
+        # Metrics (weir.server.metrics): IsrShrinks/IsrExpands/FailedIsrUpdates counts.
+        self.isr_shrinks = self.isr_expands = self.failed_isr_updates = 0
 
     # -- lookups ---------------------------------------------------------------------
 
@@ -295,7 +297,7 @@ class ReplicaManager:
                     followers_serve_consumers: bool = False) -> dict[TopicPartition, FetchResult]:
         """``followers_serve_consumers``: a consumer may read from a follower (KIP-392, Fetch
         v11+), up to the follower's high watermark."""
-        followers_ok = followers_serve_consumers
+        followers_ok = followers_serve_consumers  # shorter name for the reads below
         results = self._read_all(replica_id, max_bytes, requests, followers_ok)
         total = sum(r.size for r in results.values())
         errors = any(r.error != ErrorCode.none for r in results.values())
@@ -467,8 +469,12 @@ class ReplicaManager:
             log.info("%s: ISR change refused by the controller: %s", result.tp,
                      result.error.name)
             p.abandon_isr_change()
+            self.failed_isr_updates += 1  # metrics
             return
+        before = set(p.isr)  # metrics: for the shrink/expand counters below
         if p.apply_isr_change(result.leader_epoch, list(result.isr), result.partition_epoch):
+            self.isr_shrinks += bool(before - p.isr)  # metrics
+            self.isr_expands += bool(p.isr - before)  # metrics
             log.info("%s: ISR is now %s (partition epoch %d)", result.tp, sorted(p.isr),
                      p.partition_epoch)
             p.maybe_increment_high_watermark()

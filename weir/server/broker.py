@@ -73,6 +73,7 @@ class Broker:
 
         self.group_coordinator = GroupCoordinator(self)
         self.replica_manager.leadership_listeners.append(self.group_coordinator.on_leadership)
+        self.metrics_server: Any = None  # weir.server.metrics.MetricsServer when enabled
         self.cluster_id: str = ""
         self.broker_epoch: int = -1
         self._tasks: list[asyncio.Task] = []
@@ -174,6 +175,11 @@ class Broker:
                 min(cfg.get("log.flush.scheduler.interval.ms") or 1000, 1000),
                 lambda: self.log_manager.flush_due(_now_ms()))),
         ]
+        if cfg.metrics_http_port >= 0:  # Prometheus /metrics (weir.server.metrics)
+            from weir.server.metrics import MetricsServer
+
+            self.metrics_server = MetricsServer.for_broker(self, cfg.metrics_http_port)
+            await self.metrics_server.start()
         log.info("broker %d started (epoch %d) on %s:%d", self.broker_id, self.broker_epoch,
                  cfg.advertised_host, self.socket_server.port)
 
@@ -285,6 +291,8 @@ class Broker:
         if self.controller is not None:
             await self.controller.stop()
         await self.group_coordinator.stop()  # group coordinator (issue 6)
+        if self.metrics_server is not None:  # Prometheus /metrics (weir.server.metrics)
+            await self.metrics_server.stop()
         await self.socket_server.stop()
         await self.replica_manager.close()
         self.replica_manager.checkpoint_high_watermarks()
