@@ -15,6 +15,7 @@ import logging
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
+from weir.asyncutil import cancel_and_wait
 from weir.common import TopicPartition
 from weir.controller.events import ControllerEvent, LeaderAndIsrResult, StopReplicaResult
 from weir.controller.requests import OutboundRequest
@@ -109,9 +110,7 @@ class _BrokerSender:
                 await conn.close()
 
     async def stop(self) -> None:
-        self.task.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await self.task
+        await cancel_and_wait(self.task)
 
 
 class ControllerChannelManager:

@@ -16,6 +16,7 @@ import time
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from weir.asyncutil import cancel_and_wait
 from weir.common import TopicPartition
 from weir.groups import codec
 from weir.groups.codec import OFFSETS_TOPIC, GroupKey, OffsetAndMetadata, OffsetKey
@@ -92,10 +93,7 @@ class GroupCoordinator:
         self._loop_task = asyncio.ensure_future(self._run())
 
     async def stop(self) -> None:
-        tasks = [t for t in [self._loop_task, *self._tasks] if t is not None]
-        for task in tasks:
-            task.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)
+        await cancel_and_wait(self._loop_task, *self._tasks)
         for index in list(self.partitions):
             self._unload(index)
 

@@ -14,6 +14,7 @@ from typing import Any
 
 from kio.index import load_response_schema
 
+from weir.asyncutil import cancel_and_wait
 from weir.protocol import codec
 
 _SIZE = struct.Struct(">i")
@@ -118,11 +119,7 @@ class BrokerConnection:
 
     async def close(self) -> None:
         if self._read_task is not None:
-            self._read_task.cancel()
-            try:
-                await self._read_task
-            except (asyncio.CancelledError, ConnectionError, OSError):
-                pass  # the reader is gone either way
+            await cancel_and_wait(self._read_task)
             self._read_task = None
         if self._writer is not None:
             self._writer.close()

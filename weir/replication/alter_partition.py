@@ -16,6 +16,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from weir.asyncutil import cancel_and_wait
 from weir.common import TopicPartition
 from weir.protocol import codec
 from weir.protocol.client import BrokerConnection
@@ -70,8 +71,7 @@ class AlterPartitionManager:
 
     async def close(self) -> None:
         if self._task is not None:
-            self._task.cancel()
-            await asyncio.gather(self._task, return_exceptions=True)
+            await cancel_and_wait(self._task)
             self._task = None
         await self._drop()
 

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 from kio.index import load_request_schema
 
+from weir.asyncutil import cancel_and_wait
 from weir.common import TopicPartition
 from weir.protocol import codec
 from weir.protocol.client import BrokerConnection
@@ -98,8 +99,7 @@ class ReplicaFetcher:
 
     async def close(self) -> None:
         if self._task is not None:
-            self._task.cancel()
-            await asyncio.gather(self._task, return_exceptions=True)
+            await cancel_and_wait(self._task)
             self._task = None
         if self._conn is not None:
             await self._conn.close()

@@ -15,6 +15,7 @@ import signal
 import time
 from typing import Any
 
+from weir.asyncutil import cancel_and_wait
 from weir.config import BrokerConfig, topic_config
 from weir.coordination import paths
 from weir.coordination.codecs import BrokerInfo
@@ -285,9 +286,7 @@ class Broker:
         log.info("broker %d shutting down", self.broker_id)
         if self.config.controlled_shutdown_enable and self.broker_epoch >= 0:
             await self.controlled_shutdown()
-        for task in self._tasks:
-            task.cancel()
-        await asyncio.gather(*self._tasks, return_exceptions=True)
+        await cancel_and_wait(*self._tasks)
         if self.controller is not None:
             await self.controller.stop()
         await self.group_coordinator.stop()  # group coordinator (issue 6)
@@ -316,6 +315,16 @@ def replication_settings(config: BrokerConfig) -> ReplicationSettings:
     )
 
 
+def dump_tasks() -> None:
+    """SIGUSR1: log the stack of every asyncio task (to diagnose a stuck broker)."""
+    import io
+
+    for task in asyncio.all_tasks():
+        out = io.StringIO()
+        task.print_stack(file=out)
+        log.warning("task %s:\n%s", task.get_name(), out.getvalue())
+
+
 def configure_logging() -> None:
     logging.basicConfig(
         level=logging.INFO,
@@ -329,6 +338,7 @@ async def _main(config: BrokerConfig) -> int:
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, broker.request_stop)
+    loop.add_signal_handler(signal.SIGUSR1, dump_tasks)
     try:
         await broker.start()
     except Exception:

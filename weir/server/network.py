@@ -19,6 +19,7 @@ import struct
 from collections import deque
 from typing import TYPE_CHECKING
 
+from weir.asyncutil import cancel_and_wait
 from weir.protocol import codec
 from weir.protocol.errors import ErrorCode
 from weir.protocol.fetch_response import FileRegion
@@ -108,10 +109,7 @@ class SocketServer:
     async def stop(self) -> None:
         if self._server is not None:
             self._server.close()
-        for task in list(self._connections):
-            task.cancel()
-        if self._connections:
-            await asyncio.gather(*self._connections, return_exceptions=True)
+        await cancel_and_wait(*self._connections)
         if self._server is not None:
             await self._server.wait_closed()
             self._server = None
@@ -226,13 +224,11 @@ class _Pipeline:
                                                chunk.size)
             except FileNotFoundError as exc:  # a segment deleted since the read
                 raise ConnectionError(f"segment {chunk.path} is gone") from exc
+            except RuntimeError as exc:  # asyncio: "Transport is closing" (the peer left)
+                raise ConnectionError(str(exc)) from exc
             if sent != chunk.size:
                 # The log was truncated under the read: the frame cannot be completed.
                 raise ConnectionError(f"sent {sent} of {chunk.size} bytes of {chunk.path}")
 
     async def close(self) -> None:
-        self._responder.cancel()
-        tasks = [task for _, task in self.in_flight]
-        for task in tasks:
-            task.cancel()
-        await asyncio.gather(self._responder, *tasks, return_exceptions=True)
+        await cancel_and_wait(self._responder, *(task for _, task in self.in_flight))
