@@ -150,13 +150,21 @@ def machine() -> str:
     return f"{cpu}, {os.cpu_count()} cores, Python {platform.python_version()}"
 
 
-def report(partitions: int, runs: list[dict[str, float]], trips: dict) -> str:
+def load_average() -> str:
+    try:
+        return "/".join(f"{x:.1f}" for x in os.getloadavg())
+    except OSError:
+        return "unknown"
+
+
+def report(partitions: int, runs: list[dict[str, float]], trips: dict, load: str = "") -> str:
     def med(key: str) -> float:
         return statistics.median(r[key] for r in runs)
     lines = [
         "# Controller benchmark",
         "",
         f"Machine: {machine()}. ZooKeeper: local single server (Debian zookeeper package).",
+        f"Load average (1/5/15 min) before and after the runs: {load or load_average()}.",
         (f"Scale: {partitions} partitions, replication factor 3, 3 brokers; "
         f"{len(runs)} runs, median reported (all runs listed below)."),
         "",
@@ -187,8 +195,9 @@ def report(partitions: int, runs: list[dict[str, float]], trips: dict) -> str:
         "",
         "## ZooKeeper operations per controller event (simulation, 20 seeds)",
         "",
-        "One operation is one batched read or one multi (a `ZkUpdatePartitionStates` of",
-        "any number of partitions is one multi per 1,000 partitions in the real client).",
+        "One operation is one batched read or one write round (the real shell sends a",
+        "`ZkUpdatePartitionStates` as one multi per 1,000 partitions, all in flight at",
+        "once; batched reads are ZooKeeper multiReads of 1,000 nodes).",
         "",
         "| event | mean | max |",
         "|---|---|---|",
@@ -204,6 +213,7 @@ def main() -> None:
     parser.add_argument("--out", type=Path, default=None)
     args = parser.parse_args()
     runs = []
+    load_before = load_average()
     with tempfile.TemporaryDirectory() as tmp:
         server = ZooKeeperServer(Path(tmp) / "zk")
         server.start(timeout_s=60)
@@ -215,7 +225,8 @@ def main() -> None:
                 runs.append(result)
         finally:
             server.stop()
-    text = report(args.partitions, runs, sim_round_trips())
+    load = f"{load_before} before, {load_average()} after"
+    text = report(args.partitions, runs, sim_round_trips(), load)
     print(text)
     if args.out:
         args.out.write_text(text)

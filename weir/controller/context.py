@@ -150,8 +150,18 @@ class ControllerContext:
         return tuple(r for r in self.replicas(tp) if r in self.live_brokers)
 
     def replicas_on_brokers(self, brokers: Iterable[int]) -> list[PartitionReplica]:
+        """Replicas hosted by ``brokers``, in :meth:`all_replicas` order."""
         wanted = set(brokers)
-        return [r for r in self.all_replicas() if r.replica in wanted]
+        found = []
+        for topic, parts in self.assignments.items():
+            for index, replicas in parts.items():
+                if wanted.isdisjoint(replicas):
+                    continue
+                tp = TopicPartition(topic, index)
+                for r in replicas:
+                    if r in wanted:
+                        found.append(PartitionReplica(tp, r))
+        return found
 
     def replicas_of_topic(self, topic: str) -> list[PartitionReplica]:
         return [

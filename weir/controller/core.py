@@ -230,8 +230,11 @@ class ControllerCore:
         scope.effects.append(WatchTopics(frozenset(event.topics)))
         scope.batch.add_update_metadata(ctx.live_brokers, all_partitions=True)
         self.replicas.initialize()
-        yield from self.replicas.startup(scope)
+        # Partition states first (a dead leader makes its partition Offline either way), so
+        # that removing the dead replicas from the ISRs also elects the new leaders: one
+        # ZooKeeper write per partition instead of two (ISR shrink, then election).
         self.partitions.initialize()
+        yield from self.replicas.startup(scope, elector=self.partitions)
         yield from self.partitions.trigger_online_state_change(scope)
         to_delete = set(event.topics_to_delete) & set(ctx.topic_ids)
         unknown = set(event.topics_to_delete) - to_delete
@@ -321,8 +324,11 @@ class ControllerCore:
         ]
         yield from self.partitions.handle_state_changes(scope, leaderless,
                                                         PartitionState.OFFLINE)
+        # One write round: the dead replicas leave the ISRs and the partitions they led get
+        # new leaders (the offline selector) in the same conditional writes.
+        yield from self.replicas.handle_state_changes(scope, active, R.OFFLINE,
+                                                      elector=self.partitions)
         yield from self.partitions.trigger_online_state_change(scope)
-        yield from self.replicas.handle_state_changes(scope, active, R.OFFLINE)
         yield from self.deletion.fail_replica_deletion(scope, deleting)
         scope.batch.add_update_metadata(ctx.live_brokers)
 

@@ -10,6 +10,12 @@
 Every leader change adds a LeaderAndIsr for the selector's recipients and an UpdateMetadata
 for every live broker to the event's batch.  Illegal transitions are logged as
 :class:`~weir.controller.states.IllegalStateTransition` and leave the partition unchanged.
+Batches of more than 100 partitions are logged as one summary line.
+
+The replica state machine can elect the leaders of Offline partitions in the same write as
+the removal of dead replicas from their ISRs (:meth:`PartitionStateMachine.elect_offline`,
+:meth:`PartitionStateMachine.record_election`): one ZooKeeper round and one leader
+epoch bump per partition instead of two.
 """
 
 from __future__ import annotations
@@ -25,6 +31,7 @@ from weir.controller.election import ElectionResult
 from weir.controller.scope import EventScope, ZkSteps, update_leader_isr
 from weir.controller.settings import ControllerSettings
 from weir.controller.states import (
+    VALID_PREVIOUS_PARTITION_STATES,
     IllegalStateTransition,
     PartitionState,
     check_partition_transition,
@@ -32,6 +39,9 @@ from weir.controller.states import (
 from weir.coordination.codecs import LeaderIsr
 
 __all__ = ["ElectionKind", "PartitionStateMachine"]
+
+_LOG_EACH_UP_TO = 100
+"""Larger batches of partition transitions are logged as one summary line."""
 
 
 class ElectionKind(enum.Enum):
@@ -93,16 +103,25 @@ class PartitionStateMachine:
             if others:
                 elected = yield from self._elect(scope, others, election_kind)
             return elected
+        quiet = len(valid) > _LOG_EACH_UP_TO
+        if quiet:
+            scope.log(Log.info(f"{len(valid)} partitions move to {target}"))
         for tp in valid:
-            scope.log(Log.info(f"Partition {tp} state changed from "
-                               f"{self._ctx.partition_state(tp)} to {target}"))
+            if not quiet:
+                scope.log(Log.info(f"Partition {tp} state changed from "
+                                   f"{self._ctx.partition_state(tp)} to {target}"))
             states[tp] = target
         return elected
 
     def _valid(self, scope: EventScope, partitions: Iterable[TopicPartition],
                target: PartitionState) -> list[TopicPartition]:
         valid = []
+        allowed = VALID_PREVIOUS_PARTITION_STATES[target]
+        states = self._ctx.partition_states
         for tp in partitions:
+            if states.get(tp, PartitionState.NON_EXISTENT) in allowed:
+                valid.append(tp)
+                continue
             try:
                 check_partition_transition(tp, self._ctx.partition_state(tp), target)
             except IllegalStateTransition as exc:
@@ -130,6 +149,10 @@ class PartitionStateMachine:
         if not creates:
             return
         results = yield ZkCreatePartitionStates(creates, ctx.epoch_zk_version)
+        quiet = len(creates) > _LOG_EACH_UP_TO
+        if quiet:
+            scope.log(Log.info(f"{len(creates)} partitions move from NewPartition to "
+                               "OnlinePartition"))
         for tp in creates:
             res = results.get(tp)
             if not isinstance(res, LeaderIsr):
@@ -139,8 +162,9 @@ class PartitionStateMachine:
             ctx.partition_states[tp] = PartitionState.ONLINE
             scope.batch.add_leader_and_isr(ctx.live_replicas(tp), tp, res, ctx.replicas(tp),
                                            is_new=True)
-            scope.log(Log.info(f"Partition {tp} state changed from NewPartition to "
-                               f"OnlinePartition with leader {res.leader}, isr {res.isr}"))
+            if not quiet:
+                scope.log(Log.info(f"Partition {tp} state changed from NewPartition to "
+                                   f"OnlinePartition with leader {res.leader}, isr {res.isr}"))
 
     # -- Online/Offline -> Online ----------------------------------------------------------
 
@@ -150,39 +174,90 @@ class PartitionStateMachine:
         elections: dict[TopicPartition, ElectionResult] = {}
 
         def compute(tp: TopicPartition, current: LeaderIsr) -> LeaderIsr | None:
-            if current.controller_epoch > ctx.controller_epoch:
+            result = self._run_selector(scope, kind, tp, current, report=True)
+            if result is None:
+                return None
+            elections[tp] = result
+            return self._elected_state(current, result)
+
+        written = yield from update_leader_isr(ctx, scope, partitions, compute,
+                                               self._settings.max_zk_update_attempts)
+        quiet = len(written) > _LOG_EACH_UP_TO
+        if quiet:
+            scope.log(Log.info(f"{len(written)} partitions elected a leader "
+                               f"({kind.value} election)"))
+        for tp, leader_isr in written.items():
+            self.record_election(scope, tp, leader_isr, elections[tp].recipients,
+                                         log=not quiet)
+        return written
+
+    def _run_selector(self, scope: EventScope, kind: ElectionKind, tp: TopicPartition,
+                      current: LeaderIsr, report: bool) -> ElectionResult | None:
+        """The selector's result, or None (logged as an error if ``report``)."""
+        ctx = self._ctx
+        if current.controller_epoch > ctx.controller_epoch:
+            if report:
                 scope.log(Log.error(
                     f"Aborting leader election of {tp}: its state was written by controller "
                     f"epoch {current.controller_epoch} > {ctx.controller_epoch}"))
-                return None
-            result = self.select_leader(kind, tp, current)
-            if result is None:
+            return None
+        result = self.select_leader(kind, tp, current)
+        if result is None:
+            if report:
                 scope.log(Log.error(
                     f"No eligible leader for {tp} ({kind.value} election): assigned "
                     f"{list(ctx.replicas(tp))}, isr {list(current.isr)}, live brokers "
                     f"{sorted(ctx.live_brokers)}; it stays {ctx.partition_state(tp)}"))
-                return None
-            if result.unclean:
-                scope.log(Log.warning(
-                    f"Unclean leader election for {tp}: no ISR member of {list(current.isr)} "
-                    f"is alive, electing {result.leader}; there is potential data loss"))
-            elections[tp] = result
-            return LeaderIsr(leader=result.leader, leader_epoch=current.leader_epoch + 1,
-                             isr=list(result.isr), controller_epoch=ctx.controller_epoch,
-                             zk_version=current.zk_version)
+            return None
+        if result.unclean:
+            scope.log(Log.warning(
+                f"Unclean leader election for {tp}: no ISR member of {list(current.isr)} "
+                f"is alive, electing {result.leader}; there is potential data loss"))
+        return result
 
-        written = yield from update_leader_isr(ctx, scope, partitions, compute,
-                                               self._settings.max_zk_update_attempts)
-        for tp, leader_isr in written.items():
-            previous = ctx.partition_state(tp)
-            ctx.partition_states[tp] = PartitionState.ONLINE
-            scope.batch.add_leader_and_isr(elections[tp].recipients, tp, leader_isr,
-                                           ctx.replicas(tp))
+    def _elected_state(self, current: LeaderIsr, result: ElectionResult) -> LeaderIsr:
+        return LeaderIsr(leader=result.leader, leader_epoch=current.leader_epoch + 1,
+                         isr=list(result.isr), controller_epoch=self._ctx.controller_epoch,
+                         zk_version=current.zk_version)
+
+    # -- elections folded into the replica state machine's ISR writes ---------------------
+
+    def elect_offline(self, scope: EventScope, tp: TopicPartition, current: LeaderIsr,
+                      proposed: LeaderIsr) -> tuple[LeaderIsr, tuple[int, ...]] | None:
+        """Elect a leader for Offline ``tp`` on top of ``proposed`` (its ISR-shrunk state).
+
+        ``current`` is the state in ZooKeeper, ``proposed`` the one about to be written
+        with the leader removed (its leader epoch already bumped).  Returns the state to
+        write instead, with the offline selector's leader and ISR at the same leader
+        epoch, and the LeaderAndIsr recipients; None leaves the partition to
+        :meth:`trigger_online_state_change` (which reports why no leader was elected).
+        """
+        if self._ctx.partition_states.get(tp) is not PartitionState.OFFLINE:
+            return None
+        if current.controller_epoch > self._ctx.controller_epoch:
+            self._run_selector(scope, ElectionKind.OFFLINE, tp, current, report=True)
+            return None
+        result = self._run_selector(scope, ElectionKind.OFFLINE, tp, proposed, report=False)
+        if result is None:
+            return None
+        state = LeaderIsr(leader=result.leader, leader_epoch=proposed.leader_epoch,
+                          isr=list(result.isr), controller_epoch=proposed.controller_epoch,
+                          zk_version=proposed.zk_version)
+        return state, result.recipients
+
+    def record_election(self, scope: EventScope, tp: TopicPartition,
+                                written: LeaderIsr, recipients: Sequence[int],
+                                log: bool = True) -> None:
+        """``tp`` got the leader in ``written`` (now in ZooKeeper): Online, LeaderAndIsr."""
+        ctx = self._ctx
+        previous = ctx.partition_state(tp)
+        ctx.partition_states[tp] = PartitionState.ONLINE
+        scope.batch.add_leader_and_isr(recipients, tp, written, ctx.replicas(tp))
+        if log:
             scope.log(Log.info(
                 f"Partition {tp} state changed from {previous} to OnlinePartition with "
-                f"leader {leader_isr.leader}, leader epoch {leader_isr.leader_epoch}, "
-                f"isr {leader_isr.isr}"))
-        return written
+                f"leader {written.leader}, leader epoch {written.leader_epoch}, "
+                f"isr {written.isr}"))
 
     def select_leader(self, kind: ElectionKind, tp: TopicPartition,
                       current: LeaderIsr) -> ElectionResult | None:

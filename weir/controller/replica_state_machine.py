@@ -9,7 +9,9 @@ Actions (added to the event's request batch):
 * -> OfflineReplica: StopReplica (no delete); the replicas are removed from their
   partitions' ISRs by conditional writes (a removed leader leaves the leader at -1 for the
   partition state machine to replace; the ISR never becomes empty), and the remaining
-  replicas get LeaderAndIsr, every live broker UpdateMetadata.
+  replicas get LeaderAndIsr, every live broker UpdateMetadata.  With an
+  :class:`OfflineElector` (broker failure, controller failover), an Offline partition whose
+  leader is removed gets its new leader in that same write instead of -1.
 * -> ReplicaDeletionStarted: StopReplica with delete.
 * -> ReplicaDeletionSuccessful / ReplicaDeletionIneligible: state only.
 * -> NonExistentReplica: the replica leaves the assignment and the state table.
@@ -17,7 +19,8 @@ Actions (added to the event's request batch):
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
+from typing import Protocol
 
 from weir.common import TopicPartition
 from weir.controller.context import NO_LEADER, ControllerContext
@@ -25,6 +28,7 @@ from weir.controller.effects import Log
 from weir.controller.scope import EventScope, ZkSteps, update_leader_isr
 from weir.controller.settings import ControllerSettings
 from weir.controller.states import (
+    VALID_PREVIOUS_REPLICA_STATES,
     IllegalStateTransition,
     PartitionReplica,
     ReplicaState,
@@ -32,11 +36,21 @@ from weir.controller.states import (
 )
 from weir.coordination.codecs import LeaderIsr
 
-__all__ = ["ReplicaStateMachine"]
+__all__ = ["OfflineElector", "ReplicaStateMachine"]
 
 R = ReplicaState
 _LOG_EACH_UP_TO = 100
 """Larger batches of replica transitions are logged as one summary line."""
+
+
+class OfflineElector(Protocol):
+    """Elects leaders inside the ISR-removal write (the partition state machine)."""
+
+    def elect_offline(self, scope: EventScope, tp: TopicPartition, current: LeaderIsr,
+                      proposed: LeaderIsr) -> tuple[LeaderIsr, tuple[int, ...]] | None: ...
+
+    def record_election(self, scope: EventScope, tp: TopicPartition, written: LeaderIsr,
+                        recipients: Sequence[int], log: bool = True) -> None: ...
 
 
 class ReplicaStateMachine:
@@ -54,18 +68,30 @@ class ReplicaStateMachine:
             online = ctx.is_replica_online(replica.replica)
             ctx.replica_states[replica] = R.ONLINE if online else R.DELETION_INELIGIBLE
 
-    def startup(self, scope: EventScope) -> ZkSteps[None]:
-        """Move every replica to Online or Offline, sending LeaderAndIsr to all (failover)."""
+    def startup(self, scope: EventScope, elector: OfflineElector | None = None
+                ) -> ZkSteps[None]:
+        """Move every replica to Online or Offline, sending LeaderAndIsr to all (failover).
+
+        With ``elector``, Offline partitions led by a dead broker get their new leader in
+        the write that removes the dead replicas from their ISRs.
+        """
         ctx = self._ctx
-        replicas = list(ctx.all_replicas())
-        online = [r for r in replicas if ctx.is_replica_online(r.replica)]
-        offline = [r for r in replicas if not ctx.is_replica_online(r.replica)]
+        live = ctx.live_brokers
+        online: list[PartitionReplica] = []
+        offline: list[PartitionReplica] = []
+        for replica in ctx.all_replicas():
+            (online if replica.replica in live else offline).append(replica)
         yield from self.handle_state_changes(scope, online, R.ONLINE)
-        yield from self.handle_state_changes(scope, offline, R.OFFLINE)
+        yield from self.handle_state_changes(scope, offline, R.OFFLINE, elector)
 
     def handle_state_changes(self, scope: EventScope, replicas: Iterable[PartitionReplica],
-                             target: ReplicaState) -> ZkSteps[None]:
-        """Move ``replicas`` to ``target``; invalid ones are logged and skipped."""
+                             target: ReplicaState, elector: OfflineElector | None = None
+                             ) -> ZkSteps[None]:
+        """Move ``replicas`` to ``target``; invalid ones are logged and skipped.
+
+        ``elector`` (target OfflineReplica only) elects the leaders of Offline partitions
+        whose leader is among ``replicas`` in the same write (see the module docstring).
+        """
         valid = self._valid(scope, replicas, target)
         if not valid:
             return
@@ -73,11 +99,13 @@ class ReplicaStateMachine:
         if self._quiet:
             scope.log(Log.info(f"{len(valid)} replicas move to {target}"))
         if target is R.OFFLINE:
-            yield from self._to_offline(scope, valid)
+            yield from self._to_offline(scope, valid, elector)
+            return
+        if target is R.ONLINE:
+            self._to_online(scope, valid)
             return
         handler = {
             R.NEW: self._to_new,
-            R.ONLINE: self._to_online,
             R.DELETION_STARTED: self._to_deletion_started,
             R.DELETION_SUCCESSFUL: self._set_state,
             R.DELETION_INELIGIBLE: self._set_state,
@@ -89,7 +117,12 @@ class ReplicaStateMachine:
     def _valid(self, scope: EventScope, replicas: Iterable[PartitionReplica],
                target: ReplicaState) -> list[PartitionReplica]:
         valid = []
+        allowed = VALID_PREVIOUS_REPLICA_STATES[target]
+        states = self._ctx.replica_states
         for replica in replicas:
+            if states.get(replica, R.NON_EXISTENT) in allowed:
+                valid.append(replica)
+                continue
             try:
                 check_replica_transition(replica, self._ctx.replica_state(replica), target)
             except IllegalStateTransition as exc:
@@ -121,20 +154,35 @@ class ReplicaStateMachine:
                                            ctx.replicas(tp), is_new=True)
         self._set_state(scope, replica, target)
 
-    def _to_online(self, scope: EventScope, replica: PartitionReplica,
-                   target: ReplicaState) -> None:
+    def _to_online(self, scope: EventScope, replicas: list[PartitionReplica]) -> None:
+        """-> OnlineReplica; consecutive replicas of one partition share one LeaderAndIsr
+        call (same content as one call per replica)."""
         ctx = self._ctx
-        tp = replica.partition
-        if ctx.replica_state(replica) is R.NEW:
-            assigned = ctx.replicas(tp)
-            if replica.replica not in assigned:
-                ctx.set_replicas(tp, (*assigned, replica.replica))
-        else:
-            leader_isr = ctx.leadership.get(tp)
-            if leader_isr is not None:
-                scope.batch.add_leader_and_isr([replica.replica], tp, leader_isr,
-                                               ctx.replicas(tp))
-        self._set_state(scope, replica, target)
+        group: list[int] = []
+        group_tp: TopicPartition | None = None
+
+        def flush() -> None:
+            if group and group_tp is not None:
+                leader_isr = ctx.leadership.get(group_tp)
+                if leader_isr is not None:
+                    scope.batch.add_leader_and_isr(group, group_tp, leader_isr,
+                                                   ctx.replicas(group_tp))
+            group.clear()
+
+        for replica in replicas:
+            tp = replica.partition
+            if tp != group_tp:
+                flush()
+                group_tp = tp
+            if ctx.replica_state(replica) is R.NEW:
+                flush()  # the assignment may grow: replicas before see the old one
+                assigned = ctx.replicas(tp)
+                if replica.replica not in assigned:
+                    ctx.set_replicas(tp, (*assigned, replica.replica))
+            else:
+                group.append(replica.replica)
+            self._set_state(scope, replica, R.ONLINE)
+        flush()
 
     def _to_deletion_started(self, scope: EventScope, replica: PartitionReplica,
                              target: ReplicaState) -> None:
@@ -152,34 +200,62 @@ class ReplicaStateMachine:
 
     # -- -> OfflineReplica -----------------------------------------------------------------
 
-    def _to_offline(self, scope: EventScope, replicas: list[PartitionReplica]) -> ZkSteps[None]:
+    def _to_offline(self, scope: EventScope, replicas: list[PartitionReplica],
+                    elector: OfflineElector | None) -> ZkSteps[None]:
         ctx = self._ctx
         removed: dict[TopicPartition, set[int]] = {}
+        unwritten: list[TopicPartition] = []
+        live = ctx.live_brokers
         for replica in replicas:
-            scope.batch.add_stop_replica([replica.replica], replica.partition, delete=False)
             tp = replica.partition
+            if replica.replica in live:  # the batch drops StopReplica to dead brokers anyway
+                scope.batch.add_stop_replica((replica.replica,), tp, delete=False)
             if tp in ctx.leadership and not ctx.is_topic_queued_for_deletion(tp.topic):
-                removed.setdefault(tp, set()).add(replica.replica)
+                gone = removed.get(tp)
+                if gone is None:
+                    removed[tp] = {replica.replica}
+                else:
+                    gone.add(replica.replica)
             else:
-                scope.batch.add_update_metadata(ctx.live_brokers, [tp])
+                unwritten.append(tp)
+        if unwritten:
+            scope.batch.add_update_metadata(ctx.live_brokers, unwritten)
+        elected: dict[TopicPartition, tuple[int, ...]] = {}
 
         def compute(tp: TopicPartition, current: LeaderIsr) -> LeaderIsr | None:
+            elected.pop(tp, None)  # a retry after a lost race recomputes everything
             gone = removed[tp]
-            if not gone & set(current.isr) and current.leader not in gone:
+            if current.leader not in gone and gone.isdisjoint(current.isr):
                 return None
             isr = [r for r in current.isr if r not in gone] or list(current.isr[-1:])
             leader = NO_LEADER if current.leader in gone else current.leader
-            return LeaderIsr(leader=leader, leader_epoch=current.leader_epoch + 1, isr=isr,
-                             controller_epoch=ctx.controller_epoch,
-                             zk_version=current.zk_version)
+            proposed = LeaderIsr(leader=leader, leader_epoch=current.leader_epoch + 1, isr=isr,
+                                 controller_epoch=ctx.controller_epoch,
+                                 zk_version=current.zk_version)
+            if leader == NO_LEADER and elector is not None:
+                election = elector.elect_offline(scope, tp, current, proposed)
+                if election is not None:
+                    proposed, elected[tp] = election
+            return proposed
 
         written = yield from update_leader_isr(ctx, scope, list(removed), compute,
                                                self._settings.max_zk_update_attempts)
+        if elected and elector is not None:
+            quiet = len(elected) > _LOG_EACH_UP_TO
+            if quiet:
+                scope.log(Log.info(f"{len(elected)} partitions elected a leader "
+                                   "(offline election, with the ISR change)"))
+            for tp, recipients in elected.items():
+                if tp in written:
+                    elector.record_election(scope, tp, written[tp], recipients,
+                                            log=not quiet)
         for tp, leader_isr in written.items():
-            recipients = [r for r in ctx.replicas(tp) if r not in removed[tp]]
-            scope.batch.add_leader_and_isr(recipients, tp, leader_isr, ctx.replicas(tp))
-        for tp in removed:
-            if tp not in written:
-                scope.batch.add_update_metadata(ctx.live_brokers, [tp])
+            if tp not in elected:
+                gone = removed[tp]
+                recipients = [r for r in ctx.replicas(tp) if r not in gone]
+                scope.batch.add_leader_and_isr(recipients, tp, leader_isr, ctx.replicas(tp))
+        not_written = [tp for tp in removed if tp not in written]
+        if not_written:
+            scope.batch.add_update_metadata(ctx.live_brokers, not_written)
         for replica in replicas:
             self._set_state(scope, replica, R.OFFLINE)

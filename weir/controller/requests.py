@@ -75,6 +75,10 @@ class RequestBatch:
         self._update_metadata_live: set[TopicPartition] = set()
         """Partitions whose UpdateMetadata goes to every broker live at build time."""
         self._stop_replica: dict[int, dict[TopicPartition, bool]] = {}
+        self._states: dict[TopicPartition, tuple[Any, ...]] = {}
+        """The last LeaderAndIsr partition state built per partition, with its inputs, so
+        that adding the same state for several brokers (one call per replica) builds it
+        once."""
 
     def is_empty(self) -> bool:
         return not (self._leader_and_isr or self._update_metadata or self._stop_replica
@@ -86,19 +90,7 @@ class RequestBatch:
                            leader_isr: LeaderIsr, replicas: Iterable[int],
                            is_new: bool = False) -> None:
         """LeaderAndIsr for ``tp`` to ``brokers``, and UpdateMetadata for it to all."""
-        moving = self._ctx.reassignments.get(tp)
-        state = LeaderAndIsrPartitionState(
-            partition_index=tp.partition,
-            controller_epoch=leader_isr.controller_epoch,
-            leader=leader_isr.leader,
-            leader_epoch=leader_isr.leader_epoch,
-            isr=tuple(leader_isr.isr),
-            partition_epoch=leader_isr.zk_version,
-            replicas=tuple(replicas),
-            adding_replicas=moving.adding if moving else (),
-            removing_replicas=moving.removing if moving else (),
-            is_new=is_new,
-        )
+        state = self._partition_state(tp, leader_isr, tuple(replicas), is_new)
         for broker in brokers:
             if broker < 0:
                 continue
@@ -109,6 +101,29 @@ class RequestBatch:
             else:
                 per_broker[tp] = state
         self._update_metadata_live.add(tp)
+
+    def _partition_state(self, tp: TopicPartition, leader_isr: LeaderIsr,
+                         replicas: tuple[int, ...], is_new: bool
+                         ) -> LeaderAndIsrPartitionState:
+        moving = self._ctx.reassignments.get(tp)
+        cached = self._states.get(tp)
+        if (cached is not None and cached[0] is leader_isr and cached[1] == replicas
+                and cached[2] is moving and cached[3] == is_new):
+            return cached[4]
+        state = LeaderAndIsrPartitionState(
+            partition_index=tp.partition,
+            controller_epoch=leader_isr.controller_epoch,
+            leader=leader_isr.leader,
+            leader_epoch=leader_isr.leader_epoch,
+            isr=tuple(leader_isr.isr),
+            partition_epoch=leader_isr.zk_version,
+            replicas=replicas,
+            adding_replicas=moving.adding if moving else (),
+            removing_replicas=moving.removing if moving else (),
+            is_new=is_new,
+        )
+        self._states[tp] = (leader_isr, replicas, moving, is_new, state)
+        return state
 
     def add_update_metadata(self, brokers: Iterable[int], partitions: Iterable[TopicPartition]
                             = (), *, all_partitions: bool = False) -> None:
@@ -143,6 +158,8 @@ class RequestBatch:
         """
         live = self._ctx.live_brokers
         self._metadata_cache: dict[TopicPartition, Any] = {}
+        self._built_topic_states: list[tuple[set[TopicPartition], tuple[Any, ...]]] = []
+        self._live_broker_states: tuple[UpdateMetadataBroker, ...] | None = None
         out: list[OutboundRequest] = []
         for broker in sorted(b for b in self._leader_and_isr if b in live):
             out.append(OutboundRequest(broker, self._leader_and_isr_request(broker)))
@@ -189,24 +206,8 @@ class RequestBatch:
             partitions = set(ctx.leadership)
         else:
             partitions = self._update_metadata[broker]
-        by_topic: dict[str, list[UpdateMetadataPartitionState]] = {}
-        cache = self._metadata_cache
-        for tp in sorted(partitions):
-            state = cache.get(tp, _MISSING)
-            if state is _MISSING:
-                state = cache[tp] = self._metadata_partition_state(tp)
-            if state is not None:
-                by_topic.setdefault(tp.topic, []).append(state)
-        return UpdateMetadataRequest(
-            controller_id=self._controller_id,
-            controller_epoch=ctx.controller_epoch,
-            broker_epoch=ctx.broker_epoch(broker),
-            topic_states=tuple(
-                UpdateMetadataTopicState(topic_name=topic, topic_id=self._topic_id(topic),
-                                         partition_states=tuple(parts))
-                for topic, parts in by_topic.items()
-            ),
-            live_brokers=tuple(
+        if self._live_broker_states is None:
+            self._live_broker_states = tuple(
                 UpdateMetadataBroker(
                     id=info.id,
                     endpoints=(UpdateMetadataEndpoint(port=info.port, host=info.host,
@@ -215,8 +216,37 @@ class RequestBatch:
                     rack=info.rack,
                 )
                 for _, info in sorted(ctx.live_brokers.items())
-            ),
+            )
+        return UpdateMetadataRequest(
+            controller_id=self._controller_id,
+            controller_epoch=ctx.controller_epoch,
+            broker_epoch=ctx.broker_epoch(broker),
+            topic_states=self._metadata_topic_states(partitions),
+            live_brokers=self._live_broker_states,
         )
+
+    def _metadata_topic_states(self, partitions: set[TopicPartition]
+                               ) -> tuple[UpdateMetadataTopicState, ...]:
+        """The topic states for ``partitions``; built once per distinct set of partitions
+        (usually every broker gets the same ones)."""
+        for built_for, topic_states in self._built_topic_states:
+            if built_for == partitions:
+                return topic_states
+        by_topic: dict[str, list[UpdateMetadataPartitionState]] = {}
+        cache = self._metadata_cache
+        for tp in sorted(partitions):
+            state = cache.get(tp, _MISSING)
+            if state is _MISSING:
+                state = cache[tp] = self._metadata_partition_state(tp)
+            if state is not None:
+                by_topic.setdefault(tp.topic, []).append(state)
+        topic_states = tuple(
+            UpdateMetadataTopicState(topic_name=topic, topic_id=self._topic_id(topic),
+                                     partition_states=tuple(parts))
+            for topic, parts in by_topic.items()
+        )
+        self._built_topic_states.append((partitions, topic_states))
+        return topic_states
 
     def _metadata_partition_state(self, tp: TopicPartition) -> UpdateMetadataPartitionState | None:
         ctx = self._ctx

@@ -17,6 +17,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from weir.asyncutil import cancel_and_wait
 from weir.common import TopicPartition
 from weir.controller.channel import ControllerChannelManager
 from weir.controller.context import ReplicaAssignment
@@ -74,6 +75,9 @@ def _setting(config: Any, key: str, default: Any) -> Any:
     return default if value is None else value
 
 log = logging.getLogger(__name__)
+
+WRITE_CHUNK = 1000
+"""Partitions per multi of a pipelined state update (the client's own multi size)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -167,9 +171,7 @@ class ControllerService:
         if self._controller_watch is not None:
             self._controller_watch.cancel()
         if self._consumer is not None:
-            self._consumer.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._consumer
+            await cancel_and_wait(self._consumer)
         was_active = self.core.active
         await self._resign()
         if was_active:
@@ -362,7 +364,7 @@ class ControllerService:
             topics=topics,
             partition_states=zk.get_partition_states(tps),
             topics_to_delete=frozenset(zk.get_topics_to_delete()),
-            topic_configs={t: zk.get_topic_config(t) for t in topics},
+            topic_configs=zk.get_topic_configs(topics),
             zk_reassignments={tp: tuple(r) for tp, r in zk.get_reassignments().items()},
         )
 
@@ -400,7 +402,7 @@ class ControllerService:
             if op is None:
                 return
             try:
-                result = await asyncio.to_thread(self._execute, op)
+                result = await self._run_zk(op)
             except ControllerMovedError:
                 raise
             except Exception:
@@ -444,6 +446,29 @@ class ControllerService:
             self._enqueue(_Watched(generation, PartitionModifications(topic)))
         return callback
 
+    async def _run_zk(self, op: ZkOperation) -> Any:
+        """Run one ZooKeeper operation on worker threads; its result for the core.
+
+        A large state update goes out as several multis in flight at once (one per
+        :data:`WRITE_CHUNK` partitions, each fenced on its own, as the client would send
+        them one after the other): the client's encoding overlaps the server's work.
+        """
+        if isinstance(op, ZkUpdatePartitionStates) and len(op.states) > WRITE_CHUNK:
+            items = list(op.states.items())
+            chunks = [dict(items[i:i + WRITE_CHUNK]) for i in range(0, len(items), WRITE_CHUNK)]
+            update = self._zk.update_partition_states
+            results = await asyncio.gather(
+                *(asyncio.to_thread(update, chunk, op.epoch_zk_version) for chunk in chunks),
+                return_exceptions=True)
+            errors = [r for r in results if isinstance(r, BaseException)]
+            if errors:
+                raise next((e for e in errors if isinstance(e, ControllerMovedError)), errors[0])
+            merged: dict[TopicPartition, Any] = {}
+            for result in results:
+                merged.update(result)
+            return merged
+        return await asyncio.to_thread(self._execute, op)
+
     def _execute(self, op: ZkOperation) -> Any:
         """Run one ZooKeeper operation (on a worker thread)."""
         zk = self._zk
@@ -455,7 +480,7 @@ class ControllerService:
             return zk.get_partition_states(op.partitions)
         if isinstance(op, ZkReadTopics):
             topics = zk.get_topics(op.topics)
-            return TopicsRead(topics, {t: zk.get_topic_config(t) for t in topics})
+            return TopicsRead(topics, zk.get_topic_configs(topics))
         if isinstance(op, ZkDeleteTopic):
             zk.delete_topic_znodes(op.topic, op.epoch_zk_version)
             return None

@@ -16,7 +16,22 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from kazoo.client import KazooClient
-from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError, NotEmptyError
+from kazoo.exceptions import (
+    EXCEPTIONS,
+    BadVersionError,
+    NodeExistsError,
+    NoNodeError,
+    NotEmptyError,
+    UnimplementedError,
+)
+from kazoo.protocol.serialization import (
+    GetData,
+    MultiHeader,
+    int_struct,
+    multiheader_struct,
+    read_buffer,
+    stat_struct,
+)
 from kazoo.protocol.states import ZnodeStat
 from kazoo.recipe.watchers import ChildrenWatch, DataWatch
 from kazoo.retry import KazooRetry
@@ -35,6 +50,10 @@ from weir.protocol.errors import ErrorCode, KafkaError
 log = logging.getLogger(__name__)
 
 _CONTROLLER_ELECTION_ATTEMPTS = 5
+_MULTI_READ_MIN = 8
+"""Batches at least this large go out as ZooKeeper ``multiRead`` requests."""
+_MULTI_READ_CHUNK = 1000
+"""Reads per ``multiRead`` (keeps each response far below ``jute.maxbuffer``)."""
 
 
 def split_connect(connect: str) -> tuple[str, str]:
@@ -77,6 +96,44 @@ class Watch:
         return self._fire(data, stat)
 
 
+class _MultiRead:
+    """ZooKeeper's ``multiRead`` (opcode 22, ZooKeeper >= 3.6) of ``getData`` operations.
+
+    kazoo has no such request; this one follows kazoo's request protocol (``type``,
+    ``serialize``, ``deserialize``).  The response holds, per path in order, ``(data, stat)``
+    or the exception of that read alone (e.g. ``NoNodeError``).
+    """
+
+    type = 22
+
+    def __init__(self, paths_: list[str]) -> None:
+        self.paths = paths_
+
+    def serialize(self) -> bytes:
+        parts = [MultiHeader(GetData.type, False, -1).serialize() + GetData(p, None).serialize()
+                 for p in self.paths]
+        parts.append(multiheader_struct.pack(-1, True, -1))
+        return b"".join(parts)
+
+    @classmethod
+    def deserialize(cls, data: bytes, offset: int) -> list[Any]:
+        results: list[Any] = []
+        while True:
+            kind, done, _err = multiheader_struct.unpack_from(data, offset)
+            offset += multiheader_struct.size
+            if done:
+                return results
+            if kind == GetData.type:
+                value, offset = read_buffer(data, offset)
+                stat = ZnodeStat._make(stat_struct.unpack_from(data, offset))
+                offset += stat_struct.size
+                results.append((value, stat))
+            else:  # an error result: the error code follows
+                (code,) = int_struct.unpack_from(data, offset)
+                offset += int_struct.size
+                results.append(EXCEPTIONS[code]())
+
+
 class ZkClient:
     """Kafka's ZooKeeper client for one broker (``zookeeper.connect`` with chroot)."""
 
@@ -92,6 +149,7 @@ class ZkClient:
         self._connection_timeout_s = connection_timeout_ms / 1000
         self._client = KazooClient(hosts=connect, timeout=self._session_timeout_s)
         self._retry = KazooRetry(max_tries=5, delay=0.05, max_delay=1.0, ignore_expire=False)
+        self._multi_read = True  # until the server answers UNIMPLEMENTED (ZooKeeper < 3.6)
 
     # -- lifecycle -----------------------------------------------------------------------
 
@@ -166,14 +224,45 @@ class ZkClient:
             return []
 
     def _get_many(self, path_list: Iterable[str]) -> dict[str, tuple[bytes, ZnodeStat]]:
-        """Batched reads: all requests go out before the first answer is awaited."""
-        pending = {p: self._client.get_async(p) for p in path_list}
+        """Batched reads of the nodes that exist.
+
+        Large batches use ``multiRead`` (one request per 1,000 paths, all sent before the
+        first answer is awaited); otherwise, or on a server without it, one pipelined
+        ``get`` per path.
+        """
+        wanted = list(path_list)
+        if self._multi_read and len(wanted) >= _MULTI_READ_MIN:
+            try:
+                return self._get_many_multi(wanted)
+            except UnimplementedError:
+                log.info("ZooKeeper has no multiRead (< 3.6): reading nodes one by one")
+                self._multi_read = False
+        pending = {p: self._client.get_async(p) for p in wanted}
         found = {}
         for path, result in pending.items():
             try:
                 found[path] = result.get()
             except NoNodeError:
                 continue
+        return found
+
+    def _get_many_multi(self, wanted: list[str]) -> dict[str, tuple[bytes, ZnodeStat]]:
+        client = self._client
+        pending = []
+        for start in range(0, len(wanted), _MULTI_READ_CHUNK):
+            chunk = wanted[start:start + _MULTI_READ_CHUNK]
+            result = client.handler.async_result()
+            # kazoo's internal request queue (kazoo has no public multiRead).
+            client._call(_MultiRead([_chrooted(client.chroot, p) for p in chunk]), result)
+            pending.append((chunk, result))
+        found = {}
+        for chunk, result in pending:
+            for path, item in zip(chunk, result.get(), strict=True):
+                if isinstance(item, NoNodeError):
+                    continue
+                if isinstance(item, Exception):
+                    raise item
+                found[path] = item
         return found
 
     def _create_or_get(self, path: str, data: bytes) -> bytes:
@@ -424,6 +513,16 @@ class ZkClient:
     def get_topic_config(self, name: str) -> dict[str, str]:
         return self.get_entity_config("topics", name)
 
+    def get_topic_configs(self, names: Iterable[str]) -> dict[str, dict[str, str]]:
+        """:meth:`get_topic_config` of each topic, in one batched read."""
+        names = list(names)
+        found = self._get_many(f"{paths.CONFIG}/topics/{n}" for n in names)
+        return {
+            n: codecs.decode_config(found[p][0]) if (p := f"{paths.CONFIG}/topics/{n}") in found
+            else {}
+            for n in names
+        }
+
     def set_topic_config(self, name: str, configs: Mapping[str, str]) -> None:
         self.set_entity_config("topics", name, configs)
 
@@ -626,6 +725,10 @@ class ZkClient:
         watch = Watch(path, lambda _data, stat: callback(stat))
         DataWatch(self._client, path, watch._on_data)
         return watch
+
+
+def _chrooted(chroot: str | None, path: str) -> str:
+    return f"{chroot}{path}" if chroot else path
 
 
 def _with_version(state: LeaderIsr, zk_version: int) -> LeaderIsr:
