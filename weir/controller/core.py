@@ -229,6 +229,13 @@ class ControllerCore:
                            f"{len(event.topics)} topics"))
         scope.effects.append(WatchTopics(frozenset(event.topics)))
         scope.batch.add_update_metadata(ctx.live_brokers, all_partitions=True)
+        # Leaders that restarted since their partition's state was written (their
+        # registration is newer) may have lost an unflushed tail; re-sending them the same
+        # leader epoch would let them write new batches at offsets and an epoch that the
+        # followers already hold differently. Handle them as bounced brokers: out of the
+        # ISRs, new leaders (new epochs) first, then back as followers.
+        restarted = self._restarted_leaders()
+        saved = {b: ctx.live_brokers.pop(b) for b in restarted}
         self.replicas.initialize()
         # Partition states first (a dead leader makes its partition Offline either way), so
         # that removing the dead replicas from the ISRs also elects the new leaders: one
@@ -236,6 +243,12 @@ class ControllerCore:
         self.partitions.initialize()
         yield from self.replicas.startup(scope, elector=self.partitions)
         yield from self.partitions.trigger_online_state_change(scope)
+        if restarted:
+            scope.log(Log.warning(
+                f"Leaders {restarted} restarted since their partitions' states were written; "
+                "electing again with new leader epochs"))
+            ctx.live_brokers.update(saved)
+            yield from self._on_broker_startup(restarted)
         to_delete = set(event.topics_to_delete) & set(ctx.topic_ids)
         unknown = set(event.topics_to_delete) - to_delete
         for topic in sorted(unknown):
@@ -244,6 +257,15 @@ class ControllerCore:
         yield from self.reassignment.resume_all(scope)
         if event.zk_reassignments:
             yield from self.reassignment.zk_request(scope, event.zk_reassignments)
+
+    def _restarted_leaders(self) -> list[int]:
+        """Live brokers leading a partition whose state predates their registration."""
+        ctx = self.ctx
+        return sorted({
+            li.leader for li in ctx.leadership.values()
+            if li.leader in ctx.live_brokers and li.mzxid >= 0
+            and ctx.live_brokers[li.leader].epoch > li.mzxid
+        })
 
     def _load_reassignments(self, assignment: TopicAssignment) -> None:
         """Moves in progress recorded in a topic znode (KIP-455) go to the context."""

@@ -178,6 +178,9 @@ class LeaderIsr:
     controller_epoch: int
     zk_version: int = -1
     leader_recovery_state: int = 0
+    # The zxid of the znode's last write (-1 when not read from ZooKeeper). A leader whose
+    # registration (broker epoch = czxid) is newer restarted after this state was written.
+    mzxid: int = field(default=-1, compare=False)
 
 
 def encode_leader_isr(state: LeaderIsr) -> bytes:
@@ -195,7 +198,7 @@ def encode_leader_isr(state: LeaderIsr) -> bytes:
     return _dumps(doc)
 
 
-def decode_leader_isr(data: bytes, zk_version: int = -1) -> LeaderIsr:
+def decode_leader_isr(data: bytes, zk_version: int = -1, mzxid: int = -1) -> LeaderIsr:
     doc = _loads(data)
     return LeaderIsr(
         leader=int(doc["leader"]),
@@ -204,6 +207,7 @@ def decode_leader_isr(data: bytes, zk_version: int = -1) -> LeaderIsr:
         controller_epoch=int(doc["controller_epoch"]),
         zk_version=zk_version,
         leader_recovery_state=int(doc.get("leader_recovery_state", 0)),
+        mzxid=mzxid,
     )
 
 

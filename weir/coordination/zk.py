@@ -535,7 +535,8 @@ class ZkClient:
         tps = list(partitions)
         found = self._get_many(paths.partition_state(*tp) for tp in tps)
         return {
-            tp: codecs.decode_leader_isr(found[p][0], zk_version=found[p][1].version)
+            tp: codecs.decode_leader_isr(found[p][0], zk_version=found[p][1].version,
+                                         mzxid=found[p][1].mzxid)
             for tp in tps
             if (p := paths.partition_state(*tp)) in found
         }

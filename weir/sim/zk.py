@@ -167,10 +167,9 @@ class SimZk:
             return ZkNoNodeError(str(tp))
         if tp in self.states:
             return ZkNodeExistsError(str(tp))
-        new = dataclasses.replace(state, zk_version=0)
+        new = dataclasses.replace(state, zk_version=0, mzxid=self._tick())
         self.on_state_write(tp, None, new)
         self.states[tp] = new
-        self._tick()
         return new
 
     def _update_state(self, tp: TopicPartition, state: LeaderIsr) -> LeaderIsr | Exception:
@@ -179,10 +178,9 @@ class SimZk:
             return ZkNoNodeError(str(tp))
         if current.zk_version != state.zk_version:
             return ZkVersionMismatchError(str(tp), state.zk_version)
-        new = dataclasses.replace(state, zk_version=current.zk_version + 1)
+        new = dataclasses.replace(state, zk_version=current.zk_version + 1, mzxid=self._tick())
         self.on_state_write(tp, current, new)
         self.states[tp] = new
-        self._tick()
         return new
 
     def _delete_topic(self, name: str) -> None:
