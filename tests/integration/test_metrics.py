@@ -8,7 +8,7 @@ import urllib.request
 import pytest
 
 from tests.conftest import wait_for
-from tests.integration.clients import create_topic, produce
+from tests.integration.clients import produce
 from tests.integration.replication_checks import partition_leaders
 from weir.cli.cluster import LocalCluster, free_port
 from weir.config import write_properties
@@ -71,10 +71,14 @@ def test_metrics_follow_an_isr_shrink_and_expansion(cluster, topic_name):
     wait_for(lambda: sum(gauge(scrape(cluster, b), active) for b in cluster.broker_ids) == 1,
              20, what="exactly one active controller")
 
-    create_topic(cluster.bootstrap, topic_name, 1, 2)
-    produce(cluster.bootstrap, topic_name, [b"v%d" % i for i in range(10)], acks="all")
-    leader = partition_leaders(cluster.bootstrap, topic_name)[0]
+    # The leader is put on the controller: the follower about to be frozen must not be the
+    # controller, or nobody could answer the leader's AlterPartition.
+    leader = cluster.controller_id()
     follower = next(b for b in cluster.broker_ids if b != leader)
+    cluster.zk().create_topic(topic_name, {0: [leader, follower]}, {})
+    wait_for(lambda: partition_leaders(cluster.bootstrap, topic_name)[0] == leader, 30,
+             what="the controller leading the partition")
+    produce(cluster.bootstrap, topic_name, [b"v%d" % i for i in range(10)], acks="all")
 
     def healthy() -> bool:
         at_leader, at_follower = scrape(cluster, leader), scrape(cluster, follower)
@@ -111,7 +115,7 @@ def test_metrics_follow_an_isr_shrink_and_expansion(cluster, topic_name):
                     and gauge(s, "kafka_cluster_partition_underreplicated",
                               topic=topic_name, partition=0) == 1)
 
-        wait_for(shrunk, 15, what="the leader shrinking the ISR")
+        wait_for(shrunk, 30, what="the leader shrinking the ISR")
     finally:
         cluster.resume_broker(follower)
 
