@@ -28,7 +28,6 @@ from pathlib import Path
 
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
-
 from produce_consume import machine  # same folder: the machine description
 
 from weir.cli.cluster import LocalCluster
@@ -171,10 +170,10 @@ def main(argv: list[str] | None = None) -> int:
     md = "\n".join([
         f"# Replication benchmark — {when}",
         "",
-        f"Commit `{commit}`; {info.get('cpu', '?')}, {info.get('cores', '?')} cores; "
+        (f"Commit `{commit}`; {info.get('cpu', '?')}, {info.get('cores', '?')} cores; "
         f"Python {sys.version.split()[0]}. One 3-broker Weir cluster on loopback; one "
         f"partition per topic; {records} records of 1 KiB per run, best of {repeats}; "
-        "confluent-kafka, acks=all, idempotent, batch.size 256 KiB, linger.ms 5.",
+        "confluent-kafka, acks=all, idempotent, batch.size 256 KiB, linger.ms 5."),
         "",
         "| figure | value |",
         "|---|---:|",
@@ -186,8 +185,8 @@ def main(argv: list[str] | None = None) -> int:
         f"| unavailability after SIGKILL of the leader (s) | {outage:.2f} |",
         f"| zookeeper.session.timeout.ms (s) | {SESSION_TIMEOUT_MS / 1000:.1f} |",
         "",
-        "Unavailability is measured from the kill to the first acknowledgement of a record "
-        "produced after it; the goal is at most the session timeout plus 1 s.",
+        ("Unavailability is measured from the kill to the first acknowledgement of a record "
+        "produced after it; the goal is at most the session timeout plus 1 s."),
         "",
     ])
     RESULTS.mkdir(exist_ok=True)
