@@ -6,6 +6,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from weir.protocol import codec
+from weir.protocol.errors import ErrorCode
 from weir.protocol.fetch_response import FileRegion
 
 if TYPE_CHECKING:
@@ -36,6 +37,14 @@ class RequestContext:
     def respond(self, data: dict[str, Any] | None = None, /, **kwargs: Any) -> Any:
         """Build this request's response at the request's version from plain values."""
         return codec.build(self.response_cls, data, **kwargs)
+
+    def partition_error(self, tp: Any, code: ErrorCode) -> ErrorCode:
+        """A partition not hosted here but known to the cluster is NOT_LEADER_OR_FOLLOWER
+        (the client's metadata is stale); one unknown everywhere stays UNKNOWN_TOPIC_OR_PARTITION."""
+        if (code == ErrorCode.unknown_topic_or_partition
+                and self.broker.metadata.partition(tp) is not None):
+            return ErrorCode.not_leader_or_follower
+        return code
 
     def nested(self, name: str) -> type:
         """The response's nested entity class called ``name`` (e.g. ``"MetadataResponseTopic"``)."""

@@ -6,7 +6,6 @@ from __future__ import annotations
 from typing import Any
 
 from weir.common import TopicPartition
-from weir.protocol.errors import ErrorCode
 
 API_KEY = 21
 MIN_VERSION = 0
@@ -22,8 +21,7 @@ async def handle(ctx, request) -> Any:
         offsets, timeout_ms, lambda: set(broker.metadata.brokers))
     by_topic: dict[str, list[dict[str, Any]]] = {}
     for tp, (code, low) in results.items():
-        if code == ErrorCode.unknown_topic_or_partition and broker.metadata.partition(tp):
-            code = ErrorCode.not_leader_or_follower
+        code = ctx.partition_error(tp, code)
         by_topic.setdefault(tp.topic, []).append(
             {"partition_index": tp.partition, "low_watermark": low, "error_code": code})
     return ctx.respond(topics=[{"name": t, "partitions": ps} for t, ps in by_topic.items()])

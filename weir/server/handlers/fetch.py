@@ -52,10 +52,7 @@ async def handle(ctx, request) -> Any:
     by_topic: dict[str, list[PartitionData]] = {}
     for req in wanted:
         r = results[req.tp]
-        error = r.error
-        if (error == ErrorCode.unknown_topic_or_partition
-                and broker.metadata.partition(req.tp) is not None):
-            error = ErrorCode.not_leader_or_follower
+        error = ctx.partition_error(req.tp, r.error)
         data = PartitionData(
             partition_index=req.tp.partition, error_code=int(error),
             high_watermark=r.high_watermark, last_stable_offset=r.high_watermark,

@@ -29,11 +29,7 @@ async def handle(ctx, request) -> Any:
                 entry.update(error_code=ErrorCode.none, offset=offset, timestamp=ts,
                              leader_epoch=epoch)
             except KafkaError as exc:
-                code = exc.code
-                if (code == ErrorCode.unknown_topic_or_partition
-                        and ctx.broker.metadata.partition(tp) is not None):
-                    code = ErrorCode.not_leader_or_follower
-                entry["error_code"] = code
+                entry["error_code"] = ctx.partition_error(tp, exc.code)
             parts.append(entry)
         topics.append({"name": topic.name, "partitions": parts})
     return ctx.respond(topics=topics)

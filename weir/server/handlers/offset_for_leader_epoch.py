@@ -27,11 +27,7 @@ async def handle(ctx, request) -> Any:
                                                              plog.log_end_offset)
                 entry.update(leader_epoch=epoch, end_offset=end)
             except KafkaError as exc:
-                code = exc.code
-                if (code == ErrorCode.unknown_topic_or_partition
-                        and ctx.broker.metadata.partition(tp) is not None):
-                    code = ErrorCode.not_leader_or_follower
-                entry["error_code"] = code
+                entry["error_code"] = ctx.partition_error(tp, exc.code)
             parts.append(entry)
         topics.append({"topic": topic.topic, "partitions": parts})
     return ctx.respond(topics=topics)

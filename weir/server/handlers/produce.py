@@ -39,9 +39,7 @@ async def handle(ctx, request) -> Any:
     if acks == 0:
         return None
     for tp, result in results.items():
-        if (result.error == ErrorCode.unknown_topic_or_partition
-                and broker.metadata.partition(tp) is not None):
-            result.error = ErrorCode.not_leader_or_follower
+        result.error = ctx.partition_error(tp, result.error)
     by_topic: dict[str, list[produce_response.PartitionResult]] = {}
     for tp, r in results.items():
         by_topic.setdefault(tp.topic, []).append((
