@@ -25,3 +25,26 @@ def wait_for(fn: Callable[[], T], timeout_s: float = 30.0, interval_s: float = 0
             raise AssertionError(f"timed out after {timeout_s}s waiting for {what}"
                                  + (f" (last error: {last_exc!r})" if last_exc else ""))
         time.sleep(interval_s)
+
+
+def pytest_sessionstart(session) -> None:
+    """Under CI, what the suite needs must be installed: tests that would skip for want of
+    ZooKeeper or PySpark fail the run instead (a green run must not hide a missing step)."""
+    import importlib.util
+    import os
+
+    import pytest
+
+    if not os.environ.get("CI"):
+        return
+    missing = []
+    try:
+        from weir.coordination.zkserver import find_zookeeper_classpath
+
+        find_zookeeper_classpath()
+    except Exception as exc:  # noqa: BLE001 - reported below
+        missing.append(f"ZooKeeper: {exc}")
+    if importlib.util.find_spec("pyspark") is None:
+        missing.append("pyspark is not installed")
+    if missing:
+        pytest.exit("CI run without its dependencies: " + "; ".join(missing), returncode=3)
