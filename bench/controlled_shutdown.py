@@ -62,7 +62,7 @@ import time
 from collections.abc import Callable
 from datetime import datetime
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any
 
 from kio.schema.metadata.v12.request import MetadataRequest
 
@@ -74,10 +74,10 @@ from weir.coordination.zk import ZkClient
 from weir.coordination.zkserver import ZooKeeperServer
 from weir.protocol.client import BrokerConnection
 from weir.protocol.codec import build
-from weir.protocol.interbroker import UpdateMetadataRequest
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
+from controller import StubBrokers  # bench helper: UpdateMetadata applied at once
 from produce_consume import machine  # bench helper: CPU, cores, commit, load
 
 TOPIC = "cs-bench"
@@ -326,31 +326,8 @@ async def real_bench(partitions: int, runs: int, data_dir: Path | None = None
 
 # -- part 2: the controller's cost at 10,000 partitions ----------------------------------
 
-class StubChannels:
-    """The controller's channel manager stand-in: UpdateMetadata lands at once."""
-
-    metadata: ClassVar[dict[int, dict[TopicPartition, int]]] = {}
-
-    def __init__(self, on_event: Callable[[Any], None], request_timeout_ms: int = 0) -> None:
-        self.on_event = on_event
-
-    async def update_brokers(self, brokers: Any) -> None:
-        pass
-
-    def send(self, requests: Any) -> None:
-        for out in requests:
-            if isinstance(out.request, UpdateMetadataRequest):
-                cache = StubChannels.metadata.setdefault(out.broker_id, {})
-                for topic in out.request.topic_states:
-                    for p in topic.partition_states:
-                        cache[TopicPartition(topic.topic_name, p.partition_index)] = p.leader
-
-    async def close(self) -> None:
-        pass
-
-
 async def controller_once(connect: str, partitions: int, victim: int = 3) -> dict[str, Any]:
-    StubChannels.metadata = {}
+    StubBrokers.metadata = {}
     clients = {b: ZkClient(connect, session_timeout_ms=6000, connection_timeout_ms=20000)
                for b in (0, *BROKERS)}
     for client in clients.values():
@@ -361,11 +338,11 @@ async def controller_once(connect: str, partitions: int, victim: int = 3) -> dic
         admin.ensure_paths()
         epochs = {b: clients[b].register_broker(BrokerInfo(id=b, host="127.0.0.1",
                                                             port=19090 + b)) for b in BROKERS}
-        service = ControllerService(1, clients[1], channel_factory=StubChannels)
+        service = ControllerService(1, clients[1], channel_factory=StubBrokers)
         await service.start()
         await until(lambda: service.is_active, 60, "controller election", 0.01)
         admin.create_topic(TOPIC, assignment(partitions), {})
-        await until(lambda: all(len(StubChannels.metadata.get(b, {})) >= partitions
+        await until(lambda: all(len(StubBrokers.metadata.get(b, {})) >= partitions
                                 for b in BROKERS), 300, "topic online", 0.01)
         tps = [TopicPartition(TOPIC, p) for p in range(partitions)]
         led = [tp for tp, s in admin.get_partition_states(tps).items() if s.leader == victim]
@@ -374,7 +351,7 @@ async def controller_once(connect: str, partitions: int, victim: int = 3) -> dic
         remaining = await service.on_controlled_shutdown(victim, epochs[victim])
         t_reply = time.perf_counter() - t0
         others = [b for b in BROKERS if b != victim]
-        await until(lambda: all(StubChannels.metadata[b].get(tp, victim) != victim
+        await until(lambda: all(StubBrokers.metadata[b].get(tp, victim) != victim
                                 for b in others for tp in led), 60, "metadata", 0.001)
         t_meta = time.perf_counter() - t0
         states = admin.get_partition_states(tps)

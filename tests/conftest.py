@@ -3,10 +3,30 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import TypeVar
 
+import pytest
+
+from weir.coordination.zkserver import ZooKeeperServer, find_zookeeper_classpath
+
 T = TypeVar("T")
+
+
+@pytest.fixture(scope="module")
+def zk_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ZooKeeperServer]:
+    """A real ZooKeeper (Debian's package) for one test module; skipped where it is not
+    installed, which under CI fails the run instead (see pytest_sessionstart)."""
+    try:
+        find_zookeeper_classpath()
+    except RuntimeError as exc:
+        pytest.skip(str(exc))
+    server = ZooKeeperServer(tmp_path_factory.mktemp("zk"))
+    server.start(timeout_s=60)
+    try:
+        yield server
+    finally:
+        server.stop()
 
 
 def wait_for(fn: Callable[[], T], timeout_s: float = 30.0, interval_s: float = 0.1,

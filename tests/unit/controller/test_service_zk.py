@@ -4,32 +4,16 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any, ClassVar
-
-import pytest
 
 from weir.common import TopicPartition
 from weir.controller.requests import OutboundRequest
 from weir.controller.service import ControllerService
 from weir.coordination.codecs import BrokerInfo
 from weir.coordination.zk import ZkClient
-from weir.coordination.zkserver import ZooKeeperServer, find_zookeeper_classpath
+from weir.coordination.zkserver import ZooKeeperServer
 from weir.protocol.interbroker import LeaderAndIsrRequest
-
-
-@pytest.fixture(scope="module")
-def zk_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ZooKeeperServer]:
-    try:
-        find_zookeeper_classpath()
-    except RuntimeError as exc:
-        pytest.skip(str(exc))
-    server = ZooKeeperServer(tmp_path_factory.mktemp("zk"))
-    server.start(timeout_s=60)
-    try:
-        yield server
-    finally:
-        server.stop()
 
 
 class RecordingChannels:

@@ -7,23 +7,9 @@ from collections.abc import Callable, Iterator
 import pytest
 
 from weir.coordination.zk import ZkClient
-from weir.coordination.zkserver import ZooKeeperServer, find_zookeeper_classpath
+from weir.coordination.zkserver import ZooKeeperServer
 
 _chroots = itertools.count()
-
-
-@pytest.fixture(scope="module")
-def zk_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ZooKeeperServer]:
-    try:
-        find_zookeeper_classpath()
-    except RuntimeError as exc:
-        pytest.skip(str(exc))
-    server = ZooKeeperServer(tmp_path_factory.mktemp("zk"))
-    server.start(timeout_s=60)
-    try:
-        yield server
-    finally:
-        server.stop()
 
 
 @pytest.fixture
