@@ -62,6 +62,16 @@ def _read_uvarint(buf: bytes | memoryview, pos: int) -> tuple[int, int]:
             raise MalformedRequest("varint too long")
 
 
+def encode_uvarint(n: int) -> bytes:
+    """An unsigned varint (compact lengths and counts in flexible versions)."""
+    out = bytearray()
+    while n >= 0x80:
+        out.append((n & 0x7F) | 0x80)
+        n >>= 7
+    out.append(n)
+    return bytes(out)
+
+
 def skip_tagged_fields(buf: bytes | memoryview, pos: int) -> int:
     count, pos = _read_uvarint(buf, pos)
     for _ in range(count):

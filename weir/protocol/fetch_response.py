@@ -11,6 +11,8 @@ from __future__ import annotations
 import struct
 from dataclasses import dataclass, field
 
+from weir.protocol.codec import encode_uvarint
+
 _I16 = struct.Struct(">h")
 _I32 = struct.Struct(">i")
 _PARTITION_HEAD = struct.Struct(">ihqq")  # index, error, high watermark, last stable offset
@@ -44,15 +46,6 @@ class PartitionData:
 Chunk = bytes | FileRegion
 
 
-def _uvarint(n: int) -> bytes:
-    out = bytearray()
-    while n >= 0x80:
-        out.append((n & 0x7F) | 0x80)
-        n >>= 7
-    out.append(n)
-    return bytes(out)
-
-
 @dataclass
 class _Writer:
     flexible: bool
@@ -63,18 +56,18 @@ class _Writer:
         self.buf += data
 
     def count(self, n: int) -> None:
-        self.buf += _uvarint(n + 1) if self.flexible else _I32.pack(n)
+        self.buf += encode_uvarint(n + 1) if self.flexible else _I32.pack(n)
 
     def string(self, value: str) -> None:
         raw = value.encode()
-        self.buf += (_uvarint(len(raw) + 1) if self.flexible else _I16.pack(len(raw))) + raw
+        self.buf += (encode_uvarint(len(raw) + 1) if self.flexible else _I16.pack(len(raw))) + raw
 
     def records(self, value: bytes | FileRegion | None) -> None:
         if value is None:
             self.buf += b"\x00" if self.flexible else _I32.pack(-1)
             return
         size = value.size if isinstance(value, FileRegion) else len(value)
-        self.buf += _uvarint(size + 1) if self.flexible else _I32.pack(size)
+        self.buf += encode_uvarint(size + 1) if self.flexible else _I32.pack(size)
         if isinstance(value, FileRegion):
             if size:
                 self.chunks.append(bytes(self.buf))
@@ -95,9 +88,9 @@ def _tagged_fields(p: PartitionData) -> bytes:
         fields.append((0, _EPOCH_END.pack(*p.diverging_epoch) + b"\x00"))
     if p.current_leader is not None:
         fields.append((1, _LEADER.pack(*p.current_leader) + b"\x00"))
-    out = bytearray(_uvarint(len(fields)))
+    out = bytearray(encode_uvarint(len(fields)))
     for tag, data in fields:
-        out += _uvarint(tag) + _uvarint(len(data)) + data
+        out += encode_uvarint(tag) + encode_uvarint(len(data)) + data
     return bytes(out)
 
 

@@ -10,19 +10,12 @@ from __future__ import annotations
 import struct
 from collections.abc import Iterable
 
+from weir.protocol.codec import encode_uvarint
+
 _I32 = struct.Struct(">i")
 _PARTITION = struct.Struct(">ihq")  # index, error code, base offset
 _I64 = struct.Struct(">q")
 _NULL_LEGACY = b"\xff\xff"
-
-
-def _uvarint(n: int) -> bytes:
-    out = bytearray()
-    while n >= 0x80:
-        out.append((n & 0x7F) | 0x80)
-        n >>= 7
-    out.append(n)
-    return bytes(out)
 
 
 def _string(value: str | None, flexible: bool) -> bytes:
@@ -30,12 +23,12 @@ def _string(value: str | None, flexible: bool) -> bytes:
         return b"\x00" if flexible else _NULL_LEGACY
     raw = value.encode()
     if flexible:
-        return _uvarint(len(raw) + 1) + raw
+        return encode_uvarint(len(raw) + 1) + raw
     return struct.pack(">h", len(raw)) + raw
 
 
 def _count(n: int, flexible: bool) -> bytes:
-    return _uvarint(n + 1) if flexible else _I32.pack(n)
+    return encode_uvarint(n + 1) if flexible else _I32.pack(n)
 
 
 PartitionResult = tuple[int, int, int, int, int, str | None]
