@@ -75,11 +75,20 @@ def _bad(path: Path, why: str) -> KafkaError:
     return KafkaError(ErrorCode.kafka_storage_error, f"malformed checkpoint {path}: {why}")
 
 
+def _read_text(path: Path) -> str | None:
+    """The file's text; None if it does not exist; invalid UTF-8 is a malformed file."""
+    try:
+        return path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        return None
+    except UnicodeDecodeError as exc:
+        raise _bad(path, f"not UTF-8 text ({exc.reason} at byte {exc.start})") from exc
+
+
 def _read_entries(path: Path, fields: int) -> list[list[str]] | None:
     """Parse the version/count/lines framing; None if the file does not exist."""
-    try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
+    text = _read_text(path)
+    if text is None:
         return None
     lines = text.splitlines()
     if len(lines) < 2:
@@ -90,6 +99,8 @@ def _read_entries(path: Path, fields: int) -> list[list[str]] | None:
         raise _bad(path, "non-numeric header") from exc
     if version != VERSION:
         raise _bad(path, f"unsupported version {version}")
+    if count < 0:
+        raise _bad(path, f"negative entry count {count}")
     rows = [line.split() for line in lines[2:] if line.strip()]
     if len(rows) != count:
         raise _bad(path, f"expected {count} entries, found {len(rows)}")
@@ -108,10 +119,21 @@ def read_offset_checkpoint(path: Path) -> dict[TopicPartition, int]:
     rows = _read_entries(path, 3)
     if rows is None:
         return {}
+    offsets = {}
+    for topic, partition, offset in rows:
+        offsets[TopicPartition(topic, _non_negative(path, partition))] = _non_negative(path, offset)
+    return offsets
+
+
+def _non_negative(path: Path, text: str) -> int:
+    """A partition, offset or epoch: a non-negative integer (Kafka never writes -1 here)."""
     try:
-        return {TopicPartition(t, int(p)): int(o) for t, p, o in rows}
+        value = int(text)
     except ValueError as exc:
-        raise _bad(path, "non-numeric partition or offset") from exc
+        raise _bad(path, f"non-numeric value {text!r}") from exc
+    if value < 0:
+        raise _bad(path, f"negative value {value}")
+    return value
 
 
 def write_offset_checkpoint(path: Path, offsets: Mapping[TopicPartition, int]) -> None:
@@ -125,10 +147,7 @@ def read_epoch_checkpoint(path: Path) -> list[tuple[int, int]]:
     rows = _read_entries(path, 2)
     if rows is None:
         return []
-    try:
-        return [(int(e), int(o)) for e, o in rows]
-    except ValueError as exc:
-        raise _bad(path, "non-numeric epoch or offset") from exc
+    return [(_non_negative(path, e), _non_negative(path, o)) for e, o in rows]
 
 
 def write_epoch_checkpoint(path: Path, entries: Iterable[tuple[int, int]]) -> None:
@@ -144,9 +163,8 @@ def write_partition_metadata(partition_dir: Path, topic_id: str) -> None:
 def read_partition_metadata(partition_dir: Path) -> str | None:
     """The topic id stored in ``partition.metadata``, or None if absent."""
     path = partition_dir / PARTITION_METADATA_FILE
-    try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
+    text = _read_text(path)
+    if text is None:
         return None
     fields = dict(line.split(":", 1) for line in text.splitlines() if ":" in line)
     if fields.get("version", "").strip() != "0" or "topic_id" not in fields:

@@ -98,6 +98,10 @@ class _SparseIndex:
         self.flush()
         self._close_file()
 
+    def release(self) -> None:
+        """Close the file without flushing (the index is about to be reloaded or rebuilt)."""
+        self._close_file()
+
     def delete(self) -> None:
         self._close_file()
         self.path.unlink(missing_ok=True)

@@ -12,6 +12,7 @@ from __future__ import annotations
 import bisect
 import functools
 import io
+import logging
 import os
 import shutil
 from collections.abc import Callable, Iterator
@@ -26,12 +27,14 @@ from weir.records.records import iter_records
 from weir.storage.checkpoints import LEADER_EPOCH_CHECKPOINT, TMP_SUFFIX
 from weir.storage.config import LogConfig
 from weir.storage.epoch_cache import LeaderEpochCache
+from weir.storage.integrity import CorruptSegmentError, checked_headers, load_epoch_cache
 from weir.storage.producer_state import ProducerStateManager
 from weir.storage.segment import LogSegment
 
 __all__ = ["AppendResult", "Log", "LogConfig", "ReadResult", "parse_topic_partition"]
 
 _F = TypeVar("_F", bound=Callable[..., Any])
+log = logging.getLogger(__name__)
 
 
 def parse_topic_partition(name: str) -> TopicPartition | None:
@@ -152,7 +155,34 @@ class Log:
         high_watermark: int | None = None,
     ) -> Log:
         """Load (or create) the log in ``directory``; recover unflushed segments unless the
-        previous shutdown was clean."""
+        previous shutdown was clean.
+
+        A trusted segment found corrupt while loading is recovered by loading once more
+        with the recovery point at its base offset (see :mod:`weir.storage.integrity`)."""
+        load = functools.partial(
+            cls._load, directory, config, log_start_offset, now_ms, high_watermark
+        )
+        try:
+            return load(recovery_point, clean_shutdown)
+        except CorruptSegmentError as exc:
+            log.warning("%s; recovering it and the segments after it", exc)
+            recovery_point = min(recovery_point, exc.base_offset)
+        try:
+            return load(recovery_point, False)
+        except CorruptSegmentError as exc:  # recovery validated it: not expected
+            raise KafkaError(ErrorCode.kafka_storage_error, str(exc)) from exc
+
+    @classmethod
+    def _load(
+        cls,
+        directory: Path,
+        config: LogConfig,
+        log_start_offset: int | None,
+        now_ms: int,
+        high_watermark: int | None,
+        recovery_point: int,
+        clean_shutdown: bool,
+    ) -> Log:
         directory.mkdir(parents=True, exist_ok=True)
         _remove_leftovers(directory)
         segments = _load_segments(directory, config, recovery_point, clean_shutdown, now_ms)
@@ -163,17 +193,27 @@ class Log:
             segments = []
         if not segments:
             segments = [_new_segment(directory, start, config, now_ms)]
-        cache = LeaderEpochCache.load(directory / LEADER_EPOCH_CHECKPOINT)
-        log = cls(
-            directory, config, segments, log_start_offset=start, epoch_cache=cache, now_ms=now_ms
-        )
-        cache.truncate_from_end(log.log_end_offset)
+        try:
+            cache = load_epoch_cache(directory / LEADER_EPOCH_CHECKPOINT, segments)
+            loaded = cls(
+                directory,
+                config,
+                segments,
+                log_start_offset=start,
+                epoch_cache=cache,
+                now_ms=now_ms,
+            )
+            loaded._producer_state.rebuild(checked_headers(segments))
+        except CorruptSegmentError:
+            for seg in segments:
+                seg.release()
+            raise
+        cache.truncate_from_end(loaded.log_end_offset)
         cache.truncate_from_start(start)
-        log._producer_state.rebuild(log._all_headers())
         if high_watermark is not None:
-            log.update_high_watermark(high_watermark)
-        log._check_invariants()
-        return log
+            loaded.update_high_watermark(high_watermark)
+        loaded._check_invariants()
+        return loaded
 
     # -- properties --------------------------------------------------------------------
     @property

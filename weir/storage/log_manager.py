@@ -23,11 +23,11 @@ from weir.storage.checkpoints import (
     RECOVERY_POINT_CHECKPOINT,
     REPLICATION_OFFSET_CHECKPOINT,
     atomic_write,
-    read_offset_checkpoint,
     write_offset_checkpoint,
     write_partition_metadata,
 )
 from weir.storage.config import LogConfig
+from weir.storage.integrity import read_checkpoint_or_reset
 from weir.storage.log import Log, parse_topic_partition
 
 __all__ = ["LogManager"]
@@ -63,9 +63,18 @@ class LogManager:
         log_dir.mkdir(parents=True, exist_ok=True)
         marker = log_dir / CLEAN_SHUTDOWN_FILE
         clean = marker.exists()
-        recovery = read_offset_checkpoint(log_dir / RECOVERY_POINT_CHECKPOINT)
-        starts = read_offset_checkpoint(log_dir / LOG_START_OFFSET_CHECKPOINT)
-        hws = read_offset_checkpoint(log_dir / REPLICATION_OFFSET_CHECKPOINT)
+        recovery, bad_recovery = read_checkpoint_or_reset(
+            log_dir / RECOVERY_POINT_CHECKPOINT,
+            "resetting the recovery points of its log dir to 0 (every segment is recovered)",
+        )
+        starts, bad_starts = read_checkpoint_or_reset(
+            log_dir / LOG_START_OFFSET_CHECKPOINT,
+            "each log starts at the base offset of its first segment",
+        )
+        hws, bad_hws = read_checkpoint_or_reset(
+            log_dir / REPLICATION_OFFSET_CHECKPOINT,
+            "high watermarks are unknown (each starts at its log start offset)",
+        )
         for child in sorted(log_dir.iterdir()):
             tp = parse_topic_partition(child.name)
             if not child.is_dir() or tp is None or child.name.endswith(_SKIPPED_SUFFIXES):
@@ -81,7 +90,21 @@ class LogManager:
                 high_watermark=hws.get(tp),
             )
         marker.unlink(missing_ok=True)
+        self._rewrite_checkpoints(log_dir, bad_recovery, bad_starts, bad_hws)
         log.info("loaded %s (clean shutdown: %s)", log_dir, clean)
+
+    def _rewrite_checkpoints(self, log_dir: Path, recovery: bool, starts: bool, hws: bool) -> None:
+        """Replace malformed checkpoint files with the values the logs were loaded with."""
+        in_dir = {tp: lg for tp, lg in self._logs.items() if self._log_dir_of[tp] == log_dir}
+        for bad, name, value in (
+            (recovery, RECOVERY_POINT_CHECKPOINT, lambda lg: lg.recovery_point),
+            (starts, LOG_START_OFFSET_CHECKPOINT, lambda lg: lg.log_start_offset),
+            (hws, REPLICATION_OFFSET_CHECKPOINT, lambda lg: lg.high_watermark),
+        ):
+            if bad:
+                write_offset_checkpoint(
+                    log_dir / name, {tp: value(lg) for tp, lg in in_dir.items()}
+                )
 
     def shutdown(self) -> None:
         """Flush and close every log, write all checkpoints and the clean-shutdown marker."""
@@ -248,7 +271,10 @@ class LogManager:
         result: dict[TopicPartition, int] = {}
         for log_dir in self.online_dirs:
             found = self._guard(
-                log_dir, lambda d=log_dir: read_offset_checkpoint(d / REPLICATION_OFFSET_CHECKPOINT)
+                log_dir,
+                lambda d=log_dir: read_checkpoint_or_reset(
+                    d / REPLICATION_OFFSET_CHECKPOINT, "no high watermark is known from it"
+                )[0],
             )
             result.update(found or {})
         return result

@@ -12,6 +12,7 @@ size in memory is the truth for where the next append goes.
 from __future__ import annotations
 
 import io
+import logging
 import os
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -22,6 +23,8 @@ from weir.records.batch import HEADER_SIZE, BatchHeader, batch_crc, parse_header
 from weir.storage.index import IndexCorruptError, OffsetIndex, TimeIndex
 
 __all__ = ["LogSegment", "SegmentSpan", "segment_file_name"]
+
+log = logging.getLogger(__name__)
 
 INT32_MAX = 2**31 - 1
 
@@ -120,18 +123,30 @@ class LogSegment:
             created_ms=now_ms,
         )
         truncated = seg.recover() if recover else seg._load_or_recover()
-        first = seg._header_at(0)
+        try:
+            first = seg.header_at(0)
+        except KafkaError:
+            first = None  # a trusted segment's damage: the log's header walk finds it
         if first is not None and first.max_timestamp >= 0:
             seg.created_ms = first.max_timestamp
         return seg, truncated
 
     def _load_or_recover(self) -> int:
+        """Trust the indexes if they pass Kafka's sanity check (and the batches after the
+        last offset-index entry are well formed); otherwise recover the segment, which
+        rebuilds both indexes (Kafka's LogLoader does the same on a failed sanityCheck)."""
         try:
             self.index.load()
             self.time_index.load()
             self.index.check_positions(self._size)
             self._load_tail_state()
-        except IndexCorruptError:
+        except IndexCorruptError as exc:
+            log.warning(
+                "corrupt index for log segment %s: %s; recovering the segment and rebuilding "
+                "its indexes",
+                self.log_path,
+                exc,
+            )
             return self.recover()
         return 0
 
@@ -162,7 +177,7 @@ class LogSegment:
     def read_bytes(self, position: int, size: int) -> bytes:
         return os.pread(self.file.fileno(), size, position)
 
-    def _header_at(self, position: int) -> BatchHeader | None:
+    def header_at(self, position: int) -> BatchHeader | None:
         if self._size - position < HEADER_SIZE:
             return None
         raw = self.read_bytes(position, HEADER_SIZE)
@@ -173,7 +188,7 @@ class LogSegment:
     def headers_from(self, position: int = 0) -> Iterator[BatchHeader]:
         """Headers of the complete batches from ``position`` (a batch boundary) onwards."""
         while True:
-            header = self._header_at(position)
+            header = self.header_at(position)
             if header is None or position + header.size > self._size:
                 return
             yield header
@@ -257,7 +272,7 @@ class LogSegment:
         """The last offset of the batch that ends at ``end`` (a batch boundary)."""
         if end >= self._size:
             return self.next_offset - 1
-        header = self._header_at(end)
+        header = self.header_at(end)
         return header.base_offset - 1 if header is not None else self.next_offset - 1
 
     def find_by_timestamp(self, timestamp: int) -> BatchHeader | None:
@@ -295,10 +310,18 @@ class LogSegment:
             next_offset = last[0]
         max_ts_entry = self.time_index.last_entry()
         max_ts, max_off = max_ts_entry if max_ts_entry else (-1, self.base_offset)
-        for header in self.headers_from(start):
-            if header.magic != 2 or header.base_offset < next_offset:
-                raise IndexCorruptError(f"{self.log_path}: bad batch at {header.position}")
-            next_offset, end = header.next_offset, header.position + header.size
+        try:
+            for header in self.headers_from(start):
+                if header.magic != 2 or header.base_offset < next_offset:
+                    raise IndexCorruptError(f"{self.log_path}: bad batch at {header.position}")
+                if last is not None and header.position == start and header.base_offset != last[0]:
+                    raise IndexCorruptError(
+                        f"{self.index.path}: last entry ({last[0]}, {start}) but the batch "
+                        f"there starts at offset {header.base_offset}"
+                    )
+                next_offset, end = header.next_offset, header.position + header.size
+        except KafkaError as exc:  # an unparseable header where the index points
+            raise IndexCorruptError(f"{self.index.path}: last entry {last}: {exc}") from exc
             if header.max_timestamp > max_ts:
                 max_ts, max_off = header.max_timestamp, header.base_offset
         if end != self._size:
@@ -319,33 +342,47 @@ class LogSegment:
         self._bytes_since_index = 0
         position = 0
         while True:
-            header = self._valid_batch_at(position)
+            header, invalid = self._valid_batch_at(position)
             if header is None:
                 break
             self._track(header, position)
             position += header.size
         truncated = self._size - position
         if truncated:
+            log.warning(
+                "found invalid data in log segment %s at byte %d (%s): truncating %d bytes, "
+                "the segment now ends at offset %d",
+                self.log_path,
+                position,
+                invalid,
+                truncated,
+                self._next_offset,
+            )
             self.file.truncate(position)
             self._size = position
         return truncated
 
-    def _valid_batch_at(self, position: int) -> BatchHeader | None:
+    def _valid_batch_at(self, position: int) -> tuple[BatchHeader | None, str]:
+        """The valid batch at ``position``, or None and why not."""
         try:
-            header = self._header_at(position)
-        except KafkaError:
-            return None
-        if header is None or header.magic != 2 or header.last_offset_delta < 0:
-            return None
-        if position + header.size > self._size or header.base_offset < self._next_offset:
-            return None
+            header = self.header_at(position)
+        except KafkaError as exc:
+            return None, exc.message
+        if header is None:
+            return None, "torn batch header"
+        if header.magic != 2:
+            return None, f"magic {header.magic}"
+        if header.last_offset_delta < 0 or header.base_offset < self._next_offset:
+            return None, f"offsets {header.base_offset}+{header.last_offset_delta} out of order"
+        if position + header.size > self._size:
+            return None, f"batch of {header.size} bytes runs past the end of the file"
         if header.last_offset - self.base_offset > INT32_MAX:
-            return None
+            return None, "offset too far above the segment's base offset"
         body = self.read_bytes(position, header.size)
         header.position = 0
         valid = batch_crc(body, header) == header.crc
         header.position = position
-        return header if valid else None
+        return (header, "") if valid else (None, "CRC mismatch")
 
     # -- roll, flush, close ------------------------------------------------------------
     def should_roll(
@@ -386,6 +423,13 @@ class LogSegment:
         self.index.close()
         self.time_index.close()
         self.file.close()
+
+    def release(self) -> None:
+        """Close the files without writing anything (a load about to be retried)."""
+        if not self.file.closed:
+            self.file.close()
+        self.index.release()
+        self.time_index.release()
 
     def delete(self) -> None:
         """Close and remove the segment's files."""
