@@ -47,6 +47,11 @@ def test_invariants_catch_high_watermark_truncation(monkeypatch: pytest.MonkeyPa
     """Plant the pre-KIP-101 rule (truncate to the HW): committed data is lost/diverges."""
     monkeypatch.setattr(truncation, "after_leader_epoch_answer",
                         lambda _epoch, _end, _cache, leo, hw: Truncation(min(hw, leo), True))
+    # The leader's HW also waits for caught-up followers outside the ISR (Kafka's
+    # Partition.maybeIncrementLeaderHW), which keeps these trajectories from diverging under
+    # HW truncation: plant the older ISR-only HW rule too, so that divergence shows.
+    from weir.replication.partition import Partition
+    monkeypatch.setattr(Partition, "waits_for_replica_to_join_isr", lambda *_args: False)
     # Which seeds expose it depends on the whole trajectory: look through the first few
     # dozen (with the real rule every one of them passes, see the test above and the CLI).
     lost = diverged = False

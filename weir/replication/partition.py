@@ -2,12 +2,16 @@
 
 The leader tracks each follower's log end offset and last caught-up time from its fetches.
 The high watermark is the minimum log end offset over the *maximal* ISR (the committed ISR
-plus additions not yet confirmed, seed 002 / KIP-497) and never moves backwards.  Nothing here
-reads a clock or touches the network: callers pass ``now_ms`` and act on the return values.
+plus additions not yet confirmed, seed 002 / KIP-497) and over live followers outside the ISR
+that are caught up (about to join it), as Kafka's ``Partition.maybeIncrementLeaderHW``; it
+never moves backwards, and does not move while the ISR is below the effective
+``min.insync.replicas``.  Nothing here reads a clock or touches the network: callers pass
+``now_ms`` (or the partition uses the latest time it was given) and act on the return values.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -18,6 +22,15 @@ if TYPE_CHECKING:
     from weir.storage.log import Log
 
 NO_LEADER = -1
+DEFAULT_REPLICA_LAG_TIME_MAX_MS = 30000
+
+
+def _always(_broker_id: int) -> bool:
+    return True
+
+
+def _one() -> int:
+    return 1
 
 
 @dataclass(slots=True)
@@ -59,6 +72,16 @@ class Partition:
     # While one is in flight no other is sent; the HW uses the maximal ISR.
     inflight_isr: frozenset[int] | None = None
     leader_epoch_start_offset: int = 0
+    # Changes each time this broker becomes leader after not leading: a produce waiting for
+    # replication fails if it changed (leader -> follower -> leader may have truncated the
+    # records it waits for), while an epoch bump that keeps this broker leader does not.
+    leadership_generation: int = 0
+    # Set by the replica manager: replica.lag.time.max.ms, whether a broker is alive (Kafka's
+    # isReplicaIsrEligible in ZooKeeper mode) and the topic's min.insync.replicas.
+    replica_lag_time_max_ms: int = DEFAULT_REPLICA_LAG_TIME_MAX_MS
+    broker_alive: Callable[[int], bool] = _always
+    min_insync_replicas: Callable[[], int] = _one
+    last_now_ms: int = 0  # the latest time a caller gave the partition
 
     # -- roles ---------------------------------------------------------------------
 
@@ -81,22 +104,53 @@ class Partition:
             )
 
     def make_leader(self, state: LeaderState, now_ms: int) -> bool:
-        """Apply a become-leader state; True if this broker was not already leading this epoch."""
+        """Apply a become-leader state; True if this broker was not already leading this epoch.
+
+        As Kafka's ``Partition.makeLeader``: a new leader epoch starts at our log end and
+        re-initialises the followers' state; a broker that was already leader keeps what it
+        knows of their log end offsets (only their caught-up and fetch times restart), so an
+        epoch bump (say, a follower leaving the ISR) does not stall the high watermark."""
         self.check_epoch(state)
         assert self.log is not None
-        was_leader = self.is_leader and state.leader_epoch == self.leader_epoch
+        self.last_now_ms = max(self.last_now_ms, now_ms)
+        is_new_leader = not self.is_leader
+        is_new_epoch = state.leader_epoch > self.leader_epoch
         self._apply(state)
-        if not was_leader:
+        if is_new_leader:
+            self.leadership_generation += 1
+        if is_new_epoch:
             # The new epoch starts at our log end (KIP-101): followers truncate against it.
-            self.log.epoch_cache.assign(state.leader_epoch, self.log.log_end_offset)
-            self.leader_epoch_start_offset = self.log.log_end_offset
-            self.followers = {
-                r: FollowerState(last_caught_up_ms=now_ms)
-                for r in self.replicas
-                if r != self.broker_id
-            }
+            leo = self.log.log_end_offset
+            self.log.epoch_cache.assign(state.leader_epoch, leo)
+            self.leader_epoch_start_offset = leo
+            self._reset_followers(now_ms, leo, keep_offsets=not is_new_leader)
+        else:
+            self._sync_followers()
         self.maybe_increment_high_watermark()
-        return not was_leader
+        return is_new_leader or is_new_epoch
+
+    def _reset_followers(self, now_ms: int, leader_end: int, keep_offsets: bool) -> None:
+        """Kafka's ``Replica.resetReplicaState``: an ISR member counts as caught up (and as
+        just fetched) now, any other replica not at all, so it holds nothing back."""
+        followers = {}
+        for r in self.replicas:
+            if r == self.broker_id:
+                continue
+            in_sync = r in self.isr
+            old = self.followers.get(r) if keep_offsets else None
+            state = FollowerState(last_caught_up_ms=now_ms if in_sync else 0)
+            if old is not None:
+                state.log_end_offset = old.log_end_offset
+                state.log_start_offset = old.log_start_offset
+                state.last_fetch_leader_leo = leader_end
+                state.last_fetch_ms = now_ms if in_sync else 0
+            followers[r] = state
+        self.followers = followers
+
+    def _sync_followers(self) -> None:
+        """Same epoch, new replica set: add states for new replicas, drop removed ones."""
+        self.followers = {r: self.followers.get(r) or FollowerState()
+                          for r in self.replicas if r != self.broker_id}
 
     def make_follower(self, state: LeaderState) -> bool:
         """Apply a become-follower state; True if the leader or epoch changed."""
@@ -135,8 +189,14 @@ class Partition:
             raise KafkaError(ErrorCode.unknown_leader_epoch,
                              f"{self.tp}: epoch {current_leader_epoch} > {self.leader_epoch}")
 
-    def check_min_isr(self, min_insync_replicas: int) -> None:
-        if len(self.isr) < min_insync_replicas:
+    def effective_min_isr(self, min_insync_replicas: int | None = None) -> int:
+        """min.insync.replicas, capped at the replication factor (as Kafka's
+        ``Partition.effectiveMinIsr``)."""
+        wanted = self.min_insync_replicas() if min_insync_replicas is None else min_insync_replicas
+        return min(wanted, max(len(self.replicas), 1))
+
+    def check_min_isr(self, min_insync_replicas: int | None = None) -> None:
+        if len(self.isr) < self.effective_min_isr(min_insync_replicas):
             raise KafkaError(
                 ErrorCode.not_enough_replicas,
                 f"{self.tp}: ISR {sorted(self.isr)} is smaller than "
@@ -147,6 +207,7 @@ class Partition:
                               log_start_offset: int = -1) -> bool:
         """Record a follower's fetch position; True if the high watermark advanced."""
         assert self.log is not None
+        self.last_now_ms = max(self.last_now_ms, now_ms)
         state = self.followers.setdefault(replica_id, FollowerState())
         leader_leo = self.log.log_end_offset
         # Kafka's rule: caught up now if at our end; caught up as of the previous fetch if
@@ -161,21 +222,48 @@ class Partition:
         state.last_fetch_leader_leo = leader_leo
         return self.maybe_increment_high_watermark()
 
-    def maybe_increment_high_watermark(self) -> bool:
-        """HW = min LEO over the maximal ISR; returns True if it moved forward."""
+    def maybe_increment_high_watermark(self, now_ms: int | None = None) -> bool:
+        """Kafka's ``Partition.maybeIncrementLeaderHW``; True if the HW moved forward.
+
+        Nothing moves while the committed ISR is below the effective min.insync.replicas.
+        Otherwise the HW is the minimum log end offset over this leader, the maximal ISR and
+        every live follower outside it that is caught up (at our log end, or caught up within
+        replica.lag.time.max.ms): a recovering follower about to join the ISR is waited for,
+        so it joins without the HW having passed records it lacks."""
         if not self.is_leader or self.log is None:
             return False
-        new_hw = self.log.log_end_offset
-        for replica in self.maximal_isr:
+        if now_ms is not None:
+            self.last_now_ms = max(self.last_now_ms, now_ms)
+        now = self.last_now_ms
+        if len(self.isr) < self.effective_min_isr():
+            return False
+        leader_leo = self.log.log_end_offset
+        new_hw = leader_leo
+        maximal = self.maximal_isr
+        for replica in maximal.union(self.replicas):
             if replica == self.broker_id:
                 continue
             follower = self.followers.get(replica)
             # A member not heard from in this epoch holds the HW back (LEO unknown).
-            new_hw = min(new_hw, follower.log_end_offset if follower else -1)
+            leo = follower.log_end_offset if follower is not None else -1
+            if leo >= new_hw:
+                continue
+            if replica in maximal or (
+                    follower is not None
+                    and self.waits_for_replica_to_join_isr(replica, follower, leader_leo, now)):
+                new_hw = leo
         if new_hw > self.log.high_watermark:
             self.log.update_high_watermark(new_hw)
             return True
         return False
+
+    def waits_for_replica_to_join_isr(self, replica_id: int, follower: FollowerState,
+                                      leader_leo: int, now_ms: int) -> bool:
+        """Kafka's ``shouldWaitForReplicaToJoinIsr``: a follower outside the ISR that is
+        caught up (``Replica.isCaughtUp``) on a live broker holds the high watermark back."""
+        caught_up = (follower.log_end_offset == leader_leo
+                     or now_ms - follower.last_caught_up_ms <= self.replica_lag_time_max_ms)
+        return caught_up and self.broker_alive(replica_id)
 
     # -- ISR changes (leader side, KIP-497) --------------------------------------------
 
@@ -247,3 +335,18 @@ class Partition:
     def isr_is_complete_for(self, required_offset: int) -> bool:
         """True once every maximal-ISR member reached ``required_offset`` (acks=all)."""
         return self.log is not None and self.log.high_watermark >= required_offset
+
+    def check_enough_replicas_reach_offset(self, required_offset: int,
+                                           min_insync_replicas: int | None = None,
+                                           ) -> ErrorCode | None:
+        """Kafka's ``Partition.checkEnoughReplicasReachOffset`` for an acks=all produce: None
+        while waiting; NOT_LEADER_OR_FOLLOWER if this broker does not lead; once the high
+        watermark passed the offset, NONE, or NOT_ENOUGH_REPLICAS_AFTER_APPEND if the maximal
+        ISR fell below the effective min.insync.replicas meanwhile."""
+        if not self.is_leader or self.log is None:
+            return ErrorCode.not_leader_or_follower
+        if self.log.high_watermark < required_offset:
+            return None
+        if len(self.maximal_isr) < self.effective_min_isr(min_insync_replicas):
+            return ErrorCode.not_enough_replicas_after_append
+        return ErrorCode.none

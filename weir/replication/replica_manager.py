@@ -108,6 +108,9 @@ class ReplicaManager:
         self.leadership_listeners: list[Callable[[TopicPartition, bool, int], None]] = []
         # Metrics (weir.server.metrics): IsrShrinks/IsrExpands/FailedIsrUpdates counts.
         self.isr_shrinks = self.isr_expands = self.failed_isr_updates = 0
+        # Whether a broker is alive (the broker sets it from its metadata cache): a caught-up
+        # follower outside the ISR holds the high watermark back only while it is alive.
+        self.broker_alive: Callable[[int], bool] = lambda _broker_id: True
 
     # -- lookups ---------------------------------------------------------------------
 
@@ -163,10 +166,26 @@ class ReplicaManager:
 
     def _apply_one(self, tp: TopicPartition, update: PartitionStateUpdate, now: int,
                    live_leaders: dict[int, LeaderEndpoint]) -> ErrorCode:
+        state = update.state
         p = self.partitions.get(tp)
+        current_epoch = p.leader_epoch if p is not None else -1
+        # Kafka's ReplicaManager.becomeLeaderOrFollower (ZooKeeper controller): only a newer
+        # leader epoch is applied; an equal or older one is ignored as stale, and a state
+        # whose replica list lacks this broker is ignored as an unknown partition.
+        if state.leader_epoch <= current_epoch:
+            what = "equals" if state.leader_epoch == current_epoch else "is older than"
+            raise KafkaError(ErrorCode.stale_controller_epoch,
+                             f"{tp}: leader epoch {state.leader_epoch} {what} the current "
+                             f"{current_epoch}")
+        if self.broker_id not in state.replicas:
+            raise KafkaError(ErrorCode.unknown_topic_or_partition,
+                             f"{tp}: broker {self.broker_id} is not in the assigned replicas "
+                             f"{state.replicas}")
         if p is None:
             p = Partition(tp, self.broker_id, topic_id=update.topic_id)
-        p.check_epoch(update.state)
+            p.replica_lag_time_max_ms = self.settings.replica_lag_time_max_ms
+            p.broker_alive = self._broker_alive
+            p.min_insync_replicas = lambda topic=tp.topic: self.topic_min_isr(topic)
         if p.log is None:
             p.log = self.log_manager.get_or_create_log(
                 tp, self.topic_log_config(tp.topic),
@@ -193,6 +212,9 @@ class ReplicaManager:
         self.produce_purgatory.notify(tp)
         self.fetch_purgatory.notify(tp)
         return ErrorCode.none
+
+    def _broker_alive(self, broker_id: int) -> bool:
+        return self.broker_alive(broker_id)
 
     def _notify_leadership(self, tp: TopicPartition, is_leader: bool, epoch: int) -> None:
         for listener in self.leadership_listeners:
@@ -252,7 +274,7 @@ class ReplicaManager:
                     log_start_offset=plog.log_start_offset,
                 )
                 if not info.duplicate:
-                    p.maybe_increment_high_watermark()
+                    p.maybe_increment_high_watermark(now)
                     self.fetch_purgatory.notify(tp)
                 if acks == -1:
                     waiting[tp] = info.last_offset + 1
@@ -265,18 +287,22 @@ class ReplicaManager:
     async def _await_replication(self, waiting: dict[TopicPartition, int],
                                  results: dict[TopicPartition, ProduceResult],
                                  timeout_ms: int) -> None:
-        leaders = {tp: self.partitions[tp].leader_epoch for tp in waiting}
+        # Kafka's DelayedProduce asks only that this broker still leads the partition and
+        # that the high watermark passed the offset (Partition.checkEnoughReplicasReachOffset):
+        # a leader-epoch bump that keeps this broker leader does not fail the wait.  Leading
+        # without interruption is checked by the partition object and its leadership
+        # generation: after leader -> follower -> leader the records may have been truncated.
+        leaders = {tp: (self.partitions[tp], self.partitions[tp].leadership_generation)
+                   for tp in waiting}
 
         def status(tp: TopicPartition) -> ErrorCode | None:
             """None while still waiting; else the final error code for this partition."""
             p = self.partitions.get(tp)
-            if p is None or not p.is_leader or p.leader_epoch != leaders[tp]:
+            led, generation = leaders[tp]
+            if p is not led or p.leadership_generation != generation:
                 return ErrorCode.not_leader_or_follower
-            if p.isr_is_complete_for(waiting[tp]):
-                if len(p.isr) < self.topic_min_isr(tp.topic):
-                    return ErrorCode.not_enough_replicas_after_append
-                return ErrorCode.none
-            return None
+            return p.check_enough_replicas_reach_offset(waiting[tp],
+                                                        self.topic_min_isr(tp.topic))
 
         def done() -> bool:
             return all(status(tp) is not None for tp in waiting)
@@ -477,7 +503,7 @@ class ReplicaManager:
             self.isr_expands += bool(p.isr - before)  # metrics
             log.info("%s: ISR is now %s (partition epoch %d)", result.tp, sorted(p.isr),
                      p.partition_epoch)
-            p.maybe_increment_high_watermark()
+            p.maybe_increment_high_watermark(now_ms())
             self.on_high_watermark_change(result.tp)
 
     # -- offsets ---------------------------------------------------------------------
