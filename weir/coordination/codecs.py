@@ -3,16 +3,25 @@
 Encoders produce compact JSON bytes with the key names and versions that ZooKeeper-mode
 Kafka 3.x writes; decoders accept what Kafka writes (including older versions where it
 costs nothing).  Timestamps are passed in (``now_ms``), never read from a clock.
+
+Every decoder raises :class:`~weir.coordination.errors.ZnodeDataError`, naming the znode,
+for data it cannot use: invalid UTF-8, not JSON, a missing field, a field of the wrong type
+(a string where a list of broker ids belongs is not iterated character by character).
+Numbers Kafka writes as strings (timestamps, producer id blocks) are accepted as strings.
 """
 
 import base64
+import binascii
 import json
 import uuid
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
 from weir.common import TopicPartition
+from weir.coordination import paths
+from weir.coordination.errors import ZnodeDataError
 
 BROKER_INFO_VERSION = 5
 TOPIC_ASSIGNMENT_VERSION = 3
@@ -24,7 +33,58 @@ def _dumps(value: Any) -> bytes:
 
 
 def _loads(data: bytes) -> Any:
-    return json.loads(data.decode())
+    return json.loads(data.decode("utf-8"))
+
+
+@contextmanager
+def _decoding(path: str) -> Iterator[None]:
+    """Turn any failure to decode ``path``'s data into a ZnodeDataError naming it."""
+    try:
+        yield
+    except ZnodeDataError:
+        raise
+    except UnicodeDecodeError as exc:
+        raise ZnodeDataError(path, f"not UTF-8 ({exc.reason} at byte {exc.start})") from exc
+    except json.JSONDecodeError as exc:
+        raise ZnodeDataError(path, f"not JSON ({exc.msg} at char {exc.pos})") from exc
+    except KeyError as exc:
+        raise ZnodeDataError(path, f"missing field {exc}") from exc
+    except (ValueError, TypeError, AttributeError, binascii.Error) as exc:
+        raise ZnodeDataError(path, str(exc) or type(exc).__name__) from exc
+
+
+def _object(doc: Any) -> dict[str, Any]:
+    if not isinstance(doc, dict):
+        raise TypeError(f"expected a JSON object, found {type(doc).__name__}")
+    return doc
+
+
+def _int(value: Any, name: str) -> int:
+    """A JSON integer, or a string of one (Kafka writes some numbers as strings)."""
+    if isinstance(value, int) and not isinstance(value, bool):
+        return value
+    if isinstance(value, str):
+        try:
+            return int(value)
+        except ValueError:
+            pass
+    raise TypeError(f"field {name!r} is not an integer: {value!r}")
+
+
+def _int_list(value: Any, name: str) -> list[int]:
+    if not isinstance(value, list):
+        raise TypeError(f"field {name!r} is not a list: {value!r}")
+    return [_int(v, name) for v in value]
+
+
+def _str(value: Any, name: str) -> str:
+    if not isinstance(value, str):
+        raise TypeError(f"field {name!r} is not a string: {value!r}")
+    return value
+
+
+def _optional_str(value: Any, name: str) -> str | None:
+    return None if value is None else _str(value, name)
 
 
 # -- topic ids -------------------------------------------------------------------------
@@ -97,21 +157,32 @@ def encode_broker(info: BrokerInfo, now_ms: int, jmx_port: int = -1) -> bytes:
     )
 
 
-def decode_broker(broker_id: int, data: bytes, epoch: int = -1) -> BrokerInfo:
+def decode_broker(
+    broker_id: int, data: bytes, epoch: int = -1, *, path: str | None = None
+) -> BrokerInfo:
     """Decode a registration; ``host``/``port`` fall back to the first endpoint."""
-    doc = _loads(data)
-    endpoints = list(doc.get("endpoints") or [])
-    host, port = doc.get("host"), doc.get("port", -1)
-    if (host is None or port == -1) and endpoints:
-        _, host, port = parse_endpoint(endpoints[0])
-    return BrokerInfo(
-        id=broker_id,
-        host=host or "",
-        port=int(port),
-        rack=doc.get("rack"),
-        epoch=epoch,
-        endpoints=endpoints,
-    )
+    with _decoding(path or paths.broker(broker_id)):
+        doc = _object(_loads(data))
+        raw_endpoints = doc.get("endpoints") or []
+        if not isinstance(raw_endpoints, list):
+            raise TypeError(f"field 'endpoints' is not a list: {raw_endpoints!r}")
+        endpoints = [_str(e, "endpoints") for e in raw_endpoints]
+        for endpoint in endpoints:
+            parse_endpoint(endpoint)
+        host = _optional_str(doc.get("host"), "host")
+        port = _int(doc.get("port", -1), "port")
+        if (host is None or port == -1) and endpoints:
+            _, host, port = parse_endpoint(endpoints[0])
+        if host is None or port == -1:
+            raise KeyError("host/port or endpoints")
+        return BrokerInfo(
+            id=broker_id,
+            host=host,
+            port=port,
+            rack=_optional_str(doc.get("rack"), "rack"),
+            epoch=epoch,
+            endpoints=endpoints,
+        )
 
 
 # -- topics ----------------------------------------------------------------------------
@@ -133,8 +204,13 @@ class TopicAssignment:
     zk_version: int = -1
 
 
-def _int_keyed(mapping: Mapping[str, list[int]] | None) -> dict[int, list[int]]:
-    return {int(k): [int(b) for b in v] for k, v in (mapping or {}).items()}
+def _int_keyed(mapping: Any, name: str) -> dict[int, list[int]]:
+    """``{"0": [1, 2]}`` → ``{0: [1, 2]}``; null or absent is empty."""
+    if mapping is None:
+        return {}
+    if not isinstance(mapping, dict):
+        raise TypeError(f"field {name!r} is not a JSON object: {mapping!r}")
+    return {_int(k, name): _int_list(v, name) for k, v in mapping.items()}
 
 
 def _str_keyed(mapping: Mapping[int, list[int]]) -> dict[str, list[int]]:
@@ -152,17 +228,20 @@ def encode_topic_assignment(assignment: TopicAssignment) -> bytes:
     return _dumps(doc)
 
 
-def decode_topic_assignment(name: str, data: bytes, zk_version: int = -1) -> TopicAssignment:
-    doc = _loads(data)
-    raw_id = doc.get("topic_id")
-    return TopicAssignment(
-        name=name,
-        topic_id=topic_id_from_str(raw_id) if raw_id else None,
-        partitions=_int_keyed(doc.get("partitions")),
-        adding=_int_keyed(doc.get("adding_replicas")),
-        removing=_int_keyed(doc.get("removing_replicas")),
-        zk_version=zk_version,
-    )
+def decode_topic_assignment(
+    name: str, data: bytes, zk_version: int = -1, *, path: str | None = None
+) -> TopicAssignment:
+    with _decoding(path or paths.topic(name)):
+        doc = _object(_loads(data))
+        raw_id = _optional_str(doc.get("topic_id"), "topic_id")
+        return TopicAssignment(
+            name=name,
+            topic_id=topic_id_from_str(raw_id) if raw_id else None,
+            partitions=_int_keyed(doc["partitions"], "partitions"),
+            adding=_int_keyed(doc.get("adding_replicas"), "adding_replicas"),
+            removing=_int_keyed(doc.get("removing_replicas"), "removing_replicas"),
+            zk_version=zk_version,
+        )
 
 
 # -- partition state -------------------------------------------------------------------
@@ -198,17 +277,22 @@ def encode_leader_isr(state: LeaderIsr) -> bytes:
     return _dumps(doc)
 
 
-def decode_leader_isr(data: bytes, zk_version: int = -1, mzxid: int = -1) -> LeaderIsr:
-    doc = _loads(data)
-    return LeaderIsr(
-        leader=int(doc["leader"]),
-        leader_epoch=int(doc["leader_epoch"]),
-        isr=[int(b) for b in doc["isr"]],
-        controller_epoch=int(doc["controller_epoch"]),
-        zk_version=zk_version,
-        leader_recovery_state=int(doc.get("leader_recovery_state", 0)),
-        mzxid=mzxid,
-    )
+def decode_leader_isr(
+    data: bytes, zk_version: int = -1, mzxid: int = -1, *, path: str = "partition state znode"
+) -> LeaderIsr:
+    with _decoding(path):
+        doc = _object(_loads(data))
+        return LeaderIsr(
+            leader=_int(doc["leader"], "leader"),
+            leader_epoch=_int(doc["leader_epoch"], "leader_epoch"),
+            isr=_int_list(doc["isr"], "isr"),
+            controller_epoch=_int(doc["controller_epoch"], "controller_epoch"),
+            zk_version=zk_version,
+            leader_recovery_state=_int(
+                doc.get("leader_recovery_state", 0), "leader_recovery_state"
+            ),
+            mzxid=mzxid,
+        )
 
 
 # -- controller ------------------------------------------------------------------------
@@ -218,18 +302,22 @@ def encode_controller(broker_id: int, now_ms: int) -> bytes:
     return _dumps({"version": 1, "brokerid": broker_id, "timestamp": str(now_ms)})
 
 
-def decode_controller(data: bytes) -> int:
+def decode_controller(data: bytes, *, path: str = paths.CONTROLLER) -> int:
     """The controller's broker id (also accepts the pre-0.8 bare-integer form)."""
-    doc = _loads(data)
-    return int(doc) if isinstance(doc, int) else int(doc["brokerid"])
+    with _decoding(path):
+        doc = _loads(data)
+        if isinstance(doc, int) and not isinstance(doc, bool):
+            return doc
+        return _int(_object(doc)["brokerid"], "brokerid")
 
 
 def encode_controller_epoch(epoch: int) -> bytes:
     return str(epoch).encode()
 
 
-def decode_controller_epoch(data: bytes) -> int:
-    return int(data.decode())
+def decode_controller_epoch(data: bytes, *, path: str = paths.CONTROLLER_EPOCH) -> int:
+    with _decoding(path):
+        return _int(data.decode("utf-8").strip(), "controller epoch")
 
 
 # -- configs ---------------------------------------------------------------------------
@@ -240,10 +328,19 @@ def encode_config(configs: Mapping[str, str]) -> bytes:
     return _dumps({"version": 1, "config": {k: str(v) for k, v in configs.items()}})
 
 
-def decode_config(data: bytes | None) -> dict[str, str]:
+def decode_config(data: bytes | None, *, path: str = "config znode") -> dict[str, str]:
     if not data:
         return {}
-    return {k: str(v) for k, v in (_loads(data).get("config") or {}).items()}
+    with _decoding(path):
+        config = _object(_loads(data)).get("config") or {}
+        if not isinstance(config, dict):
+            raise TypeError(f"field 'config' is not a JSON object: {config!r}")
+        out = {}
+        for key, value in config.items():
+            if isinstance(value, (dict, list)) or value is None:
+                raise TypeError(f"config {key!r} is not a string: {value!r}")
+            out[key] = value if isinstance(value, str) else json.dumps(value)
+        return out
 
 
 def encode_config_change(entity_path: str) -> bytes:
@@ -251,11 +348,13 @@ def encode_config_change(entity_path: str) -> bytes:
     return _dumps({"version": 2, "entity_path": entity_path})
 
 
-def decode_config_change(data: bytes) -> str:
-    doc = _loads(data)
-    if doc.get("version") == 1:  # {"version":1,"entity_type":"topics","entity_name":"t"}
-        return f"{doc['entity_type']}/{doc['entity_name']}"
-    return str(doc["entity_path"])
+def decode_config_change(data: bytes, *, path: str = "config change znode") -> str:
+    with _decoding(path):
+        doc = _object(_loads(data))
+        if doc.get("version") == 1:  # {"version":1,"entity_type":"topics","entity_name":"t"}
+            entity_type = _str(doc["entity_type"], "entity_type")
+            return f"{entity_type}/{_str(doc['entity_name'], 'entity_name')}"
+        return _str(doc["entity_path"], "entity_path")
 
 
 # -- admin -----------------------------------------------------------------------------
@@ -270,12 +369,25 @@ def encode_reassignment(reassignment: Mapping[TopicPartition, list[int]]) -> byt
     return _dumps({"version": 1, "partitions": parts})
 
 
-def decode_reassignment(data: bytes) -> dict[TopicPartition, list[int]]:
-    doc = _loads(data)
-    return {
-        TopicPartition(p["topic"], int(p["partition"])): [int(b) for b in p["replicas"]]
-        for p in doc.get("partitions") or []
-    }
+def _partition_list(doc: Any) -> list[dict[str, Any]]:
+    parts = _object(doc).get("partitions") or []
+    if not isinstance(parts, list):
+        raise TypeError(f"field 'partitions' is not a list: {parts!r}")
+    return [_object(p) for p in parts]
+
+
+def _topic_partition(part: dict[str, Any]) -> TopicPartition:
+    return TopicPartition(_str(part["topic"], "topic"), _int(part["partition"], "partition"))
+
+
+def decode_reassignment(
+    data: bytes, *, path: str = paths.REASSIGN_PARTITIONS
+) -> dict[TopicPartition, list[int]]:
+    with _decoding(path):
+        return {
+            _topic_partition(p): _int_list(p["replicas"], "replicas")
+            for p in _partition_list(_loads(data))
+        }
 
 
 def encode_preferred_election(partitions: Iterable[TopicPartition]) -> bytes:
@@ -284,9 +396,11 @@ def encode_preferred_election(partitions: Iterable[TopicPartition]) -> bytes:
     return _dumps({"version": 1, "partitions": parts})
 
 
-def decode_preferred_election(data: bytes) -> set[TopicPartition]:
-    doc = _loads(data)
-    return {TopicPartition(p["topic"], int(p["partition"])) for p in doc.get("partitions") or []}
+def decode_preferred_election(
+    data: bytes, *, path: str = paths.PREFERRED_REPLICA_ELECTION
+) -> set[TopicPartition]:
+    with _decoding(path):
+        return {_topic_partition(p) for p in _partition_list(_loads(data))}
 
 
 # -- cluster id, producer id blocks ----------------------------------------------------
@@ -296,8 +410,9 @@ def encode_cluster_id(cluster_id: str) -> bytes:
     return _dumps({"version": "1", "id": cluster_id})
 
 
-def decode_cluster_id(data: bytes) -> str:
-    return str(_loads(data)["id"])
+def decode_cluster_id(data: bytes, *, path: str = paths.CLUSTER_ID) -> str:
+    with _decoding(path):
+        return _str(_object(_loads(data))["id"], "id")
 
 
 @dataclass(frozen=True, slots=True)
@@ -320,10 +435,13 @@ def encode_producer_id_block(block: ProducerIdBlock) -> bytes:
     )
 
 
-def decode_producer_id_block(data: bytes) -> ProducerIdBlock:
-    doc = _loads(data)
-    return ProducerIdBlock(
-        broker=int(doc["broker"]),
-        block_start=int(doc["block_start"]),
-        block_end=int(doc["block_end"]),
-    )
+def decode_producer_id_block(
+    data: bytes, *, path: str = paths.LATEST_PRODUCER_ID_BLOCK
+) -> ProducerIdBlock:
+    with _decoding(path):
+        doc = _object(_loads(data))
+        return ProducerIdBlock(
+            broker=_int(doc["broker"], "broker"),
+            block_start=_int(doc["block_start"], "block_start"),
+            block_end=_int(doc["block_end"], "block_end"),
+        )

@@ -47,3 +47,20 @@ class BrokerIdInUseError(KafkaError):
             f"(ZooKeeper session 0x{owner:x}); is broker.id unique?",
         )
         self.broker_id = broker_id
+
+
+class ZnodeDataError(KafkaError, ValueError):
+    """A znode holds data Weir cannot decode: not UTF-8, not JSON, a missing field or a
+    field of the wrong type.  ``path`` names the znode.
+
+    Readers in :class:`~weir.coordination.zk.ZkClient` log it and treat the node as absent
+    where Kafka's ZooKeeper client does (or where a default is safe); where no safe default
+    exists (``/cluster/id``, ``/latest_producer_id_block``) it reaches the caller.
+    """
+
+    def __init__(self, path: str, reason: str) -> None:
+        super().__init__(
+            ErrorCode.unknown_server_error, f"invalid data in ZooKeeper node {path}: {reason}"
+        )
+        self.path = path
+        self.reason = reason

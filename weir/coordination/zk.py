@@ -7,13 +7,22 @@ ZooKeeper from that thread.
 
 Every controller write takes ``controller_epoch_zk_version`` and is fenced by it (see
 :mod:`weir.coordination.fenced`).
+
+A znode whose data cannot be decoded (:class:`ZnodeDataError`) is logged once at ERROR with
+its path and what the reader does instead, and then, as Kafka's ``KafkaZkClient`` decoders
+do, treated as absent: a broker registration, topic or partition state is skipped, a
+``/controller`` names no controller (the election waits until the node goes), configs are
+empty, reassignment and preferred-election requests are ignored.  A corrupt
+``/controller_epoch`` counts as its znode version (they move together; the next election
+writes a valid value).  ``/cluster/id`` and ``/latest_producer_id_block`` have no safe
+default: the error reaches the caller.
 """
 
 import logging
 import time
 import uuid
 from collections.abc import Callable, Iterable, Mapping
-from typing import Any
+from typing import Any, TypeVar
 
 from kazoo.client import KazooClient
 from kazoo.exceptions import (
@@ -44,10 +53,12 @@ from weir.coordination.errors import (
     ControllerMovedError,
     ZkNoNodeError,
     ZkVersionMismatchError,
+    ZnodeDataError,
 )
 from weir.protocol.errors import ErrorCode, KafkaError
 
 log = logging.getLogger(__name__)
+_T = TypeVar("_T")
 
 _CONTROLLER_ELECTION_ATTEMPTS = 5
 _MULTI_READ_MIN = 8
@@ -83,6 +94,8 @@ class Watch:
             return False  # kazoo drops a watch whose function returns False
         try:
             self._callback(*args)
+        except ZnodeDataError as exc:
+            log.error("watch on %s: %s; the change is ignored", self.path, exc)
         except Exception:
             log.exception("watch callback for %s failed", self.path)
         return None
@@ -150,6 +163,7 @@ class ZkClient:
         self._client = KazooClient(hosts=connect, timeout=self._session_timeout_s)
         self._retry = KazooRetry(max_tries=5, delay=0.05, max_delay=1.0, ignore_expire=False)
         self._multi_read = True  # until the server answers UNIMPLEMENTED (ZooKeeper < 3.6)
+        self._reported: set[tuple[str, str]] = set()
 
     # -- lifecycle -----------------------------------------------------------------------
 
@@ -210,6 +224,21 @@ class ZkClient:
             self._retry(self._client.ensure_path, path)
 
     # -- small helpers -------------------------------------------------------------------
+
+    def _decoded(self, decode: Callable[[], _T], instead: str) -> _T | None:
+        """``decode()``, or None after logging a ZnodeDataError and what is done ``instead``.
+
+        The same bad data at the same path is logged at ERROR once, then at DEBUG."""
+        try:
+            return decode()
+        except ZnodeDataError as exc:
+            key = (exc.path, exc.reason)
+            level = logging.DEBUG if key in self._reported else logging.ERROR
+            if len(self._reported) > 10_000:
+                self._reported.clear()
+            self._reported.add(key)
+            log.log(level, "%s; %s", exc, instead)
+            return None
 
     def get_data(self, path: str) -> tuple[bytes, ZnodeStat] | None:
         try:
@@ -275,9 +304,13 @@ class ZkClient:
     # -- cluster id and producer ids -----------------------------------------------------
 
     def get_or_create_cluster_id(self) -> str:
+        """The cluster id, created if missing; ZnodeDataError if ``/cluster/id`` is corrupt."""
         found = self.get_data(paths.CLUSTER_ID)
         if found is not None:
-            return codecs.decode_cluster_id(found[0])
+            return _with_hint(
+                lambda: codecs.decode_cluster_id(found[0]),
+                "restore it, or delete it to have a new cluster id generated",
+            )
         new_id = codecs.topic_id_to_str(uuid.uuid4())
         return codecs.decode_cluster_id(
             self._create_or_get(paths.CLUSTER_ID, codecs.encode_cluster_id(new_id))
@@ -288,7 +321,12 @@ class ZkClient:
         self._client.ensure_path(paths.LATEST_PRODUCER_ID_BLOCK)
         while True:
             data, stat = self._client.get(paths.LATEST_PRODUCER_ID_BLOCK)
-            start = codecs.decode_producer_id_block(data).block_end + 1 if data else 0
+            start = 0
+            if data:
+                start = _with_hint(
+                    lambda data=data: codecs.decode_producer_id_block(data),
+                    "rewrite it with a block_end above every producer id handed out",
+                ).block_end + 1
             block = ProducerIdBlock(broker_id, start, start + block_size - 1)
             try:
                 self._client.set(
@@ -319,30 +357,52 @@ class ZkClient:
         return int(stat.czxid)  # ours already (a retried create after connection loss)
 
     def get_all_brokers(self) -> dict[int, BrokerInfo]:
+        """Registered brokers; one with an undecodable registration is left out."""
         ids = [int(c) for c in self.get_children(paths.BROKER_IDS) if c.isdigit()]
         found = self._get_many(paths.broker(i) for i in ids)
-        return {
-            i: codecs.decode_broker(i, found[p][0], epoch=found[p][1].czxid)
-            for i in sorted(ids)
-            if (p := paths.broker(i)) in found
-        }
+        brokers = {}
+        for i in sorted(ids):
+            if (p := paths.broker(i)) in found:
+                info = self._decode_broker(i, *found[p])
+                if info is not None:
+                    brokers[i] = info
+        return brokers
 
     def get_broker(self, broker_id: int) -> BrokerInfo | None:
         found = self.get_data(paths.broker(broker_id))
-        if found is None:
-            return None
-        return codecs.decode_broker(broker_id, found[0], epoch=found[1].czxid)
+        return None if found is None else self._decode_broker(broker_id, *found)
+
+    def _decode_broker(self, broker_id: int, data: bytes, stat: ZnodeStat) -> BrokerInfo | None:
+        return self._decoded(
+            lambda: codecs.decode_broker(broker_id, data, epoch=stat.czxid),
+            "the broker is treated as not registered",
+        )
 
     # -- controller ----------------------------------------------------------------------
 
     def get_controller_id(self) -> int | None:
+        """The controller's broker id; None if there is none (or its znode is undecodable:
+        then no broker wins an election until the ephemeral node goes)."""
         found = self.get_data(paths.CONTROLLER)
-        return codecs.decode_controller(found[0]) if found else None
+        return self._controller_of(found[0]) if found else None
+
+    def _controller_of(self, data: bytes) -> int | None:
+        return self._decoded(
+            lambda: codecs.decode_controller(data),
+            "no broker is controller until the node is deleted (it goes with its session)",
+        )
 
     def get_controller_epoch(self) -> tuple[int, int] | None:
         """``(controller_epoch, its znode version)``, or None before any election."""
         found = self.get_data(paths.CONTROLLER_EPOCH)
-        return (codecs.decode_controller_epoch(found[0]), found[1].version) if found else None
+        if found is None:
+            return None
+        version = int(found[1].version)
+        epoch = self._decoded(
+            lambda: codecs.decode_controller_epoch(found[0]),
+            f"using its znode version {version} as the epoch (the next election rewrites it)",
+        )
+        return (version if epoch is None else epoch), version
 
     def try_become_controller(self, broker_id: int) -> tuple[int, int] | None:
         """Elect this broker: ephemeral ``/controller`` plus an epoch bump, atomically.
@@ -380,7 +440,7 @@ class ZkClient:
         if found is None:
             return None
         data, stat = found
-        if codecs.decode_controller(data) != broker_id or stat.ephemeralOwner != self.session_id:
+        if self._controller_of(data) != broker_id or stat.ephemeralOwner != self.session_id:
             return None
         return self.get_controller_epoch()
 
@@ -390,7 +450,7 @@ class ZkClient:
         if found is None:
             return
         data, stat = found
-        if codecs.decode_controller(data) == broker_id and stat.ephemeralOwner == self.session_id:
+        if self._controller_of(data) == broker_id and stat.ephemeralOwner == self.session_id:
             try:
                 self._client.delete(paths.CONTROLLER, version=stat.version)
             except (NoNodeError, BadVersionError):
@@ -402,19 +462,27 @@ class ZkClient:
         return self.get_children(paths.BROKER_TOPICS)
 
     def get_topic(self, name: str) -> TopicAssignment | None:
+        """The topic's assignment; None if absent or undecodable."""
         found = self.get_data(paths.topic(name))
-        if found is None:
-            return None
-        return codecs.decode_topic_assignment(name, found[0], zk_version=found[1].version)
+        return None if found is None else self._decode_topic(name, *found)
 
     def get_topics(self, names: Iterable[str]) -> dict[str, TopicAssignment]:
+        """Assignments of the topics that exist; undecodable ones are left out."""
         names = list(names)
         found = self._get_many(paths.topic(n) for n in names)
-        return {
-            n: codecs.decode_topic_assignment(n, found[p][0], zk_version=found[p][1].version)
-            for n in names
-            if (p := paths.topic(n)) in found
-        }
+        topics = {}
+        for n in names:
+            if (p := paths.topic(n)) in found:
+                assignment = self._decode_topic(n, *found[p])
+                if assignment is not None:
+                    topics[n] = assignment
+        return topics
+
+    def _decode_topic(self, name: str, data: bytes, stat: ZnodeStat) -> TopicAssignment | None:
+        return self._decoded(
+            lambda: codecs.decode_topic_assignment(name, data, zk_version=stat.version),
+            "the topic is treated as absent until the node is rewritten",
+        )
 
     def create_topic(
         self,
@@ -492,8 +560,15 @@ class ZkClient:
 
     def get_entity_config(self, entity_type: str, name: str) -> dict[str, str]:
         """``/config/<entity_type>/<name>`` (entity_type 'topics', 'brokers', ...)."""
-        found = self.get_data(f"{paths.CONFIG}/{entity_type}/{name}")
-        return codecs.decode_config(found[0]) if found else {}
+        path = f"{paths.CONFIG}/{entity_type}/{name}"
+        found = self.get_data(path)
+        return self._decode_config(path, found[0]) if found else {}
+
+    def _decode_config(self, path: str, data: bytes) -> dict[str, str]:
+        decoded = self._decoded(
+            lambda: codecs.decode_config(data, path=path), "no config overrides are applied"
+        )
+        return decoded or {}
 
     def set_entity_config(self, entity_type: str, name: str, configs: Mapping[str, str]) -> None:
         """Replace an entity's config overrides and post a config change notification."""
@@ -518,7 +593,7 @@ class ZkClient:
         names = list(names)
         found = self._get_many(f"{paths.CONFIG}/topics/{n}" for n in names)
         return {
-            n: codecs.decode_config(found[p][0]) if (p := f"{paths.CONFIG}/topics/{n}") in found
+            n: self._decode_config(p, found[p][0]) if (p := f"{paths.CONFIG}/topics/{n}") in found
             else {}
             for n in names
         }
@@ -534,12 +609,20 @@ class ZkClient:
         """Leader/ISR of each partition that has a state znode (batched reads)."""
         tps = list(partitions)
         found = self._get_many(paths.partition_state(*tp) for tp in tps)
-        return {
-            tp: codecs.decode_leader_isr(found[p][0], zk_version=found[p][1].version,
-                                         mzxid=found[p][1].mzxid)
-            for tp in tps
-            if (p := paths.partition_state(*tp)) in found
-        }
+        states = {}
+        for tp in tps:
+            if (p := paths.partition_state(*tp)) not in found:
+                continue
+            data, stat = found[p]
+            state = self._decoded(
+                lambda p=p, data=data, stat=stat: codecs.decode_leader_isr(
+                    data, zk_version=stat.version, mzxid=stat.mzxid, path=p
+                ),
+                "the partition is treated as having no leader and ISR",
+            )
+            if state is not None:
+                states[tp] = state
+        return states
 
     def create_partition_states(
         self, states: Mapping[TopicPartition, LeaderIsr], controller_epoch_zk_version: int
@@ -643,7 +726,12 @@ class ZkClient:
 
     def get_reassignments(self) -> dict[TopicPartition, list[int]]:
         found = self.get_data(paths.REASSIGN_PARTITIONS)
-        return codecs.decode_reassignment(found[0]) if found and found[0] else {}
+        if not found or not found[0]:
+            return {}
+        decoded = self._decoded(
+            lambda: codecs.decode_reassignment(found[0]), "the reassignment request is ignored"
+        )
+        return decoded or {}
 
     def create_reassignments(self, reassignment: Mapping[TopicPartition, list[int]]) -> None:
         """Admin side: start a reassignment; REASSIGNMENT_IN_PROGRESS if one is running."""
@@ -676,7 +764,12 @@ class ZkClient:
 
     def get_preferred_election(self) -> set[TopicPartition]:
         found = self.get_data(paths.PREFERRED_REPLICA_ELECTION)
-        return codecs.decode_preferred_election(found[0]) if found and found[0] else set()
+        if not found or not found[0]:
+            return set()
+        decoded = self._decoded(
+            lambda: codecs.decode_preferred_election(found[0]), "the election request is ignored"
+        )
+        return decoded or set()
 
     def create_preferred_election(self, partitions: Iterable[TopicPartition]) -> None:
         """Admin side: request a preferred-leader election for ``partitions``."""
@@ -726,6 +819,14 @@ class ZkClient:
         watch = Watch(path, lambda _data, stat: callback(stat))
         DataWatch(self._client, path, watch._on_data)
         return watch
+
+
+def _with_hint(decode: Callable[[], _T], hint: str) -> _T:
+    """``decode()``; a ZnodeDataError gets ``hint`` (how to repair the node) appended."""
+    try:
+        return decode()
+    except ZnodeDataError as exc:
+        raise ZnodeDataError(exc.path, f"{exc.reason}; {hint}") from exc
 
 
 def _chrooted(chroot: str | None, path: str) -> str:
