@@ -326,13 +326,12 @@ class ReplicaManager:
         followers_ok = followers_serve_consumers  # shorter name for the reads below
         results = self._read_all(replica_id, max_bytes, requests, followers_ok)
         total = sum(r.size for r in results.values())
-        errors = any(r.error != ErrorCode.none for r in results.values())
-        if max_wait_ms <= 0 or total >= min_bytes or errors or not requests:
+        if max_wait_ms <= 0 or total >= min_bytes or _answer_now(results) or not requests:
             return results
 
         def enough() -> bool:
             probe = self._read_all(replica_id, max_bytes, requests, followers_ok, sizes_only=True)
-            if any(r.error != ErrorCode.none for r in probe.values()):
+            if _answer_now(probe):
                 return True
             return sum(r.size for r in probe.values()) >= min_bytes
 
@@ -534,6 +533,13 @@ class ReplicaManager:
 
     def checkpoint_high_watermarks(self) -> None:
         self.log_manager.checkpoint_high_watermarks()
+
+
+def _answer_now(results: dict[TopicPartition, FetchResult]) -> bool:
+    """A fetch is answered without waiting when a partition has an error or a diverging
+    epoch (KIP-320: the follower must truncate first), as Kafka's fetchMessages/DelayedFetch."""
+    return any(r.error != ErrorCode.none or r.diverging_epoch is not None
+               for r in results.values())
 
 
 def _epoch_at(plog: Log, offset: int) -> int:

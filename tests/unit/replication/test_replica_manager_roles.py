@@ -117,3 +117,26 @@ def test_lead_helper_still_applies_increasing_epochs(tmp_path):
     rm = make_rm(tmp_path)
     assert lead(rm, epoch=0) == {TP: ErrorCode.none}
     assert lead(rm, epoch=1) == {TP: ErrorCode.none}
+
+
+# -- diverging epochs are answered at once (KIP-320) ----------------------------------------
+
+def test_fetch_with_a_diverging_epoch_is_answered_without_waiting(tmp_path):
+    """KIP-320 / ReplicaManager.fetchMessages: a follower fetch whose result carries a
+    diverging epoch is answered at once, not parked for replica.fetch.wait.max.ms."""
+    rm = make_rm(tmp_path)
+    apply(rm, state(epoch=0))
+    run(rm.append(1, 1000, {TP: build_batch([b"a", b"b"])}))
+    apply(rm, state(epoch=2))  # epoch 2 starts at offset 2
+    # follower 2 has offsets 0..3 from an epoch 1 this leader never had
+    req = FetchPartition(TP, 4, 1 << 20, current_leader_epoch=2, last_fetched_epoch=1)
+
+    async def timed():
+        loop = asyncio.get_running_loop()
+        start = loop.time()
+        out = await rm.fetch(2, 5000, 1, 1 << 20, [req])
+        return out, loop.time() - start
+
+    out, elapsed = run(timed())
+    assert out[TP].diverging_epoch == (0, 2)
+    assert elapsed < 1.0
