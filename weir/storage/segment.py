@@ -320,14 +320,19 @@ class LogSegment:
                         f"there starts at offset {header.base_offset}"
                     )
                 next_offset, end = header.next_offset, header.position + header.size
+                if header.max_timestamp > max_ts:
+                    max_ts, max_off = header.max_timestamp, header.base_offset
         except KafkaError as exc:  # an unparseable header where the index points
             raise IndexCorruptError(f"{self.index.path}: last entry {last}: {exc}") from exc
-            if header.max_timestamp > max_ts:
-                max_ts, max_off = header.max_timestamp, header.base_offset
         if end != self._size:
             raise IndexCorruptError(f"{self.log_path}: log does not end on a batch boundary")
         if max_ts_entry and max_ts_entry[1] >= max(next_offset, self.base_offset + 1):
             raise IndexCorruptError(f"{self.time_index.path} points past the log end")
+        if max_ts_entry and max_off < max_ts_entry[1]:
+            raise IndexCorruptError(
+                f"{self.time_index.path}: last entry {max_ts_entry} but offset {max_off} "
+                f"has the newer timestamp {max_ts}"
+            )
         self._next_offset = next_offset
         self._max_timestamp, self._offset_of_max_timestamp = max_ts, max_off
         self._bytes_since_index = self._size - start

@@ -332,3 +332,21 @@ def test_corrupt_trusted_segment_drops_the_later_ones(open_log, log_dir):
     assert [s.base_offset for s in log.segments] == bases[:2]
     assert log.log_end_offset == bases[1]
     assert sorted(p.name for p in log_dir.glob("*.log")) == [f"{b:020d}.log" for b in bases[:2]]
+
+
+def test_time_index_claiming_a_later_offset_than_the_log_is_rebuilt(open_log, log_dir, caplog):
+    """A time-index entry (T, O) says nothing after O is older than T: a log whose newest
+    timestamp sits below O contradicts it (and would fail the next time-index append)."""
+    log = open_log()
+    for ts in [*range(9), 0]:
+        produce(log, ts=ts)  # offsets 2*i, 2*i+1; the newest timestamp 8 is at offset 16
+    log.close()
+    timeindex = log_dir / f"{SEGMENT}.timeindex"
+    timeindex.write_bytes(struct.pack(">qI", 3, 18))
+    log = open_log(clean=True)
+    assert log.active_segment.max_timestamp == 8
+    assert log.active_segment.offset_of_max_timestamp == 16
+    log.roll()  # appends the final time-index entry of the old segment
+    assert produce(log).first_offset == 20
+    assert log.offset_for_timestamp(5) == (10, 5)
+    assert warnings_naming(caplog, timeindex)
