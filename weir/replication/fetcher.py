@@ -3,9 +3,13 @@ there in one Fetch request (seed 002's ReplicaFetcherThread, as an asyncio task)
 
 Each partition is *truncating* (find the divergence point with OffsetForLeaderEpoch, see
 :mod:`weir.replication.truncation`), *fetching*, or *delayed* (backing off after an error
-such as a fenced epoch, waiting for the controller's next LeaderAndIsr).  A response is
-applied only if the partition is still fetched at the same offset and epoch it was asked for,
-so a partition removed or re-added while a request was in flight is never corrupted.
+such as a fenced epoch, waiting for the controller's next LeaderAndIsr; it then resumes the
+state it was delayed in, so a truncating partition never fetches untruncated).  After each
+truncation the fetch offset is the truncation point; a walk back that is not final (KIP-279)
+stays truncating and asks again, as Kafka's AbstractFetcherThread.  A response is applied
+only if the partition is still fetched with the same state object (same leader epoch) and
+offset it was asked for, so a partition removed or re-added while a request was in flight is
+never corrupted.
 """
 
 from __future__ import annotations
@@ -60,6 +64,7 @@ class FetchState:
     fetch_offset: int
     state: str = TRUNCATING
     delay_until_ms: int = 0
+    resume_state: str = TRUNCATING  # the state a delayed partition goes back to
     lag: int = 0  # the leader's high watermark minus our fetch offset, after each response
 
 
@@ -135,7 +140,7 @@ class ReplicaFetcher:
         out = []
         for st in self.partitions.values():
             if st.state == DELAYED and now >= st.delay_until_ms:
-                st.state = FETCHING
+                st.state = st.resume_state
             if st.state == state:
                 out.append(st)
         return out
@@ -163,6 +168,8 @@ class ReplicaFetcher:
 
     def _delay(self, st: FetchState, reason: str) -> None:
         log.info("%s: delaying fetch from broker %d: %s", st.tp, self.source.broker_id, reason)
+        if st.state != DELAYED:
+            st.resume_state = st.state
         st.state = DELAYED
         st.delay_until_ms = _now_ms() + self.settings.backoff_ms
 
@@ -175,7 +182,7 @@ class ReplicaFetcher:
     async def _truncate(self, conn: BrokerConnection) -> None:
         states = self._ready(TRUNCATING)
         by_topic: dict[str, list[dict[str, Any]]] = {}
-        asked: dict[TopicPartition, int] = {}
+        asked: dict[TopicPartition, FetchState] = {}
         for st in states:
             plog = self.rm.follower_log(st.tp)
             if plog is None:
@@ -187,7 +194,7 @@ class ReplicaFetcher:
                 plog.truncate_to(min(plog.high_watermark, plog.log_end_offset))
                 self._start_fetching(st, plog.log_end_offset)
                 continue
-            asked[st.tp] = epoch
+            asked[st.tp] = st
             by_topic.setdefault(st.tp.topic, []).append({
                 "partition": st.tp.partition, "current_leader_epoch": st.leader_epoch,
                 "leader_epoch": epoch})
@@ -199,15 +206,22 @@ class ReplicaFetcher:
         response = await conn.request(request, self.settings.socket_timeout_ms / 1000)
         for topic in response.topics:
             for part in topic.partitions:
-                st = self.partitions.get(TopicPartition(topic.topic, int(part.partition)))
-                if st is None or st.state != TRUNCATING or st.tp not in asked:
-                    continue
+                st = asked.get(TopicPartition(topic.topic, int(part.partition)))
+                if st is None or not self._still(st) or st.state != TRUNCATING:
+                    continue  # removed, re-added (another epoch) or delayed meanwhile
                 if part.error_code != ErrorCode.none:
                     self._delay(st, f"OffsetForLeaderEpoch: {part.error_code.name}")
                     continue
                 self._apply_epoch_answer(st, int(part.leader_epoch), int(part.end_offset))
 
-    def _apply_epoch_answer(self, st: FetchState, leader_epoch: int, end_offset: int) -> None:
+    def _apply_epoch_answer(self, st: FetchState, leader_epoch: int, end_offset: int,
+                            on_fetch: bool = False) -> None:
+        """Truncate as the leader's (epoch, end offset) decides; the fetch offset becomes the
+        truncation point.  From OffsetForLeaderEpoch, a walk back that is not final stays
+        truncating (ask again with our now-latest epoch); from a fetch's diverging epoch
+        (``on_fetch``) the partition keeps fetching, and the next fetch's last-fetched epoch
+        lets the leader report the next divergence (Kafka's
+        updateFetchOffsetAndMaybeMarkTruncationComplete with truncation on fetch)."""
         plog = self.rm.follower_log(st.tp)
         if plog is None:
             return
@@ -220,7 +234,8 @@ class ReplicaFetcher:
                         "ends at %d)", st.tp, decision.offset, decision.offset,
                         plog.log_end_offset - 1, leader_epoch, end_offset)
         truncation.apply(plog, decision)
-        if decision.completed:
+        st.fetch_offset = plog.log_end_offset
+        if decision.completed or on_fetch:
             self._start_fetching(st, plog.log_end_offset)
 
     def _start_fetching(self, st: FetchState, offset: int) -> None:
@@ -294,7 +309,8 @@ class ReplicaFetcher:
             return
         diverging = part.diverging_epoch
         if diverging is not None and int(diverging.epoch) >= 0:
-            self._apply_epoch_answer(st, int(diverging.epoch), int(diverging.end_offset))
+            self._apply_epoch_answer(st, int(diverging.epoch), int(diverging.end_offset),
+                                     on_fetch=True)
             return
         records = part.records
         if records:
