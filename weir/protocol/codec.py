@@ -27,6 +27,8 @@ from kio.schema.errors import ErrorCode
 from kio.serial import entity_reader, entity_writer
 from kio.serial._introspect import EntityField, EntityTupleField, classify_field
 
+from weir.protocol import guard
+
 _I16_I16_I32 = struct.Struct(">hhi")
 _I32 = struct.Struct(">i")
 _I16 = struct.Struct(">h")
@@ -47,21 +49,6 @@ class RequestHeader:
     size: int  # bytes taken by the header, tagged fields included
 
 
-def _read_uvarint(buf: bytes | memoryview, pos: int) -> tuple[int, int]:
-    value = shift = 0
-    while True:
-        if pos >= len(buf):
-            raise MalformedRequest("truncated varint")
-        b = buf[pos]
-        pos += 1
-        value |= (b & 0x7F) << shift
-        if not b & 0x80:
-            return value, pos
-        shift += 7
-        if shift > 35:
-            raise MalformedRequest("varint too long")
-
-
 def encode_uvarint(n: int) -> bytes:
     """An unsigned varint (compact lengths and counts in flexible versions)."""
     out = bytearray()
@@ -73,14 +60,11 @@ def encode_uvarint(n: int) -> bytes:
 
 
 def skip_tagged_fields(buf: bytes | memoryview, pos: int) -> int:
-    count, pos = _read_uvarint(buf, pos)
-    for _ in range(count):
-        _tag, pos = _read_uvarint(buf, pos)
-        size, pos = _read_uvarint(buf, pos)
-        pos += size
-        if pos > len(buf):
-            raise MalformedRequest("truncated tagged field")
-    return pos
+    """The position after a tagged-field section (KIP-482) at ``pos``."""
+    try:
+        return guard.walk_tagged_fields(memoryview(buf), pos, len(buf))
+    except guard.Truncated as exc:
+        raise MalformedRequest(f"tagged fields: {exc}") from exc
 
 
 def parse_request_header_prefix(frame: bytes) -> tuple[int, int, int]:
@@ -131,7 +115,15 @@ def _writer(cls: type) -> Any:
 
 
 def decode_body(cls: type, buf: bytes, offset: int = 0) -> Any:
-    """Decode one schema entity; any failure is a :class:`MalformedRequest`."""
+    """Decode one schema entity; any failure is a :class:`MalformedRequest`.
+
+    The bytes are first walked by :func:`weir.protocol.guard.check`, so that kio's native
+    reader never sees a length that runs past the buffer (it would allocate it first).
+    """
+    try:
+        guard.check(cls, buf, offset)
+    except guard.Truncated as exc:
+        raise MalformedRequest(f"cannot decode {cls.__name__}: {exc}") from exc
     try:
         entity, _size = _reader(cls)(buf, offset)
     except Exception as exc:  # the native reader raises several types
