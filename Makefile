@@ -39,7 +39,7 @@ bench: deps
 	$(PY) bench/produce_consume.py
 
 lint: $(STAMP)
-	$(VENV)/bin/ruff check weir tests bench
+	$(VENV)/bin/ruff check weir tests bench fuzz
 
 clean:
 	rm -rf $(VENV) weir-data .pytest_cache

@@ -89,3 +89,33 @@ def test_api_versions_unknown_version_answers_v0_error(cluster1):
         assert error_code == 35  # UNSUPPORTED_VERSION
         keys = {struct.unpack_from(">hhh", body, 10 + 6 * i)[0] for i in range(count)}
         assert {0, 1, 3, 18} <= keys
+
+
+def test_clients_cannot_write_to_the_offsets_topic(cluster1, topic_name):
+    """Kafka's ReplicaManager refuses appends to internal topics from clients
+    (INVALID_TOPIC_EXCEPTION): a record there that the coordinator cannot decode would
+    otherwise break the loading of every group on that partition."""
+    from confluent_kafka import Consumer, KafkaError, Producer
+
+    create_topic(cluster1.bootstrap, topic_name)
+    produce(cluster1.bootstrap, topic_name, [b"x"])
+    consumer = Consumer({"bootstrap.servers": cluster1.bootstrap, "group.id": topic_name,
+                         "auto.offset.reset": "earliest", "enable.auto.commit": False})
+    try:
+        consumer.subscribe([topic_name])
+        msg = None
+        deadline = 60
+        while msg is None and deadline > 0:
+            msg = consumer.poll(1)
+            deadline -= 1
+        assert msg is not None and msg.error() is None
+        consumer.commit(asynchronous=False)  # the offsets topic exists from here on
+    finally:
+        consumer.close()
+    errors = []
+    producer = Producer({"bootstrap.servers": cluster1.bootstrap, "message.timeout.ms": 20000})
+    producer.produce("__consumer_offsets", b"garbage", key=b"\xff\xff", partition=0,
+                     on_delivery=lambda err, _msg: errors.append(err))
+    producer.flush(30)
+    assert len(errors) == 1 and errors[0] is not None
+    assert errors[0].code() == KafkaError.TOPIC_EXCEPTION, errors[0]

@@ -78,14 +78,28 @@ class _Writer:
         return b"".join(self.parts)
 
 
+class CorruptGroupRecord(ValueError):
+    """A ``__consumer_offsets`` key or value that cannot be decoded (the message says why)."""
+
+
 class _Reader:
+    """Reads Kafka's classic (non-flexible) types; anything out of bounds or undecodable is a
+    :class:`CorruptGroupRecord`, never a ``struct.error`` or a silently short slice."""
+
     def __init__(self, buf: bytes) -> None:
         self.buf = buf
         self.pos = 0
 
+    def _take(self, n: int, what: str) -> bytes:
+        if n < 0 or self.pos + n > len(self.buf):
+            raise CorruptGroupRecord(
+                f"{what} of {n} bytes at position {self.pos}: {len(self.buf) - self.pos} remain")
+        v = self.buf[self.pos:self.pos + n]
+        self.pos += n
+        return v
+
     def _unpack(self, s: struct.Struct) -> int:
-        (v,) = s.unpack_from(self.buf, self.pos)
-        self.pos += s.size
+        (v,) = s.unpack(self._take(s.size, "integer"))
         return v
 
     def i16(self) -> int:
@@ -101,17 +115,24 @@ class _Reader:
         n = self.i16()
         if n < 0:
             return None
-        v = self.buf[self.pos:self.pos + n].decode()
-        self.pos += n
-        return v
+        raw = self._take(n, "string")
+        try:
+            return raw.decode()
+        except UnicodeDecodeError as exc:
+            raise CorruptGroupRecord(f"string at position {self.pos - n} is not UTF-8") from exc
 
     def bytes_(self) -> bytes:
         n = self.i32()
         if n < 0:
             return b""
-        v = bytes(self.buf[self.pos:self.pos + n])
-        self.pos += n
-        return v
+        return bytes(self._take(n, "bytes"))
+
+    def count(self, least: int) -> int:
+        """An array length, each item taking at least ``least`` bytes."""
+        n = self.i32()
+        if n * least > len(self.buf) - self.pos:
+            raise CorruptGroupRecord(f"array of {n} items at position {self.pos} does not fit")
+        return max(n, 0)
 
 
 # -- keys ---------------------------------------------------------------------------------
@@ -170,6 +191,8 @@ def encode_offset_value(o: OffsetAndMetadata) -> bytes:
 def decode_offset_value(buf: bytes) -> OffsetAndMetadata:
     r = _Reader(buf)
     version = r.i16()
+    if not 0 <= version <= OFFSET_VALUE_VERSION:
+        raise CorruptGroupRecord(f"unknown offset commit value version {version}")
     offset = r.i64()
     epoch = r.i32() if version >= 3 else -1
     metadata = r.string() or ""
@@ -217,12 +240,12 @@ def encode_group_value(g: GroupRecord) -> bytes:
 def decode_group_value(buf: bytes) -> GroupRecord:
     r = _Reader(buf)
     version = r.i16()
-    if version > GROUP_VALUE_VERSION:
-        raise ValueError(f"unknown group metadata value version {version}")
+    if not 0 <= version <= GROUP_VALUE_VERSION:
+        raise CorruptGroupRecord(f"unknown group metadata value version {version}")
     g = GroupRecord(r.string() or "", r.i32(), r.string(), r.string())
     if version >= 2:
         g.current_state_timestamp = r.i64()
-    for _ in range(r.i32()):
+    for _ in range(r.count(least=20)):  # four strings, two int32s, two bytes at least
         member_id = r.string() or ""
         instance_id = r.string() if version >= 3 else None
         client_id, host = r.string() or "", r.string() or ""
@@ -245,6 +268,6 @@ def subscribed_topics(protocol_type: str, subscription: bytes) -> set[str]:
     try:
         r = _Reader(subscription)
         r.i16()
-        return {r.string() or "" for _ in range(r.i32())}
-    except (struct.error, UnicodeDecodeError):
+        return {r.string() or "" for _ in range(r.count(least=2))}
+    except CorruptGroupRecord:
         return set()

@@ -30,6 +30,7 @@ from weir.groups.state import (
     SyncResult,
 )
 from weir.protocol.errors import ErrorCode, KafkaError
+from weir.records.batch import iter_headers, parse_header
 from weir.records.builder import build_batch
 from weir.records.records import iter_records
 
@@ -187,8 +188,15 @@ class GroupCoordinator:
             data = read.read_bytes()
             if not data:
                 break
-            for rec in iter_records(data):
-                self._replay(rec, offsets, records)
+            for batch in _whole_batches(data):
+                try:
+                    for rec in iter_records(batch):
+                        self._replay(rec, offsets, records)
+                except (KafkaError, codec.CorruptGroupRecord) as exc:
+                    # Kafka's GroupMetadataManager skips keys it cannot read; a record that
+                    # cannot be decoded at all is skipped the same way, loudly.
+                    log.error("%s: skipping a corrupt record batch at offset %d: %s",
+                              tp, parse_header(batch).base_offset, exc)
             pos = read.last_offset + 1
             await asyncio.sleep(0)
         now = now_ms()
@@ -543,3 +551,9 @@ def _optional_config(config: Any, key: str, default: int) -> int:
     except KeyError:
         return default
     return default if value is None else int(value)
+
+
+def _whole_batches(data: bytes) -> list[bytes]:
+    """The complete batches of a log read, each on its own."""
+    return [data[h.position:h.position + h.size] for h in iter_headers(data)
+            if h.position + h.size <= len(data)]

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from weir.common import TopicPartition
+from weir.groups.codec import OFFSETS_TOPIC
 from weir.protocol import produce_response
 from weir.protocol.errors import ErrorCode
 from weir.replication.replica_manager import ProduceResult
@@ -13,6 +14,7 @@ from weir.server.context import RawResponse
 API_KEY = 0
 MIN_VERSION = 3
 MAX_VERSION = 9
+INTERNAL_TOPICS = frozenset({OFFSETS_TOPIC, "__transaction_state"})
 
 
 async def handle(ctx, request) -> Any:
@@ -29,6 +31,12 @@ async def handle(ctx, request) -> Any:
             elif request.transactional_id is not None:
                 results[tp] = ProduceResult(ErrorCode.transactional_id_authorization_failed,
                                             message="transactions are not supported")
+            elif topic.name in INTERNAL_TOPICS:
+                # Kafka's ReplicaManager.appendToLocalLog: clients may not write to the
+                # internal topics; only the coordinators do, through the replica manager.
+                results[tp] = ProduceResult(ErrorCode.invalid_topic_exception,
+                                            message=f"Cannot append to internal topic "
+                                                    f"{topic.name}")
             elif not part.records:
                 results[tp] = ProduceResult(ErrorCode.corrupt_message, message="no records")
             else:
