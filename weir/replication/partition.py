@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING
 
 from weir.common import TopicPartition
 from weir.protocol.errors import ErrorCode, KafkaError
+from weir.replication.read_replica import ReplicaView
 
 if TYPE_CHECKING:
     from weir.storage.log import Log
@@ -319,6 +320,19 @@ class Partition:
         """The controller refused the change: wait for its next LeaderAndIsr or retry."""
         self.inflight_isr = None
         self.pending_isr = set()
+
+    def read_replica_candidates(self, fetch_offset: int, now_ms: int) -> list[ReplicaView]:
+        """KIP-392: the in-sync followers whose log covers ``fetch_offset``, as the leader
+        last saw them (Kafka's ``ReplicaManager.findPreferredReadReplica``)."""
+        out = []
+        for replica in self.replicas:
+            follower = self.followers.get(replica)
+            if replica == self.broker_id or replica not in self.isr or follower is None:
+                continue
+            if follower.log_start_offset <= fetch_offset <= follower.log_end_offset:
+                out.append(ReplicaView(replica, follower.log_end_offset,
+                                       now_ms - follower.last_caught_up_ms))
+        return out
 
     def low_watermark(self, alive: set[int] | None = None) -> int:
         """The smallest log start offset over this leader and its (live) followers (seed 002);

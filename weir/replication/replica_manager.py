@@ -21,6 +21,8 @@ from weir.replication.alter_partition import AlterPartitionManager, IsrProposal,
 from weir.replication.fetcher import FetcherSettings, LeaderEndpoint, ReplicaFetcherManager
 from weir.replication.partition import LeaderState, Partition
 from weir.replication.purgatory import Purgatory
+from weir.replication.read_replica import ReplicaView
+from weir.replication.read_replica import preferred_read_replica as select_read_replica
 from weir.replication.throttle import ReplicationThrottles
 from weir.storage.log import Log, LogConfig
 from weir.storage.log_manager import LogManager
@@ -406,6 +408,17 @@ class ReplicaManager:
             result.records = FileRegion(str(read.file_path), read.position, read.size)
         return result
 
+    def preferred_read_replica(self, tp: TopicPartition, fetch_offset: int,
+                               racks: dict[int, str | None], client_rack: str | None) -> int:
+        """KIP-392: the in-sync replica in the consumer's rack holding ``fetch_offset``, or -1
+        (read from this leader)."""
+        p = self.partitions.get(tp)
+        if p is None or not p.is_leader or p.log is None:
+            return -1
+        leader = ReplicaView(self.broker_id, p.log.log_end_offset, 0)
+        candidates = p.read_replica_candidates(fetch_offset, now_ms())
+        return select_read_replica(leader, candidates, racks, client_rack)
+
     # -- delete records ----------------------------------------------------------------
 
     async def delete_records(self, offsets: dict[TopicPartition, int], timeout_ms: int,
@@ -428,22 +441,32 @@ class ReplicaManager:
             except KafkaError as exc:
                 results[tp] = (exc.code, -1)
 
-        def low(tp: TopicPartition) -> int:
+        def status(tp: TopicPartition) -> tuple[ErrorCode, int] | None:
+            """Kafka's DelayedDeleteRecords.tryComplete: None while waiting; an error (with no
+            low watermark) once this broker no longer leads the partition."""
             p = self.partitions.get(tp)
-            return p.low_watermark(alive()) if p is not None and p.is_leader else -1
+            if p is None:
+                return ErrorCode.unknown_topic_or_partition, -1
+            if not p.is_leader or p.log is None:
+                return ErrorCode.not_leader_or_follower, -1
+            lw = p.low_watermark(alive())
+            return (ErrorCode.none, lw) if lw >= waiting[tp] else None
 
         if waiting:
             self._delete_records_waiting.update(waiting)
             try:
                 await self.fetch_purgatory.wait(
-                    waiting, lambda: all(low(tp) >= off for tp, off in waiting.items()),
+                    waiting, lambda: all(status(tp) is not None for tp in waiting),
                     timeout_ms / 1000)
             finally:
                 for tp in waiting:
                     self._delete_records_waiting.discard(tp)
-            for tp, off in waiting.items():
-                lw = low(tp)
-                results[tp] = (ErrorCode.none if lw >= off else ErrorCode.request_timed_out, lw)
+            for tp in waiting:
+                final = status(tp)
+                if final is None:
+                    p = self.partitions[tp]
+                    final = (ErrorCode.request_timed_out, p.low_watermark(alive()))
+                results[tp] = final
         return results
 
     # -- follower side -----------------------------------------------------------------

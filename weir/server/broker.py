@@ -59,6 +59,9 @@ class Broker:
             self.broker_id, self.log_manager, self.topic_log_config, self.topic_min_isr,
             replication_settings(config),
         )
+        # A caught-up follower outside the ISR holds the high watermark back only while its
+        # broker is alive (Kafka's isReplicaIsrEligible in ZooKeeper mode).
+        self.replica_manager.broker_alive = lambda broker_id: broker_id in self.metadata.brokers
         # Replication throttles (reassignment): static rates now, dynamic ones from
         # /config/brokers when they change.
         self.replica_manager.throttles.configure(

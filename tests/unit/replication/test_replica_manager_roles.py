@@ -140,3 +140,38 @@ def test_fetch_with_a_diverging_epoch_is_answered_without_waiting(tmp_path):
     out, elapsed = run(timed())
     assert out[TP].diverging_epoch == (0, 2)
     assert elapsed < 1.0
+
+
+# -- KIP-392 preferred read replica; DeleteRecords when the leader moves --------------------
+
+def test_preferred_read_replica_must_have_the_fetch_offset(tmp_path):
+    """ReplicaManager.findPreferredReadReplica (KIP-392): only ISR followers whose log covers
+    the fetch offset (log start <= offset <= log end) are offered to the selector."""
+    rm = make_rm(tmp_path)
+    apply(rm, state(epoch=0))
+    run(rm.append(1, 1000, {TP: build_batch([b"a", b"b", b"c"])}))
+    racks = {1: "a", 2: "b", 3: "b"}
+    run(rm.fetch(2, 0, 1, 1 << 20, [FetchPartition(TP, 1, 1 << 20, log_start_offset=0)]))
+    run(rm.fetch(3, 0, 1, 1 << 20, [FetchPartition(TP, 3, 1 << 20, log_start_offset=2)]))
+    assert rm.preferred_read_replica(TP, 1, racks, "b") == 2  # 3 starts at 2
+    assert rm.preferred_read_replica(TP, 3, racks, "b") == 3  # 2 ends at 1
+    assert rm.preferred_read_replica(TP, 0, {1: "a", 2: "b", 3: "c"}, "c") == -1
+    assert rm.preferred_read_replica(TP, 1, racks, "a") == -1  # the leader's rack
+
+
+def test_delete_records_answers_not_leader_when_leadership_moves(tmp_path):
+    """DelayedDeleteRecords.tryComplete: a partition no longer led here completes with
+    NOT_LEADER_OR_FOLLOWER (and no low watermark), not REQUEST_TIMED_OUT."""
+    rm = make_rm(tmp_path)
+    apply(rm, state(epoch=0, replicas=(1, 2), isr=(1, 2)))
+    run(rm.append(1, 1000, {TP: build_batch([b"a", b"b", b"c"])}))
+    run(rm.fetch(2, 0, 1, 1 << 20, [FetchPartition(TP, 3, 1 << 20, log_start_offset=0)]))
+
+    async def scenario():
+        pending = asyncio.create_task(rm.delete_records({TP: 2}, 5000, lambda: {1, 2}))
+        await asyncio.sleep(0)
+        assert not pending.done()  # follower 2 has not moved its log start yet
+        apply(rm, state(leader=2, epoch=1, replicas=(1, 2), isr=(1, 2)))
+        return await asyncio.wait_for(pending, 2)
+
+    assert run(scenario())[TP] == (ErrorCode.not_leader_or_follower, -1)

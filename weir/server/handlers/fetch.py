@@ -12,7 +12,7 @@ from weir.common import TopicPartition
 from weir.protocol import fetch_response
 from weir.protocol.errors import ErrorCode
 from weir.protocol.fetch_response import PartitionData
-from weir.replication.read_replica import preferred_read_replica, rack_aware_enabled
+from weir.replication.read_replica import rack_aware_enabled
 from weir.replication.replica_manager import FetchPartition, FetchResult
 from weir.server.context import RawResponse
 
@@ -82,10 +82,8 @@ def _preferred_read_replicas(ctx, request, wanted: list[FetchPartition]) -> dict
     racks = {b.id: b.rack for b in broker.metadata.brokers.values()}
     out = {}
     for w in wanted:
-        p = broker.replica_manager.partitions.get(w.tp)
-        if p is None or not p.is_leader or p.log is None:
-            continue
-        chosen = preferred_read_replica(p.leader, p.replicas, p.isr, racks, client_rack)
+        chosen = broker.replica_manager.preferred_read_replica(w.tp, w.fetch_offset, racks,
+                                                               client_rack)
         if chosen >= 0 and chosen != broker.broker_id:
             out[w.tp] = chosen
     return out
