@@ -120,7 +120,7 @@ def test_answer_for_a_replaced_partition_state_is_ignored(tmp_path):
     """truncateToEpochEndOffsets: an answer is applied only if the partition is still
     fetched with the leader epoch the request was made for."""
     log = follower_log(tmp_path)
-    f, st = fetcher(log)
+    f, _ = fetcher(log)
 
     class Replacing(FakeConn):
         async def request(self, request, timeout_s):

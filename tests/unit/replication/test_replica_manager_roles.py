@@ -10,10 +10,25 @@ from weir.common import TopicPartition
 from weir.protocol.errors import ErrorCode
 from weir.records.builder import build_batch
 from weir.replication.partition import LeaderState
-from weir.replication.replica_manager import FetchPartition, PartitionStateUpdate
-from tests.unit.replication.test_replica_manager import lead, make_rm, run
+from weir.replication.replica_manager import (
+    FetchPartition,
+    PartitionStateUpdate,
+    ReplicaManager,
+)
+from weir.storage.log import LogConfig
+from weir.storage.log_manager import LogManager
 
 TP = TopicPartition("t", 0)
+
+
+def make_rm(tmp_path, min_isr: int = 1) -> ReplicaManager:
+    lm = LogManager([tmp_path], LogConfig.from_dict({}))
+    lm.startup(0)
+    return ReplicaManager(1, lm, lambda _t: LogConfig.from_dict({}), lambda _t: min_isr)
+
+
+def run(coro):
+    return asyncio.run(coro)
 
 
 def state(leader=1, epoch=0, replicas=(1, 2, 3), isr=(1, 2, 3)) -> LeaderState:
@@ -109,14 +124,6 @@ def test_equal_epoch_leader_and_isr_still_ignored_after_restart_of_the_partition
     apply(rm, state(epoch=2))
     rm.stop_replicas(1, {TP: (-2, True)})
     assert apply(rm, state(epoch=0)) == {TP: ErrorCode.none}
-
-
-# -- keep the old helpers' behaviour -------------------------------------------------------
-
-def test_lead_helper_still_applies_increasing_epochs(tmp_path):
-    rm = make_rm(tmp_path)
-    assert lead(rm, epoch=0) == {TP: ErrorCode.none}
-    assert lead(rm, epoch=1) == {TP: ErrorCode.none}
 
 
 # -- diverging epochs are answered at once (KIP-320) ----------------------------------------
