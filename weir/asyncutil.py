@@ -3,6 +3,21 @@
 from __future__ import annotations
 
 import asyncio
+import contextvars
+from collections.abc import Callable
+
+# The request a task is handling holds a place in the socket server's queue
+# (queued.max.requests); a handler that parks the request calls parked() to give it back.
+request_slot: contextvars.ContextVar[Callable[[], None] | None] = contextvars.ContextVar(
+    "request_slot", default=None)
+
+
+def parked() -> None:
+    """The current request waits in a purgatory (or for a rebalance): as in Kafka, it no
+    longer counts against ``queued.max.requests``. Idempotent; a no-op outside a request."""
+    release = request_slot.get()
+    if release is not None:
+        release()
 
 
 async def cancel_and_wait(*tasks: asyncio.Task | None) -> None:

@@ -132,6 +132,25 @@ def _throttled_replicas(value: Any) -> str | None:
 # Definitions
 
 
+def parse_ip_overrides(text: str) -> dict[str, int]:
+    """``max.connections.per.ip.overrides``: ``host:count`` pairs, comma-separated."""
+    out: dict[str, int] = {}
+    for item in filter(None, (part.strip() for part in text.split(","))):
+        host, sep, count = item.rpartition(":")
+        if not sep or not host.strip() or not count.strip().isdigit():
+            raise ValueError(f"{item!r} is not host:count")
+        out[host.strip()] = int(count)
+    return out
+
+
+def _ip_overrides(value: Any) -> str | None:
+    try:
+        parse_ip_overrides(str(value))
+    except ValueError as exc:
+        return str(exc)
+    return None
+
+
 @dataclass(frozen=True)
 class ConfigDef:
     """One broker configuration key."""
@@ -269,7 +288,14 @@ BROKER_CONFIGS: tuple[ConfigDef, ...] = (
     _d("socket.request.max.bytes", "int", 104857600, _AT_LEAST_1, "Largest request."),
     _d("socket.send.buffer.bytes", "int", 102400, None, "SO_SNDBUF (-1: OS default)."),
     _d("socket.receive.buffer.bytes", "int", 102400, None, "SO_RCVBUF (-1: OS default)."),
-    _d("connections.max.idle.ms", "long", 600000, None, "Idle connection timeout."),
+    _d("connections.max.idle.ms", "long", 600000, None,
+       "Close connections idle this long (-1: never)."),
+    _d("max.connections", "int", INT_MAX, _AT_LEAST_0,
+       "Open connections at most; accepting waits at the limit (KIP-402)."),
+    _d("max.connections.per.ip", "int", INT_MAX, _AT_LEAST_0,
+       "Connections from one address at most; more are closed."),
+    _d("max.connections.per.ip.overrides", "string", "", _ip_overrides,
+       "Per-address limits: host:count,host:count."),
     _d("fetch.max.bytes", "int", 57671680, _AT_LEAST_0, "Bytes per consumer fetch response."),
     _d("controlled.shutdown.enable", "bool", True, None, "Move leadership away on shutdown."),
     _d("controlled.shutdown.max.retries", "int", 3, _AT_LEAST_0, "Controlled shutdown tries."),
@@ -310,7 +336,8 @@ BROKER_CONFIGS: tuple[ConfigDef, ...] = (
     _d("num.network.threads", "int", 3, _AT_LEAST_1, "Network threads (informational)."),
     _d("num.io.threads", "int", 8, _AT_LEAST_1, "I/O threads (informational)."),
     _d("background.threads", "int", 10, _AT_LEAST_1, "Background threads (informational)."),
-    _d("queued.max.requests", "int", 500, _AT_LEAST_1, "Queued requests (informational)."),
+    _d("queued.max.requests", "int", 500, _AT_LEAST_1,
+       "Requests read and not yet handled or parked; at the limit, reading waits."),
     _d("num.recovery.threads.per.data.dir", "int", 1, _AT_LEAST_1,
        "Recovery threads (informational)."),
     _d("inter.broker.protocol.version", "string", "3.0-IV1", None,

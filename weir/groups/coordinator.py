@@ -16,7 +16,7 @@ import time
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from weir.asyncutil import cancel_and_wait
+from weir.asyncutil import cancel_and_wait, parked
 from weir.common import TopicPartition
 from weir.groups import codec
 from weir.groups.codec import OFFSETS_TOPIC, GroupKey, OffsetAndMetadata, OffsetKey
@@ -310,7 +310,10 @@ class GroupCoordinator:
             future = self._park(self._joins, (group_id, member_id),
                                 JoinResult(ErrorCode.rebalance_in_progress, member_id))
         self._apply(group, outcome)
-        return immediate if future is None else await future
+        if future is None:
+            return immediate
+        parked()  # waits for the rebalance, like Kafka's DelayedJoin / pending sync
+        return await future
 
     async def sync(self, group_id: str, member_id: str, instance_id: str | None,
                    generation: int, protocol_type: str | None, protocol_name: str | None,
@@ -328,7 +331,10 @@ class GroupCoordinator:
             future = self._park(self._syncs, (group_id, member_id),
                                 SyncResult(ErrorCode.rebalance_in_progress))
         self._apply(group, outcome)
-        return immediate if future is None else await future
+        if future is None:
+            return immediate
+        parked()  # waits for the rebalance, like Kafka's DelayedJoin / pending sync
+        return await future
 
     def heartbeat(self, group_id: str, member_id: str, instance_id: str | None,
                   generation: int) -> ErrorCode:

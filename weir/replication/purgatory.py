@@ -11,6 +11,8 @@ import asyncio
 from collections import defaultdict
 from collections.abc import Callable, Hashable, Iterable
 
+from weir.asyncutil import parked
+
 
 class _Waiter:
     __slots__ = ("check", "future")
@@ -31,6 +33,7 @@ class Purgatory:
             return True
         if timeout_s <= 0:
             return False
+        parked()
         waiter = _Waiter(check, asyncio.get_running_loop().create_future())
         keys = list(keys)
         for key in keys:

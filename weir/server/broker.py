@@ -27,7 +27,7 @@ from weir.protocol.interbroker import ControlledShutdownRequest
 from weir.replication.fetcher import FetcherSettings
 from weir.replication.replica_manager import ReplicaManager, ReplicationSettings
 from weir.server.metadata_cache import MetadataCache
-from weir.server.network import SocketServer
+from weir.server.network import ConnectionLimits, SocketServer
 from weir.server.producer_ids import ProducerIdManager
 from weir.storage.log import LogConfig
 from weir.storage.log_manager import LogManager
@@ -68,7 +68,7 @@ class Broker:
             config.leader_replication_throttled_rate, config.follower_replication_throttled_rate,
             self.topic_config)
         self.socket_server = SocketServer(
-            self, config.listener_host, config.listener_port, config.socket_request_max_bytes
+            self, config.listener_host, config.listener_port, ConnectionLimits.from_config(config)
         )
         self.producer_ids = ProducerIdManager(self.zk, self.broker_id)
         self.controller: Any = None

@@ -9,17 +9,38 @@ request order.  Any other request waits until everything before it has completed
 Bad input never takes the broker down: an oversized frame, an unknown API key, an unsupported
 version (other than ApiVersions, which answers UNSUPPORTED_VERSION in a v0 body as Kafka
 does) or an undecodable body closes that connection with a log line.
+
+Resource limits, with Kafka's keys and meaning (``kafka.network.SocketServer``):
+
+- ``socket.request.max.bytes``: a larger frame closes the connection before it is read.
+- ``max.connections``: when this many connections are open the acceptor waits for one to
+  close (KIP-402); the new connection waits in the listen backlog.
+- ``max.connections.per.ip`` (and ``max.connections.per.ip.overrides``, ``host:count,...``):
+  a connection over its address's limit is closed at once.
+- ``connections.max.idle.ms``: a connection with no request in flight that has not completed
+  a request for this long is closed (Kafka's ``Selector`` idle expiry).
+- ``queued.max.requests``: requests read but not yet handled, across all connections; at the
+  limit, connections stop reading. As in Kafka, a request parked in a purgatory (a produce
+  waiting for replication, a long-poll fetch, a JoinGroup waiting for its rebalance) is no
+  longer queued: it releases its place (:func:`weir.asyncutil.parked`).
+- On one connection at most ``MAX_IN_FLIGHT`` requests are read ahead of their responses, and
+  a client that does not read its responses stops being read once 1 MiB of them is buffered.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import socket
 import struct
-from collections import deque
-from typing import TYPE_CHECKING
+import time
+from collections import Counter, deque
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
 
-from weir.asyncutil import cancel_and_wait
+from weir.asyncutil import cancel_and_wait, request_slot
+from weir.config import parse_ip_overrides
 from weir.protocol import codec
 from weir.protocol.errors import ErrorCode
 from weir.protocol.fetch_response import FileRegion
@@ -88,41 +109,149 @@ class Dispatcher:
         return codec.encode_response_frame(correlation_id, body, False)
 
 
+@dataclass(frozen=True, slots=True)
+class ConnectionLimits:
+    """The socket server's limits (Kafka's keys; see the module docstring)."""
+
+    max_request_bytes: int = 104857600
+    max_connections: int = 2**31 - 1
+    max_connections_per_ip: int = 2**31 - 1
+    per_ip_overrides: Mapping[str, int] = field(default_factory=dict)
+    idle_ms: int = 600000
+    queued_max_requests: int = 500
+
+    @classmethod
+    def from_config(cls, config: Any) -> ConnectionLimits:
+        return cls(
+            max_request_bytes=config.socket_request_max_bytes,
+            max_connections=config.max_connections,
+            max_connections_per_ip=config.max_connections_per_ip,
+            per_ip_overrides=parse_ip_overrides(config.max_connections_per_ip_overrides),
+            idle_ms=config.connections_max_idle_ms,
+            queued_max_requests=config.queued_max_requests,
+        )
+
+    def per_ip(self, ip: str) -> int:
+        return self.per_ip_overrides.get(ip, self.max_connections_per_ip)
+
+
+class RequestQueue:
+    """``queued.max.requests``: places for requests read and not yet handled or parked."""
+
+    def __init__(self, capacity: int) -> None:
+        self._free = asyncio.Semaphore(capacity)
+
+    async def acquire(self):
+        await self._free.acquire()
+        released = False
+
+        def release() -> None:
+            nonlocal released
+            if not released:
+                released = True
+                self._free.release()
+
+        return release
+
+
 class SocketServer:
-    def __init__(self, broker: Broker, host: str, port: int, max_request_bytes: int) -> None:
+    def __init__(self, broker: Broker, host: str, port: int,
+                 limits: ConnectionLimits | None = None) -> None:
         self.broker = broker
         self.host = host
         self.port = port
-        self.max_request_bytes = max_request_bytes
+        self.limits = limits or ConnectionLimits()
+        self.max_request_bytes = self.limits.max_request_bytes
         self.dispatcher = Dispatcher(broker)
-        self._server: asyncio.Server | None = None
-        self._connections: set[asyncio.Task] = set()
+        self.queue = RequestQueue(self.limits.queued_max_requests)
+        self._sock: socket.socket | None = None
+        self._acceptor: asyncio.Task | None = None
+        self._reaper: asyncio.Task | None = None
+        self._connections: dict[asyncio.Task, _Pipeline | None] = {}
+        self._per_ip: Counter[str] = Counter()
+        self._slot_freed = asyncio.Event()
 
     async def start(self) -> None:
-        self._server = await asyncio.start_server(
-            self._on_connection, self.host or None, self.port, limit=1 << 20, reuse_address=True
-        )
-        sock = self._server.sockets[0]
+        loop = asyncio.get_running_loop()
+        infos = await loop.getaddrinfo(self.host or None, self.port, type=socket.SOCK_STREAM,
+                                       flags=socket.AI_PASSIVE)
+        family, type_, proto, _name, address = infos[0]
+        sock = socket.socket(family, type_, proto)
+        try:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            if family == socket.AF_INET6:
+                sock.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 0)
+            sock.bind(address)
+            sock.listen(128)
+            sock.setblocking(False)
+        except OSError:
+            sock.close()
+            raise
+        self._sock = sock
         self.port = sock.getsockname()[1]
+        self._acceptor = asyncio.create_task(self._accept_loop(), name="acceptor")
+        self._reaper = asyncio.create_task(self._reap_idle(), name="idle-reaper")
         log.info("listening on %s:%d", self.host or "0.0.0.0", self.port)
 
     async def stop(self) -> None:
-        if self._server is not None:
-            self._server.close()
+        await cancel_and_wait(self._acceptor, self._reaper)
+        if self._sock is not None:
+            self._sock.close()
+            self._sock = None
         await cancel_and_wait(*self._connections)
-        if self._server is not None:
-            await self._server.wait_closed()
-            self._server = None
+
+    @property
+    def connection_count(self) -> int:
+        return len(self._connections)
+
+    async def _accept_loop(self) -> None:
+        loop = asyncio.get_running_loop()
+        assert self._sock is not None
+        while True:
+            while len(self._connections) >= self.limits.max_connections:
+                self._slot_freed.clear()
+                await self._slot_freed.wait()  # KIP-402: accepting waits for a free slot
+            client, address = await loop.sock_accept(self._sock)
+            ip = address[0]
+            if self._per_ip[ip] >= self.limits.per_ip(ip):
+                log.warning("closing connection from %s: max.connections.per.ip=%d reached",
+                            ip, self.limits.per_ip(ip))
+                client.close()
+                continue
+            try:
+                reader = asyncio.StreamReader(limit=1 << 20)
+                protocol = asyncio.StreamReaderProtocol(reader)
+                transport, _ = await loop.connect_accepted_socket(lambda p=protocol: p, client)
+            except OSError as exc:
+                log.warning("dropping connection from %s: %s", ip, exc)
+                client.close()
+                continue
+            writer = asyncio.StreamWriter(transport, protocol, reader, loop)
+            self._per_ip[ip] += 1
+            task = asyncio.create_task(self._on_connection(reader, writer, address))
+            self._connections[task] = None
+
+    async def _reap_idle(self) -> None:
+        """Kafka's ``Selector`` idle expiry: close connections idle longer than the limit."""
+        idle_s = self.limits.idle_ms / 1000
+        if idle_s < 0:
+            return
+        while True:
+            await asyncio.sleep(min(max(idle_s / 4, 0.05), 30))
+            now = time.monotonic()
+            for task, conn in list(self._connections.items()):
+                if conn is not None and not conn.in_flight and now - conn.last_active > idle_s:
+                    log.info("closing connection from %s: idle for more than "
+                             "connections.max.idle.ms=%d", conn.peer, self.limits.idle_ms)
+                    task.cancel()
 
     async def _on_connection(self, reader: asyncio.StreamReader,
-                             writer: asyncio.StreamWriter) -> None:
+                             writer: asyncio.StreamWriter, address: Any) -> None:
         task = asyncio.current_task()
         assert task is not None
-        self._connections.add(task)
-        peername = writer.get_extra_info("peername")
-        peer = f"{peername[0]}:{peername[1]}" if peername else "?"
+        peer = f"{address[0]}:{address[1]}"
         try:
-            await self._serve(reader, writer, peer)
+            await self._serve(reader, writer, peer, task)
         except (asyncio.IncompleteReadError, ConnectionError):
             pass
         except CloseConnection as exc:
@@ -132,12 +261,17 @@ class SocketServer:
         except Exception:
             log.exception("unexpected error on connection from %s; closing it", peer)
         finally:
-            self._connections.discard(task)
+            self._connections.pop(task, None)
+            self._per_ip[address[0]] -= 1
+            if self._per_ip[address[0]] <= 0:
+                del self._per_ip[address[0]]
+            self._slot_freed.set()
             writer.close()
 
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter,
-                     peer: str) -> None:
+                     peer: str, task: asyncio.Task) -> None:
         conn = _Pipeline(writer, peer)
+        self._connections[task] = conn
         try:
             while True:
                 (size,) = _SIZE.unpack(await reader.readexactly(4))
@@ -147,13 +281,23 @@ class SocketServer:
                         f"{self.max_request_bytes}"
                     )
                 frame = await reader.readexactly(size)
+                conn.last_active = time.monotonic()
                 api_key = struct.unpack_from(">h", frame, 0)[0] if size >= 2 else -1
                 if api_key != _PRODUCE or not conn.only_produce_in_flight():
                     await conn.wait_until(lambda: not conn.in_flight)
                 await conn.wait_until(lambda: len(conn.in_flight) < MAX_IN_FLIGHT)
-                conn.start(api_key, self.dispatcher.dispatch(frame, peer))
+                release = await self.queue.acquire()
+                conn.start(api_key, self._handle(frame, peer, release))
         finally:
             await conn.close()
+
+    async def _handle(self, frame: bytes, peer: str, release) -> Any:
+        token = request_slot.set(release)
+        try:
+            return await self.dispatcher.dispatch(frame, peer)
+        finally:
+            release()
+            request_slot.reset(token)
 
 
 class _Pipeline:
@@ -162,6 +306,7 @@ class _Pipeline:
     def __init__(self, writer: asyncio.StreamWriter, peer: str) -> None:
         self.writer = writer
         self.peer = peer
+        self.last_active = time.monotonic()  # last request read or response written
         self.in_flight: deque[tuple[int, asyncio.Task]] = deque()
         self._queued = asyncio.Event()
         self._progress = asyncio.Event()
@@ -209,6 +354,7 @@ class _Pipeline:
                 self.writer.write(response)
             if self.writer.transport.get_write_buffer_size() > (1 << 20):
                 await self.writer.drain()
+            self.last_active = time.monotonic()
             self._progress.set()
 
     async def _send_chunks(self, chunks: list[bytes | FileRegion]) -> None:
