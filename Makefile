@@ -8,7 +8,7 @@ STAMP   := $(VENV)/.weir-installed
 SUDO    := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 PYTEST_ARGS ?=
 
-.PHONY: run test test-fast bench deps system-deps lint clean
+.PHONY: run test test-fast bench fuzz deps system-deps lint clean
 
 $(STAMP): pyproject.toml
 	@test -x $(PY) || python3 -m venv $(VENV)
@@ -37,6 +37,12 @@ test-fast: deps
 
 bench: deps
 	$(PY) bench/produce_consume.py
+
+# A long fuzzing run (FUZZ_MINUTES, default 60): in-process decoders, then a live broker.
+# Findings are kept in fuzz/corpus/ and the report in fuzz/last-report.md.
+FUZZ_MINUTES ?= 60
+fuzz: deps
+	$(PY) -m fuzz.run --minutes $(FUZZ_MINUTES)
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check weir tests bench fuzz

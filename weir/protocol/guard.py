@@ -44,7 +44,7 @@ _FIXED = {
 }
 
 # A walker takes (buffer, position, end) and returns the position after its value.
-Walker = Callable[[memoryview, int, int], int]
+Walker = Callable[[bytes | memoryview, int, int], int]
 # A hook sees each length prefix the walk reads: (position, encoding), the encoding being
 # "uvarint", "int16", "int32" or "marker" (a nullable struct's int8). Fuzzers use it to find
 # the fields worth mutating; the broker's own walkers are compiled without one.
@@ -61,8 +61,9 @@ def check(cls: type, buf: bytes | bytearray | memoryview, offset: int = 0,
 
     Raises :class:`Truncated` naming the field that does not fit.
     """
-    view = memoryview(buf)
-    return _entity_walker(cls, hook)(view, offset, len(view))
+    if not isinstance(buf, bytes):
+        buf = memoryview(buf)
+    return _entity_walker(cls, hook)(buf, offset, len(buf))
 
 
 def _need(pos: int, size: int, end: int, what: str) -> int:
@@ -71,8 +72,10 @@ def _need(pos: int, size: int, end: int, what: str) -> int:
     return pos + size
 
 
-def read_uvarint(buf: memoryview, pos: int, end: int) -> tuple[int, int]:
+def read_uvarint(buf: bytes | memoryview, pos: int, end: int) -> tuple[int, int]:
     """An unsigned varint of at most five bytes (Kafka's ``ByteUtils.readUnsignedVarint``)."""
+    if pos < end and buf[pos] < 0x80:  # one byte: most lengths and counts
+        return buf[pos], pos + 1
     value = shift = 0
     while True:
         if pos >= end:
@@ -88,7 +91,7 @@ def read_uvarint(buf: memoryview, pos: int, end: int) -> tuple[int, int]:
 
 
 def _fixed(size: int) -> Walker:
-    def walk(buf: memoryview, pos: int, end: int) -> int:
+    def walk(buf: bytes | memoryview, pos: int, end: int) -> int:
         if pos + size > end:
             raise Truncated(f"field of {size} bytes at position {pos}: {end - pos} remain")
         return pos + size
@@ -98,7 +101,7 @@ def _fixed(size: int) -> Walker:
 
 def _string_like(kafka_type: str, flexible: bool, optional: bool, hook: Hook) -> Walker:
     if flexible:
-        def walk_compact(buf: memoryview, pos: int, end: int) -> int:
+        def walk_compact(buf: bytes | memoryview, pos: int, end: int) -> int:
             if hook:
                 hook(pos, "uvarint")
             n, pos = read_uvarint(buf, pos, end)
@@ -112,7 +115,7 @@ def _string_like(kafka_type: str, flexible: bool, optional: bool, hook: Hook) ->
     prefix = _I16 if kafka_type == "string" else _I32
     encoding = "int16" if kafka_type == "string" else "int32"
 
-    def walk_legacy(buf: memoryview, pos: int, end: int) -> int:
+    def walk_legacy(buf: bytes | memoryview, pos: int, end: int) -> int:
         if hook:
             hook(pos, encoding)
         if pos + prefix.size > end:
@@ -137,7 +140,7 @@ def _array(item: Walker, item_min: int, fixed: int | None, flexible: bool, optio
     """
     least = max(item_min, 1)
 
-    def walk(buf: memoryview, pos: int, end: int) -> int:
+    def walk(buf: bytes | memoryview, pos: int, end: int) -> int:
         if hook:
             hook(pos, "uvarint" if flexible else "int32")
         if flexible:
@@ -159,16 +162,17 @@ def _array(item: Walker, item_min: int, fixed: int | None, flexible: bool, optio
                 f"array of {count} items at position {pos}: only {end - pos} bytes remain"
             )
         if fixed is not None:
-            return pos + count * fixed
+            return _need(pos, count * fixed, end, "array")
+        walk_item = item
         for _ in range(count):
-            pos = item(buf, pos, end)
+            pos = walk_item(buf, pos, end)
         return pos
 
     return walk
 
 
 def _nullable_entity(inner: Walker, hook: Hook) -> Walker:
-    def walk(buf: memoryview, pos: int, end: int) -> int:
+    def walk(buf: bytes | memoryview, pos: int, end: int) -> int:
         if hook:
             hook(pos, "marker")
         if pos >= end:
@@ -243,14 +247,14 @@ def _entity_walker(cls: type, hook: Hook) -> Walker:
         inline.append(_fixed(run))
     steps = tuple(inline)
     if not flexible:
-        def walk_plain(buf: memoryview, pos: int, end: int) -> int:
+        def walk_plain(buf: bytes | memoryview, pos: int, end: int) -> int:
             for step in steps:
                 pos = step(buf, pos, end)
             return pos
 
         return walk_plain
 
-    def walk_flexible(buf: memoryview, pos: int, end: int) -> int:
+    def walk_flexible(buf: bytes | memoryview, pos: int, end: int) -> int:
         for step in steps:
             pos = step(buf, pos, end)
         return walk_tagged_fields(buf, pos, end, tagged, hook)
@@ -258,11 +262,13 @@ def _entity_walker(cls: type, hook: Hook) -> Walker:
     return walk_flexible
 
 
-def walk_tagged_fields(buf: memoryview, pos: int, end: int,
+def walk_tagged_fields(buf: bytes | memoryview, pos: int, end: int,
                        known: dict[int, Walker] | None = None, hook: Hook = None) -> int:
     """The tagged-field section (KIP-482): a count, then (tag, size, bytes) each."""
     if hook:
         hook(pos, "uvarint")
+    elif pos < end and buf[pos] == 0:  # no tagged fields: nearly always
+        return pos + 1
     count, pos = read_uvarint(buf, pos, end)
     if count > end - pos:
         raise Truncated(f"{count} tagged fields at position {pos}: {end - pos} bytes remain")
