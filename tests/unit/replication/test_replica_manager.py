@@ -15,28 +15,9 @@ from weir.replication.partition import LeaderState
 from weir.replication.replica_manager import (
     FetchPartition,
     PartitionStateUpdate,
-    ReplicaManager,
 )
-from weir.storage.log import LogConfig
-from weir.storage.log_manager import LogManager
 
-TP = TopicPartition("t", 0)
-
-
-def make_rm(tmp_path, min_isr: int = 1) -> ReplicaManager:
-    lm = LogManager([tmp_path], LogConfig.from_dict({}))
-    lm.startup(0)
-    return ReplicaManager(1, lm, lambda _t: LogConfig.from_dict({}), lambda _t: min_isr)
-
-
-def lead(rm, replicas=(1,), isr=(1,), epoch=0, leader=1, tp=TP):
-    state = LeaderState(leader=leader, leader_epoch=epoch, isr=list(isr),
-                        replicas=list(replicas), partition_epoch=0, controller_epoch=1)
-    return rm.apply_leader_and_isr(1, {tp: PartitionStateUpdate(state, None, False)}, False)
-
-
-def run(coro):
-    return asyncio.run(coro)
+from .helpers import TP, lead, make_rm, run
 
 
 def test_produce_then_consume_below_high_watermark(tmp_path):

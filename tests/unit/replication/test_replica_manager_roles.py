@@ -13,22 +13,9 @@ from weir.replication.partition import LeaderState
 from weir.replication.replica_manager import (
     FetchPartition,
     PartitionStateUpdate,
-    ReplicaManager,
 )
-from weir.storage.log import LogConfig
-from weir.storage.log_manager import LogManager
 
-TP = TopicPartition("t", 0)
-
-
-def make_rm(tmp_path, min_isr: int = 1) -> ReplicaManager:
-    lm = LogManager([tmp_path], LogConfig.from_dict({}))
-    lm.startup(0)
-    return ReplicaManager(1, lm, lambda _t: LogConfig.from_dict({}), lambda _t: min_isr)
-
-
-def run(coro):
-    return asyncio.run(coro)
+from .helpers import TP, make_rm, run
 
 
 def state(leader=1, epoch=0, replicas=(1, 2, 3), isr=(1, 2, 3)) -> LeaderState:

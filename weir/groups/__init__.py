@@ -1,0 +1,1 @@
+"""The group coordinator: consumer-group state, offsets in __consumer_offsets."""
