@@ -19,7 +19,7 @@ from weir.protocol.errors import ErrorCode, KafkaError
 from weir.protocol.fetch_response import FileRegion
 from weir.replication.alter_partition import AlterPartitionManager, IsrProposal, IsrResult
 from weir.replication.fetcher import FetcherSettings, LeaderEndpoint, ReplicaFetcherManager
-from weir.replication.partition import LeaderState, Partition
+from weir.replication.partition import LeaderState, Partition, delayed_produce_status
 from weir.replication.purgatory import Purgatory
 from weir.replication.read_replica import ReplicaView
 from weir.replication.read_replica import preferred_read_replica as select_read_replica
@@ -289,22 +289,14 @@ class ReplicaManager:
     async def _await_replication(self, waiting: dict[TopicPartition, int],
                                  results: dict[TopicPartition, ProduceResult],
                                  timeout_ms: int) -> None:
-        # Kafka's DelayedProduce asks only that this broker still leads the partition and
-        # that the high watermark passed the offset (Partition.checkEnoughReplicasReachOffset):
-        # a leader-epoch bump that keeps this broker leader does not fail the wait.  Leading
-        # without interruption is checked by the partition object and its leadership
-        # generation: after leader -> follower -> leader the records may have been truncated.
         leaders = {tp: (self.partitions[tp], self.partitions[tp].leadership_generation)
                    for tp in waiting}
 
         def status(tp: TopicPartition) -> ErrorCode | None:
             """None while still waiting; else the final error code for this partition."""
-            p = self.partitions.get(tp)
             led, generation = leaders[tp]
-            if p is not led or p.leadership_generation != generation:
-                return ErrorCode.not_leader_or_follower
-            return p.check_enough_replicas_reach_offset(waiting[tp],
-                                                        self.topic_min_isr(tp.topic))
+            return delayed_produce_status(self.partitions.get(tp), led, generation, waiting[tp],
+                                          self.topic_min_isr(tp.topic))
 
         def done() -> bool:
             return all(status(tp) is not None for tp in waiting)

@@ -25,7 +25,7 @@ from weir.protocol.errors import ErrorCode, KafkaError
 from weir.records.batch import HEADER_SIZE, iter_headers
 from weir.records.builder import build_batch
 from weir.replication import truncation
-from weir.replication.partition import LeaderState, Partition
+from weir.replication.partition import LeaderState, Partition, delayed_produce_status
 from weir.storage.log import Log, LogConfig, parse_topic_partition
 
 if TYPE_CHECKING:
@@ -56,7 +56,8 @@ class PendingProduce:
     """An acks=all append waiting for the high watermark (the produce purgatory)."""
 
     tp: TopicPartition
-    leader_epoch: int
+    partition: Partition  # the partition as it was led at the append
+    generation: int  # its leadership generation then
     required_offset: int
     records: list[tuple[int, bytes]]
     deadline_ms: int
@@ -292,7 +293,8 @@ class SimReplicas:
         self.mutated(tp)
         part.maybe_increment_high_watermark()
         records = [(info.first_offset + i, v) for i, v in enumerate(values)]
-        self.waiting.append(PendingProduce(tp, part.leader_epoch, info.last_offset + 1,
+        self.waiting.append(PendingProduce(tp, part, part.leadership_generation,
+                                           info.last_offset + 1,
                                            records, self.now + timeout_ms, reply))
         self.plane.sim.schedule(timeout_ms, self.complete_waiting)
         self.complete_waiting()
@@ -311,14 +313,8 @@ class SimReplicas:
         self.waiting = still
 
     def _produce_status(self, w: PendingProduce) -> ErrorCode | None:
-        part = self.partitions.get(w.tp)
-        if part is None or not part.is_leader or part.leader_epoch != w.leader_epoch:
-            return ErrorCode.not_leader_or_follower
-        if part.isr_is_complete_for(w.required_offset):
-            if len(part.isr) < self.plane.config.min_insync_replicas:
-                return ErrorCode.not_enough_replicas_after_append
-            return ErrorCode.none
-        return None
+        return delayed_produce_status(self.partitions.get(w.tp), w.partition, w.generation,
+                                      w.required_offset, self.plane.config.min_insync_replicas)
 
     def _partition(self, tp: TopicPartition) -> Partition:
         part = self.partitions.get(tp)
