@@ -60,7 +60,7 @@ from weir.controller.events import (
 from weir.controller.reassignment import merge_topic_assignment
 from weir.controller.rpc import alter_partition_event, alter_partition_response
 from weir.controller.settings import ControllerSettings
-from weir.coordination import codecs, paths
+from weir.coordination import paths
 from weir.coordination.errors import ControllerMovedError, ZkVersionMismatchError
 from weir.protocol.errors import ErrorCode, KafkaError
 
@@ -104,10 +104,24 @@ class _Watched:
 
 
 @dataclass(frozen=True, slots=True)
+class _Reread:
+    """A controller-only watch fired: ``read`` (run on a worker thread when the marker is
+    processed, so that it sees ZooKeeper as it is then) makes the event, or None."""
+
+    generation: int
+    read: Callable[[], ControllerEvent | None]
+
+
+@dataclass(frozen=True, slots=True)
 class _Call:
     """An RPC for the active controller; ``event.reply_to`` is the future to answer."""
 
     event: Any
+
+
+def _nonempty(value: Any, make: Callable[[Any], ControllerEvent]) -> ControllerEvent | None:
+    """``make(value)``, or None when the znode read back empty (or gone)."""
+    return make(frozenset(value) if isinstance(value, set) else value) if value else None
 
 
 def _wall_ms() -> int:
@@ -236,13 +250,6 @@ class ControllerService:
         elif state == "CONNECTED":
             self._enqueue(_Elect())
 
-    def _watched(self, event_of: Callable[[Any], ControllerEvent]) -> Callable[[Any], None]:
-        generation = self._generation
-
-        def callback(value: Any) -> None:
-            self._enqueue(_Watched(generation, event_of(value)))
-        return callback
-
     # -- the consumer ------------------------------------------------------------------------
 
     async def _run(self) -> None:
@@ -267,6 +274,10 @@ class ControllerService:
                 await self._process(BrokerChange(live))
             case _Watched(generation=g, event=event) if g == self._generation:
                 await self._process(event)
+            case _Reread(generation=g, read=read) if g == self._generation and self.is_active:
+                event = await asyncio.to_thread(read)
+                if event is not None and g == self._generation:
+                    await self._process(event)
             case _Call(event=event):
                 await self._process_call(event)
 
@@ -308,39 +319,43 @@ class ControllerService:
         self._channels = self._channel_factory(
             self._enqueue_response, request_timeout_ms=self._timeout_ms)
         zk = self._zk
+        # As Kafka's controller, the watches only say that something changed; the data is
+        # read when the event is processed (after the failover snapshot, which is read
+        # after these watches are registered): children or data carried from the moment a
+        # watch fired can be older than the snapshot.
+        reread = self._reread
         self._watches = [
             zk.watch_children(paths.BROKER_IDS,
                               lambda _c: self._enqueue(_BrokersChanged(generation))),
-            zk.watch_children(paths.BROKER_TOPICS,
-                              self._watched(lambda c: TopicChange(frozenset(c)))),
-            zk.watch_children(paths.DELETE_TOPICS,
-                              self._watched(lambda c: TopicDeletion(frozenset(c)))),
-            zk.watch_data(paths.PREFERRED_REPLICA_ELECTION, self._preferred_callback()),
-            zk.watch_data(paths.REASSIGN_PARTITIONS, self._reassign_callback()),
+            zk.watch_children(paths.BROKER_TOPICS, reread(
+                lambda: TopicChange(frozenset(zk.get_topic_names())))),
+            zk.watch_children(paths.DELETE_TOPICS, reread(
+                lambda: TopicDeletion(frozenset(zk.get_topics_to_delete())))),
+            zk.watch_data(paths.PREFERRED_REPLICA_ELECTION, self._if_data(reread(
+                lambda: _nonempty(zk.get_preferred_election(), PreferredReplicaElection)))),
+            zk.watch_data(paths.REASSIGN_PARTITIONS, self._if_data(reread(
+                lambda: _nonempty({tp: tuple(r) for tp, r in zk.get_reassignments().items()},
+                                  ZkReassignmentChange)))),
         ]
         if self.settings.auto_leader_rebalance_enable:
             self._rebalance_task = asyncio.get_running_loop().create_task(
                 self._rebalance_ticks(generation), name="controller-rebalance")
 
-    def _preferred_callback(self) -> Callable[[Any, Any], None]:
-        watched = self._watched(
-            lambda data: PreferredReplicaElection(
-                frozenset(codecs.decode_preferred_election(data))))
+    def _reread(self, read: Callable[[], ControllerEvent | None]) -> Callable[..., None]:
+        """A watch callback that enqueues ``read`` for the consumer (current generation)."""
+        generation = self._generation
 
-        def callback(data: Any, _stat: Any) -> None:
-            if data:
-                watched(data)
+        def callback(*_args: Any) -> None:
+            self._enqueue(_Reread(generation, read))
         return callback
 
-    def _reassign_callback(self) -> Callable[[Any, Any], None]:
-        watched = self._watched(
-            lambda data: ZkReassignmentChange(
-                {tp: tuple(r) for tp, r in codecs.decode_reassignment(data).items()}))
-
-        def callback(data: Any, _stat: Any) -> None:
+    @staticmethod
+    def _if_data(callback: Callable[..., None]) -> Callable[[Any, Any], None]:
+        """A data watch callback that ignores a missing or empty znode."""
+        def on_data(data: Any, _stat: Any) -> None:
             if data:
-                watched(data)
-        return callback
+                callback()
+        return on_data
 
     async def _rebalance_ticks(self, generation: int) -> None:
         interval = max(self.settings.leader_imbalance_check_interval_seconds, 0.01)
