@@ -80,6 +80,7 @@ class Broker:
         self.metrics_server: Any = None  # weir.server.metrics.MetricsServer when enabled
         self.cluster_id: str = ""
         self.broker_epoch: int = -1
+        self._registered = asyncio.Event()
         self._tasks: list[asyncio.Task] = []
         self._stopping = asyncio.Event()
         self._session_lost = False
@@ -203,6 +204,7 @@ class Broker:
         while True:
             try:
                 self.broker_epoch = await asyncio.to_thread(self.zk.register_broker, info)
+                self._registered.set()
                 return
             except BrokerIdInUseError:
                 if time.monotonic() > deadline:
@@ -210,6 +212,22 @@ class Broker:
                 log.info("broker id %d is still registered by an expiring session; retrying",
                          self.broker_id)
                 await asyncio.sleep(0.5)
+
+    async def wait_registered(self) -> bool:
+        """Wait until this broker has registered (has its broker epoch); False if it did not
+        within the time registration may take (an old session expiring, see _register).
+
+        Kafka's KafkaServer processes no request before registration; Weir's listener is
+        bound earlier, so controller requests wait here and are then checked against the
+        broker epoch (handlers/_controller_requests.py)."""
+        if self._registered.is_set():
+            return True
+        limit_s = self.config.zookeeper_session_timeout_ms / 1000 * 1.5 + 5
+        try:
+            await asyncio.wait_for(self._registered.wait(), limit_s)
+        except TimeoutError:
+            return False
+        return True
 
     def _controller_endpoint(self) -> tuple[int, str, int] | None:
         controller = self.metadata.brokers.get(self.metadata.controller_id)

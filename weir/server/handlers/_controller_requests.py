@@ -6,8 +6,24 @@ from __future__ import annotations
 from weir.protocol.errors import ErrorCode
 
 
-def stale_broker_epoch(ctx, request) -> ErrorCode | None:
+async def stale_broker_epoch(ctx, request) -> ErrorCode | None:
+    """STALE_BROKER_EPOCH for a request this incarnation must not apply, else None.
+
+    Kafka's KafkaServer registers (its broker epoch is the czxid of ``/brokers/ids/<id>``)
+    before it processes any request.  Weir's listener is bound earlier (the port goes into
+    the registration), so a controller request arriving before registration waits for it
+    and is then checked like any other: an older broker epoch is refused
+    (KafkaApis.isBrokerEpochStale, KIP-380), and so is one with no epoch (-1, "unknown",
+    otherwise let through) or one that arrived while registration never completed: only
+    the previous incarnation can have been meant.
+    """
+    broker = ctx.broker
+    early = broker.broker_epoch < 0
+    if early and not await broker.wait_registered():
+        return ErrorCode.stale_broker_epoch
     epoch = int(request.broker_epoch)
-    if epoch != -1 and epoch < ctx.broker.broker_epoch:
+    if epoch == -1:
+        return ErrorCode.stale_broker_epoch if early else None
+    if epoch < broker.broker_epoch:
         return ErrorCode.stale_broker_epoch
     return None

@@ -19,7 +19,7 @@ FULL = 1
 
 
 async def handle(ctx, request) -> Any:
-    error = stale_broker_epoch(ctx, request)
+    error = await stale_broker_epoch(ctx, request)
     if error is not None:
         return ctx.respond(error_code=error, topics=[])
     updates: dict[TopicPartition, PartitionStateUpdate] = {}

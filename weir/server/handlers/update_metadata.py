@@ -14,7 +14,7 @@ MAX_VERSION = 8
 
 
 async def handle(ctx, request) -> Any:
-    error = stale_broker_epoch(ctx, request)
+    error = await stale_broker_epoch(ctx, request)
     if error is not None:
         return ctx.respond(error_code=error)
     broker = ctx.broker
