@@ -1,8 +1,9 @@
 """Send fuzz cases to a live broker, each on its own connection, and classify the outcome.
 
 The broker must either answer (a size-prefixed frame carrying the case's correlation id) or
-close that connection; a case that does neither within ``wait_s`` is "pending" (a valid
-long-poll Fetch, say, which Kafka would also hold), and its connection is then closed by us.
+close that connection; a case that does neither within ``wait_s`` is "pending" when its API
+may hold a request (a long-poll Fetch, an acks=all Produce: Kafka holds those too) and a
+"hang" otherwise; either way its connection is then closed by us.
 """
 
 from __future__ import annotations
@@ -13,6 +14,12 @@ from collections import Counter
 from collections.abc import Iterable
 
 from fuzz.cases import Case
+
+# APIs whose requests Kafka may hold until a time the request itself names: Produce (timeout,
+# acks=all), Fetch (max wait), JoinGroup and SyncGroup (the rebalance), CreateTopics,
+# DeleteTopics, DeleteRecords, CreatePartitions and ElectLeaders (timeout). A case of any other
+# API that is neither answered nor closed is a hang.
+MAY_WAIT = frozenset({0, 1, 11, 14, 19, 20, 21, 37, 43})
 
 
 async def _one(host: str, port: int, case: Case, correlation_id: int, wait_s: float) -> str:
@@ -47,8 +54,10 @@ async def run_cases(host: str, port: int, cases: Iterable[Case], *, concurrency:
     async def run(case: Case, corr: int) -> None:
         async with sem:
             outcome = await _one(host, port, case, corr, wait_s)
+        if outcome == "pending" and case.target.api_key not in MAY_WAIT:
+            outcome = "hang"
         outcomes[outcome] += 1
-        if outcome in ("connect-failed", "wrong-correlation-id"):
+        if outcome in ("connect-failed", "wrong-correlation-id", "hang"):
             bad.append((case, outcome))
 
     await asyncio.gather(*(run(case, i + 1) for i, case in enumerate(cases)))
