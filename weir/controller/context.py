@@ -80,6 +80,9 @@ class ControllerContext:
     """Partitions being reassigned, with their full assignment (RS = ``replicas(tp)``)."""
     zk_reassignments: dict[TopicPartition, tuple[int, ...]] = field(default_factory=dict)
     """What ``/admin/reassign_partitions`` holds, as this controller last read or wrote it."""
+    replicas_on_offline_dirs: dict[int, set[TopicPartition]] = field(default_factory=dict)
+    """Per live broker, the partitions it answered LeaderAndIsr with KAFKA_STORAGE_ERROR
+    for (Kafka's ``replicasOnOfflineDirs``): their log directory failed."""
 
     # -- brokers ---------------------------------------------------------------------------
 
@@ -87,9 +90,22 @@ class ControllerContext:
     def live_broker_ids(self) -> frozenset[int]:
         return frozenset(self.live_brokers)
 
-    def is_replica_online(self, broker_id: int) -> bool:
-        """Whether ``broker_id`` is alive (shutting-down brokers still count)."""
-        return broker_id in self.live_brokers
+    def is_replica_online(self, broker_id: int, tp: TopicPartition | None = None) -> bool:
+        """Whether ``broker_id`` is alive (shutting-down brokers still count) and, with
+        ``tp``, its replica of ``tp`` is not on a failed log directory."""
+        if broker_id not in self.live_brokers:
+            return False
+        if tp is None:
+            return True
+        offline = self.replicas_on_offline_dirs.get(broker_id)
+        return not offline or tp not in offline
+
+    def eligible_leaders(self, tp: TopicPartition) -> frozenset[int]:
+        """Brokers that may lead ``tp``: alive, not shutting down, its replica's log
+        directory not failed (Kafka's ``isReplicaOnline(replica, partition)``)."""
+        eligible = self.live_broker_ids - self.shutting_down
+        offline = [b for b, tps in self.replicas_on_offline_dirs.items() if tp in tps]
+        return eligible.difference(offline) if offline else eligible
 
     def broker_epoch(self, broker_id: int) -> int:
         info = self.live_brokers.get(broker_id)
@@ -148,6 +164,12 @@ class ControllerContext:
 
     def live_replicas(self, tp: TopicPartition) -> tuple[int, ...]:
         return tuple(r for r in self.replicas(tp) if r in self.live_brokers)
+
+    def online_replicas(self, tp: TopicPartition) -> tuple[int, ...]:
+        """Assigned replicas that may lead or join the ISR of a new partition (Kafka's
+        initializeLeaderAndIsrForPartitions): see :meth:`eligible_leaders`."""
+        eligible = self.eligible_leaders(tp)
+        return tuple(r for r in self.replicas(tp) if r in eligible)
 
     def replicas_on_brokers(self, brokers: Iterable[int]) -> list[PartitionReplica]:
         """Replicas hosted by ``brokers``, in :meth:`all_replicas` order."""

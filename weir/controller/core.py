@@ -155,7 +155,7 @@ class ControllerCore:
             case StopReplicaResult():
                 yield from self._on_stop_replica_result(event)
             case LeaderAndIsrResult():
-                self._on_leader_and_isr_result(event)
+                yield from self._on_leader_and_isr_result(event)
             case ControlledShutdown():
                 remaining = yield from self.isr.controlled_shutdown(
                     self._current_scope(), event.broker_id, event.broker_epoch)
@@ -317,6 +317,8 @@ class ControllerCore:
         assert scope is not None
         ctx = self.ctx
         ctx.brokers_sent_full_leader_and_isr.difference_update(brokers)
+        for b in brokers:
+            ctx.replicas_on_offline_dirs.pop(b, None)
         scope.batch.add_update_metadata(ctx.live_brokers)
         scope.batch.add_update_metadata(brokers, all_partitions=True)
         hosted = ctx.replicas_on_brokers(brokers)
@@ -330,24 +332,30 @@ class ControllerCore:
         yield from self.deletion.resume_for_topics(scope, deleting)
 
     def _on_broker_failure(self, brokers: list[int]) -> ZkSteps[None]:
+        ctx = self.ctx
+        ctx.shutting_down.difference_update(brokers)
+        for b in brokers:
+            ctx.replicas_on_offline_dirs.pop(b, None)
+        yield from self._on_replicas_offline(ctx.replicas_on_brokers(brokers))
+
+    def _on_replicas_offline(self, replicas: list[PartitionReplica]) -> ZkSteps[None]:
+        """Kafka's onReplicasBecomeOffline (dead brokers' replicas, failed log dirs)."""
         scope = self._scope
         assert scope is not None
         ctx = self.ctx
-        ctx.shutting_down.difference_update(brokers)
-        on_dead = ctx.replicas_on_brokers(brokers)
-        active = [r for r in on_dead if not ctx.is_topic_queued_for_deletion(r.partition.topic)]
-        deleting = [r for r in on_dead if ctx.is_topic_queued_for_deletion(r.partition.topic)]
+        active = [r for r in replicas if not ctx.is_topic_queued_for_deletion(r.partition.topic)]
+        deleting = [r for r in replicas if ctx.is_topic_queued_for_deletion(r.partition.topic)]
         leaderless = [
             tp for tp, li in ctx.leadership.items()
-            if not ctx.is_replica_online(li.leader)
+            if not ctx.is_replica_online(li.leader, tp)
             and not ctx.is_topic_queued_for_deletion(tp.topic)
             and ctx.partition_state(tp) in (PartitionState.NEW, PartitionState.ONLINE,
                                             PartitionState.OFFLINE)
         ]
         yield from self.partitions.handle_state_changes(scope, leaderless,
                                                         PartitionState.OFFLINE)
-        # One write round: the dead replicas leave the ISRs and the partitions they led get
-        # new leaders (the offline selector) in the same conditional writes.
+        # One write round: the offline replicas leave the ISRs and the partitions they led
+        # get new leaders (the offline selector) in the same conditional writes.
         yield from self.replicas.handle_state_changes(scope, active, R.OFFLINE,
                                                       elector=self.partitions)
         yield from self.partitions.trigger_online_state_change(scope)
@@ -442,8 +450,31 @@ class ControllerCore:
         if succeeded:
             yield from self.deletion.complete_replica_deletion(scope, succeeded)
 
-    def _on_leader_and_isr_result(self, event: LeaderAndIsrResult) -> None:
+    def _on_leader_and_isr_result(self, event: LeaderAndIsrResult) -> ZkSteps[None]:
+        """Kafka's processLeaderAndIsrResponseReceived: replicas answered with
+        KAFKA_STORAGE_ERROR are on a failed log directory and go offline."""
+        ctx = self.ctx
+        storage, ok = set(), set()
         for tp, code in sorted(event.errors.items()):
+            if code == ErrorCode.kafka_storage_error:
+                storage.add(tp)
+            elif code == ErrorCode.none:
+                ok.add(tp)
             if code != ErrorCode.none:
                 self._scope_log(Log.warning(
                     f"Broker {event.broker_id} failed LeaderAndIsr for {tp}: {code.name}"))
+        if event.broker_id not in ctx.live_brokers:
+            return  # an answer of a previous incarnation
+        before = ctx.replicas_on_offline_dirs.get(event.broker_id, set())
+        now = (before - ok) | {tp for tp in storage if event.broker_id in ctx.replicas(tp)}
+        if now:
+            ctx.replicas_on_offline_dirs[event.broker_id] = now
+        else:
+            ctx.replicas_on_offline_dirs.pop(event.broker_id, None)
+        new = sorted(now - before)
+        if new:
+            self._scope_log(Log.info(f"Replicas of {[str(tp) for tp in new]} on broker "
+                                     f"{event.broker_id} are on a failed log directory: "
+                                     "marking them offline"))
+            yield from self._on_replicas_offline(
+                [PartitionReplica(tp, event.broker_id) for tp in new])

@@ -68,7 +68,7 @@ class PartitionStateMachine:
             leader_isr = ctx.leadership.get(tp)
             if leader_isr is None:
                 ctx.partition_states[tp] = PartitionState.NEW
-            elif ctx.is_replica_online(leader_isr.leader):
+            elif ctx.is_replica_online(leader_isr.leader, tp):
                 ctx.partition_states[tp] = PartitionState.ONLINE
             else:
                 ctx.partition_states[tp] = PartitionState.OFFLINE
@@ -264,12 +264,13 @@ class PartitionStateMachine:
         """Run the ``kind`` selector on the partition's current values.
 
         Brokers in controlled shutdown are not eligible leaders (as in Kafka), except to
-        the controlled-shutdown selector, which handles them itself.
+        the controlled-shutdown selector, which handles them itself; nor are replicas on a
+        failed log directory.
         """
         ctx = self._ctx
         assignment = ctx.replicas(tp)
-        live = ctx.live_broker_ids
-        eligible = live - ctx.shutting_down
+        eligible = ctx.eligible_leaders(tp)
+        live = eligible | (ctx.shutting_down & ctx.live_broker_ids)
         if kind is ElectionKind.OFFLINE:
             unclean = ctx.unclean_allowed(tp.topic,
                                           self._settings.unclean_leader_election_enable)

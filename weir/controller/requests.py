@@ -265,7 +265,7 @@ class RequestBatch:
             isr=tuple(leader_isr.isr),
             zk_version=leader_isr.zk_version,
             replicas=replicas,
-            offline_replicas=tuple(r for r in replicas if r not in ctx.live_brokers),
+            offline_replicas=tuple(r for r in replicas if not ctx.is_replica_online(r, tp)),
         )
 
     def _stop_replica_request(self, broker: int) -> StopReplicaRequest:
