@@ -50,6 +50,7 @@ from weir.controller.events import (
     Startup,
     StopReplicaResult,
     TopicChange,
+    TopicConfigChange,
     TopicDeletion,
     ZkReassignmentChange,
 )
@@ -152,6 +153,8 @@ class ControllerCore:
                 yield from self._on_partition_modifications(topic)
             case TopicDeletion(topics=topics):
                 yield from self._on_topic_deletion(topics)
+            case TopicConfigChange(configs=configs):
+                yield from self._on_topic_config_change(configs)
             case StopReplicaResult():
                 yield from self._on_stop_replica_result(event)
             case LeaderAndIsrResult():
@@ -418,6 +421,30 @@ class ControllerCore:
         yield from self.partitions.handle_state_changes(scope, partitions,
                                                         PartitionState.ONLINE)
         yield from self.replicas.handle_state_changes(scope, replicas, R.ONLINE)
+
+    def _on_topic_config_change(self, configs: Any) -> ZkSteps[None]:
+        """New overrides take effect at the next election; enabling unclean election
+        elects the topic's Offline partitions now (Kafka's TopicUncleanLeaderElectionEnable
+        → triggerOnlinePartitionStateChange(topic))."""
+        scope = self._scope
+        assert scope is not None
+        ctx = self.ctx
+        default = self.settings.unclean_leader_election_enable
+        enabled = []
+        for topic, overrides in sorted(configs.items()):
+            if topic not in ctx.topic_ids:
+                continue
+            was = ctx.unclean_allowed(topic, default)
+            ctx.topic_configs[topic] = dict(overrides)
+            if not was and ctx.unclean_allowed(topic, default):
+                enabled.append(topic)
+        if not enabled:
+            return
+        scope.log(Log.info(f"Unclean leader election enabled for {enabled}"))
+        offline = [tp for topic in enabled if not ctx.is_topic_queued_for_deletion(topic)
+                   for tp in ctx.partitions_of(topic)
+                   if ctx.partition_state(tp) in (PartitionState.NEW, PartitionState.OFFLINE)]
+        yield from self.partitions.handle_state_changes(scope, offline, PartitionState.ONLINE)
 
     def _on_topic_deletion(self, topics: frozenset[str]) -> ZkSteps[None]:
         scope = self._scope

@@ -34,6 +34,7 @@ __all__ = [
     "Startup",
     "StopReplicaResult",
     "TopicChange",
+    "TopicConfigChange",
     "TopicDeletion",
     "ZkReassignmentChange",
 ]
@@ -73,6 +74,14 @@ class PartitionModifications:
     """``/brokers/topics/<topic>`` changed (partitions may have been added)."""
 
     topic: str
+
+
+@dataclass(frozen=True, slots=True)
+class TopicConfigChange:
+    """Topic config overrides changed (a ``/config/changes`` notification): the current
+    overrides of each topic named by the new notifications."""
+
+    configs: Mapping[str, Mapping[str, str]]
 
 
 @dataclass(frozen=True, slots=True)
@@ -213,5 +222,5 @@ ControllerEvent = (
     Startup | BrokerChange | TopicChange | PartitionModifications | TopicDeletion
     | ControllerResigned | StopReplicaResult | LeaderAndIsrResult | ControlledShutdown
     | AlterPartition | ElectLeaders | PreferredReplicaElection | AutoLeaderRebalance
-    | AlterReassignments | ListReassignments | ZkReassignmentChange
+    | AlterReassignments | ListReassignments | ZkReassignmentChange | TopicConfigChange
 )

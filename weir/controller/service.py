@@ -54,14 +54,19 @@ from weir.controller.events import (
     PreferredReplicaElection,
     Startup,
     TopicChange,
+    TopicConfigChange,
     TopicDeletion,
     ZkReassignmentChange,
 )
 from weir.controller.reassignment import merge_topic_assignment
 from weir.controller.rpc import alter_partition_event, alter_partition_response
 from weir.controller.settings import ControllerSettings
-from weir.coordination import paths
-from weir.coordination.errors import ControllerMovedError, ZkVersionMismatchError
+from weir.coordination import codecs, paths
+from weir.coordination.errors import (
+    ControllerMovedError,
+    ZkVersionMismatchError,
+    ZnodeDataError,
+)
 from weir.protocol.errors import ErrorCode, KafkaError
 
 __all__ = ["ControllerService"]
@@ -124,6 +129,12 @@ def _nonempty(value: Any, make: Callable[[Any], ControllerEvent]) -> ControllerE
     return make(frozenset(value) if isinstance(value, set) else value) if value else None
 
 
+def _sequence(child: str) -> int:
+    """The sequence number of a ``config_change_<n>`` znode (-1 if it has none)."""
+    digits = child.rpartition("_")[2]
+    return int(digits) if digits.isdigit() else -1
+
+
 def _wall_ms() -> int:
     return int(time.time() * 1000)
 
@@ -163,6 +174,8 @@ class ControllerService:
         self._channels: ControllerChannelManager | None = None
         self._rebalance_task: asyncio.Task | None = None
         self._stopped = False
+        self._config_change_seen = -1
+        """The newest ``/config/changes`` notification already taken into account."""
 
     @property
     def is_active(self) -> bool:
@@ -324,6 +337,8 @@ class ControllerService:
         # after these watches are registered): children or data carried from the moment a
         # watch fired can be older than the snapshot.
         reread = self._reread
+        self._config_change_seen = max(
+            (_sequence(c) for c in zk.get_children(paths.CONFIG_CHANGES)), default=-1)
         self._watches = [
             zk.watch_children(paths.BROKER_IDS,
                               lambda _c: self._enqueue(_BrokersChanged(generation))),
@@ -336,6 +351,7 @@ class ControllerService:
             zk.watch_data(paths.REASSIGN_PARTITIONS, self._if_data(reread(
                 lambda: _nonempty({tp: tuple(r) for tp, r in zk.get_reassignments().items()},
                                   ZkReassignmentChange)))),
+            zk.watch_children(paths.CONFIG_CHANGES, reread(self._read_config_changes)),
         ]
         if self.settings.auto_leader_rebalance_enable:
             self._rebalance_task = asyncio.get_running_loop().create_task(
@@ -348,6 +364,34 @@ class ControllerService:
         def callback(*_args: Any) -> None:
             self._enqueue(_Reread(generation, read))
         return callback
+
+    def _read_config_changes(self) -> TopicConfigChange | None:
+        """The current overrides of the topics named by new ``/config/changes``
+        notifications (worker thread; Kafka's TopicConfigHandler telling the controller)."""
+        zk = self._zk
+        children = sorted(zk.get_children(paths.CONFIG_CHANGES), key=_sequence)
+        new = [c for c in children if _sequence(c) > self._config_change_seen]
+        if not new:
+            return None
+        self._config_change_seen = _sequence(new[-1])
+        topics = set()
+        for child in new:
+            path = f"{paths.CONFIG_CHANGES}/{child}"
+            found = zk.get_data(path)
+            if not found:
+                continue  # purged meanwhile
+            try:
+                entity = codecs.decode_config_change(found[0], path=path)
+            except ZnodeDataError as exc:
+                log.warning("controller %d: ignoring config change %s: %s", self.broker_id,
+                            path, exc)
+                continue
+            kind, _, name = entity.partition("/")
+            if kind == "topics" and name:
+                topics.add(name)
+        if not topics:
+            return None
+        return TopicConfigChange(zk.get_topic_configs(sorted(topics)))
 
     @staticmethod
     def _if_data(callback: Callable[..., None]) -> Callable[[Any, Any], None]:

@@ -84,3 +84,35 @@ def test_topic_created_between_watch_and_snapshot_stays_known(zk_server: ZooKeep
     finally:
         zk.stop()
         admin.stop()
+
+
+def test_topic_config_change_notification_reaches_the_controller(zk_server: ZooKeeperServer
+                                                                 ) -> None:
+    """TopicConfigHandler → KafkaController: a /config/changes notification for a topic
+    updates the overrides the controller elects with."""
+    connect = f"{zk_server.connect_string}/controller-config-changes"
+    admin = ZkClient(connect, session_timeout_ms=4000, connection_timeout_ms=10000)
+    zk = ZkClient(connect, session_timeout_ms=4000, connection_timeout_ms=10000)
+    admin.start()
+    zk.start()
+    admin.ensure_paths()
+
+    async def scenario() -> None:
+        zk.register_broker(BrokerInfo(id=1, host="127.0.0.1", port=19191))
+        admin.set_entity_config("brokers", "1", {"x": "1"})  # an older notification
+        admin.create_topic("c", {0: [1]}, {})
+        service = ControllerService(1, zk, channel_factory=RecordingChannels)
+        await service.start()
+        await _wait(lambda: "c" in service.core.ctx.topic_ids, "the topic")
+        admin.set_topic_config("c", {"unclean.leader.election.enable": "true"})
+        await _wait(lambda: service.core.ctx.topic_configs.get("c"), "the new overrides")
+        assert service.core.ctx.unclean_allowed("c", False)
+        admin.set_topic_config("c", {})
+        await _wait(lambda: not service.core.ctx.topic_configs.get("c"), "overrides removed")
+        await service.stop()
+
+    try:
+        asyncio.run(asyncio.wait_for(scenario(), 90))
+    finally:
+        zk.stop()
+        admin.stop()
