@@ -128,7 +128,11 @@ class ReassignmentManager:
                     finished.add(tp)  # nothing (left) to do
                 continue  # already moving there
             wanted[tp] = current.reassign_to(tuple(target))
-        yield from self._start(scope, wanted)
+        started = yield from self._start(scope, wanted)
+        for tp in sorted(set(wanted) - started):
+            scope.log(Log.warning(f"Removing the reassignment of {tp} from "
+                                  "/admin/reassign_partitions: it could not be started"))
+            finished.add(tp)
         if finished:
             yield from self._forget_zk(scope, finished)
 
@@ -177,10 +181,15 @@ class ReassignmentManager:
             return bad, f"Duplicate replica ids in partition reassignment replica list: {list(target)}"
         if any(r < 0 for r in target):
             return bad, f"Invalid broker id in replica list: {list(target)}"
-        unknown = sorted(set(target) - set(ctx.live_brokers))
+        # Only the replicas to add must be alive (Kafka's validateReplicas: addingReplicas
+        # ⊆ liveBrokerIds, which leaves out brokers in controlled shutdown); a current
+        # replica on a dead broker may stay.
+        live = set(ctx.live_brokers) - ctx.shutting_down
+        adding = ctx.full_assignment(tp).reassign_to(tuple(target)).adding
+        unknown = sorted(set(adding) - live)
         if unknown:
             return bad, (f"Replica assignment has brokers that are not alive: {unknown}; "
-                         f"live brokers are {sorted(ctx.live_brokers)}")
+                         f"live brokers are {sorted(live)}")
         return None
 
     # -- the steps -------------------------------------------------------------------------
