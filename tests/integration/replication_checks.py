@@ -1,19 +1,17 @@
 """Helpers for replication tests: a producer running in the background, leader lookup, and a
-byte-level comparison of the replicas' logs below the high watermark."""
+(the byte-level comparison of the replicas' logs below the high watermark lives in
+``weir.verify.replicas``, shared with ``weir verify``)."""
 
 from __future__ import annotations
 
 import threading
 import time
-from pathlib import Path
 from typing import Self
 
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient
 
 from tests.integration.clients import consume_assigned
-from weir.records.batch import iter_headers
-from weir.storage.checkpoints import read_offset_checkpoint
 
 
 class BackgroundProducer:
@@ -78,38 +76,6 @@ def partition_leaders(bootstrap: str, topic: str) -> dict[int, int]:
 def partition_isrs(bootstrap: str, topic: str) -> dict[int, list[int]]:
     md = AdminClient({"bootstrap.servers": bootstrap}).list_topics(topic, timeout=10)
     return {p: sorted(meta.isrs) for p, meta in md.topics[topic].partitions.items()}
-
-
-def replica_batches(log_dir: Path, topic: str, partition: int) -> tuple[int, list[bytes]]:
-    """(checkpointed high watermark, raw batches in offset order) of one stopped replica."""
-    pdir = log_dir / f"{topic}-{partition}"
-    hws = read_offset_checkpoint(log_dir / "replication-offset-checkpoint")
-    hw = next((v for tp, v in hws.items() if tuple(tp) == (topic, partition)), 0)
-    batches = []
-    for seg in sorted(pdir.glob("*.log")):
-        data = seg.read_bytes()
-        for h in iter_headers(data):
-            batches.append(data[h.position:h.position + h.size])
-    return hw, batches
-
-
-def assert_replicas_agree_below_hw(log_dirs: list[Path], topic: str, partitions: int) -> None:
-    for p in range(partitions):
-        replicas = [replica_batches(d, topic, p) for d in log_dirs if (d / f"{topic}-{p}").exists()]
-        hw = min(h for h, _ in replicas)
-        committed = []
-        for _, batches in replicas:
-            kept = []
-            for raw in batches:
-                base = int.from_bytes(raw[0:8], "big", signed=True)
-                if base >= hw:
-                    break
-                # compare the batch without its partition-leader-epoch field? No: the leader
-                # stamps it once, followers copy it verbatim, so the bytes must be identical.
-                kept.append(raw)
-            committed.append(kept)
-        assert all(c == committed[0] for c in committed), (
-            f"replicas of {topic}-{p} differ below the high watermark {hw}")
 
 
 def wait_until(fn, timeout_s: float, what: str):

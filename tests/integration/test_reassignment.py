@@ -17,7 +17,6 @@ import pytest
 
 from tests.integration.replication_checks import (
     BackgroundProducer,
-    assert_replicas_agree_below_hw,
     partition_leaders,
     verify_exactly_once,
     wait_for_progress,
@@ -25,6 +24,7 @@ from tests.integration.replication_checks import (
 )
 from weir.cli import main as cli
 from weir.cli.cluster import LocalCluster
+from weir.verify.replicas import assert_replicas_agree_below_hw
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 

@@ -10,7 +10,6 @@ import pytest
 from tests.integration.clients import create_topic
 from tests.integration.replication_checks import (
     BackgroundProducer,
-    assert_replicas_agree_below_hw,
     partition_isrs,
     partition_leaders,
     verify_exactly_once,
@@ -18,6 +17,7 @@ from tests.integration.replication_checks import (
     wait_until,
 )
 from weir.cli.cluster import LocalCluster
+from weir.verify.replicas import assert_replicas_agree_below_hw
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 

@@ -11,6 +11,9 @@ The engine behind ``weir up``/``weir down`` and the integration tests.  Layout::
 Broker ids run from 1; broker ``id`` listens on ``port_base + id - 1``.  Existing
 ``server.properties`` files are kept on restart: only ``zookeeper.connect`` (the managed
 ZooKeeper may have a new port) and the ``overrides`` are written into them.
+``broker_overrides`` (per broker id, applied after ``overrides``) set keys that differ between
+brokers, e.g. ``weir verify`` points ``advertised.listeners`` and ``zookeeper.connect`` of each
+broker at its own fault-injecting TCP proxy.
 """
 
 from __future__ import annotations
@@ -86,13 +89,16 @@ class LocalCluster:
 
     def __init__(self, data_dir: str | os.PathLike[str], brokers: int = 3,
                  port_base: int = 9092, overrides: Mapping[str, str] | None = None,
-                 *, session_timeout_ms: int = LOCAL_SESSION_TIMEOUT_MS) -> None:
+                 *, session_timeout_ms: int = LOCAL_SESSION_TIMEOUT_MS,
+                 broker_overrides: Mapping[int, Mapping[str, str]] | None = None) -> None:
         if brokers < 1:
             raise ValueError("a cluster needs at least one broker")
         self.data_dir = Path(data_dir).resolve()
         self.num_brokers = brokers
         self.port_base = port_base
         self.overrides = {k: str(v) for k, v in (overrides or {}).items()}
+        self.broker_overrides = {int(b): {k: str(v) for k, v in o.items()}
+                                 for b, o in (broker_overrides or {}).items()}
         self.session_timeout_ms = session_timeout_ms
         self.zookeeper_connect: str | None = None
         self.zookeeper_pid = 0
@@ -172,7 +178,8 @@ class LocalCluster:
         if self.zookeeper_connect is None:
             raise ClusterError("ZooKeeper is not started")
         path = self.config_path(broker_id)
-        managed = {"zookeeper.connect": self.zookeeper_connect, **self.overrides}
+        own = self.broker_overrides.get(broker_id, {})
+        managed = {"zookeeper.connect": self.zookeeper_connect, **self.overrides, **own}
         if not path.exists():
             replicas = str(min(3, max(self.num_brokers, 1)))
             managed = {
@@ -185,6 +192,7 @@ class LocalCluster:
                 "transaction.state.log.replication.factor": replicas,
                 "transaction.state.log.min.isr": str(min(2, int(replicas))),
                 **self.overrides,
+                **own,
             }
         write_properties(path, managed, header=CONFIG_HEADER)
         props = read_properties(path)

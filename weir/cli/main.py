@@ -1,4 +1,4 @@
-"""The ``weir`` command: ``up``, ``down``, ``status`` and ``broker start|stop``."""
+"""The ``weir`` command: ``up``, ``down``, ``status``, ``broker start|stop`` and ``verify``."""
 
 from __future__ import annotations
 
@@ -16,6 +16,7 @@ from weir.cli import procs, reassign
 from weir.cli.cluster import ClusterError, LocalCluster, read_cluster_file
 from weir.cli.zkview import close_zk, collect_snapshot, open_zk, render_snapshot
 from weir.config import BrokerConfig, ConfigError
+from weir.verify import cli as verify_cli
 
 DEFAULT_DATA_DIR = "./weir-data"
 EXIT_CONFIG = 2
@@ -65,6 +66,7 @@ def build_parser() -> argparse.ArgumentParser:
     which.add_argument("--id", type=int, help="broker id in a local cluster")
     bstop.add_argument("--data-dir", default=DEFAULT_DATA_DIR)
     reassign.add_parser(sub)
+    verify_cli.add_parser(sub)
     return parser
 
 
@@ -208,7 +210,8 @@ def cmd_broker_stop(args: argparse.Namespace) -> int:
 
 
 COMMANDS = {"up": cmd_up, "down": cmd_down, "status": cmd_status,
-            "reassign": lambda args: reassign.cmd_reassign(args)}
+            "reassign": lambda args: reassign.cmd_reassign(args),
+            "verify": lambda args: verify_cli.cmd_verify(args)}
 
 
 def main(argv: Sequence[str] | None = None) -> int:
