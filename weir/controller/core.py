@@ -231,6 +231,12 @@ class ControllerCore:
                            f"{ctx.controller_epoch}; live brokers {sorted(ctx.live_brokers)}, "
                            f"{len(event.topics)} topics"))
         scope.effects.append(WatchTopics(frozenset(event.topics)))
+        # Kafka's onControllerFailover: the deletion manager first (the state machines'
+        # start-up leaves topics being deleted alone), then UpdateMetadata with the live
+        # brokers ahead of the state machines' LeaderAndIsr.
+        to_delete = set(event.topics_to_delete) & set(ctx.topic_ids)
+        self.deletion.init(scope, to_delete)
+        scope.batch.add_leading_update_metadata(ctx.live_brokers)
         scope.batch.add_update_metadata(ctx.live_brokers, all_partitions=True)
         # Leaders that restarted since their partition's state was written (their
         # registration is newer) may have lost an unflushed tail; re-sending them the same
@@ -252,11 +258,10 @@ class ControllerCore:
                 "electing again with new leader epochs"))
             ctx.live_brokers.update(saved)
             yield from self._on_broker_startup(restarted)
-        to_delete = set(event.topics_to_delete) & set(ctx.topic_ids)
         unknown = set(event.topics_to_delete) - to_delete
         for topic in sorted(unknown):
             yield from self._delete_unknown_topic_marker(topic)
-        yield from self.deletion.enqueue(scope, to_delete)
+        yield from self.deletion.resume_deletions(scope)
         yield from self.reassignment.resume_all(scope)
         if event.zk_reassignments:
             yield from self.reassignment.zk_request(scope, event.zk_reassignments)
@@ -322,8 +327,11 @@ class ControllerCore:
         ctx.brokers_sent_full_leader_and_isr.difference_update(brokers)
         for b in brokers:
             ctx.replicas_on_offline_dirs.pop(b, None)
-        scope.batch.add_update_metadata(ctx.live_brokers)
-        scope.batch.add_update_metadata(brokers, all_partitions=True)
+        # Kafka's onBrokerStartup: UpdateMetadata first, the live brokers to everyone and
+        # every partition to the new brokers, then the replicas' LeaderAndIsr (and
+        # UpdateMetadata for the partitions that change on the way).
+        scope.batch.add_leading_update_metadata(set(ctx.live_brokers) - set(brokers))
+        scope.batch.add_leading_update_metadata(brokers, all_partitions=True)
         hosted = ctx.replicas_on_brokers(brokers)
         on_new = [r for r in hosted if ctx.replica_state(r) is not R.DELETION_SUCCESSFUL]
         yield from self.replicas.handle_state_changes(scope, on_new, R.ONLINE)

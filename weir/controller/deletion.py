@@ -43,6 +43,15 @@ class TopicDeletionManager:
             if any(not ctx.is_replica_online(r.replica) for r in ctx.replicas_of_topic(t))
         }
 
+    def init(self, scope: EventScope, topics: Iterable[str]) -> None:
+        """Controller failover, before the state machines start (Kafka's
+        TopicDeletionManager.init): queue the topics, mark those with a replica on a dead
+        broker ineligible.  :meth:`resume_deletions` starts the work afterwards."""
+        topics = set(topics)
+        if topics:
+            self._ctx.topics_to_delete |= topics
+            self.mark_ineligible(scope, self.topics_with_offline_replicas(topics))
+
     def enqueue(self, scope: EventScope, topics: Iterable[str]) -> ZkSteps[None]:
         """Queue topics for deletion (ineligible if a replica's broker is down) and go on."""
         topics = set(topics)

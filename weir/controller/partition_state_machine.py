@@ -1,8 +1,8 @@
 """The partition state machine (NonExistent, New, Online, Offline).
 
 * NonExistent -> New: the assignment is already in the context; only the state changes.
-* New -> Online: leader = first live assigned replica, ISR = live assigned replicas,
-  leader epoch 0; the state znodes are *created* (one ZooKeeper operation for the batch).
+* New -> Online: leader = first live assigned replica, ISR = live assigned replicas
+  (brokers in controlled shutdown and failed log directories left out), leader epoch 0; the state znodes are *created* (one ZooKeeper operation for the batch).
 * Online/Offline -> Online: a leader selector (see :mod:`weir.controller.election`) picks
   leader and ISR, the leader epoch is bumped, and the znodes are conditionally *updated*.
 * New/Online/Offline -> Offline, Offline -> NonExistent: only the state changes.
@@ -138,11 +138,13 @@ class PartitionStateMachine:
         ctx = self._ctx
         creates: dict[TopicPartition, LeaderIsr] = {}
         for tp in partitions:
-            live = ctx.live_replicas(tp)
+            # Kafka's initializeLeaderAndIsrForPartitions: isReplicaOnline replicas only
+            # (not a broker in controlled shutdown, not a failed log directory).
+            live = ctx.online_replicas(tp)
             if not live:
                 scope.log(Log.error(
                     f"Cannot bring new partition {tp} online: none of its replicas "
-                    f"{list(ctx.replicas(tp))} is alive"))
+                    f"{list(ctx.replicas(tp))} is alive (and not shutting down)"))
                 continue
             creates[tp] = LeaderIsr(leader=live[0], leader_epoch=0, isr=list(live),
                                     controller_epoch=ctx.controller_epoch, zk_version=0)

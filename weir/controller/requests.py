@@ -3,7 +3,8 @@
 While the core handles one event, the state machines add partitions to a
 :class:`RequestBatch`.  At the end of the event :meth:`RequestBatch.build` turns it into at
 most one LeaderAndIsr, one UpdateMetadata and one StopReplica request per live broker, in
-that order, each stamped with the controller id and epoch and the recipient's broker epoch.
+that order, each stamped with the controller id and epoch and the recipient's broker epoch;
+"leading" UpdateMetadata (failover, broker startup) is built when added and goes first.
 """
 
 from __future__ import annotations
@@ -75,6 +76,8 @@ class RequestBatch:
         self._update_metadata_live: set[TopicPartition] = set()
         """Partitions whose UpdateMetadata goes to every broker live at build time."""
         self._stop_replica: dict[int, dict[TopicPartition, bool]] = {}
+        self._leading: list[OutboundRequest] = []
+        """UpdateMetadata built when added, sent before everything else of the batch."""
         self._states: dict[TopicPartition, tuple[Any, ...]] = {}
         """The last LeaderAndIsr partition state built per partition, with its inputs, so
         that adding the same state for several brokers (one call per replica) builds it
@@ -82,7 +85,7 @@ class RequestBatch:
 
     def is_empty(self) -> bool:
         return not (self._leader_and_isr or self._update_metadata or self._stop_replica
-                    or self._update_metadata_live)
+                    or self._update_metadata_live or self._leading)
 
     # -- adding ----------------------------------------------------------------------------
 
@@ -134,6 +137,28 @@ class RequestBatch:
             if all_partitions:
                 self._update_metadata_all.add(broker)
 
+    def add_leading_update_metadata(self, brokers: Iterable[int], *,
+                                    all_partitions: bool = False) -> None:
+        """UpdateMetadata to ``brokers``, built now and sent ahead of the batch's other
+        requests: the live brokers, and every partition's current state if
+        ``all_partitions`` (Kafka's sendUpdateMetadataRequest at the start of
+        onControllerFailover / onBrokerStartup, before the state machines' LeaderAndIsr).
+        """
+        ctx = self._ctx
+        live = ctx.live_brokers
+        partitions = set(ctx.leadership) if all_partitions else set()
+        topic_states = self._group_topic_states(
+            (tp, self._metadata_partition_state(tp)) for tp in sorted(partitions))
+        live_brokers = self._broker_states()
+        for broker in sorted(b for b in set(brokers) if b in live):
+            self._leading.append(OutboundRequest(broker, UpdateMetadataRequest(
+                controller_id=self._controller_id,
+                controller_epoch=ctx.controller_epoch,
+                broker_epoch=ctx.broker_epoch(broker),
+                topic_states=topic_states,
+                live_brokers=live_brokers,
+            )))
+
     def add_stop_replica(self, brokers: Iterable[int], tp: TopicPartition,
                          delete: bool) -> None:
         """StopReplica for ``tp``; a delete request is never downgraded in the same batch.
@@ -160,7 +185,10 @@ class RequestBatch:
         self._metadata_cache: dict[TopicPartition, Any] = {}
         self._built_topic_states: list[tuple[set[TopicPartition], tuple[Any, ...]]] = []
         self._live_broker_states: tuple[UpdateMetadataBroker, ...] | None = None
-        out: list[OutboundRequest] = []
+        # Leading UpdateMetadata first, to brokers still live at the epoch it was built for.
+        out: list[OutboundRequest] = [
+            r for r in self._leading
+            if r.broker_id in live and live[r.broker_id].epoch == r.request.broker_epoch]
         for broker in sorted(b for b in self._leader_and_isr if b in live):
             out.append(OutboundRequest(broker, self._leader_and_isr_request(broker)))
         if self._update_metadata_live:
@@ -207,22 +235,38 @@ class RequestBatch:
         else:
             partitions = self._update_metadata[broker]
         if self._live_broker_states is None:
-            self._live_broker_states = tuple(
-                UpdateMetadataBroker(
-                    id=info.id,
-                    endpoints=(UpdateMetadataEndpoint(port=info.port, host=info.host,
-                                                      listener=PLAINTEXT,
-                                                      security_protocol=PLAINTEXT_PROTOCOL),),
-                    rack=info.rack,
-                )
-                for _, info in sorted(ctx.live_brokers.items())
-            )
+            self._live_broker_states = self._broker_states()
         return UpdateMetadataRequest(
             controller_id=self._controller_id,
             controller_epoch=ctx.controller_epoch,
             broker_epoch=ctx.broker_epoch(broker),
             topic_states=self._metadata_topic_states(partitions),
             live_brokers=self._live_broker_states,
+        )
+
+    def _broker_states(self) -> tuple[UpdateMetadataBroker, ...]:
+        return tuple(
+            UpdateMetadataBroker(
+                id=info.id,
+                endpoints=(UpdateMetadataEndpoint(port=info.port, host=info.host,
+                                                  listener=PLAINTEXT,
+                                                  security_protocol=PLAINTEXT_PROTOCOL),),
+                rack=info.rack,
+            )
+            for _, info in sorted(self._ctx.live_brokers.items())
+        )
+
+    def _group_topic_states(self, states: Iterable[tuple[TopicPartition, Any]]
+                            ) -> tuple[UpdateMetadataTopicState, ...]:
+        """Partition states (None ones skipped) grouped into topic states, in order."""
+        by_topic: dict[str, list[UpdateMetadataPartitionState]] = {}
+        for tp, state in states:
+            if state is not None:
+                by_topic.setdefault(tp.topic, []).append(state)
+        return tuple(
+            UpdateMetadataTopicState(topic_name=topic, topic_id=self._topic_id(topic),
+                                     partition_states=tuple(parts))
+            for topic, parts in by_topic.items()
         )
 
     def _metadata_topic_states(self, partitions: set[TopicPartition]
@@ -232,19 +276,15 @@ class RequestBatch:
         for built_for, topic_states in self._built_topic_states:
             if built_for == partitions:
                 return topic_states
-        by_topic: dict[str, list[UpdateMetadataPartitionState]] = {}
         cache = self._metadata_cache
-        for tp in sorted(partitions):
+
+        def state_of(tp: TopicPartition) -> Any:
             state = cache.get(tp, _MISSING)
             if state is _MISSING:
                 state = cache[tp] = self._metadata_partition_state(tp)
-            if state is not None:
-                by_topic.setdefault(tp.topic, []).append(state)
-        topic_states = tuple(
-            UpdateMetadataTopicState(topic_name=topic, topic_id=self._topic_id(topic),
-                                     partition_states=tuple(parts))
-            for topic, parts in by_topic.items()
-        )
+            return state
+
+        topic_states = self._group_topic_states((tp, state_of(tp)) for tp in sorted(partitions))
         self._built_topic_states.append((partitions, topic_states))
         return topic_states
 

@@ -164,7 +164,21 @@ def leader_and_isr(effects: Iterable[Effect]) -> dict[int, LeaderAndIsrRequest]:
 
 
 def update_metadata(effects: Iterable[Effect]) -> dict[int, UpdateMetadataRequest]:
-    return of_type(effects, UpdateMetadataRequest)
+    """The *last* UpdateMetadata per broker (the event's outcome): failover and broker
+    startup send a leading one first (see :func:`update_metadata_all`)."""
+    out: dict[int, UpdateMetadataRequest] = {}
+    for broker_id, requests in update_metadata_all(effects).items():
+        out[broker_id] = requests[-1]
+    return out
+
+
+def update_metadata_all(effects: Iterable[Effect]) -> dict[int, list[UpdateMetadataRequest]]:
+    """Every UpdateMetadata per broker, in sending order."""
+    out: dict[int, list[UpdateMetadataRequest]] = {}
+    for r in requests_of(effects):
+        if isinstance(r.request, UpdateMetadataRequest):
+            out.setdefault(r.broker_id, []).append(r.request)
+    return out
 
 
 def stop_replica(effects: Iterable[Effect]) -> dict[int, StopReplicaRequest]:

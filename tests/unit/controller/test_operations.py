@@ -37,6 +37,7 @@ from .helpers import (
     started,
     stop_replica,
     update_metadata,
+    update_metadata_all,
     zk_ops,
 )
 
@@ -200,7 +201,9 @@ def test_broker_startup_brings_offline_partitions_online() -> None:
     assert zk.states[T0].leader == 2 and zk.states[T0].leader_epoch == 2
     um = update_metadata(effects)
     assert set(um) == {1, 2}
-    assert set(partition_states(um[2])) == {T0, T1}  # the new broker learns everything
+    leading = update_metadata_all(effects)[2][0]  # sent before the LeaderAndIsr
+    assert set(partition_states(leading)) == {T0, T1}  # the new broker learns everything
+    assert partition_states(um[2])[T0].leader == 2
     assert partition_states(leader_and_isr(effects)[2])[T0].leader == 2
     assert core.ctx.replica_state(PartitionReplica(T0, 2)) is R.ONLINE
 
