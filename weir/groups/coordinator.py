@@ -39,17 +39,28 @@ log = logging.getLogger(__name__)
 TICK_S = 0.05
 LOAD_CHUNK_BYTES = 1 << 20
 
-# How append errors reach clients (Kafka's mapping for group/offset writes).
+# How append errors reach clients: offset writes as Kafka's
+# GroupMetadataManager.maybeConvertOffsetCommitError (REQUEST_TIMED_OUT passes through)...
 _WRITE_ERRORS = {
     ErrorCode.unknown_topic_or_partition: ErrorCode.coordinator_not_available,
     ErrorCode.not_enough_replicas: ErrorCode.coordinator_not_available,
     ErrorCode.not_enough_replicas_after_append: ErrorCode.coordinator_not_available,
-    ErrorCode.request_timed_out: ErrorCode.coordinator_not_available,
     ErrorCode.not_leader_or_follower: ErrorCode.not_coordinator,
     ErrorCode.kafka_storage_error: ErrorCode.not_coordinator,
     ErrorCode.message_too_large: ErrorCode.invalid_commit_offset_size,
     ErrorCode.record_list_too_large: ErrorCode.invalid_commit_offset_size,
 }
+# ...and group metadata as GroupMetadataManager.storeGroup: a timed-out write sends the
+# members back to JoinGroup (REBALANCE_IN_PROGRESS).
+_GROUP_WRITE_ERRORS = {
+    **_WRITE_ERRORS,
+    ErrorCode.request_timed_out: ErrorCode.rebalance_in_progress,
+    ErrorCode.message_too_large: ErrorCode.unknown_server_error,
+    ErrorCode.record_list_too_large: ErrorCode.unknown_server_error,
+}
+
+
+_LOADING_AS_REBALANCE = {ErrorCode.coordinator_load_in_progress: ErrorCode.rebalance_in_progress}
 
 
 def now_ms() -> int:
@@ -321,7 +332,9 @@ class GroupCoordinator:
         try:
             group = self.group(group_id)
         except KafkaError as exc:
-            return SyncResult(exc.code)
+            # Kafka's handleSyncGroup: a loading coordinator lost the rebalance in progress;
+            # REBALANCE_IN_PROGRESS sends the member back to JoinGroup without a new lookup.
+            return SyncResult(_LOADING_AS_REBALANCE.get(exc.code, exc.code))
         if group is None:
             return SyncResult(ErrorCode.unknown_member_id)
         immediate, outcome = group.sync(member_id, instance_id, generation, protocol_type,
@@ -341,7 +354,8 @@ class GroupCoordinator:
         try:
             group = self.group(group_id)
         except KafkaError as exc:
-            return exc.code
+            # Kafka's handleHeartbeat answers a loading coordinator's heartbeats blindly.
+            return ErrorCode.none if exc.code == ErrorCode.coordinator_load_in_progress else exc.code
         if group is None:
             return ErrorCode.unknown_member_id
         return group.heartbeat(member_id, instance_id, generation, now_ms())
@@ -389,7 +403,8 @@ class GroupCoordinator:
             return ErrorCode.coordinator_not_available  # deleted or unloaded meanwhile
         entry = (codec.encode_group_key(group.group_id),
                  codec.encode_group_value(group.to_record()))
-        error, _base = await self._write(self.partition_for(group.group_id), [entry])
+        error, _base = await self._write(self.partition_for(group.group_id), [entry],
+                                         _GROUP_WRITE_ERRORS)
         if error != ErrorCode.none:
             log.warning("writing metadata of group %s failed: %s", group.group_id, error.name)
         return error
@@ -398,7 +413,8 @@ class GroupCoordinator:
         error = await self._store_group(group)
         self._apply(group, group.on_stored(generation, error, now_ms()))
 
-    async def _write(self, index: int, entries: list[tuple[bytes, bytes | None]]) -> tuple[ErrorCode, int]:
+    async def _write(self, index: int, entries: list[tuple[bytes, bytes | None]],
+                     errors: dict[ErrorCode, ErrorCode] = _WRITE_ERRORS) -> tuple[ErrorCode, int]:
         """Append keyed records to our partition ``index``: (mapped error, base offset)."""
         tp = TopicPartition(OFFSETS_TOPIC, index)
         if index not in self.partitions:
@@ -407,7 +423,7 @@ class GroupCoordinator:
                             timestamp_ms=now_ms())
         timeout = self.broker.config.offsets_commit_timeout_ms
         result = (await self.broker.replica_manager.append(-1, timeout, {tp: batch}))[tp]
-        return _WRITE_ERRORS.get(result.error, result.error), result.base_offset
+        return errors.get(result.error, result.error), result.base_offset
 
     # -- offsets --------------------------------------------------------------------------
 

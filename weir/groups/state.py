@@ -126,7 +126,7 @@ class Group:
         self.join_deadline = 0
         self.initial_delay_until = 0
         self.initial_delay_limit = 0
-        self.sync_deadline = 0
+        self.sync_deadline = 0  # pending-sync watch (Kafka's DelayedSync); 0: none
         self.synced: set[str] = set()
 
     # -- small helpers ------------------------------------------------------------------
@@ -245,6 +245,8 @@ class Group:
         old.awaiting_join = old.awaiting_sync = False
         self.members[new_id] = old
         self.static_members[req.group_instance_id] = new_id
+        if old_id in self.synced:
+            self.synced.add(new_id)
         was_leader = self.leader == old_id
         if was_leader:
             self.leader = new_id
@@ -307,6 +309,7 @@ class Group:
             self.initial_delay_until = now_ms + delay
             self.initial_delay_limit = now_ms + timeout
         self.join_deadline = now_ms + timeout
+        self.sync_deadline = 0  # Kafka's removeSyncExpiration
         self._transition(GroupState.PREPARING_REBALANCE, now_ms)
         return outcome.merge(self._maybe_complete_join(now_ms))
 
@@ -375,17 +378,23 @@ class Group:
         if self.state == GroupState.PREPARING_REBALANCE:
             return SyncResult(ErrorCode.rebalance_in_progress), Outcome()
         if self.state == GroupState.STABLE:
+            self._synced(member_id)
             return self._sync_result(member), Outcome()
         if self.state != GroupState.COMPLETING_REBALANCE:
             return SyncResult(ErrorCode.unknown_member_id), Outcome()
         member.awaiting_sync = True
-        self.synced.add(member_id)
+        self._synced(member_id)
         outcome = Outcome()
         if self.is_leader(member_id):
             for m in self.members.values():
                 m.assignment = assignments.get(m.member_id, b"")
             outcome.store_for_sync = self.generation
         return None, outcome
+
+    def _synced(self, member_id: str) -> None:
+        self.synced.add(member_id)
+        if self.sync_deadline and not set(self.members) - self.synced:
+            self.sync_deadline = 0  # everyone synced: the watch ends
 
     def _sync_result(self, member: Member) -> SyncResult:
         return SyncResult(ErrorCode.none, self.protocol_type, self.protocol, member.assignment)
@@ -468,10 +477,14 @@ class Group:
         for mid, deadline in list(self.pending_members.items()):
             if now_ms >= deadline:
                 del self.pending_members[mid]
-        if self.state == GroupState.COMPLETING_REBALANCE and now_ms >= self.sync_deadline:
-            for mid in [m for m in self.members if m not in self.synced]:
-                outcome.merge(self._remove(mid))
-            return outcome.merge(self._prepare_rebalance(now_ms))
+        if self._sync_watched() and now_ms >= self.sync_deadline:
+            # Kafka's onExpirePendingSync, in CompletingRebalance and Stable alike.
+            self.sync_deadline = 0
+            unsynced = [m for m in self.members if m not in self.synced]
+            if unsynced:
+                for mid in unsynced:
+                    outcome.merge(self._remove(mid))
+                return outcome.merge(self._prepare_rebalance(now_ms))
         for m in list(self.members.values()):
             if m.member_id in self.members and self._expired(m, now_ms):
                 outcome.merge(self._remove_and_rebalance(m.member_id, now_ms))
@@ -488,9 +501,13 @@ class Group:
         times += [m.last_heartbeat_ms + m.session_timeout_ms for m in self.members.values()]
         if self.state == GroupState.PREPARING_REBALANCE:
             times += [self.join_deadline, self.initial_delay_until]
-        if self.state == GroupState.COMPLETING_REBALANCE:
+        if self._sync_watched():
             times.append(self.sync_deadline)
         return min(times) if times else None
+
+    def _sync_watched(self) -> bool:
+        return bool(self.sync_deadline) and self.state in (GroupState.COMPLETING_REBALANCE,
+                                                            GroupState.STABLE)
 
     # -- offsets ---------------------------------------------------------------------------
 
