@@ -10,8 +10,10 @@ Faults (all on one machine, no privileges):
   traffic to or from it (see ``weir.verify.proxy``).
 - ``disk-full``: lower the broker's RLIMIT_FSIZE to 0 with prlimit(2) while it runs, so every
   write that would extend a file (segment appends, index and checkpoint files) fails with
-  EFBIG, as with a full disk; restored (or the broker restarted, if it gave up) afterwards.
-  CPython ignores SIGXFSZ, so the broker sees the error instead of being killed.
+  EFBIG, as with a full disk.  CPython ignores SIGXFSZ, so the broker sees the error instead
+  of being killed.  Healing frees the "disk" (the limit goes back to unlimited) and then
+  restarts the broker, as an operator must: in Kafka a log directory that failed stays
+  offline until the broker restarts (and a broker whose every log dir failed halts).
 - ``controller``: kill or pause the broker that is currently the controller.
 - ``zookeeper``: kill (and restart on the same port, same data) or pause ZooKeeper.
 
@@ -168,6 +170,7 @@ class Nemesis:
         with contextlib.suppress(ProcessLookupError):
             resource.prlimit(pid, resource.RLIMIT_FSIZE,
                              (resource.RLIM_INFINITY, resource.RLIM_INFINITY))
+        self.cluster.stop_broker(broker, timeout_s=20)  # the operator's restart
         self._restart_broker(broker)
 
     # -- the end ---------------------------------------------------------------------------

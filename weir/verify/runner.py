@@ -222,7 +222,8 @@ def run(opts: Options) -> Outcome:
     try:
         _say("starting the cluster" if not opts.bootstrap else f"using {opts.bootstrap}")
         target.start()
-        _say(f"bootstrap {target.bootstrap}")
+        _say(f"bootstrap {target.bootstrap}"
+             + (f", data {target.tmp}" if target.tmp is not None else ""))
         replicas = min(3, opts.brokers)
         create_topic(target.bootstrap, opts.topic, opts.partitions, replicas)
         if not wait_isr_full(target.bootstrap, opts.topic, 60):

@@ -13,6 +13,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import threading
 import time
@@ -116,16 +117,21 @@ class Writer(_Worker):
                     "partition": partition, "value": value, "error": str(exc)})
                 producer.poll(0.1)
             self.sent += 1
-            producer.poll(0)
+            with contextlib.suppress(KafkaException):
+                producer.poll(0)
             if self.fatal is not None:  # an idempotent producer's fatal error: a new one
                 log.warning("producer fatal error %s; new producer", self.fatal)
-                producer.flush(5)
-                producer.purge()
-                producer.poll(1)
+                with contextlib.suppress(KafkaException):
+                    producer.purge()
+                    producer.poll(1)
                 producer = self._producer()
-        producer.flush(self.flush_timeout_s)
-        producer.purge()
-        producer.poll(1)
+        try:
+            producer.flush(self.flush_timeout_s)
+        except KafkaException as exc:  # librdkafka gave up on the idempotent state
+            log.warning("producer flush: %s", exc)
+        with contextlib.suppress(KafkaException):
+            producer.purge()
+            producer.poll(1)
 
 
 class Reader(_Worker):
