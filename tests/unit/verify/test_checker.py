@@ -221,8 +221,8 @@ def test_committed_read_backwards():
 
 def test_group_unconsumed():
     h = clean("groups")
-    group_poll = [op for op in h.ops if op["process"] == "group-0" and op["f"] == "poll"
-                  and op["type"] == "ok"][0]
+    group_poll = next(op for op in h.ops if op["process"] == "group-0" and op["f"] == "poll"
+                  and op["type"] == "ok")
     group_poll["value"]["records"] = [[0, 0, "v-0"], [0, 1, "v-2"]]  # v-1 (1/0) never did
     [a] = only(check(h.ops), "group-unconsumed")
     assert a.value == "v-1"
@@ -230,7 +230,7 @@ def test_group_unconsumed():
 
 def test_incomplete_final_read():
     h = clean()
-    final = [op for op in h.ops if op["f"] == "final" and op["type"] == "ok"][0]
+    final = next(op for op in h.ops if op["f"] == "final" and op["type"] == "ok")
     final["value"]["partitions"][1] = {"hw": 2, "read_to": 1, "complete": False}
     only(check(h.ops), "incomplete-final-read")
 
