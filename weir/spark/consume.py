@@ -71,11 +71,21 @@ def read_range(client_conf: Mapping[str, str], rng: OffsetRange, *, include_head
                batch_rows: int = BATCH_ROWS) -> Iterator[Any]:
     """Yield ``pyarrow.RecordBatch``es of the records in ``rng``.
 
+    Plaintext clusters are read with Fetch requests and the bulk decoder
+    (:mod:`weir.spark.fetch`); TLS or SASL settings fall back to a confluent-kafka consumer.
+
     Raises DataLossError (``fail_on_data_loss``) when the range's first offsets were deleted
     or its last ones are no longer there, TimeoutError when no progress is made for
     ``poll_timeout_ms``, KafkaException on client errors.
     """
     if rng.size <= 0:
+        return
+    from weir.spark.fetch import native_supported, read_range_native
+
+    if native_supported(client_conf):
+        yield from read_range_native(client_conf, rng, include_headers=include_headers,
+                                     fail_on_data_loss=fail_on_data_loss,
+                                     poll_timeout_ms=poll_timeout_ms)
         return
     from confluent_kafka import Consumer
     from confluent_kafka import TopicPartition as KafkaTP

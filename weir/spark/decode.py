@@ -1,0 +1,356 @@
+"""Bulk decoding of Kafka record batches (magic v2) into Arrow record batches.
+
+The bytes of a Fetch response (whole record batches, back to back, as stored in the log)
+are decoded without creating one Python object per record:
+
+* Python walks the **batch headers** (61 bytes each; one batch holds many records), checks
+  each batch's CRC32C, skips control batches (transaction markers) and decompresses
+  gzip / snappy / lz4 / zstd batches with :mod:`weir.records.records`' bounded
+  decompression (a decompression bomb is rejected, not allocated).
+* One compiled kernel (numba, ``@njit``) walks the **records** of all batches: varints,
+  offset and timestamp deltas, keys, values and headers, copying key and value bytes into
+  contiguous buffers and filling Arrow offset and validity arrays.
+* The columns are assembled with ``pyarrow.Array.from_buffers`` (no copy).
+
+Without numba the same kernel runs as plain Python (correct, about 100 times slower).
+Malformed bytes raise :class:`~weir.protocol.errors.KafkaError` (CORRUPT_MESSAGE), never an
+out-of-bounds read: the kernel checks every length against its batch's end.
+"""
+
+from __future__ import annotations
+
+import logging
+import struct
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from weir.protocol.errors import ErrorCode, KafkaError
+from weir.records.batch import (
+    CONTROL_BIT,
+    CRC_OFFSET,
+    HEADER_SIZE,
+    LOG_OVERHEAD,
+    TIMESTAMP_TYPE_BIT,
+)
+from weir.records.records import MAX_DECOMPRESSED_BYTES, _decompress
+
+log = logging.getLogger(__name__)
+
+try:
+    from numba import njit
+
+    COMPILED = True
+except ImportError:  # pragma: no cover - numba is a dependency of the spark extra
+    COMPILED = False
+
+    def njit(*_args: Any, **_kwargs: Any) -> Any:
+        return lambda fn: fn
+
+
+_HEAD = struct.Struct(">qiibIhiqqqhii")
+_MAGIC_OFFSET = 16
+
+# Error codes of the kernel (0 = fine): what was wrong, for the exception's message.
+_ERRORS = {
+    1: "a varint runs past the end of its batch",
+    2: "a record length runs past the end of its batch",
+    3: "a key runs past the end of its record",
+    4: "a value runs past the end of its record",
+    5: "a header runs past the end of its record",
+    6: "a batch holds more records than its bytes can",
+}
+
+
+def _corrupt(message: str) -> KafkaError:
+    return KafkaError(ErrorCode.corrupt_message, message)
+
+
+@njit(cache=True, inline="always")
+def _varint(buf, pos, end):
+    """Zig-zag varint at ``pos`` before ``end``: (value, next position), position -1 if bad."""
+    raw = 0
+    shift = 0
+    while True:
+        if pos >= end or shift > 63:
+            return 0, -1
+        b = np.int64(buf[pos])
+        pos += 1
+        raw |= (b & 0x7F) << shift
+        if b < 0x80:
+            return ((raw >> 1) & 0x7FFFFFFFFFFFFFFF) ^ -(raw & 1), pos
+        shift += 7
+
+
+@njit(cache=True, nogil=True)
+def _decode_kernel(body, starts, ends, counts, base_offsets, base_ts, ts_override,
+                   lo, hi, want_headers, offsets, stamps, batch_of,
+                   key_off, key_valid, key_data, val_off, val_valid, val_data,
+                   hdr_off, hk_off, hk_data, hv_off, hv_valid, hv_data):
+    """Decode the records of every batch body ``[starts[i], ends[i])`` of ``body``.
+
+    Records with offsets outside ``[lo, hi)`` are dropped.  Fills the output arrays (sized
+    by the caller from the record counts and the body size) and returns (error code, rows,
+    key bytes, value bytes, headers, header key bytes, header value bytes).
+    """
+    n = 0
+    kd = 0
+    vd = 0
+    nh = 0
+    hkd = 0
+    hvd = 0
+    key_off[0] = 0
+    val_off[0] = 0
+    hdr_off[0] = 0
+    hk_off[0] = 0
+    hv_off[0] = 0
+    for b in range(starts.shape[0]):
+        pos = starts[b]
+        end = ends[b]
+        for _ in range(counts[b]):
+            length, pos = _varint(body, pos, end)
+            if pos < 0:
+                return 1, n, kd, vd, nh, hkd, hvd
+            rec_end = pos + length
+            if length < 1 or rec_end > end:
+                return 2, n, kd, vd, nh, hkd, hvd
+            pos += 1  # attributes (unused in v2)
+            ts_delta, pos = _varint(body, pos, rec_end)
+            if pos < 0:
+                return 1, n, kd, vd, nh, hkd, hvd
+            off_delta, pos = _varint(body, pos, rec_end)
+            if pos < 0:
+                return 1, n, kd, vd, nh, hkd, hvd
+            offset = base_offsets[b] + off_delta
+            keep = lo <= offset < hi
+            klen, pos = _varint(body, pos, rec_end)
+            if pos < 0:
+                return 1, n, kd, vd, nh, hkd, hvd
+            if klen < -1 or klen > rec_end - pos:
+                return 3, n, kd, vd, nh, hkd, hvd
+            kpos = pos
+            if klen > 0:
+                pos += klen
+            vlen, pos = _varint(body, pos, rec_end)
+            if pos < 0:
+                return 1, n, kd, vd, nh, hkd, hvd
+            if vlen < -1 or vlen > rec_end - pos:
+                return 4, n, kd, vd, nh, hkd, hvd
+            vpos = pos
+            if vlen > 0:
+                pos += vlen
+            if keep:
+                if n >= offsets.shape[0]:
+                    return 6, n, kd, vd, nh, hkd, hvd
+                offsets[n] = offset
+                stamps[n] = ts_override[b] if ts_override[b] >= 0 else base_ts[b] + ts_delta
+                batch_of[n] = b
+                key_valid[n] = klen >= 0
+                if klen > 0:
+                    key_data[kd:kd + klen] = body[kpos:kpos + klen]
+                    kd += klen
+                key_off[n + 1] = kd
+                val_valid[n] = vlen >= 0
+                if vlen > 0:
+                    val_data[vd:vd + vlen] = body[vpos:vpos + vlen]
+                    vd += vlen
+                val_off[n + 1] = vd
+            if keep and want_headers:
+                count, pos = _varint(body, pos, rec_end)
+                if pos < 0 or count < 0 or count > rec_end - pos:
+                    return 5, n, kd, vd, nh, hkd, hvd
+                for _h in range(count):
+                    hk, pos = _varint(body, pos, rec_end)
+                    if pos < 0 or hk < 0 or hk > rec_end - pos:
+                        return 5, n, kd, vd, nh, hkd, hvd
+                    for i in range(hk):
+                        hk_data[hkd + i] = body[pos + i]
+                    hkd += hk
+                    pos += hk
+                    hv, pos = _varint(body, pos, rec_end)
+                    if pos < 0 or hv < -1 or hv > rec_end - pos:
+                        return 5, n, kd, vd, nh, hkd, hvd
+                    hv_valid[nh] = hv >= 0
+                    for i in range(max(hv, 0)):
+                        hv_data[hvd + i] = body[pos + i]
+                    hvd += max(hv, 0)
+                    pos += max(hv, 0)
+                    nh += 1
+                    hk_off[nh] = hkd
+                    hv_off[nh] = hvd
+                hdr_off[n + 1] = nh
+            if keep:
+                n += 1
+            pos = rec_end
+    return 0, n, kd, vd, nh, hkd, hvd
+
+
+@dataclass
+class Decoded:
+    """Columns of the records kept from one buffer, and where reading goes on."""
+
+    batch: Any  # pyarrow.RecordBatch (the Kafka schema), or None when no record was kept
+    next_offset: int  # the offset after the last whole batch seen (the next fetch offset)
+    batches: int  # whole batches walked
+    bytes_used: int  # bytes of whole batches walked
+
+
+@dataclass
+class _Bodies:
+    buf: Any
+    starts: list[int]
+    ends: list[int]
+    counts: list[int]
+    base_offsets: list[int]
+    base_ts: list[int]
+    ts_override: list[int]
+    ts_type: list[int]
+
+
+def _walk(buf: bytes | memoryview, check_crc: bool, max_bytes: int) -> tuple[_Bodies, int, int,
+                                                                            int]:
+    """Batch headers of ``buf``: bodies to decode, next offset, batches and bytes walked."""
+    import crc32c
+
+    view = memoryview(buf)
+    pos = 0
+    next_offset = -1
+    walked = 0
+    parts: list[Any] = []
+    b = _Bodies(buf, [], [], [], [], [], [], [])
+    compressed = False
+    size_total = len(view)
+    body_pos = 0
+    while pos + HEADER_SIZE <= size_total:
+        (base_offset, batch_length, _epoch, magic, crc, attributes, last_delta, base_ts,
+         max_ts, _pid, _pepoch, _seq, count) = _HEAD.unpack_from(view, pos)
+        size = batch_length + LOG_OVERHEAD
+        if magic != 2:
+            raise _corrupt(f"batch at offset {base_offset} has magic {magic}; only v2 is read")
+        if size < HEADER_SIZE:
+            raise _corrupt(f"batch at offset {base_offset} has length {batch_length}")
+        if pos + size > size_total:
+            break  # a trailing partial batch (the fetch's byte limit cut it)
+        if check_crc and crc32c.crc32c(view[pos + CRC_OFFSET + 4:pos + size]) != crc:
+            raise _corrupt(f"batch at offset {base_offset} fails its CRC32C check")
+        walked += 1
+        next_offset = base_offset + last_delta + 1
+        if not attributes & CONTROL_BIT and count > 0:
+            codec = attributes & 0x07
+            raw = view[pos + HEADER_SIZE:pos + size]
+            if codec:
+                compressed = True
+                raw = _decompress(codec, bytes(raw), max_bytes)
+            parts.append(raw)
+            b.starts.append(body_pos)
+            body_pos += len(raw)
+            b.ends.append(body_pos)
+            b.counts.append(count)
+            b.base_offsets.append(base_offset)
+            b.base_ts.append(base_ts)
+            log_append = bool(attributes & TIMESTAMP_TYPE_BIT)
+            b.ts_override.append(max_ts if log_append else -1)
+            b.ts_type.append(1 if log_append else 0)
+        pos += size
+    if compressed or len(parts) != 1:
+        b.buf = b"".join(parts)
+    else:
+        b.buf = parts[0]
+        b.starts, b.ends = [0], [len(parts[0])]
+    return b, next_offset, walked, pos
+
+
+def decode(buf: bytes | memoryview, topic: str, partition: int, lo: int, hi: int, *,
+           include_headers: bool = False, check_crc: bool = True,
+           max_bytes: int = MAX_DECOMPRESSED_BYTES) -> Decoded:
+    """Decode the whole v2 batches of ``buf`` into one Arrow batch of records in [lo, hi).
+
+    A trailing partial batch is ignored (``next_offset`` then points at it).
+    """
+    bodies, next_offset, walked, used = _walk(buf, check_crc, max_bytes)
+    table = _columns(bodies, topic, partition, lo, hi, include_headers)
+    return Decoded(table, next_offset, walked, used)
+
+
+def _columns(b: _Bodies, topic: str, partition: int, lo: int, hi: int,
+             include_headers: bool) -> Any:
+    import pyarrow as pa
+
+    from weir.spark.schema import arrow_schema
+
+    if not b.counts:
+        return None
+    body = np.frombuffer(b.buf, dtype=np.uint8)
+    cap = min(sum(b.counts), len(body) // 7 + 1)  # a record takes 7 bytes or more
+    size = len(body)
+    hcap = (size // 2 + 1) if include_headers else 1
+    out = {
+        "offsets": np.empty(cap, np.int64), "stamps": np.empty(cap, np.int64),
+        "batch_of": np.empty(cap, np.int32),
+        "key_off": np.empty(cap + 1, np.int32), "key_valid": np.empty(cap, np.bool_),
+        "key_data": np.empty(size, np.uint8),
+        "val_off": np.empty(cap + 1, np.int32), "val_valid": np.empty(cap, np.bool_),
+        "val_data": np.empty(size, np.uint8),
+        "hdr_off": np.zeros(cap + 1 if include_headers else 1, np.int32),
+        "hk_off": np.empty(hcap + 1, np.int32), "hk_data": np.empty(size if include_headers
+                                                                     else 1, np.uint8),
+        "hv_off": np.empty(hcap + 1, np.int32), "hv_valid": np.empty(hcap, np.bool_),
+        "hv_data": np.empty(size if include_headers else 1, np.uint8),
+    }
+    i64 = np.int64
+    err, n, kd, vd, nh, hkd, hvd = _decode_kernel(
+        body, np.asarray(b.starts, i64), np.asarray(b.ends, i64), np.asarray(b.counts, i64),
+        np.asarray(b.base_offsets, i64), np.asarray(b.base_ts, i64),
+        np.asarray(b.ts_override, i64), lo, hi, include_headers, *out.values())
+    if err:
+        raise _corrupt(f"{topic}-{partition}: {_ERRORS[err]} (record {n} of the fetch)")
+    if n == 0:
+        return None
+    schema = arrow_schema(include_headers)
+    arrays = [
+        _binary(pa, n, out["key_off"], out["key_valid"], out["key_data"][:kd]),
+        _binary(pa, n, out["val_off"], out["val_valid"], out["val_data"][:vd]),
+        pa.repeat(pa.scalar(topic, pa.string()), n),
+        pa.array(np.full(n, partition, np.int32)),
+        pa.array(out["offsets"][:n]),
+        pa.Array.from_buffers(schema.field("timestamp").type, n,
+                              [None, pa.py_buffer(out["stamps"][:n] * 1000)]),
+        pa.array(np.asarray(b.ts_type, np.int32)[out["batch_of"][:n]]),
+    ]
+    if include_headers:
+        arrays.append(_headers(pa, schema.field("headers").type, n, nh, out, hkd, hvd))
+    return pa.RecordBatch.from_arrays(arrays, schema=schema)
+
+
+def _validity(pa: Any, valid: np.ndarray) -> tuple[Any, int]:
+    nulls = int(valid.size - np.count_nonzero(valid))
+    if not nulls:
+        return None, 0
+    return pa.py_buffer(np.packbits(valid, bitorder="little")), nulls
+
+
+def _binary(pa: Any, n: int, offsets: np.ndarray, valid: np.ndarray, data: np.ndarray,
+            kind: Any = None) -> Any:
+    bitmap, nulls = _validity(pa, valid[:n])
+    return pa.Array.from_buffers(kind or pa.binary(), n,
+                                 [bitmap, pa.py_buffer(offsets[:n + 1]), pa.py_buffer(data)],
+                                 null_count=nulls)
+
+
+def _headers(pa: Any, kind: Any, n: int, nh: int, out: dict, hkd: int, hvd: int) -> Any:
+    """``array<struct<key string, value binary>>``, null for a record without headers."""
+    keys = _binary(pa, nh, out["hk_off"], np.ones(nh, np.bool_), out["hk_data"][:hkd],
+                   pa.string())
+    try:
+        keys.validate(full=True)  # header keys are Kafka Strings: UTF-8
+    except pa.ArrowInvalid as exc:
+        raise _corrupt(f"a header key is not UTF-8: {exc}") from exc
+    values = _binary(pa, nh, out["hv_off"], out["hv_valid"], out["hv_data"][:hvd])
+    struct_type = kind.value_type
+    entries = pa.StructArray.from_arrays([keys, values], fields=list(struct_type))
+    list_off = out["hdr_off"][:n + 1]
+    has = np.diff(list_off) > 0
+    bitmap, nulls = _validity(pa, has)
+    return pa.Array.from_buffers(kind, n, [bitmap, pa.py_buffer(list_off)],
+                                 null_count=nulls, children=[entries])
