@@ -13,6 +13,7 @@ import asyncio
 import enum
 import logging
 import time
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -83,8 +84,13 @@ class OffsetsPartition:
 
 
 class GroupCoordinator:
-    def __init__(self, broker: Any) -> None:
+    def __init__(self, broker: Any,
+                 create_offsets_topic: Callable[[], Awaitable[None]] | None = None) -> None:
+        """``create_offsets_topic`` creates ``__consumer_offsets`` (the broker passes the
+        topic administration's; Kafka's ``AutoTopicCreationManager`` role) so that the
+        coordinator does not reach into the server layer."""
         self.broker = broker
+        self._create_topic = create_offsets_topic or _no_topic_creation
         cfg = broker.config
         self.group_config = GroupConfig(
             min_session_timeout_ms=cfg.group_min_session_timeout_ms,
@@ -288,21 +294,8 @@ class GroupCoordinator:
         await asyncio.shield(self._creating)
 
     async def _create_offsets_topic(self) -> None:
-        from weir.server import admin
-
-        cfg = self.broker.config
-        rf = min(cfg.offsets_topic_replication_factor, len(admin.live_broker_ids(self.broker)))
-        configs = {"cleanup.policy": "compact", "retention.ms": "-1",
-                   "segment.bytes": str(cfg.offsets_topic_segment_bytes),
-                   "compression.type": "producer"}
         try:
-            await admin.create_topic(self.broker, OFFSETS_TOPIC,
-                                     cfg.offsets_topic_num_partitions, rf, None, configs)
-            log.info("created %s (%d partitions, RF %d)", OFFSETS_TOPIC,
-                     cfg.offsets_topic_num_partitions, rf)
-        except KafkaError as exc:
-            if exc.code != ErrorCode.topic_already_exists:
-                log.warning("cannot create %s: %s", OFFSETS_TOPIC, exc.message)
+            await self._create_topic()
         except Exception:  # e.g. ZooKeeper unreachable: the client simply retries
             log.exception("cannot create %s", OFFSETS_TOPIC)
 
@@ -579,3 +572,7 @@ def _whole_batches(data: bytes) -> list[bytes]:
     """The complete batches of a log read, each on its own."""
     return [data[h.position:h.position + h.size] for h in iter_headers(data)
             if h.position + h.size <= len(data)]
+
+
+async def _no_topic_creation() -> None:
+    log.warning("%s does not exist and this coordinator cannot create it", OFFSETS_TOPIC)

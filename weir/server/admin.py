@@ -6,6 +6,7 @@ controller's metadata to show the result (Kafka's delayed create/delete operatio
 from __future__ import annotations
 
 import asyncio
+import logging
 import re
 import time
 import uuid
@@ -14,6 +15,8 @@ from typing import Any
 from weir.config import validate_topic_configs
 from weir.controller.assignment import assign_replicas
 from weir.protocol.errors import ErrorCode, KafkaError
+
+log = logging.getLogger(__name__)
 
 MAX_TOPIC_NAME = 249
 _LEGAL = re.compile(r"^[a-zA-Z0-9._-]+$")
@@ -105,3 +108,23 @@ def config_entries(configs: Any) -> dict[str, str]:
             raise KafkaError(ErrorCode.invalid_config, f"config {c.name} has a null value")
         out[c.name] = c.value
     return out
+
+
+async def create_offsets_topic(broker) -> None:
+    """``__consumer_offsets`` with Kafka's settings (``offsets.topic.*``), for the group
+    coordinator; an existing topic is not an error."""
+    from weir.groups.codec import OFFSETS_TOPIC
+
+    cfg = broker.config
+    rf = min(cfg.offsets_topic_replication_factor, len(live_broker_ids(broker)))
+    configs = {"cleanup.policy": "compact", "retention.ms": "-1",
+               "segment.bytes": str(cfg.offsets_topic_segment_bytes),
+               "compression.type": "producer"}
+    try:
+        await create_topic(broker, OFFSETS_TOPIC, cfg.offsets_topic_num_partitions, rf, None,
+                           configs)
+        log.info("created %s (%d partitions, RF %d)", OFFSETS_TOPIC,
+                 cfg.offsets_topic_num_partitions, rf)
+    except KafkaError as exc:
+        if exc.code != ErrorCode.topic_already_exists:
+            log.warning("cannot create %s: %s", OFFSETS_TOPIC, exc.message)

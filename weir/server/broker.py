@@ -26,6 +26,7 @@ from weir.protocol.errors import ErrorCode
 from weir.protocol.interbroker import ControlledShutdownRequest
 from weir.replication.fetcher import FetcherSettings
 from weir.replication.replica_manager import ReplicaManager, ReplicationSettings
+from weir.server import admin
 from weir.server.metadata_cache import MetadataCache
 from weir.server.network import ConnectionLimits, SocketServer
 from weir.server.producer_ids import ProducerIdManager
@@ -75,7 +76,8 @@ class Broker:
         # Group coordinator (issue 6): follows leadership of __consumer_offsets partitions.
         from weir.groups.coordinator import GroupCoordinator
 
-        self.group_coordinator = GroupCoordinator(self)
+        self.group_coordinator = GroupCoordinator(
+            self, create_offsets_topic=lambda: admin.create_offsets_topic(self))
         self.replica_manager.leadership_listeners.append(self.group_coordinator.on_leadership)
         self.metrics_server: Any = None  # weir.server.metrics.MetricsServer when enabled
         self.cluster_id: str = ""
