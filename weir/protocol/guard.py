@@ -223,8 +223,18 @@ def _entity_least(cls: type) -> int:
     return total
 
 
-@cache
 def _entity_walker(cls: type, hook: Hook) -> Walker:
+    """The walker of ``cls``: compiled once without a hook; built anew with one (hooks are
+    per-call closures, and caching them would keep every one alive)."""
+    return _cached_walker(cls) if hook is None else _build_walker(cls, hook)
+
+
+@cache
+def _cached_walker(cls: type) -> Walker:
+    return _build_walker(cls, None)
+
+
+def _build_walker(cls: type, hook: Hook) -> Walker:
     flexible = bool(cls.__flexible__)
     inline: list[Walker] = []
     tagged: dict[int, Walker] = {}
