@@ -102,3 +102,26 @@ def test_plan_ranges_data_loss():
     assert ranges == [OffsetRange("t", 0, 10, 50), OffsetRange("t", 1, 0, 20)]
     with pytest.raises(DataLossError, match="went back"):
         plan_ranges({TP("t", 0): 60}, end, lambda tps: floors, True)
+
+
+def test_byte_limit_spreads_by_byte_lag_and_always_progresses():
+    from weir.spark.offsets import byte_limit
+
+    a, b = TP("t", 0), TP("t", 1)
+    start, latest = {a: 0, b: 100}, {a: 1000, b: 200}
+    assert byte_limit(start, latest, {a: 100.0, b: 100.0}, 10**9) == latest
+    # 1000 records of 100 B and 100 of 1000 B: equal byte lags, half the budget each
+    end = byte_limit(start, latest, {a: 100.0, b: 1000.0}, 20_000)
+    assert end == {a: 100, b: 110}
+    # a budget smaller than one record still reads one record of each lagging partition
+    assert byte_limit(start, latest, {a: 100.0, b: 1000.0}, 10) == {a: 1, b: 101}
+    assert byte_limit({a: 1000, b: 100}, latest, {}, 50) == {a: 1000, b: 150}  # 1 B each
+
+
+def test_max_bytes_per_trigger_is_a_streaming_option():
+    opts = {"kafka.bootstrap.servers": "h:1", "subscribe": "t", "maxBytesPerTrigger": "4096"}
+    assert parse_read_options(opts, streaming=True).max_bytes_per_trigger == 4096
+    with pytest.raises(OptionError, match="streaming queries only"):
+        parse_read_options(opts, streaming=False)
+    with pytest.raises(OptionError, match="positive integer"):
+        parse_read_options({**opts, "maxBytesPerTrigger": "-1"}, streaming=True)

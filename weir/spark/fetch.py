@@ -356,3 +356,54 @@ class _Reader:
             self.position = rng.until_offset
         else:
             self._to_leader(f"offset {self.position} is out of range on the leader")
+
+
+SAMPLE_BYTES = 256 * 1024
+
+
+def sample_bytes_per_record(client_conf: Mapping[str, str], start: Mapping[Any, int],
+                            end: Mapping[Any, int]) -> dict[Any, float]:
+    """Batch bytes per offset of each partition with records to read, sampled at its start.
+
+    One Fetch of up to 256 KiB per partition (from its leader); the sizes include batch
+    headers and compression, as ``maxBytesPerTrigger`` counts what is fetched.  Partitions
+    that cannot be sampled are left out (the limit then counts them as one byte a record).
+    """
+    wanted = {tp: start.get(tp, 0) for tp in end if end[tp] > start.get(tp, 0)}
+    if not wanted:
+        return {}
+    client = FetchClient(client_conf)
+    try:
+        for topic in sorted({tp.topic for tp in wanted}):
+            client.refresh(topic)
+        futures = {tp: client.fetch(client.leader(tp.topic, tp.partition), tp.topic,
+                                    tp.partition, offset, SAMPLE_BYTES, wait_ms=0)
+                   for tp, offset in wanted.items()
+                   if client.leader(tp.topic, tp.partition) >= 0}
+        sizes = {}
+        for tp, future in futures.items():
+            try:
+                part = future.result(client.timeout_s + 5)
+            except (ConnectionError, OSError, TimeoutError) as exc:
+                log.warning("%s: could not sample record sizes: %s", tp, exc)
+                continue
+            records = part.records or b""
+            first = int.from_bytes(records[:8], "big", signed=True) if records else -1
+            nxt = _next_offset(records)
+            if part.error_code == ErrorCode.none and nxt > first >= 0:
+                used = _whole_bytes(records)
+                sizes[tp] = used / (nxt - first)
+        return sizes
+    finally:
+        client.close()
+
+
+def _whole_bytes(records: bytes) -> int:
+    view = memoryview(records)
+    pos = 0
+    while pos + 61 <= len(view):
+        size = int.from_bytes(view[pos + 8:pos + 12], "big", signed=True) + 12
+        if size < 61 or pos + size > len(view):
+            break
+        pos += size
+    return pos

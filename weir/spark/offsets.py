@@ -86,6 +86,29 @@ def rate_limit(start: Mapping[TopicPartition, int], latest: Mapping[TopicPartiti
     return {tp: (start.get(tp, 0) + quota[tp] if lags[tp] else latest[tp]) for tp in latest}
 
 
+def byte_limit(start: Mapping[TopicPartition, int], latest: Mapping[TopicPartition, int],
+               bytes_per_record: Mapping[TopicPartition, float], max_bytes: int) -> Offsets:
+    """End offsets admitting about ``max_bytes`` of record batches, spread by byte lag.
+
+    ``bytes_per_record`` is each partition's estimated batch bytes per offset (sampled at
+    its start).  As with :func:`rate_limit`, every partition with a lag gets at least one
+    record, so a query always progresses even when one record exceeds the budget.
+    """
+    lags = {tp: max(latest[tp] - start.get(tp, 0), 0) for tp in latest}
+    size = {tp: max(float(bytes_per_record.get(tp, 1.0)), 1.0) for tp in latest}
+    total = sum(lags[tp] * size[tp] for tp in latest)
+    if total <= max_bytes:
+        return dict(latest)
+    end = {}
+    for tp in latest:
+        if not lags[tp]:
+            end[tp] = latest[tp]
+            continue
+        share = max_bytes * (lags[tp] * size[tp]) / total
+        end[tp] = start.get(tp, 0) + min(lags[tp], max(1, int(share // size[tp])))
+    return end
+
+
 def split_ranges(ranges: Iterable[OffsetRange], min_partitions: int | None,
                  max_records: int | None) -> list[OffsetRange]:
     """Cut ranges so there are at least ``min_partitions`` and none exceeds ``max_records``.

@@ -77,6 +77,7 @@ class ReadOptions:
     ending: OffsetSpec | None  # batch only
     streaming: bool
     max_offsets_per_trigger: int | None = None
+    max_bytes_per_trigger: int | None = None
     min_partitions: int | None = None
     max_records_per_partition: int | None = None
     fail_on_data_loss: bool = True
@@ -239,6 +240,7 @@ def parse_read_options(options: Mapping[str, str], streaming: bool) -> ReadOptio
     ending = (_timestamp(opts, "endingtimestamp", "endingTimestamp")
               or _offset_spec(opts, "endingoffsets", "endingOffsets"))
     max_per_trigger = _positive(opts, "maxoffsetspertrigger", "maxOffsetsPerTrigger")
+    max_bytes = _positive(opts, "maxbytespertrigger", "maxBytesPerTrigger")
     if streaming:
         if ending is not None:
             raise OptionError("options 'endingOffsets'/'endingTimestamp' are for batch queries;"
@@ -247,6 +249,8 @@ def parse_read_options(options: Mapping[str, str], streaming: bool) -> ReadOptio
     else:
         if max_per_trigger is not None:
             raise OptionError("option 'maxOffsetsPerTrigger' is for streaming queries only")
+        if max_bytes is not None:
+            raise OptionError("option 'maxBytesPerTrigger' is for streaming queries only")
         starting = starting or EARLIEST_SPEC
         ending = ending or LATEST_SPEC
         _check_batch_bounds(starting, ending)
@@ -261,6 +265,7 @@ def parse_read_options(options: Mapping[str, str], streaming: bool) -> ReadOptio
     return ReadOptions(
         client_conf=conf, subscription=sub, starting=starting, ending=ending,
         streaming=streaming, max_offsets_per_trigger=max_per_trigger,
+        max_bytes_per_trigger=max_bytes,
         min_partitions=_positive(opts, "minpartitions", "minPartitions"),
         max_records_per_partition=_positive(opts, "maxrecordsperpartition",
                                             "maxRecordsPerPartition"),

@@ -23,6 +23,7 @@ from pyspark.sql.datasource import (
 from pyspark.sql.streaming.datasource import (
     ReadAllAvailable,
     ReadLimit,
+    ReadMaxBytes,
     ReadMaxRows,
     SupportsTriggerAvailableNow,
 )
@@ -31,6 +32,7 @@ from pyspark.sql.types import StructType
 from weir.common import TopicPartition
 from weir.spark import offsets as off
 from weir.spark.consume import read_range
+from weir.spark.fetch import sample_bytes_per_record
 from weir.spark.metadata import PartitionMetadata
 from weir.spark.options import (
     OptionError,
@@ -156,6 +158,8 @@ class WeirStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def getDefaultReadLimit(self) -> ReadLimit:
         if self.opts.max_offsets_per_trigger:
             return ReadMaxRows(self.opts.max_offsets_per_trigger)
+        if self.opts.max_bytes_per_trigger:
+            return ReadMaxBytes(self.opts.max_bytes_per_trigger)
         return ReadAllAvailable()
 
     def prepareForTriggerAvailableNow(self) -> None:
@@ -170,10 +174,14 @@ class WeirStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def latestOffset(self, start: dict, limit: ReadLimit) -> dict:
         begin = off.from_json(start)
         available = self._available()
+        end = available
         if isinstance(limit, ReadMaxRows):
             end = off.rate_limit(begin, available, int(limit.max_rows))
-        else:
-            end = available
+        max_bytes = (int(limit.max_bytes) if isinstance(limit, ReadMaxBytes)
+                     else self.opts.max_bytes_per_trigger)
+        if max_bytes and not isinstance(limit, ReadAllAvailable):
+            sizes = sample_bytes_per_record(self.opts.client_conf, begin, end)
+            end = off.byte_limit(begin, end, sizes, max_bytes)
         return off.to_json(end)
 
     def reportLatestOffset(self) -> dict | None:
