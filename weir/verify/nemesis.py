@@ -94,6 +94,10 @@ class Nemesis:
     def start(self) -> None:
         self._thread.start()
 
+    @property
+    def running(self) -> bool:
+        return self._thread.is_alive()
+
     def stop(self, timeout_s: float = 120) -> None:
         """End the schedule (the current window heals at once) and wait for the thread."""
         self._stop.set()

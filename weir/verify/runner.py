@@ -43,6 +43,7 @@ class Options:
     quiet_s: tuple[float, float] = (3.0, 6.0)
     hold_s: tuple[float, float] = (3.0, 8.0)
     heal_timeout_s: float = 120.0
+    windows: int | None = None        # exactly this many fault windows, then stop early
 
 
 @dataclass
@@ -237,7 +238,8 @@ def run(opts: Options) -> Outcome:
             workers.append(wl.Reader(history, target.bootstrap, opts.topic, opts.partitions))
         for w in workers:
             w.start()
-        steps = schedule(opts.seed, faults, windows=max(1, int(opts.duration_s // 4)),
+        steps = schedule(opts.seed, faults,
+                         windows=opts.windows or max(1, int(opts.duration_s // 4)),
                          brokers=opts.brokers, quiet_s=opts.quiet_s, hold_s=opts.hold_s)
         if faults and target.cluster is not None:
             target.nemesis = Nemesis(target.cluster, history, steps, target.net, target.zk,
@@ -245,7 +247,12 @@ def run(opts: Options) -> Outcome:
             target.nemesis.start()
         _say(f"running {opts.workload} for {opts.duration_s:.0f}s, nemesis"
              f" {','.join(faults) or 'none'}, seed {opts.seed}")
-        threading.Event().wait(opts.duration_s)
+        deadline = time.monotonic() + opts.duration_s
+        while time.monotonic() < deadline:
+            if (opts.windows and target.nemesis is not None
+                    and not target.nemesis.running):
+                break
+            threading.Event().wait(min(0.5, max(deadline - time.monotonic(), 0)))
         if target.nemesis is not None:
             _say("healing")
             target.nemesis.stop()
