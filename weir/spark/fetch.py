@@ -247,6 +247,7 @@ class _Reader:
         self.node = -1  # where fetches go: the leader or a preferred read replica
         self.position = rng.from_offset
         self.deadline = time.monotonic() + timeout_s
+        self.served_by: dict[int, int] = {}  # records read per broker id
 
     def _fetch(self, offset: int) -> Future:
         return self.client.fetch(self.node, self.rng.topic, self.rng.partition, offset,
@@ -307,9 +308,13 @@ class _Reader:
             self.position = max(self.position, nxt)
             self.deadline = time.monotonic() + self.timeout_s
             if decoded.batch is not None:
+                self.served_by[self.node] = (self.served_by.get(self.node, 0)
+                                             + decoded.batch.num_rows)
                 yield decoded.batch
         if pending is not None:
             pending.cancel()
+        log.debug("%s: read [%d, %d) from brokers %s", rng.tp, rng.from_offset,
+                  rng.until_offset, self.served_by)
 
     def _nothing(self, records: bytes | None, high_watermark: int) -> None:
         """A response without a whole batch: a partial one, a lagging replica, or the end."""
