@@ -156,3 +156,39 @@ def test_report_files(tmp_path):
             "summary.md"} <= names
     assert "latency.png" in index.read_text()
     assert "| kill |" in (tmp_path / "summary.md").read_text()
+
+
+@pytest.mark.parametrize("planted, code", [(False, 0), (True, 1)])
+def test_cli_exit_status(monkeypatch, tmp_path, capsys, planted, code):
+    """`weir verify` exits 1 on any anomaly, 0 otherwise; the options reach the runner."""
+    from weir.cli.main import main
+    from weir.verify import runner
+
+    seen = {}
+
+    def fake_run(opts):
+        seen["opts"] = opts
+        ops = clean().ops
+        if planted:
+            ops[-1]["value"]["partitions"][0]["first_diff"] = 1
+        return runner.Outcome(check(ops), tmp_path / "history.jsonl", tmp_path / "index.html",
+                              [])
+
+    monkeypatch.setattr(runner, "run", fake_run)
+    assert main(["verify", "--duration", "2m", "--seed", "9", "--nemesis", "kill,pause",
+                 "--report", str(tmp_path)]) == code
+    opts = seen["opts"]
+    assert (opts.duration_s, opts.seed, opts.nemesis) == (120, 9, ["kill", "pause"])
+    out = capsys.readouterr().out
+    assert ("ANOMALY replica-divergence: 1" in out) == planted
+
+
+def test_cli_bootstrap_defaults_to_no_faults(monkeypatch, tmp_path):
+    from weir.cli.main import main
+    from weir.verify import runner
+
+    seen = {}
+    monkeypatch.setattr(runner, "run", lambda opts: seen.setdefault("opts", opts) and
+                        runner.Outcome(check(clean().ops), tmp_path, tmp_path, []))
+    assert main(["verify", "--bootstrap", "127.0.0.1:1", "--duration", "1s"]) == 0
+    assert seen["opts"].nemesis == [] and seen["opts"].bootstrap == "127.0.0.1:1"
