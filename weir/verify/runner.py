@@ -147,6 +147,21 @@ class Target:
             dirs[b] = Path(props.get("log.dirs", "").split(",")[0])
         return dirs
 
+    def unfreeze(self) -> None:
+        """After an interrupted run: no process left stopped, no link left cut."""
+        import os
+        import signal
+
+        if self.net is not None:
+            self.net.heal()
+        pids = [self.zk.pid if self.zk is not None else None]
+        if self.cluster is not None:
+            pids += [self.cluster.broker_pid(b) for b in self.cluster.broker_ids]
+        for pid in pids:
+            if pid:
+                with contextlib.suppress(OSError):
+                    os.kill(pid, signal.SIGCONT)
+
     def stop_brokers(self) -> None:
         if self.owned and self.cluster is not None:
             self.cluster.stop(timeout_s=30)
@@ -278,6 +293,7 @@ def run(opts: Options) -> Outcome:
         if target.nemesis is not None:
             with contextlib.suppress(Exception):
                 target.nemesis.stop(timeout_s=5)
+            target.unfreeze()
         target.close()
     ops = history.snapshot()
     history_path = history.write(report_dir / "history.jsonl")
