@@ -12,6 +12,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from weir.audit import cli as audit_cli
 from weir.cli import procs, reassign
 from weir.cli.cluster import ClusterError, LocalCluster, read_cluster_file
 from weir.cli.zkview import close_zk, collect_snapshot, open_zk, render_snapshot
@@ -67,6 +68,7 @@ def build_parser() -> argparse.ArgumentParser:
     bstop.add_argument("--data-dir", default=DEFAULT_DATA_DIR)
     reassign.add_parser(sub)
     verify_cli.add_parser(sub)
+    audit_cli.add_parser(sub)
     return parser
 
 
@@ -211,7 +213,8 @@ def cmd_broker_stop(args: argparse.Namespace) -> int:
 
 COMMANDS = {"up": cmd_up, "down": cmd_down, "status": cmd_status,
             "reassign": lambda args: reassign.cmd_reassign(args),
-            "verify": lambda args: verify_cli.cmd_verify(args)}
+            "verify": lambda args: verify_cli.cmd_verify(args),
+            "audit": lambda args: audit_cli.cmd_audit(args)}
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -122,10 +122,12 @@ class FetchClient:
             raise ConnectionError(f"broker {node} is not in the cluster metadata")
         return self.brokers[node]
 
-    def refresh(self, topic: str) -> None:
-        """Metadata of ``topic`` from the first bootstrap (or known) broker that answers."""
+    def refresh(self, topic: str | None) -> list[str]:
+        """Metadata of ``topic`` (None: every topic) from the first broker that answers;
+        returns the topic names it has."""
         cls = load_request_schema(3, METADATA_VERSION)
-        request = codec.build(cls, topics=[{"name": topic}], allow_auto_topic_creation=False)
+        request = codec.build(cls, topics=None if topic is None else [{"name": topic}],
+                              allow_auto_topic_creation=False)
         errors = []
         for address in [*self.bootstrap, *self.brokers.values()]:
             try:
@@ -139,7 +141,7 @@ class FetchClient:
                     key = (t.name, int(p.partition_index))
                     self.leaders[key] = (int(p.leader_id), int(p.leader_epoch))
                     self.replicas[key] = tuple(int(r) for r in p.replica_nodes)
-            return
+            return [t.name for t in response.topics if t.error_code == ErrorCode.none]
         raise ConnectionError("no broker answered Metadata: " + "; ".join(errors))
 
     def leader(self, topic: str, partition: int) -> int:

@@ -1,0 +1,1 @@
+"""Replica audit: compare every replica of every partition below the high watermark."""
