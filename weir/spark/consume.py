@@ -1,6 +1,7 @@
-"""Executor side of a read: one offset range through a Kafka consumer into Arrow batches.
+"""Executor side of a read: one offset range into Arrow batches.
 
-The consumer is assigned its partition explicitly (no consumer group is joined, nothing is
+Plaintext clusters are read by :mod:`weir.spark.fetch` (Fetch requests, bulk decoding);
+otherwise (TLS, SASL) by a confluent-kafka consumer, here.  The consumer is assigned its partition explicitly (no consumer group is joined, nothing is
 committed) and reads with large fetches.  The range never reaches past the high watermark
 seen when it was planned, so only committed records are read.
 """

@@ -30,7 +30,6 @@ from kio.index import load_request_schema
 from weir.protocol import codec
 from weir.protocol.client import BrokerConnection
 from weir.protocol.errors import ErrorCode
-from weir.spark.decode import decode
 from weir.spark.offsets import OffsetRange, report_data_loss
 
 log = logging.getLogger(__name__)
@@ -270,6 +269,8 @@ class _Reader:
             time.sleep(RETRY_BACKOFF_S)  # no leader yet (election under way): back off
 
     def run(self) -> Iterator[Any]:
+        from weir.spark.decode import decode  # numba: imported where records are decoded
+
         rng = self.rng
         self._to_leader("start")
         pending: Future | None = None

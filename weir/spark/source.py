@@ -32,7 +32,6 @@ from pyspark.sql.types import StructType
 from weir.common import TopicPartition
 from weir.spark import offsets as off
 from weir.spark.consume import read_range
-from weir.spark.fetch import sample_bytes_per_record
 from weir.spark.metadata import PartitionMetadata
 from weir.spark.options import (
     OptionError,
@@ -180,6 +179,8 @@ class WeirStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         max_bytes = (int(limit.max_bytes) if isinstance(limit, ReadMaxBytes)
                      else self.opts.max_bytes_per_trigger)
         if max_bytes and not isinstance(limit, ReadAllAvailable):
+            from weir.spark.fetch import sample_bytes_per_record
+
             sizes = sample_bytes_per_record(self.opts.client_conf, begin, end)
             end = off.byte_limit(begin, end, sizes, max_bytes)
         return off.to_json(end)
