@@ -39,6 +39,25 @@ def live_broker_ids(broker) -> list[int]:
     return ids or [broker.broker_id]
 
 
+# ZooKeeper refuses a znode over jute.maxbuffer (1 MiB less one byte by default), and a topic's
+# whole assignment lives in one: /brokers/topics/<t>.
+ZNODE_MAX_BYTES = 0xFFFFF
+
+
+def check_assignment_fits(total_partitions: int, replication_factor: int) -> None:
+    """Refuse an assignment that cannot be stored, before building it: each partition takes
+    at least ``"p":[r],`` in the JSON (6 bytes and two per replica). Kafka fails the same
+    request only after building the assignment in memory; a request for 2**31 partitions must
+    not be able to exhaust the broker's memory first."""
+    least = total_partitions * (5 + 2 * replication_factor)
+    if least > ZNODE_MAX_BYTES:
+        raise KafkaError(
+            ErrorCode.invalid_partitions,
+            f"{total_partitions} partitions with replication factor {replication_factor} "
+            f"cannot be stored: the assignment would exceed ZooKeeper's {ZNODE_MAX_BYTES}-byte "
+            f"znode limit (jute.maxbuffer)")
+
+
 def plan_assignment(broker, num_partitions: int, replication_factor: int,
                     manual: dict[int, list[int]] | None,
                     start_partition: int = 0) -> dict[int, list[int]]:
@@ -67,6 +86,7 @@ def plan_assignment(broker, num_partitions: int, replication_factor: int,
     if replication_factor < 1:
         raise KafkaError(ErrorCode.invalid_replication_factor,
                          f"replication factor must be at least 1, got {replication_factor}")
+    check_assignment_fits(start_partition + num_partitions, replication_factor)
     return assign_replicas(live_broker_ids(broker), num_partitions, replication_factor,
                            start_partition=start_partition)
 

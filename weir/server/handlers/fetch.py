@@ -23,7 +23,9 @@ MAX_VERSION = 12
 
 async def handle(ctx, request) -> Any:
     broker = ctx.broker
-    if request.session_id != 0 and request.session_epoch not in (-1, 0):
+    # Fetch sessions (KIP-227, v7+) are not kept: a request naming one is refused.
+    session_id = getattr(request, "session_id", 0)
+    if session_id != 0 and request.session_epoch not in (-1, 0):
         return RawResponse(fetch_response.encode(
             ctx.version, [], error_code=int(ErrorCode.fetch_session_id_not_found)))
     wanted: list[FetchPartition] = []
