@@ -11,8 +11,10 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import signal
 import time
+from pathlib import Path
 from typing import Any
 
 from weir.asyncutil import cancel_and_wait
@@ -56,6 +58,7 @@ class Broker:
         self.log_manager = LogManager(
             config.log_dir_paths, LogConfig.from_dict(topic_config(config, {}))
         )
+        self.log_manager.dir_failure_listeners.append(self._on_log_dir_failure)
         self.replica_manager = ReplicaManager(
             self.broker_id, self.log_manager, self.topic_log_config, self.topic_min_isr,
             replication_settings(config),
@@ -259,6 +262,19 @@ class Broker:
     def request_stop(self) -> None:
         self._stopping.set()
 
+    def _on_log_dir_failure(self, log_dir: Path, reason: str) -> None:
+        """Kafka's ``ReplicaManager.handleLogDirFailure``: a broker none of whose log dirs is
+        left online halts, so that its ZooKeeper session ends and the controller elects new
+        leaders; leading on from a failed disk would stall its partitions for good."""
+        if self.log_manager.online_dirs:
+            log.error("log dir %s failed (%s); its replicas are offline, %d dirs remain",
+                      log_dir, reason, len(self.log_manager.online_dirs))
+            return
+        log.critical("halting broker %d: all log dirs %s have failed (last: %s: %s)",
+                     self.broker_id, [str(d) for d in self.log_manager.log_dirs], log_dir,
+                     reason)
+        halt(1)
+
     async def controlled_shutdown(self) -> bool:
         """Ask the controller to move leadership off this broker first (seed 004's
         shutdownBroker): retried ``controlled.shutdown.max.retries`` times, every
@@ -321,6 +337,13 @@ class Broker:
         self.log_manager.shutdown()
         await asyncio.to_thread(self.zk.stop)
         log.info("broker %d stopped cleanly", self.broker_id)
+
+
+def halt(code: int) -> None:
+    """Kafka's ``Exit.halt``: end the process now, without shutdown hooks or a controlled
+    shutdown (there is nothing left to serve)."""
+    logging.shutdown()
+    os._exit(code)
 
 
 def replication_settings(config: BrokerConfig) -> ReplicationSettings:

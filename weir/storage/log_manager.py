@@ -50,6 +50,8 @@ class LogManager:
         self._offline: dict[Path, str] = {}
         self._topic_configs: dict[str, LogConfig] = {}
         self._now_ms = 0
+        # Called with (log dir, reason) when a dir goes offline (Kafka's LogDirFailureChannel).
+        self.dir_failure_listeners: list[Callable[[Path, str], None]] = []
 
     # -- startup and shutdown ----------------------------------------------------------
     def startup(self, now_ms: int, configs: Mapping[str, LogConfig] | None = None) -> None:
@@ -146,6 +148,8 @@ class LogManager:
         for tp, d in list(self._log_dir_of.items()):
             if d == log_dir and tp in self._logs:
                 self._logs[tp].offline_reason = reason
+        for listener in self.dir_failure_listeners:
+            listener(log_dir, reason)
 
     def _storage_error(self, tp: TopicPartition) -> KafkaError:
         log_dir = self._log_dir_of[tp]

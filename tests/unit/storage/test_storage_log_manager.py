@@ -156,3 +156,26 @@ def test_io_error_takes_dir_offline(manager, dirs, monkeypatch):
     m.shutdown()  # does not touch the offline dir
     assert not (dirs[0] / ".kafka_cleanshutdown").exists()
     assert (dirs[1] / ".kafka_cleanshutdown").exists()
+
+
+def test_dir_failure_listeners_hear_each_failed_dir_once(manager, dirs, monkeypatch):
+    """Kafka's LogDirFailureChannel: the broker is told which dir failed (and halts when none
+    is left, ReplicaManager.handleLogDirFailure)."""
+    m = manager()
+    m.startup(now_ms=0)
+    heard: list[tuple] = []
+    m.dir_failure_listeners.append(lambda d, reason: heard.append((d, reason)))
+    lg0 = m.get_or_create_log(TP0, LogConfig())
+
+    def broken(*args, **kwargs):
+        raise OSError(27, "File too large")
+
+    monkeypatch.setattr(lg0.active_segment, "append", broken)
+    with pytest.raises(KafkaError):
+        produce(lg0)
+    for _ in range(2):
+        with pytest.raises(KafkaError):
+            m.get_log(TP0)
+    assert [d for d, _ in heard] == [dirs[0]]
+    assert "File too large" in heard[0][1]
+    assert m.online_dirs == [dirs[1]]
