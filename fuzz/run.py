@@ -105,6 +105,9 @@ def live_phase(deadline: float, seed: int, stats: Counter, findings: list[str]) 
             log = cluster.log_path(slot.id).read_text(errors="replace")
             stats["live: handler errors in the log"] = log.count("unexpected error")
         finally:
+            if findings:  # keep the evidence: the directory goes with the cluster
+                Path("fuzz/last-broker.log").write_text(
+                    cluster.log_path(cluster.broker_ids[0]).read_text(errors="replace"))
             cluster.stop()
 
 
