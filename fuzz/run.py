@@ -98,10 +98,17 @@ def live_phase(deadline: float, seed: int, stats: Counter, findings: list[str]) 
                 stats["live: max RSS MiB"] = max(stats["live: max RSS MiB"],
                                                  rss_bytes(pid) >> 20)
                 topic = f"alive-{round_no}"
-                create_topic(cluster.bootstrap, topic)
-                produce(cluster.bootstrap, topic, [b"alive"])
-                if not consume_assigned(cluster.bootstrap, topic, [0], 1):
+                try:
+                    create_topic(cluster.bootstrap, topic)
+                    produce(cluster.bootstrap, topic, [b"alive"])
+                    serving = bool(consume_assigned(cluster.bootstrap, topic, [0], 1))
+                except Exception as exc:  # noqa: BLE001 - any failure to serve is the finding
+                    serving = False
+                    stats["live: serving check error"] += 1
+                    findings.append(f"live: serving check failed in round {round_no}: {exc!r}")
+                if not serving:
                     findings.append(f"live: not serving after round {round_no}")
+                    break
             log = cluster.log_path(slot.id).read_text(errors="replace")
             stats["live: handler errors in the log"] = log.count("unexpected error")
         finally:
