@@ -45,7 +45,8 @@ fuzz: deps
 	$(PY) -m fuzz.run --minutes $(FUZZ_MINUTES)
 
 lint: $(STAMP)
-	$(VENV)/bin/ruff check weir tests bench fuzz
+	$(VENV)/bin/ruff check weir tests bench fuzz examples
+	$(VENV)/bin/lint-imports
 
 clean:
 	rm -rf $(VENV) weir-data .pytest_cache
