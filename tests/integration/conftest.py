@@ -27,6 +27,16 @@ def _cluster(tmp_path_factory, brokers: int, **overrides: str) -> LocalCluster:
     return cluster
 
 
+def serve_cluster(tmp_path_factory, brokers: int, overrides: dict[str, str]):
+    """A module fixture's body: a cluster with these settings, its logs printed if it fails
+    to start, stopped by PID at the end (``yield from serve_cluster(...)``)."""
+    cluster = _cluster(tmp_path_factory, brokers, **overrides)
+    try:
+        yield cluster
+    finally:
+        cluster.stop()
+
+
 def _dump_logs(cluster: LocalCluster) -> None:
     for broker_id in cluster.broker_ids:
         path = cluster.log_path(broker_id)

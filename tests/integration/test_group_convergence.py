@@ -18,8 +18,7 @@ from confluent_kafka import Consumer
 
 from tests.conftest import wait_for
 from tests.integration.clients import create_topic
-from tests.integration.conftest import _dump_logs
-from weir.cli.cluster import LocalCluster
+from tests.integration.conftest import serve_cluster
 from weir.groups.codec import OFFSETS_TOPIC, partition_for
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(300)]
@@ -36,16 +35,7 @@ OVERRIDES = {
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory):
-    c = LocalCluster(tmp_path_factory.mktemp("weir-converge"), brokers=1, port_base=0,
-                     overrides=OVERRIDES)
-    try:
-        c.start(timeout_s=90)
-        yield c
-    except BaseException:
-        _dump_logs(c)
-        raise
-    finally:
-        c.stop()
+    yield from serve_cluster(tmp_path_factory, 1, OVERRIDES)
 
 
 def _name(prefix: str) -> str:
@@ -243,16 +233,7 @@ def cluster3(tmp_path_factory):
     overrides = dict(OVERRIDES, **{"offsets.topic.replication.factor": "3",
                                    "offsets.topic.num.partitions": "3",
                                    "offsets.commit.timeout.ms": "5000"})
-    c = LocalCluster(tmp_path_factory.mktemp("weir-converge3"), brokers=3, port_base=0,
-                     overrides=overrides)
-    try:
-        c.start(timeout_s=90)
-        yield c
-    except BaseException:
-        _dump_logs(c)
-        raise
-    finally:
-        c.stop()
+    yield from serve_cluster(tmp_path_factory, 3, overrides)
 
 
 def _coordinator(bootstrap: str, group: str) -> int:

@@ -23,8 +23,7 @@ from confluent_kafka.admin import AdminClient
 
 from tests.conftest import wait_for
 from tests.integration.clients import create_topic, produce
-from tests.integration.conftest import _dump_logs
-from weir.cli.cluster import LocalCluster
+from tests.integration.conftest import serve_cluster
 from weir.groups.codec import OFFSETS_TOPIC, partition_for
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(240)]
@@ -41,16 +40,7 @@ HEARTBEAT_MS = 300
 
 @pytest.fixture(scope="module")
 def gcluster(tmp_path_factory):
-    cluster = LocalCluster(tmp_path_factory.mktemp("weir-groups"), brokers=1, port_base=0,
-                           overrides=GROUP_OVERRIDES)
-    try:
-        cluster.start(timeout_s=90)
-        yield cluster
-    except BaseException:
-        _dump_logs(cluster)
-        raise
-    finally:
-        cluster.stop()
+    yield from serve_cluster(tmp_path_factory, 1, GROUP_OVERRIDES)
 
 
 def _name(prefix: str) -> str:
@@ -420,16 +410,7 @@ def test_admin_list_describe_delete(gcluster):
 def gcluster3(tmp_path_factory):
     overrides = dict(GROUP_OVERRIDES, **{"offsets.topic.replication.factor": "3",
                                          "offsets.topic.num.partitions": "3"})
-    cluster = LocalCluster(tmp_path_factory.mktemp("weir-groups3"), brokers=3, port_base=0,
-                           overrides=overrides)
-    try:
-        cluster.start(timeout_s=90)
-        yield cluster
-    except BaseException:
-        _dump_logs(cluster)
-        raise
-    finally:
-        cluster.stop()
+    yield from serve_cluster(tmp_path_factory, 3, overrides)
 
 
 def _coordinator_id(bootstrap: str, group: str) -> int:
