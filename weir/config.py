@@ -550,6 +550,13 @@ class BrokerConfig:
             key = fallback[0] if fallback else None
         return False
 
+    def explicit_raw(self, key: str) -> str | None:
+        """The value of ``key`` as written in the file (None when it is not set there)."""
+        if self._explicit.get(key) is None:
+            return None
+        raw = self.originals[key]
+        return raw.strip() if isinstance(raw, str) else format_value(raw)
+
     def __getattr__(self, attr: str) -> Any:
         key = _ATTRS.get(attr)
         if key is None or attr.startswith("_"):
@@ -650,47 +657,84 @@ class ConfigEntry:
     synonyms: list[ConfigSynonym] = field(default_factory=list)
 
 
-def _broker_source(broker: BrokerConfig, key: str) -> ConfigSource:
-    if broker.is_explicit(key):
-        return ConfigSource.STATIC_BROKER_CONFIG
-    return ConfigSource.DEFAULT_CONFIG
+# Broker keys that are one setting in different units, highest priority first
+# (DynamicBrokerConfig.brokerConfigSynonyms); every other key is its own only synonym.
+_UNIT_SYNONYMS: dict[str, tuple[str, ...]] = {}
+for _group in (("log.roll.ms", "log.roll.hours"), ("log.roll.jitter.ms", "log.roll.jitter.hours"),
+               ("log.flush.interval.ms", "log.flush.scheduler.interval.ms"),
+               ("log.retention.ms", "log.retention.minutes", "log.retention.hours")):
+    for _key in _group:
+        _UNIT_SYNONYMS[_key] = _group
+del _group, _key
+
+
+def _broker_synonyms(broker: BrokerConfig, key: str, sensitive: bool) -> list[ConfigSynonym]:
+    """Kafka's synonym list for broker key ``key`` (ConfigHelper.configSynonyms): the keys set
+    in server.properties (STATIC_BROKER_CONFIG), then those with a built-in default
+    (DEFAULT_CONFIG), each tier in synonym order.  Weir has no dynamic broker tiers."""
+    names = _UNIT_SYNONYMS.get(key, (key,))
+    out = []
+    for name in names:
+        if broker.explicit_raw(name) is not None:
+            value = None if sensitive else broker.explicit_raw(name)
+            out.append(ConfigSynonym(name, value, int(ConfigSource.STATIC_BROKER_CONFIG)))
+    for name in names:
+        default = BROKER_CONFIG_DEFS[name].default
+        if default is not None:
+            value = None if sensitive else format_value(default)
+            out.append(ConfigSynonym(name, value, int(ConfigSource.DEFAULT_CONFIG)))
+    return out
 
 
 def describe_topic_config(broker: BrokerConfig, overrides: Mapping[str, str] | None = None
                           ) -> list[ConfigEntry]:
-    """Every topic-level key with value and source (topic override, broker file, default)."""
+    """Every topic-level key as ConfigHelper.createTopicConfigEntry describes it: the
+    effective value; synonyms in Kafka's order (the topic override as DYNAMIC_TOPIC_CONFIG,
+    then the broker keys set in server.properties, then built-in defaults); the source is the
+    first synonym's (DEFAULT_CONFIG when there is none); never read-only.
+
+    One deliberate difference: Kafka 3.x drops leading unit synonyms that differ from the
+    primary broker key (so ``log.retention.hours=24`` in the file describes ``retention.ms``
+    as DEFAULT_CONFIG); Weir keeps them and reports STATIC_BROKER_CONFIG, which is where the
+    value comes from.
+    """
     overrides = dict(overrides or {})
     effective = topic_config(broker, overrides)
     entries = []
     for name, tdef in TOPIC_CONFIGS.items():
+        sensitive = tdef.type == "password"
+        value = None if sensitive else format_value(effective[name])
         synonyms = []
         if name in overrides:
-            synonyms.append(ConfigSynonym(name, format_value(effective[name]),
-                                          int(ConfigSource.DYNAMIC_TOPIC_CONFIG)))
+            synonyms.append(ConfigSynonym(name, value, int(ConfigSource.DYNAMIC_TOPIC_CONFIG)))
         if tdef.broker_key is not None:
-            synonyms.append(ConfigSynonym(tdef.broker_key,
-                                          format_value(broker.get(tdef.broker_key)),
-                                          int(_broker_source(broker, tdef.broker_key))))
+            synonyms += _broker_synonyms(broker, tdef.broker_key, sensitive)
         source = synonyms[0].source if synonyms else ConfigSource.DEFAULT_CONFIG
         entries.append(ConfigEntry(
-            name=name, value=format_value(effective[name]), source=int(source),
-            read_only=False, sensitive=False, is_default=source == ConfigSource.DEFAULT_CONFIG,
+            name=name, value=value, source=int(source),
+            read_only=False, sensitive=sensitive,
+            is_default=source == ConfigSource.DEFAULT_CONFIG,
             type=int(tdef.type_code), doc=tdef.doc, synonyms=synonyms))
     return entries
 
 
 def describe_broker_config(broker: BrokerConfig) -> list[ConfigEntry]:
-    """Every broker key with its effective value; static configs are read-only."""
+    """Every broker key with its effective value, as ConfigHelper.createBrokerConfigEntry:
+    synonyms from the key itself on (STATIC_BROKER_CONFIG when set in server.properties,
+    then DEFAULT_CONFIG), source the first synonym's, passwords sensitive with no value.
+    Every key is read-only: Weir does not alter broker configs dynamically."""
     entries = []
     for cdef in BROKER_CONFIGS:
-        source = _broker_source(broker, cdef.name)
         sensitive = cdef.type == "password"
+        synonyms = _broker_synonyms(broker, cdef.name, sensitive)
+        while synonyms and synonyms[0].name != cdef.name:
+            synonyms.pop(0)  # another unit's key: it describes that key, not this one
+        source = synonyms[0].source if synonyms else ConfigSource.DEFAULT_CONFIG
         value = None if sensitive else format_value(broker.get(cdef.name))
         entries.append(ConfigEntry(
             name=cdef.name, value=value, source=int(source), read_only=True,
             sensitive=sensitive, is_default=source == ConfigSource.DEFAULT_CONFIG,
-            type=int(cdef.type_code), doc=cdef.doc,
-            synonyms=[ConfigSynonym(cdef.name, value, int(source))]))
+            type=int(cdef.type_code), doc=cdef.doc, synonyms=synonyms))
     return entries
 
 

@@ -315,3 +315,40 @@ def test_describe_broker_config() -> None:
     assert entries["log.segment.bytes"].is_default
     assert entries["broker.rack"].value is None
     assert all(e.read_only for e in entries.values())
+
+
+def test_describe_topic_config_synonyms_in_kafka_order() -> None:
+    broker = make({"min.insync.replicas": "2", "log.retention.hours": "24"})
+    entries = {e.name: e for e in describe_topic_config(broker, {"min.insync.replicas": "3"})}
+    mir = entries["min.insync.replicas"]
+    assert (mir.value, mir.source) == ("3", ConfigSource.DYNAMIC_TOPIC_CONFIG)
+    assert [(s.name, s.value, s.source) for s in mir.synonyms] == [
+        ("min.insync.replicas", "3", ConfigSource.DYNAMIC_TOPIC_CONFIG),
+        ("min.insync.replicas", "2", ConfigSource.STATIC_BROKER_CONFIG),
+        ("min.insync.replicas", "1", ConfigSource.DEFAULT_CONFIG)]
+    ret = entries["retention.ms"]
+    assert (ret.value, ret.source, ret.is_default) == (
+        "86400000", ConfigSource.STATIC_BROKER_CONFIG, False)
+    assert [(s.name, s.value, s.source) for s in ret.synonyms] == [
+        ("log.retention.hours", "24", ConfigSource.STATIC_BROKER_CONFIG),
+        ("log.retention.hours", "168", ConfigSource.DEFAULT_CONFIG)]
+    seg = entries["segment.bytes"]  # left at its default: DEFAULT_CONFIG, one synonym
+    assert (seg.source, seg.is_default) == (ConfigSource.DEFAULT_CONFIG, True)
+    assert [(s.name, s.source) for s in seg.synonyms] == [
+        ("log.segment.bytes", ConfigSource.DEFAULT_CONFIG)]
+    thr = entries["leader.replication.throttled.replicas"]  # no broker synonym
+    assert (thr.source, thr.synonyms, thr.read_only) == (ConfigSource.DEFAULT_CONFIG, [], False)
+
+
+def test_describe_broker_config_synonyms_start_at_the_key() -> None:
+    broker = make({"log.retention.ms": "5000"})
+    entries = {e.name: e for e in describe_broker_config(broker)}
+    ms, hours = entries["log.retention.ms"], entries["log.retention.hours"]
+    assert (ms.value, ms.source) == ("5000", ConfigSource.STATIC_BROKER_CONFIG)
+    assert [(s.name, s.source) for s in ms.synonyms] == [
+        ("log.retention.ms", ConfigSource.STATIC_BROKER_CONFIG),
+        ("log.retention.hours", ConfigSource.DEFAULT_CONFIG)]
+    assert (hours.source, hours.is_default) == (ConfigSource.DEFAULT_CONFIG, True)
+    assert [s.name for s in hours.synonyms] == ["log.retention.hours"]
+    assert entries["zookeeper.connect"].source == ConfigSource.STATIC_BROKER_CONFIG
+    assert entries["broker.rack"].synonyms == []

@@ -46,6 +46,9 @@ _MODULES = (
     "offset_delete",
     "alter_partition_reassignments",
     "list_partition_reassignments",
+    "alter_configs",
+    "incremental_alter_configs",
+    "describe_cluster",
 )
 
 

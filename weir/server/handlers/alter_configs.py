@@ -1,0 +1,39 @@
+"""AlterConfigs (33): replace a topic's whole override set (the pre-KIP-339 API; keys not
+named go back to their defaults).  Validation, storage and errors are IncrementalAlterConfigs'
+(:func:`~weir.server.handlers.incremental_alter_configs.alter_resource`)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from weir.protocol.errors import ErrorCode, KafkaError
+from weir.server.handlers.incremental_alter_configs import alter_resource
+
+API_KEY = 33
+MIN_VERSION = 0
+MAX_VERSION = 2
+
+
+async def handle(ctx, request) -> Any:
+    responses = []
+    for res in request.resources:
+        entries = [(c.name, c.value) for c in res.configs]
+        code, message = await alter_resource(
+            ctx.broker, int(res.resource_type), res.resource_name,
+            lambda current, effective, entries=entries: replacement(entries),
+            bool(request.validate_only))
+        responses.append({"error_code": code, "error_message": message,
+                          "resource_type": res.resource_type,
+                          "resource_name": res.resource_name})
+    return ctx.respond(responses=responses)
+
+
+def replacement(entries: list[tuple[str, str | None]]) -> dict[str, str]:
+    """The new override set: every named key with a value (a null value is left out, as
+    Kafka's ZkAdminManager.alterConfigs does)."""
+    names = [name for name, _ in entries]
+    if len(set(names)) != len(names):
+        dup = sorted({n for n in names if names.count(n) > 1})
+        raise KafkaError(ErrorCode.invalid_request,
+                         f"Error due to duplicate config keys: {', '.join(dup)}")
+    return {name: value for name, value in entries if value is not None}

@@ -1,0 +1,39 @@
+"""DescribeCluster (60, KIP-700): cluster id, controller and live brokers, as the admin
+client's describeCluster asks for them (the same view as Metadata gives)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from weir.protocol.errors import ErrorCode
+from weir.server.handlers.metadata import _NO_OPERATIONS, _from_zookeeper
+
+API_KEY = 60
+MIN_VERSION = 0
+MAX_VERSION = 1
+
+BROKERS_ENDPOINT = 1
+
+
+async def handle(ctx, request) -> Any:
+    broker = ctx.broker
+    endpoint_type = int(getattr(request, "endpoint_type", BROKERS_ENDPOINT))
+    if endpoint_type != BROKERS_ENDPOINT:  # a ZooKeeper-mode broker has no KRaft controllers
+        return ctx.respond(error_code=ErrorCode.unsupported_endpoint_type,
+                           error_message=f"endpoint type {endpoint_type} is not supported; "
+                                         "a ZooKeeper-based cluster lists brokers only",
+                           endpoint_type=endpoint_type, cluster_id=broker.cluster_id,
+                           controller_id=-1, brokers=[],
+                           cluster_authorized_operations=_NO_OPERATIONS)
+    cache = broker.metadata
+    brokers = [{"broker_id": b.id, "host": b.host, "port": b.port, "rack": b.rack}
+               for b in sorted(cache.brokers.values(), key=lambda b: b.id)]
+    controller_id = cache.controller_id
+    if not brokers or controller_id < 0:  # no UpdateMetadata yet: ask ZooKeeper
+        registered, controller_id = await _from_zookeeper(broker)
+        brokers = brokers or [{"broker_id": b["node_id"], "host": b["host"],
+                               "port": b["port"], "rack": b["rack"]} for b in registered]
+    return ctx.respond(error_code=ErrorCode.none, error_message=None,
+                       endpoint_type=endpoint_type, cluster_id=broker.cluster_id,
+                       controller_id=controller_id, brokers=brokers,
+                       cluster_authorized_operations=_NO_OPERATIONS)
