@@ -4,10 +4,12 @@ DescribeConfigs / IncrementalAlterConfigs / AlterConfigs / DescribeCluster, and 
 
 from __future__ import annotations
 
+import json
+import subprocess
 import sys
 
 import pytest
-from confluent_kafka import KafkaException, Producer
+from confluent_kafka import Consumer, KafkaException, Producer
 from confluent_kafka.admin import (
     AdminClient,
     AlterConfigOpType,
@@ -148,3 +150,100 @@ def test_describe_cluster(cluster, admin):
     assert [n.id for n in desc.nodes] == cluster.broker_ids
     assert desc.controller is not None and desc.controller.id == cluster.broker_ids[0]
     assert desc.cluster_id
+
+
+# -- the weir topic | config | group CLI ------------------------------------------------------
+
+
+def weir(cluster, *args: str, use_data_dir: bool = False) -> subprocess.CompletedProcess:
+    where = (["--data-dir", str(cluster.data_dir)] if use_data_dir
+             else ["--bootstrap-server", cluster.bootstrap])
+    return subprocess.run([*WEIR, *args, *where, "--timeout", "20"], capture_output=True,
+                          text=True, timeout=90, check=False)
+
+
+def ok_json(result: subprocess.CompletedProcess):
+    assert result.returncode == 0, result.stdout + result.stderr
+    return json.loads(result.stdout)
+
+
+def test_cli_topic_and_config_commands(cluster, topic_name):
+    created = weir(cluster, "topic", "create", topic_name, "--partitions", "2",
+                   "--replication-factor", "1", "--config", "retention.ms=3600000")
+    assert created.returncode == 0, created.stderr
+    assert topic_name in ok_json(weir(cluster, "topic", "list", "--json", use_data_dir=True))
+
+    [desc] = ok_json(weir(cluster, "topic", "describe", topic_name, "--json"))
+    assert (desc["partitions"], desc["replication_factor"]) == (2, 1)
+    assert desc["configs"] == {"retention.ms": "3600000"}
+    assert [p["leader"] for p in desc["partition_details"]] == cluster.broker_ids * 2
+    text = weir(cluster, "topic", "describe", topic_name)
+    assert "PartitionCount: 2" in text.stdout and "ISR" in text.stdout
+
+    assert weir(cluster, "topic", "add-partitions", topic_name, "--partitions", "3"
+                ).returncode == 0
+    wait_for(lambda: ok_json(weir(cluster, "topic", "describe", topic_name, "--json")
+                             )[0]["partitions"] == 3, 30, what="3 partitions")
+
+    assert weir(cluster, "config", "set", "--topic", topic_name, "segment.ms=60000",
+                "cleanup.policy=compact").returncode == 0
+    assert weir(cluster, "topic", "alter-config", topic_name, "--delete", "retention.ms"
+                ).returncode == 0
+    got = ok_json(weir(cluster, "config", "get", "--topic", topic_name, "--json"))
+    assert {r["name"]: (r["value"], r["source"]) for r in got["configs"]} == {
+        "cleanup.policy": ("compact", "DYNAMIC_TOPIC_CONFIG"),
+        "segment.ms": ("60000", "DYNAMIC_TOPIC_CONFIG")}
+    one = ok_json(weir(cluster, "config", "get", "--topic", topic_name, "retention.ms",
+                       "--json"))["configs"]
+    assert [(r["value"], r["source"]) for r in one] == [
+        (str(48 * 3600 * 1000), "STATIC_BROKER_CONFIG")]
+    assert weir(cluster, "config", "delete", "--topic", topic_name, "segment.ms"
+                ).returncode == 0
+    table = weir(cluster, "config", "get", "--topic", topic_name)
+    assert "cleanup.policy" in table.stdout and "segment.ms" not in table.stdout
+
+    bad = weir(cluster, "config", "set", "--topic", topic_name, "retention.ms=soon")
+    assert bad.returncode == 1 and "INVALID_CONFIG" in bad.stderr
+    assert "retention.ms" in bad.stderr
+    missing = weir(cluster, "topic", "describe", "no-such-topic")
+    assert missing.returncode == 1 and "no-such-topic" in missing.stderr
+
+    assert weir(cluster, "topic", "delete", topic_name).returncode == 0
+    wait_for(lambda: topic_name not in ok_json(weir(cluster, "topic", "list", "--json")),
+             30, what="topic deleted")
+
+
+def test_cli_group_list_and_describe_with_lag(cluster, topic_name):
+    group = f"g-{topic_name}"
+    create_topic(cluster.bootstrap, topic_name)
+    produce(cluster.bootstrap, topic_name, [b"%d" % i for i in range(5)])
+    consumer = Consumer({"bootstrap.servers": cluster.bootstrap, "group.id": group,
+                         "client.id": "cli-test", "auto.offset.reset": "earliest",
+                         "enable.auto.commit": False})
+    try:
+        consumer.subscribe([topic_name])
+        seen = []
+        deadline_polls = 120
+        while len(seen) < 3 and deadline_polls:
+            deadline_polls -= 1
+            msg = consumer.poll(0.5)
+            if msg is not None and msg.error() is None:
+                seen.append(msg)
+        assert len(seen) == 3
+        consumer.commit(message=seen[-1], asynchronous=False)
+
+        listed = ok_json(weir(cluster, "group", "list", "--json"))
+        assert group in [g["group"] for g in listed]
+        desc = ok_json(weir(cluster, "group", "describe", group, "--json"))
+        assert len(desc["members"]) == 1
+        assert desc["members"][0]["client_id"] == "cli-test"
+        assert desc["members"][0]["assignment"] == [{"topic": topic_name, "partition": 0}]
+        [row] = desc["partitions"]
+        assert (row["current_offset"], row["log_end_offset"], row["lag"]) == (3, 5, 2)
+        assert row["member_id"] == desc["members"][0]["member_id"]
+        text = weir(cluster, "group", "describe", group)
+        assert "LAG" in text.stdout and "cli-test" in text.stdout
+    finally:
+        consumer.close()
+    gone = weir(cluster, "group", "describe", "no-such-group")
+    assert gone.returncode == 1 and "does not exist" in gone.stderr

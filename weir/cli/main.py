@@ -1,4 +1,5 @@
-"""The ``weir`` command: ``up``, ``down``, ``status``, ``broker start|stop`` and ``verify``."""
+"""The ``weir`` command: ``up``, ``down``, ``status``, ``broker start|stop``, ``verify`` and the
+Kafka-protocol admin commands ``topic``, ``group`` and ``config`` (``weir/cli/admin.py``)."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from weir.audit import cli as audit_cli
-from weir.cli import procs, reassign
+from weir.cli import admin, procs, reassign
 from weir.cli.cluster import ClusterError, LocalCluster, read_cluster_file
 from weir.cli.zkview import close_zk, collect_snapshot, open_zk, render_snapshot
 from weir.config import BrokerConfig, ConfigError
@@ -69,6 +70,7 @@ def build_parser() -> argparse.ArgumentParser:
     reassign.add_parser(sub)
     verify_cli.add_parser(sub)
     audit_cli.add_parser(sub)
+    admin.add_parsers(sub)
     return parser
 
 
@@ -214,7 +216,8 @@ def cmd_broker_stop(args: argparse.Namespace) -> int:
 COMMANDS = {"up": cmd_up, "down": cmd_down, "status": cmd_status,
             "reassign": lambda args: reassign.cmd_reassign(args),
             "verify": lambda args: verify_cli.cmd_verify(args),
-            "audit": lambda args: audit_cli.cmd_audit(args)}
+            "audit": lambda args: audit_cli.cmd_audit(args),
+            **{name: admin.run for name in admin.COMMANDS}}
 
 
 def main(argv: Sequence[str] | None = None) -> int:

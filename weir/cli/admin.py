@@ -1,0 +1,350 @@
+"""Operator commands over the Kafka protocol: ``weir topic``, ``weir group``, ``weir config``.
+
+They speak to ``--bootstrap-server`` with confluent-kafka's AdminClient, as Kafka's
+kafka-topics.sh, kafka-consumer-groups.sh and kafka-configs.sh do (default: the ``weir up``
+cluster recorded in ``--data-dir``).  People get tables; ``--json`` prints one JSON document
+for scripts.  A Kafka error is printed as ``weir: <error name>: <message>`` with exit code 1.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Callable, Iterable, Sequence
+from pathlib import Path
+from typing import Any
+
+from weir.cli.cluster import read_cluster_file
+
+DEFAULT_DATA_DIR = "./weir-data"
+
+
+class AdminCliError(Exception):
+    """A failure reported to the user as ``weir: <message>`` (exit code 1)."""
+
+
+# -- parser -------------------------------------------------------------------------------------
+
+
+def _key_value(text: str) -> tuple[str, str]:
+    key, sep, value = text.partition("=")
+    if not sep or not key.strip():
+        raise argparse.ArgumentTypeError(f"expected key=value, got {text!r}")
+    return key.strip(), value.strip()
+
+
+def _common(p: argparse.ArgumentParser) -> argparse.ArgumentParser:
+    p.add_argument("--bootstrap-server", default=None, metavar="HOST:PORT[,...]",
+                   help="brokers to talk to (default: the cluster in --data-dir)")
+    p.add_argument("--data-dir", default=DEFAULT_DATA_DIR,
+                   help=f"local cluster whose cluster.json names the brokers "
+                        f"(default {DEFAULT_DATA_DIR})")
+    p.add_argument("--json", action="store_true", help="print JSON for scripts")
+    p.add_argument("--timeout", type=float, default=30, help="seconds per request (default 30)")
+    return p
+
+
+def add_parsers(sub: Any) -> None:
+    """``topic``, ``group`` and ``config`` under the ``weir`` parser."""
+    topic = sub.add_parser("topic", help="create, list, describe, delete and alter topics")
+    tsub = topic.add_subparsers(dest="topic_command", required=True, metavar="ACTION")
+    p = _common(tsub.add_parser("create", help="create a topic"))
+    p.add_argument("name")
+    p.add_argument("--partitions", type=int, default=-1, help="default: num.partitions")
+    p.add_argument("--replication-factor", type=int, default=-1,
+                   help="default: default.replication.factor")
+    p.add_argument("--config", dest="configs", type=_key_value, action="append", default=[],
+                   metavar="KEY=VALUE", help="topic config override (repeatable)")
+    p = _common(tsub.add_parser("list", help="list topic names"))
+    p.add_argument("--exclude-internal", action="store_true", help="hide __consumer_offsets ...")
+    p = _common(tsub.add_parser("describe", help="partitions, leaders, ISR and overrides"))
+    p.add_argument("names", nargs="*", metavar="NAME", help="default: every topic")
+    p = _common(tsub.add_parser("delete", help="delete topics"))
+    p.add_argument("names", nargs="+", metavar="NAME")
+    p = _common(tsub.add_parser("add-partitions", help="grow a topic to --partitions"))
+    p.add_argument("name")
+    p.add_argument("--partitions", type=int, required=True, help="the new total count")
+    p = _common(tsub.add_parser("alter-config", help="set or delete topic config overrides"))
+    p.add_argument("name")
+    _alter_args(p)
+
+    group = sub.add_parser("group", help="list and describe consumer groups")
+    gsub = group.add_subparsers(dest="group_command", required=True, metavar="ACTION")
+    _common(gsub.add_parser("list", help="consumer groups and their states"))
+    p = _common(gsub.add_parser(
+        "describe", help="members, assignments, committed offsets and lag per partition"))
+    p.add_argument("group")
+
+    config = sub.add_parser("config", help="get, set and delete topic configs")
+    csub = config.add_subparsers(dest="config_command", required=True, metavar="ACTION")
+    p = _common(csub.add_parser("get", help="a topic's overrides (--all: every key)"))
+    p.add_argument("--topic", required=True)
+    p.add_argument("keys", nargs="*", metavar="KEY", help="only these keys")
+    p.add_argument("--all", action="store_true", help="every key with its source")
+    p = _common(csub.add_parser("set", help="set topic config overrides"))
+    p.add_argument("--topic", required=True)
+    p.add_argument("pairs", nargs="+", type=_key_value, metavar="KEY=VALUE")
+    p = _common(csub.add_parser("delete", help="remove overrides (back to the broker default)"))
+    p.add_argument("--topic", required=True)
+    p.add_argument("keys", nargs="+", metavar="KEY")
+
+
+def _alter_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--set", dest="sets", type=_key_value, action="append", default=[],
+                   metavar="KEY=VALUE", help="set an override (repeatable)")
+    p.add_argument("--delete", dest="deletes", action="append", default=[], metavar="KEY",
+                   help="remove an override (repeatable)")
+
+
+# -- connection and output ----------------------------------------------------------------------
+
+
+def bootstrap_of(args: argparse.Namespace) -> str:
+    if args.bootstrap_server:
+        return args.bootstrap_server
+    state = read_cluster_file(Path(args.data_dir))
+    if not state or not state.get("bootstrap"):
+        raise AdminCliError(f"no cluster recorded in {args.data_dir}; use --bootstrap-server")
+    return str(state["bootstrap"])
+
+
+def admin_client(args: argparse.Namespace) -> Any:
+    try:
+        from confluent_kafka.admin import AdminClient
+    except ImportError as exc:  # pragma: no cover - a runtime dependency
+        raise AdminCliError(f"confluent-kafka is needed for this command: {exc}") from exc
+    return AdminClient({"bootstrap.servers": bootstrap_of(args), "log_level": 2,
+                        "socket.timeout.ms": int(args.timeout * 1000)})
+
+
+def wait(future: Any, args: argparse.Namespace, what: str) -> Any:
+    """A future's result; a Kafka error becomes AdminCliError naming ``what``."""
+    from confluent_kafka import KafkaException
+
+    try:
+        return future.result(timeout=args.timeout + 5)
+    except KafkaException as exc:
+        err = exc.args[0] if exc.args else exc
+        name = err.name() if hasattr(err, "name") else type(err).__name__
+        text = err.str() if hasattr(err, "str") else str(err)
+        raise AdminCliError(f"{what}: {name}: {text}") from None
+    except TimeoutError:
+        raise AdminCliError(f"{what}: no answer within {args.timeout:g}s") from None
+
+
+def table(headers: Sequence[str], rows: Iterable[Sequence[Any]]) -> str:
+    """Left-aligned columns separated by two spaces."""
+    cells = [[str(h) for h in headers]] + [["" if c is None else str(c) for c in r] for r in rows]
+    widths = [max(len(row[i]) for row in cells) for i in range(len(headers))]
+    return "\n".join("  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip()
+                     for row in cells)
+
+
+def emit(args: argparse.Namespace, doc: Any, text: Callable[[], str]) -> int:
+    print(json.dumps(doc, indent=2, sort_keys=False) if args.json else text())
+    return 0
+
+
+# -- topics -------------------------------------------------------------------------------------
+
+
+def cmd_topic(args: argparse.Namespace) -> int:
+    return {"create": topic_create, "list": topic_list, "describe": topic_describe,
+            "delete": topic_delete, "add-partitions": topic_add_partitions,
+            "alter-config": topic_alter_config}[args.topic_command](args)
+
+
+def topic_create(args: argparse.Namespace) -> int:
+    from confluent_kafka.admin import NewTopic
+
+    admin = admin_client(args)
+    new = NewTopic(args.name, args.partitions, args.replication_factor,
+                   config=dict(args.configs))
+    futures = admin.create_topics([new], operation_timeout=args.timeout,
+                                  request_timeout=args.timeout)
+    wait(futures[args.name], args, f"creating topic {args.name}")
+    return emit(args, {"created": args.name}, lambda: f"Created topic {args.name}.")
+
+
+def _metadata(args: argparse.Namespace, admin: Any, topic: str | None = None) -> Any:
+    from confluent_kafka import KafkaException
+
+    try:
+        return admin.list_topics(topic=topic, timeout=args.timeout)
+    except KafkaException as exc:
+        raise AdminCliError(f"listing topics: {exc.args[0]}") from None
+
+
+def topic_list(args: argparse.Namespace) -> int:
+    names = sorted(_metadata(args, admin_client(args)).topics)
+    if args.exclude_internal:
+        names = [n for n in names if not n.startswith("__")]
+    return emit(args, names, lambda: "\n".join(names))
+
+
+def topic_describe(args: argparse.Namespace) -> int:
+    from confluent_kafka.admin import ConfigResource
+
+    admin = admin_client(args)
+    md = _metadata(args, admin)
+    names = args.names or sorted(md.topics)
+    missing = [n for n in names if n not in md.topics]
+    if missing:
+        raise AdminCliError(f"unknown topic(s): {', '.join(missing)}")
+    resources = [ConfigResource(ConfigResource.Type.TOPIC, n) for n in names]
+    futures = admin.describe_configs(resources, request_timeout=args.timeout) if names else {}
+    topics = []
+    for name, res in zip(names, resources, strict=True):
+        meta = md.topics[name]
+        if meta.error is not None:
+            raise AdminCliError(f"describing topic {name}: {meta.error.str()}")
+        configs = wait(futures[res], args, f"describing configs of {name}")
+        parts = [{"partition": p.id, "leader": p.leader, "replicas": list(p.replicas),
+                  "isr": list(p.isrs)} for p in sorted(meta.partitions.values(), key=_pid)]
+        topics.append({
+            "name": name, "partitions": len(parts),
+            "replication_factor": len(parts[0]["replicas"]) if parts else 0,
+            "configs": {k: e.value for k, e in sorted(configs.items()) if _is_override(e)},
+            "partition_details": parts})
+    return emit(args, topics, lambda: _describe_text(topics))
+
+
+def _pid(p: Any) -> int:
+    return int(p.id)
+
+
+def _is_override(entry: Any) -> bool:
+    from confluent_kafka.admin import ConfigSource
+
+    return entry.source == ConfigSource.DYNAMIC_TOPIC_CONFIG.value
+
+
+def _describe_text(topics: list[dict[str, Any]]) -> str:
+    blocks = []
+    for t in topics:
+        configs = ",".join(f"{k}={v}" for k, v in t["configs"].items())
+        head = (f"Topic: {t['name']}  PartitionCount: {t['partitions']}  "
+                f"ReplicationFactor: {t['replication_factor']}  Configs: {configs}")
+        rows = [(p["partition"], p["leader"], ",".join(map(str, p["replicas"])),
+                 ",".join(map(str, p["isr"]))) for p in t["partition_details"]]
+        blocks.append(head + "\n" + table(("PARTITION", "LEADER", "REPLICAS", "ISR"), rows))
+    return "\n\n".join(blocks)
+
+
+def topic_delete(args: argparse.Namespace) -> int:
+    admin = admin_client(args)
+    futures = admin.delete_topics(list(args.names), operation_timeout=args.timeout,
+                                  request_timeout=args.timeout)
+    for name in args.names:
+        wait(futures[name], args, f"deleting topic {name}")
+    return emit(args, {"deleted": list(args.names)},
+                lambda: "\n".join(f"Deleted topic {n}." for n in args.names))
+
+
+def topic_add_partitions(args: argparse.Namespace) -> int:
+    from confluent_kafka.admin import NewPartitions
+
+    admin = admin_client(args)
+    futures = admin.create_partitions([NewPartitions(args.name, args.partitions)],
+                                      operation_timeout=args.timeout,
+                                      request_timeout=args.timeout)
+    wait(futures[args.name], args, f"adding partitions to {args.name}")
+    return emit(args, {"topic": args.name, "partitions": args.partitions},
+                lambda: f"Topic {args.name} now has {args.partitions} partitions.")
+
+
+def topic_alter_config(args: argparse.Namespace) -> int:
+    if not args.sets and not args.deletes:
+        raise AdminCliError("nothing to change: give --set KEY=VALUE and/or --delete KEY")
+    return alter_topic(args, args.name, list(args.sets), list(args.deletes))
+
+
+# -- configs ------------------------------------------------------------------------------------
+
+
+def alter_topic(args: argparse.Namespace, topic: str, sets: list[tuple[str, str]],
+                deletes: list[str]) -> int:
+    """IncrementalAlterConfigs SET / DELETE on one topic."""
+    from confluent_kafka.admin import AlterConfigOpType, ConfigEntry, ConfigResource
+
+    entries = [ConfigEntry(k, v, incremental_operation=AlterConfigOpType.SET) for k, v in sets]
+    entries += [ConfigEntry(k, None, incremental_operation=AlterConfigOpType.DELETE)
+                for k in deletes]
+    res = ConfigResource(ConfigResource.Type.TOPIC, topic, incremental_configs=entries)
+    admin = admin_client(args)
+    futures = admin.incremental_alter_configs([res], request_timeout=args.timeout)
+    wait(futures[res], args, f"altering configs of topic {topic}")
+    doc = {"topic": topic, "set": dict(sets), "deleted": deletes}
+    return emit(args, doc, lambda: f"Updated configs of topic {topic}: " + ", ".join(
+        [f"{k}={v}" for k, v in sets] + [f"-{k}" for k in deletes]))
+
+
+def cmd_config(args: argparse.Namespace) -> int:
+    if args.config_command == "set":
+        return alter_topic(args, args.topic, list(args.pairs), [])
+    if args.config_command == "delete":
+        return alter_topic(args, args.topic, [], list(args.keys))
+    return config_get(args)
+
+
+_SOURCE_NAMES = {0: "UNKNOWN", 1: "DYNAMIC_TOPIC_CONFIG", 2: "DYNAMIC_BROKER_CONFIG",
+                 3: "DYNAMIC_DEFAULT_BROKER_CONFIG", 4: "STATIC_BROKER_CONFIG",
+                 5: "DEFAULT_CONFIG", 6: "DYNAMIC_BROKER_LOGGER_CONFIG"}
+
+
+def config_get(args: argparse.Namespace) -> int:
+    from confluent_kafka.admin import ConfigResource
+
+    admin = admin_client(args)
+    res = ConfigResource(ConfigResource.Type.TOPIC, args.topic)
+    futures = admin.describe_configs([res], request_timeout=args.timeout)
+    configs = wait(futures[res], args, f"describing configs of topic {args.topic}")
+    unknown = [k for k in args.keys if k not in configs]
+    if unknown:
+        raise AdminCliError(f"unknown topic config key(s): {', '.join(unknown)}")
+    rows = []
+    for name, entry in sorted(configs.items()):
+        if args.keys and name not in args.keys:
+            continue
+        if not (args.all or args.keys) and not _is_override(entry):
+            continue
+        rows.append({"name": name, "value": entry.value,
+                     "source": _SOURCE_NAMES.get(int(entry.source), str(entry.source)),
+                     "sensitive": bool(entry.is_sensitive),
+                     "read_only": bool(entry.is_read_only),
+                     "synonyms": [f"{_SOURCE_NAMES.get(int(s.source), s.source)}:{n}="
+                                  f"{s.value}" for n, s in entry.synonyms.items()]})
+    doc = {"topic": args.topic, "configs": rows}
+
+    def text() -> str:
+        if not rows:
+            return f"Topic {args.topic} has no config overrides (--all lists every key)."
+        return table(("KEY", "VALUE", "SOURCE"),
+                     [(r["name"], r["value"], r["source"]) for r in rows])
+
+    return emit(args, doc, text)
+
+
+# -- groups -------------------------------------------------------------------------------------
+
+
+def cmd_group(args: argparse.Namespace) -> int:
+    from weir.cli import admin_groups
+
+    if args.group_command == "list":
+        return admin_groups.group_list(args)
+    return admin_groups.group_describe(args)
+
+
+COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
+    "topic": cmd_topic, "group": cmd_group, "config": cmd_config}
+
+
+def run(args: argparse.Namespace) -> int:
+    """Run one of :data:`COMMANDS`; an AdminCliError is printed, exit code 1."""
+    try:
+        return COMMANDS[args.command](args)
+    except AdminCliError as exc:
+        print(f"weir: {exc}", file=sys.stderr)
+        return 1
