@@ -253,17 +253,25 @@ def make_case(target: Target, mutation: str, seed: int, schema: type | None = No
                            else None)
     valid = codec.encode_body(entity)
     body, flip = mutate(cls, valid, rng, mutation)
-    if request and target.api_key in CONTROL_FIELDS and not flip and _unpins(target, body):
-        body = valid[:rng.randint(0, len(valid) - 1)]  # a flip hit a pinned field
-    return Case(target, mutation, seed, body, flip)
+    case = Case(target, mutation, seed, body, flip)
+    if request and target.api_key in CONTROL_FIELDS and _unpins(case):
+        # The mutation changed a pinned field (flipped bytes, or a header of the wrong
+        # version that shifts the body by a byte): send a truncation instead.
+        case = Case(target, mutation, seed, valid[:rng.randint(0, len(valid) - 1)], False)
+    return case
 
 
-def _unpins(target: Target, body: bytes) -> bool:
+def _unpins(case: Case) -> bool:
+    """Whether the broker, decoding this case's frame as it will, sees a pinned field with
+    another value."""
+    frame = case.frame(1)[4:]
+    cls = case.target.request_cls
     try:
-        entity = codec.decode_body(target.request_cls, body)
+        header = codec.parse_request_header(frame, bool(cls.__flexible__))
+        entity = codec.decode_body(cls, frame, header.size)
     except codec.MalformedRequest:
         return False
-    return any(getattr(entity, k) != v for k, v in CONTROL_FIELDS[target.api_key].items())
+    return any(getattr(entity, k) != v for k, v in CONTROL_FIELDS[case.target.api_key].items())
 
 
 def cases(seed: int, per_target: int, skip_api_keys: frozenset[int] = frozenset()
