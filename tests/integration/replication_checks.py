@@ -78,6 +78,35 @@ def partition_isrs(bootstrap: str, topic: str) -> dict[int, list[int]]:
     return {p: sorted(meta.isrs) for p, meta in md.topics[topic].partitions.items()}
 
 
+def brokers_known_to_controller(cluster) -> set[int]:
+    """The broker ids in the controller's own metadata: a broker appears there only after the
+    controller has processed its registration (its UpdateMetadata follows the BrokerChange).
+    A broker registered in ZooKeeper but not yet processed is not "alive" to the controller,
+    in Kafka as here, and a reassignment naming it is refused."""
+    import socket
+    import struct
+
+    from weir.protocol import codec
+    from weir.server.handlers import REGISTRY
+
+    controller = cluster.controller_id()
+    slot = next((b for b in cluster.brokers if b.id == controller), None)
+    if slot is None:
+        return set()
+    request_cls, response_cls = REGISTRY[3].schemas(12)
+    body = codec.encode_body(codec.build(request_cls, topics=[]))
+    header = codec.encode_request_header(3, 12, 1, "test", True)
+    try:
+        with socket.create_connection((slot.host, slot.port), timeout=5) as sock:
+            sock.sendall(struct.pack(">i", len(header) + len(body)) + header + body)
+            size = struct.unpack(">i", sock.recv(4, socket.MSG_WAITALL))[0]
+            frame = sock.recv(size, socket.MSG_WAITALL)
+    except OSError:
+        return set()
+    response = codec.decode_body(response_cls, frame, codec.skip_tagged_fields(frame, 4))
+    return {int(b.node_id) for b in response.brokers}
+
+
 def wait_until(fn, timeout_s: float, what: str):
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:

@@ -17,6 +17,7 @@ import pytest
 
 from tests.integration.replication_checks import (
     BackgroundProducer,
+    brokers_known_to_controller,
     partition_leaders,
     verify_exactly_once,
     wait_for_progress,
@@ -94,6 +95,10 @@ def start_held_move(cluster: LocalCluster, tmp_path: Path, topic: str,
         wait_until(lambda: cluster.controller_id() not in (None, 4), 60, "another controller")
         cluster.start_broker(4)
         cluster.wait_for_brokers([4], timeout_s=60)
+    # Registered in ZooKeeper is not yet alive to the controller: wait until it has processed
+    # broker 4's registration, or the move is refused ("brokers that are not alive").
+    wait_until(lambda: 4 in brokers_known_to_controller(cluster), 60,
+               "the controller to see broker 4")
     cluster.pause_broker(4)
     plan = write_plan(tmp_path, topic, NEW)
     assert reassign(cluster, "--execute", "--reassignment-json-file", plan) == 0
