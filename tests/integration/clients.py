@@ -73,3 +73,25 @@ def consume_assigned(bootstrap: str, topic: str, partitions: list[int], expected
     finally:
         consumer.close()
     return got
+
+
+def raw_request(host: str, port: int, api_key: int, version: int, **fields):
+    """One request built from plain values with the broker's own codec, sent on a fresh
+    connection; the decoded response (for requests no client library will send)."""
+    import socket
+    import struct
+
+    from weir.protocol import codec
+    from weir.server.handlers import REGISTRY
+
+    request_cls, response_cls = REGISTRY[api_key].schemas(version)
+    body = codec.encode_body(codec.build(request_cls, **fields))
+    header = codec.encode_request_header(api_key, version, 1, "test",
+                                         bool(request_cls.__flexible__))
+    with socket.create_connection((host, port), timeout=30) as sock:
+        sock.sendall(struct.pack(">i", len(header) + len(body)) + header + body)
+        size = struct.unpack(">i", sock.recv(4, socket.MSG_WAITALL))[0]
+        frame = sock.recv(size, socket.MSG_WAITALL)
+    start = codec.skip_tagged_fields(frame, 4) if codec.response_header_flexible(
+        api_key, response_cls) else 4
+    return codec.decode_body(response_cls, frame, start)

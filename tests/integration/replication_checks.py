@@ -11,7 +11,7 @@ from typing import Self
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient
 
-from tests.integration.clients import consume_assigned
+from tests.integration.clients import consume_assigned, raw_request
 
 
 class BackgroundProducer:
@@ -83,27 +83,14 @@ def brokers_known_to_controller(cluster) -> set[int]:
     controller has processed its registration (its UpdateMetadata follows the BrokerChange).
     A broker registered in ZooKeeper but not yet processed is not "alive" to the controller,
     in Kafka as here, and a reassignment naming it is refused."""
-    import socket
-    import struct
-
-    from weir.protocol import codec
-    from weir.server.handlers import REGISTRY
-
     controller = cluster.controller_id()
     slot = next((b for b in cluster.brokers if b.id == controller), None)
     if slot is None:
         return set()
-    request_cls, response_cls = REGISTRY[3].schemas(12)
-    body = codec.encode_body(codec.build(request_cls, topics=[]))
-    header = codec.encode_request_header(3, 12, 1, "test", True)
     try:
-        with socket.create_connection((slot.host, slot.port), timeout=5) as sock:
-            sock.sendall(struct.pack(">i", len(header) + len(body)) + header + body)
-            size = struct.unpack(">i", sock.recv(4, socket.MSG_WAITALL))[0]
-            frame = sock.recv(size, socket.MSG_WAITALL)
+        response = raw_request(slot.host, slot.port, 3, 12, topics=[])
     except OSError:
         return set()
-    response = codec.decode_body(response_cls, frame, codec.skip_tagged_fields(frame, 4))
     return {int(b.node_id) for b in response.brokers}
 
 

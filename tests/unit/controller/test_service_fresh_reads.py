@@ -13,11 +13,10 @@ UNKNOWN_TOPIC_OR_PARTITION for a topic that was taking traffic.
 from __future__ import annotations
 
 import asyncio
-import time
-from collections.abc import Callable
 from typing import Any
 
 from tests.unit.controller.test_service_zk import RecordingChannels
+from tests.unit.controller.test_service_zk import _wait as wait_for
 from weir.common import TopicPartition
 from weir.controller.service import ControllerService
 from weir.controller.states import PartitionState
@@ -27,19 +26,10 @@ from weir.coordination.zkserver import ZooKeeperServer
 from weir.protocol.errors import ErrorCode
 
 
-async def _wait(predicate: Callable[[], Any], what: str, timeout_s: float = 30.0) -> Any:
-    deadline = time.monotonic() + timeout_s
-    while not (value := predicate()):
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        await asyncio.sleep(0.05)
-    return value
-
-
 async def _drained(service: ControllerService) -> None:
     """Wait until the controller's queue is empty and its consumer idle."""
     for _ in range(3):
-        await _wait(lambda: service._queue.empty() and not service.core.awaiting_result,
+        await wait_for(lambda: service._queue.empty() and not service.core.awaiting_result,
                     "an idle controller queue")
         await asyncio.sleep(0.3)
 
@@ -70,7 +60,7 @@ def test_topic_created_between_watch_and_snapshot_stays_known(zk_server: ZooKeep
 
         service._read_snapshot = snapshot_after_a_creation  # type: ignore[method-assign]
         await service.start()
-        await _wait(lambda: service.is_active, "the controller")
+        await wait_for(lambda: service.is_active, "the controller")
         await _drained(service)
         ctx = service.core.ctx
         assert tp in ctx.leadership
@@ -103,12 +93,12 @@ def test_topic_config_change_notification_reaches_the_controller(zk_server: ZooK
         admin.create_topic("c", {0: [1]}, {})
         service = ControllerService(1, zk, channel_factory=RecordingChannels)
         await service.start()
-        await _wait(lambda: "c" in service.core.ctx.topic_ids, "the topic")
+        await wait_for(lambda: "c" in service.core.ctx.topic_ids, "the topic")
         admin.set_topic_config("c", {"unclean.leader.election.enable": "true"})
-        await _wait(lambda: service.core.ctx.topic_configs.get("c"), "the new overrides")
+        await wait_for(lambda: service.core.ctx.topic_configs.get("c"), "the new overrides")
         assert service.core.ctx.unclean_allowed("c", False)
         admin.set_topic_config("c", {})
-        await _wait(lambda: not service.core.ctx.topic_configs.get("c"), "overrides removed")
+        await wait_for(lambda: not service.core.ctx.topic_configs.get("c"), "overrides removed")
         await service.stop()
 
     try:
