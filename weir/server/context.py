@@ -29,6 +29,17 @@ class RequestContext:
     request_cls: type
     response_cls: type
     peer: str
+    # Who sent the request (Kafka's KafkaPrincipal as "User:<name>") and on which listener.
+    # Set by the socket server once the connection has authenticated; an unauthenticated
+    # PLAINTEXT connection is User:ANONYMOUS, as in Kafka.
+    principal: str = "User:ANONYMOUS"
+    listener: str = "PLAINTEXT"
+
+    @property
+    def client_host(self) -> str:
+        """The client's address without its port (the ``host`` of an ACL)."""
+        host = self.peer.rsplit(":", 1)[0] if ":" in self.peer else self.peer
+        return host.strip("[]")
 
     @property
     def version(self) -> int:
