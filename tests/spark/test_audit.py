@@ -1,5 +1,6 @@
-"""``weir audit`` on a two-broker cluster: healthy replicas, then a follower corrupted on
-purpose (a byte of one batch flipped in its segment file)."""
+"""``weir audit`` on a two-broker cluster: healthy replicas, then followers corrupted on
+purpose (a byte of one batch flipped in its segment file; the tail of a segment cut off
+below the high watermark)."""
 
 from __future__ import annotations
 
@@ -89,6 +90,31 @@ def test_corrupted_follower_is_reported(replicated, spark, tmp_path, capsys):
     assert f"DIVERGED {TOPIC}-1 at offset {victim.base_offset}" in out
 
 
+def test_truncated_in_sync_follower_is_reported(replicated, spark, tmp_path, capsys):
+    """A follower still in the ISR whose segment lost its last batches below the HW."""
+    bootstrap, dirs = local_cluster_dirs(replicated.data_dir)
+    task = next(t for t in plan(bootstrap, [TOPIC], dirs) if t["partition"] == 0)
+    follower = next(b for b in task["replicas"] if b != task["leader"])
+    assert follower in task["isr"]
+    replica = read_replica(follower, dirs[follower], TOPIC, 0, 1 << 62)
+    cut = replica.batches[-2]
+    segment = max(partition_dir(dirs[follower][0], TOPIC, 0).glob("*.log"))
+    data = bytearray(segment.read_bytes())
+    with segment.open("r+b") as f:
+        f.truncate(_batch_position(data, cut.base_offset))
+
+    report = tmp_path / "audit.json"
+    code = main(["audit", "--data-dir", str(replicated.data_dir), "--topics", TOPIC,
+                 "--report", str(report)])
+    out = capsys.readouterr().out
+    assert code == 1, out
+    rows = {r["partition"]: r for r in json.loads(report.read_text())["partitions"]}
+    assert rows[0]["first_divergent_offset"] == cut.base_offset
+    assert rows[0]["disagreeing"] == [follower]
+    assert rows[0]["behind"] == {}
+    assert f"ends at {cut.base_offset}, below the high watermark 400" in out
+
+
 def _batch_position(data: bytearray, base_offset: int) -> int:
     pos = 0
     while pos < len(data):
@@ -116,3 +142,20 @@ def test_compare_epochs_lagging_replicas_and_log_start():
     assert not compare("t", 0, 1, 20, {1: a, 2: b}).diverged
     missing = compare("t", 0, 1, 30, {1: a, 2: ReplicaLog(2, problem="gone")})
     assert missing.problems == {"2": "gone"} and not missing.diverged
+
+
+def test_compare_truncated_tail_of_an_isr_member():
+    """Short of the HW is *behind* out of the ISR, lost committed records inside it."""
+    a = ReplicaLog(1, [_s(0, 9), _s(10, 19), _s(20, 29)], 30)
+    short = ReplicaLog(2, [_s(0, 9), _s(10, 19)], 20)
+    lagging = compare("t", 0, 1, 30, {1: a, 2: short}, isr=[1])
+    assert not lagging.diverged and lagging.behind == {"2": 20}
+    lost = compare("t", 0, 1, 30, {1: a, 2: short}, isr=[1, 2])
+    assert lost.first_divergent_offset == 20 and lost.disagreeing == [2]
+    assert lost.behind == {} and "in the ISR but its log ends at 20" in lost.detail
+    # an earlier differing batch stays the first divergence
+    bad = ReplicaLog(2, [_s(0, 9), _s(10, 19, crc=5)], 20)
+    both = compare("t", 0, 1, 30, {1: a, 2: bad}, isr=[1, 2])
+    assert both.first_divergent_offset == 10 and both.disagreeing == [2]
+    # the leader itself cut short is reported too (the HW came from the ISR's log ends)
+    assert compare("t", 0, 1, 30, {1: short, 2: a}, isr=[1, 2]).disagreeing == [1]

@@ -68,6 +68,7 @@ def plan(bootstrap: str, topics: Sequence[str] | None,
             hw = client.list_offset(topic, partition, LATEST_TS) if leader >= 0 else -1
             tasks.append({"topic": topic, "partition": partition, "leader": leader,
                           "high_watermark": hw,
+                          "isr": list(client.isr.get((topic, partition), ())),
                           "replicas": {b: list(log_dirs.get(b, [])) for b in replicas}})
         return tasks
     finally:
@@ -83,7 +84,9 @@ def audit_partition(task: Mapping[str, Any]) -> dict[str, Any]:
     for b, dirs in task["replicas"].items():
         if not dirs:
             logs[int(b)].problem = "log dirs of this broker are not known"
-    report = compare(task["topic"], int(task["partition"]), int(task["leader"]), hw, logs)
+    isr = task.get("isr")
+    report = compare(task["topic"], int(task["partition"]), int(task["leader"]), hw, logs,
+                     isr=None if isr is None else [int(b) for b in isr])
     if hw < 0:
         report.problems["leader"] = "the partition has no leader: nothing compared"
     return report.to_json()

@@ -124,13 +124,18 @@ class PartitionReport:
 
 
 def compare(topic: str, partition: int, leader: int, high_watermark: int,
-            logs: Mapping[int, ReplicaLog]) -> PartitionReport:
+            logs: Mapping[int, ReplicaLog],
+            isr: Iterable[int] | None = None) -> PartitionReport:
     """Compare replicas batch by batch from their common start up to the high watermark.
 
     At each batch position the replicas are grouped by the batch they hold; the group with
-    the leader (else the largest) is the reference and the others disagree.  A replica whose
-    log simply ends before the high watermark is *behind* (a follower out of the ISR), not
-    divergent; a batch that fails its CRC on any replica is a divergence.
+    the leader (else the largest) is the reference and the others disagree.  A batch that
+    fails its CRC on any replica is a divergence.  A replica whose log ends before the high
+    watermark is *behind* when it is out of the ISR (a lagging follower, legal in Kafka);
+    a member of ``isr`` (the leader included) ending there has lost committed records — the
+    high watermark is the minimum log end offset of the ISR (Kafka's ``Partition``
+    ``maybeIncrementLeaderHW``) — so that is a divergence at its log end.  Without ``isr``
+    every short replica counts as behind.
     """
     report = PartitionReport(topic, partition, leader, sorted(logs), high_watermark)
     for b, log in logs.items():
@@ -143,6 +148,7 @@ def compare(topic: str, partition: int, leader: int, high_watermark: int,
     by_base = {b: {s.base_offset: s for s in log.batches
                    if s.base_offset >= start and s.base_offset < high_watermark}
                for b, log in usable.items()}
+    in_sync = set(isr or ())
     for b, log in usable.items():
         if log.log_end < high_watermark:
             report.behind[str(b)] = log.log_end
@@ -164,4 +170,30 @@ def compare(topic: str, partition: int, leader: int, high_watermark: int,
             f"broker {b}: {s.describe() if s is not None else 'no batch starts here'}"
             for b, s in sorted(holders.items()))
         break
+    _truncated_in_sync(report, usable, in_sync, high_watermark)
     return report
+
+
+def _truncated_in_sync(report: PartitionReport, logs: Mapping[int, ReplicaLog],
+                       in_sync: set[int], high_watermark: int) -> None:
+    """Report ISR members whose log ends below the high watermark (a truncated tail)."""
+    short = {b: log.log_end for b, log in logs.items()
+             if b in in_sync and log.log_end < high_watermark}
+    if not short:
+        return
+    first = min(short.values())
+    earlier = report.first_divergent_offset
+    if earlier is not None and earlier < first:
+        return  # a batch already differs before any tail is missing
+    lost = [b for b, end in short.items() if end == first]
+    truncated = "; ".join(f"broker {b}: in the ISR but its log ends at {short[b]}, below"
+                          f" the high watermark {high_watermark}" for b in sorted(lost))
+    if earlier == first:
+        report.disagreeing = sorted(set(report.disagreeing) | set(lost))
+        report.detail = f"{report.detail}; {truncated}"
+    else:
+        report.first_divergent_offset = first
+        report.disagreeing = sorted(lost)
+        report.detail = truncated
+    for b in lost:
+        report.behind.pop(str(b), None)

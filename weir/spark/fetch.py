@@ -98,6 +98,7 @@ class FetchClient:
         self.brokers: dict[int, tuple[str, int]] = {}
         self.leaders: dict[tuple[str, int], tuple[int, int]] = {}  # (leader id, epoch)
         self.replicas: dict[tuple[str, int], tuple[int, ...]] = {}
+        self.isr: dict[tuple[str, int], tuple[int, ...]] = {}
         self._conns: dict[tuple[str, int], BrokerConnection] = {}
         self._loop = _Loop()
 
@@ -140,6 +141,7 @@ class FetchClient:
                     key = (t.name, int(p.partition_index))
                     self.leaders[key] = (int(p.leader_id), int(p.leader_epoch))
                     self.replicas[key] = tuple(int(r) for r in p.replica_nodes)
+                    self.isr[key] = tuple(int(r) for r in p.isr_nodes)
             return [t.name for t in response.topics if t.error_code == ErrorCode.none]
         raise ConnectionError("no broker answered Metadata: " + "; ".join(errors))
 
