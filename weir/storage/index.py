@@ -1,9 +1,17 @@
 """Sparse per-segment indexes: ``.index`` (offset → position) and ``.timeindex``.
 
-Design choice: entries are appended to a plain file (no preallocation, no mmap) and mirrored
-in two in-memory lists used for binary search.  The files therefore always have their exact
-length, which makes validation on open simple (length a multiple of the entry size, keys
-monotonic).  ``segment.index.bytes`` still bounds an index: when it is full the segment rolls.
+Design choice: entries live in two in-memory lists used for binary search, and the file is a
+plain array of them (no preallocation, no mmap), so it always has its exact length, which makes
+validation on open simple (length a multiple of the entry size, keys monotonic).
+``segment.index.bytes`` still bounds an index: when it is full the segment rolls.
+
+Writes are deferred: new entries are written (and fsynced) when the segment is flushed or
+closed, by opening the file, appending and closing it again, so an index holds no file
+descriptor between flushes — one descriptor per open segment, its log, as Kafka has since
+1.1 (KAFKA-6175: lazily opened, memory-mapped indexes whose descriptors are closed).  An
+index that lacks its newest entries after a crash is still correct (a sparse index only
+shortens scans); and the segments after the recovery point, the only ones that can lack
+them, are recovered and re-indexed on the next start anyway (Kafka's ``LogLoader``).
 
 * Offset index entry: relative offset u32, file position u32 (8 bytes).  An entry (O, P)
   means "the batch starting at offset O begins at position P".
@@ -19,7 +27,6 @@ import bisect
 import os
 import struct
 from pathlib import Path
-from typing import BinaryIO
 
 __all__ = ["IndexCorruptError", "OffsetIndex", "TimeIndex"]
 
@@ -39,13 +46,9 @@ class _SparseIndex:
         self.max_entries = max(1, max_index_bytes // self.ENTRY.size)
         self._keys: list[int] = []
         self._values: list[int] = []
-        self._file: BinaryIO | None = None
+        self._written = 0  # entries on disk; the rest are written by the next flush
 
     # -- persistence -------------------------------------------------------------------
-    def _handle(self) -> BinaryIO:
-        if self._file is None:
-            self._file = open(self.path, "ab")  # noqa: SIM115 - kept open for appends
-        return self._file
 
     def load(self) -> None:
         """Read and validate the file; raises IndexCorruptError (missing counts as corrupt)."""
@@ -63,47 +66,52 @@ class _SparseIndex:
                 raise IndexCorruptError(f"{self.path} is not monotonic")
             self._keys.append(key)
             self._values.append(value)
+        self._written = len(self._keys)
 
     def reset(self) -> None:
         """Empty the index (before a rebuild)."""
         self._keys.clear()
         self._values.clear()
-        self._close_file()
+        self._written = 0
         with open(self.path, "wb"):
             pass
 
     def _append(self, key: int, value: int) -> None:
         self._keys.append(key)
         self._values.append(value)
-        self._handle().write(self.ENTRY.pack(*self._encode(key, value)))
 
     def _truncate_entries(self, count: int) -> None:
         if count >= len(self._keys):
             return
         del self._keys[count:], self._values[count:]
-        self._close_file()
-        os.truncate(self.path, count * self.ENTRY.size)
+        if count < self._written:
+            os.truncate(self.path, count * self.ENTRY.size)
+            self._written = count
 
     def flush(self) -> None:
-        if self._file is not None:
-            self._file.flush()
-            os.fsync(self._file.fileno())
-
-    def _close_file(self) -> None:
-        if self._file is not None:
-            self._file.close()
-            self._file = None
+        """Write and fsync the entries appended since the last flush."""
+        if self._written == len(self._keys):
+            return
+        data = b"".join(self.ENTRY.pack(*self._encode(k, v)) for k, v in
+                        zip(self._keys[self._written:], self._values[self._written:],
+                            strict=True))
+        with open(self.path, "ab") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        self._written = len(self._keys)
 
     def close(self) -> None:
         self.flush()
-        self._close_file()
 
     def release(self) -> None:
-        """Close the file without flushing (the index is about to be reloaded or rebuilt)."""
-        self._close_file()
+        """Forget unwritten entries (the index is about to be reloaded or rebuilt)."""
+        del self._keys[self._written:], self._values[self._written:]
 
     def delete(self) -> None:
-        self._close_file()
+        self._keys.clear()
+        self._values.clear()
+        self._written = 0
         self.path.unlink(missing_ok=True)
 
     # -- queries -----------------------------------------------------------------------

@@ -136,3 +136,52 @@ def test_segment_roll_conditions(tmp_path):
         incoming_bytes=1, now_ms=0, last_offset=2**31, segment_bytes=10**6, segment_ms=100
     )
     seg.close()
+
+
+def test_index_entries_are_written_at_flush_and_hold_no_descriptor(tmp_path):
+    """Entries stay in memory until the segment is flushed; no file is held open meanwhile."""
+    path = tmp_path / "z.index"
+    idx = OffsetIndex(path, 0, 1024)
+    idx.reset()
+    idx.append(10, 100)
+    idx.append(20, 200)
+    assert path.read_bytes() == b"" and idx.lookup(25) == (20, 200)
+    assert not _open_descriptors(tmp_path)
+    idx.flush()
+    assert len(path.read_bytes()) == 16
+    idx.append(30, 300)
+    idx.truncate_to(20)  # below what is on disk: the file is cut too
+    assert idx.entries() == [(10, 100)] and len(path.read_bytes()) == 8
+    idx.append(40, 400)
+    idx.release()  # forgets what was never written
+    assert idx.entries() == [(10, 100)]
+    idx.append(50, 500)
+    idx.close()
+    again = OffsetIndex(path, 0, 1024)
+    again.load()
+    assert again.entries() == [(10, 100), (50, 500)]
+
+
+def test_log_holds_one_descriptor_per_segment(open_log, log_dir):
+    """Kafka since 1.1 (KAFKA-6175): the indexes keep no descriptor open, only the logs."""
+    log = open_log(segment_bytes=2_000, index_interval_bytes=100)
+    for i in range(60):
+        log.append_as_leader(build_batch([b"v%d" % i + b"x" * 100], timestamp_ms=i), 0, i)
+    segments = len(list(log_dir.glob("*.log")))
+    assert segments > 3
+    assert _open_descriptors(log_dir) == {p.name for p in log_dir.glob("*.log")}
+
+
+def _open_descriptors(directory) -> set[str]:
+    """Names of the files under ``directory`` that this process holds open."""
+    import os
+
+    names = set()
+    for fd in os.listdir("/proc/self/fd"):
+        try:
+            target = os.readlink(f"/proc/self/fd/{fd}")
+        except OSError:
+            continue
+        if target.startswith(str(directory) + "/"):
+            names.add(os.path.basename(target))
+    return names
