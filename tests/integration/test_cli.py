@@ -36,7 +36,8 @@ def test_up_status_kcat_down(tmp_path):
     try:
         assert up.returncode == 0, up.stdout + up.stderr
         doc = json.loads((data / "cluster.json").read_text())
-        assert set(doc) == {"zookeeper", "zookeeper_pid", "bootstrap", "brokers"}
+        assert set(doc) == {"zookeeper", "zookeeper_pid", "bootstrap", "first_broker_id",
+                            "brokers"}
         assert [b["id"] for b in doc["brokers"]] == [1, 2]
         assert doc["zookeeper"].endswith("/weir")
         assert doc["bootstrap"] in up.stdout

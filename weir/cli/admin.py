@@ -69,12 +69,15 @@ def add_parsers(sub: Any) -> None:
     p.add_argument("name")
     _alter_args(p)
 
-    group = sub.add_parser("group", help="list and describe consumer groups")
+    group = sub.add_parser("group", help="list, describe, delete consumer groups, reset offsets")
     gsub = group.add_subparsers(dest="group_command", required=True, metavar="ACTION")
     _common(gsub.add_parser("list", help="consumer groups and their states"))
     p = _common(gsub.add_parser(
         "describe", help="members, assignments, committed offsets and lag per partition"))
     p.add_argument("group")
+    from weir.cli import admin_groups
+
+    admin_groups.add_parsers(gsub, _common)
 
     config = sub.add_parser("config", help="get, set and delete topic configs")
     csub = config.add_subparsers(dest="config_command", required=True, metavar="ACTION")
@@ -332,9 +335,9 @@ def config_get(args: argparse.Namespace) -> int:
 def cmd_group(args: argparse.Namespace) -> int:
     from weir.cli import admin_groups
 
-    if args.group_command == "list":
-        return admin_groups.group_list(args)
-    return admin_groups.group_describe(args)
+    return {"list": admin_groups.group_list, "describe": admin_groups.group_describe,
+            "delete": admin_groups.group_delete,
+            "reset-offsets": admin_groups.group_reset_offsets}[args.group_command](args)
 
 
 COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {

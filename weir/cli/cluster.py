@@ -8,7 +8,8 @@ The engine behind ``weir up``/``weir down`` and the integration tests.  Layout::
     <data_dir>/broker-<id>/broker.log     its stdout and stderr
     <data_dir>/cluster.json               what is running (pids), for other processes
 
-Broker ids run from 1; broker ``id`` listens on ``port_base + id - 1``.  Existing
+Broker ids run from ``first_broker_id`` (default 1; Kafka's quickstart numbers from 0);
+broker ``id`` listens on ``port_base + id - first_broker_id``.  Existing
 ``server.properties`` files are kept on restart: only ``zookeeper.connect`` (the managed
 ZooKeeper may have a new port) and the ``overrides`` are written into them.
 ``broker_overrides`` (per broker id, applied after ``overrides``) set keys that differ between
@@ -90,9 +91,12 @@ class LocalCluster:
     def __init__(self, data_dir: str | os.PathLike[str], brokers: int = 3,
                  port_base: int = 9092, overrides: Mapping[str, str] | None = None,
                  *, session_timeout_ms: int = LOCAL_SESSION_TIMEOUT_MS,
-                 broker_overrides: Mapping[int, Mapping[str, str]] | None = None) -> None:
+                 broker_overrides: Mapping[int, Mapping[str, str]] | None = None,
+                 first_broker_id: int | None = None) -> None:
         if brokers < 1:
             raise ValueError("a cluster needs at least one broker")
+        if first_broker_id is not None and first_broker_id < 0:
+            raise ValueError("broker ids start at 0 or above")
         self.data_dir = Path(data_dir).resolve()
         self.num_brokers = brokers
         self.port_base = port_base
@@ -107,7 +111,10 @@ class LocalCluster:
         self._slots: dict[int, BrokerSlot] = {}
         self._popens: dict[int, subprocess.Popen] = {}
         self._stale_epochs: dict[int, int] = {}  # registrations left by a killed process
+        self.first_broker_id = 1
         self._load_state()
+        if first_broker_id is not None:
+            self.first_broker_id = first_broker_id
 
     # -- state -------------------------------------------------------------------------------
     @property
@@ -142,6 +149,8 @@ class LocalCluster:
             return
         self.zookeeper_connect = state.get("zookeeper")
         self.zookeeper_pid = int(state.get("zookeeper_pid") or 0)
+        if state.get("first_broker_id") is not None:
+            self.first_broker_id = int(state["first_broker_id"])
         for entry in state.get("brokers", []):
             slot = BrokerSlot(int(entry["id"]), entry["host"], int(entry["port"]),
                               Path(entry["config"]), int(entry.get("pid") or 0))
@@ -150,7 +159,8 @@ class LocalCluster:
     def to_json(self) -> dict[str, Any]:
         """The ``cluster.json`` document."""
         return {"zookeeper": self.zookeeper_connect, "zookeeper_pid": self.zookeeper_pid,
-                "bootstrap": self.bootstrap, "brokers": [s.to_json() for s in self.brokers]}
+                "bootstrap": self.bootstrap, "first_broker_id": self.first_broker_id,
+                "brokers": [s.to_json() for s in self.brokers]}
 
     def save_state(self) -> None:
         """Write ``cluster.json`` atomically."""
@@ -161,8 +171,9 @@ class LocalCluster:
 
     # -- configuration files -----------------------------------------------------------------
     def wanted_ids(self) -> list[int]:
-        """Ids 1..brokers plus any broker that already has a config file here."""
-        ids = set(range(1, self.num_brokers + 1)) | set(self._slots)
+        """``brokers`` ids from ``first_broker_id`` plus any broker already configured here."""
+        first = self.first_broker_id
+        ids = set(range(first, first + self.num_brokers)) | set(self._slots)
         if self.data_dir.is_dir():
             for path in self.data_dir.glob("broker-*/server.properties"):
                 suffix = path.parent.name.removeprefix("broker-")
@@ -171,7 +182,9 @@ class LocalCluster:
         return sorted(ids)
 
     def _new_port(self, broker_id: int) -> int:
-        return free_port() if self.port_base == 0 else self.port_base + broker_id - 1
+        if self.port_base == 0:
+            return free_port()
+        return self.port_base + broker_id - self.first_broker_id
 
     def write_config(self, broker_id: int) -> BrokerSlot:
         """Create or update ``broker-<id>/server.properties``; returns its slot."""

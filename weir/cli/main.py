@@ -41,7 +41,11 @@ def build_parser() -> argparse.ArgumentParser:
     up.add_argument("--brokers", type=int, default=3, help="number of brokers (default 3)")
     up.add_argument("--data-dir", default=DEFAULT_DATA_DIR, help="cluster directory")
     up.add_argument("--port-base", type=int, default=9092,
-                    help="broker i (ids 1..N) listens on port-base + i - 1 (0: free ports)")
+                    help="the first broker listens on port-base, the next on port-base + 1, "
+                         "... (0: free ports)")
+    up.add_argument("--first-broker-id", type=int, default=None, metavar="K",
+                    help="broker ids K..K+N-1 (default 1, or what the data dir has; Kafka's "
+                         "quickstart uses 0)")
     up.add_argument("--detach", action="store_true", help="return once the cluster is up")
     up.add_argument("--set", dest="overrides", type=key_value, action="append", default=[],
                     metavar="KEY=VALUE", help="broker config override (repeatable)")
@@ -84,7 +88,11 @@ def cmd_up(args: argparse.Namespace) -> int:
     except ConfigError as exc:
         print(f"weir: {exc}", file=sys.stderr)
         return EXIT_CONFIG
-    cluster = LocalCluster(Path(args.data_dir), args.brokers, args.port_base, overrides)
+    if args.first_broker_id is not None and args.first_broker_id < 0:
+        print("weir: --first-broker-id must be 0 or more", file=sys.stderr)
+        return EXIT_CONFIG
+    cluster = LocalCluster(Path(args.data_dir), args.brokers, args.port_base, overrides,
+                           first_broker_id=args.first_broker_id)
     print(f"Starting local cluster in {cluster.data_dir} ...", flush=True)
     try:
         cluster.start(timeout_s=args.timeout)

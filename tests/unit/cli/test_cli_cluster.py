@@ -51,7 +51,8 @@ def test_start_writes_configs_and_cluster_json(env) -> None:
     c = env(brokers=3, port_base=19092, overrides={"num.partitions": "4"}).start(timeout_s=10)
     data = env.dir.resolve()
     doc = json.loads((data / "cluster.json").read_text())
-    assert set(doc) == {"zookeeper", "zookeeper_pid", "bootstrap", "brokers"}
+    assert set(doc) == {"zookeeper", "zookeeper_pid", "bootstrap", "first_broker_id", "brokers"}
+    assert doc["first_broker_id"] == 1
     assert doc["zookeeper"].startswith("127.0.0.1:") and doc["zookeeper"].endswith("/weir")
     assert doc["zookeeper_pid"] == os.getpid()  # the fake ZooKeeper "runs" in pytest
     assert doc["bootstrap"] == "127.0.0.1:19092,127.0.0.1:19093,127.0.0.1:19094"
@@ -74,6 +75,25 @@ def test_start_writes_configs_and_cluster_json(env) -> None:
     c.stop(timeout_s=5)
     assert all(not procs.pid_alive(e["pid"]) for e in doc["brokers"])
     assert FakeZooKeeperServer.running == {}
+
+
+def test_broker_ids_can_start_at_zero_and_stay_there_on_restart(env) -> None:
+    """Kafka's quickstart numbers brokers from 0: ids, ports and a restart without the
+    option keep to 0..N-1 (broker 0 is never mistaken for "no broker")."""
+    env.zk.brokers = [broker(i, 19092 + 1) for i in range(3)]
+    env.zk.controller = 0
+    c = env(brokers=2, port_base=19092, first_broker_id=0).start(timeout_s=10)
+    doc = json.loads((env.dir / "cluster.json").read_text())
+    assert doc["first_broker_id"] == 0
+    assert [(e["id"], e["port"]) for e in doc["brokers"]] == [(0, 19092), (1, 19093)]
+    assert BrokerConfig.from_file(c.config_path(0)).broker_id == 0
+    assert c.broker_pid(0) is not None and c.controller_id() == 0
+    c.stop(timeout_s=5)
+    again = env(brokers=2, port_base=19092).start(timeout_s=10)
+    assert again.broker_ids == [0, 1] and again.broker_pid(0) is not None
+    again.stop(timeout_s=5)
+    with pytest.raises(ValueError):
+        LocalCluster(env.dir, first_broker_id=-1)
 
 
 def test_restart_keeps_config_files_and_running_brokers(env) -> None:
