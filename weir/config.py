@@ -194,6 +194,14 @@ BROKER_CONFIGS: tuple[ConfigDef, ...] = (
     _d("inter.broker.listener.name", "string", None, None, "Listener used between brokers."),
     _d("security.inter.broker.protocol", "string", "PLAINTEXT",
        OneOf(("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")), "Inter-broker protocol."),
+    # Authorization (Kafka's AclAuthorizer; weir/security/authorizer.py).
+    _d("authorizer.class.name", "string", "",
+       OneOf(("", "kafka.security.authorizer.AclAuthorizer")),
+       "Authorizer: kafka.security.authorizer.AclAuthorizer (ACLs in ZooKeeper) or empty."),
+    _d("super.users", "string", None, None,
+       "Principals allowed everything, separated by ';' (User:admin;User:broker)."),
+    _d("allow.everyone.if.no.acl.found", "bool", False, None,
+       "Allow a resource that has no ACL at all to everyone."),
     _d("log.dir", "string", "/tmp/kafka-logs", None, "Log directory (used when log.dirs unset)."),
     _d("log.dirs", "list", None, _non_empty, "Comma-separated log directories.",
        fallback=("log.dir", 1)),
@@ -229,6 +237,8 @@ BROKER_CONFIGS: tuple[ConfigDef, ...] = (
     _d("replica.high.watermark.checkpoint.interval.ms", "long", 5000, _AT_LEAST_1,
        "How often high watermarks are checkpointed."),
     _d("replica.selector.class", "class", None, None, "Replica selector (informational)."),
+    _d("max.incremental.fetch.session.cache.slots", "int", 1000, _AT_LEAST_0,
+       "Incremental fetch sessions (KIP-227) the broker keeps; 0 disables them."),
     _d("log.segment.bytes", "int", 1073741824, Range(14), "Maximum segment size.",
        "segment.bytes"),
     _d("log.roll.hours", "int", 168, _AT_LEAST_1, "Segment roll time in hours."),
@@ -481,15 +491,34 @@ class BrokerConfig:
     Values are reached as ``cfg.get("log.segment.bytes")`` or ``cfg.log_segment_bytes``.
     Derived keys (``log.retention.ms`` ← minutes ← hours, ``log.dirs`` ← ``log.dir``, ...)
     resolve to their effective value.
+
+    ``dynamic_default`` and ``dynamic_broker`` are the dynamic broker configs stored in
+    ``/config/brokers/<default>`` and ``/config/brokers/<id>`` (see
+    ``weir/server/dynamic_config.py``).  They override the static ``props`` in Kafka's order
+    (DynamicBrokerConfig): per broker > cluster default > server.properties > built-in
+    default; a key set at a higher tier hides its unit synonyms set lower down
+    (``log.retention.hours`` set dynamically wins over a static ``log.retention.ms``).
+    ``originals`` stays the static file's content.
     """
 
-    def __init__(self, props: Mapping[str, Any]) -> None:
+    def __init__(self, props: Mapping[str, Any],
+                 dynamic_default: Mapping[str, str] | None = None,
+                 dynamic_broker: Mapping[str, str] | None = None) -> None:
         self.originals: dict[str, Any] = dict(props)
+        self.dynamic_default: dict[str, str] = dict(dynamic_default or {})
+        self.dynamic_broker: dict[str, str] = dict(dynamic_broker or {})
         self.unknown: list[str] = sorted(k for k in props if k not in BROKER_CONFIG_DEFS)
-        for key in self.unknown:
-            log.warning("Unknown broker configuration key %r ignored", key)
+        if dynamic_default is None and dynamic_broker is None:
+            for key in self.unknown:
+                log.warning("Unknown broker configuration key %r ignored", key)
+        merged = dict(props)
+        for tier in (self.dynamic_default, self.dynamic_broker):
+            for key, value in tier.items():
+                for synonym in _UNIT_SYNONYMS.get(key, (key,)):
+                    merged.pop(synonym, None)
+                merged[key] = value
         explicit = {k: parse_value(k, BROKER_CONFIG_DEFS[k].type, v)
-                    for k, v in props.items() if k in BROKER_CONFIG_DEFS}
+                    for k, v in merged.items() if k in BROKER_CONFIG_DEFS}
         self._explicit: dict[str, Any] = explicit
         self._values: dict[str, Any] = {}
         for cdef in BROKER_CONFIGS:
@@ -541,8 +570,14 @@ class BrokerConfig:
         """The effective typed value of a known key (KeyError for an unknown one)."""
         return self._values[key]
 
+    def with_dynamic(self, dynamic_default: Mapping[str, str],
+                     dynamic_broker: Mapping[str, str]) -> BrokerConfig:
+        """The same static configuration under other dynamic tiers (ConfigError when the
+        result is invalid)."""
+        return BrokerConfig(self.originals, dynamic_default, dynamic_broker)
+
     def is_explicit(self, key: str) -> bool:
-        """Whether ``key`` (or a key it derives from) was set in the file."""
+        """Whether ``key`` (or a key it derives from) was set in the file or dynamically."""
         while key is not None:
             if self._explicit.get(key) is not None:
                 return True
@@ -552,9 +587,9 @@ class BrokerConfig:
 
     def explicit_raw(self, key: str) -> str | None:
         """The value of ``key`` as written in the file (None when it is not set there)."""
-        if self._explicit.get(key) is None:
+        raw = self.originals.get(key)
+        if raw is None or key not in BROKER_CONFIG_DEFS:
             return None
-        raw = self.originals[key]
         return raw.strip() if isinstance(raw, str) else format_value(raw)
 
     def __getattr__(self, attr: str) -> Any:
@@ -670,14 +705,19 @@ del _group, _key
 
 def _broker_synonyms(broker: BrokerConfig, key: str, sensitive: bool) -> list[ConfigSynonym]:
     """Kafka's synonym list for broker key ``key`` (ConfigHelper.configSynonyms): the keys set
-    in server.properties (STATIC_BROKER_CONFIG), then those with a built-in default
-    (DEFAULT_CONFIG), each tier in synonym order.  Weir has no dynamic broker tiers."""
+    dynamically for this broker (DYNAMIC_BROKER_CONFIG), then as cluster default
+    (DYNAMIC_DEFAULT_BROKER_CONFIG), then in server.properties (STATIC_BROKER_CONFIG), then
+    those with a built-in default (DEFAULT_CONFIG), each tier in synonym order."""
     names = _UNIT_SYNONYMS.get(key, (key,))
     out = []
-    for name in names:
-        if broker.explicit_raw(name) is not None:
-            value = None if sensitive else broker.explicit_raw(name)
-            out.append(ConfigSynonym(name, value, int(ConfigSource.STATIC_BROKER_CONFIG)))
+    tiers = ((broker.dynamic_broker.get, ConfigSource.DYNAMIC_BROKER_CONFIG),
+             (broker.dynamic_default.get, ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG),
+             (broker.explicit_raw, ConfigSource.STATIC_BROKER_CONFIG))
+    for lookup, source in tiers:
+        for name in names:
+            raw = lookup(name)
+            if raw is not None:
+                out.append(ConfigSynonym(name, None if sensitive else raw, int(source)))
     for name in names:
         default = BROKER_CONFIG_DEFS[name].default
         if default is not None:
@@ -690,8 +730,8 @@ def describe_topic_config(broker: BrokerConfig, overrides: Mapping[str, str] | N
                           ) -> list[ConfigEntry]:
     """Every topic-level key as ConfigHelper.createTopicConfigEntry describes it: the
     effective value; synonyms in Kafka's order (the topic override as DYNAMIC_TOPIC_CONFIG,
-    then the broker keys set in server.properties, then built-in defaults); the source is the
-    first synonym's (DEFAULT_CONFIG when there is none); never read-only.
+    then the broker keys set dynamically per broker and as cluster default, then in
+    server.properties, then built-in defaults); the source is the first synonym's (DEFAULT_CONFIG when there is none); never read-only.
 
     One deliberate difference: Kafka 3.x drops leading unit synonyms that differ from the
     primary broker key (so ``log.retention.hours=24`` in the file describes ``retention.ms``
@@ -718,21 +758,49 @@ def describe_topic_config(broker: BrokerConfig, overrides: Mapping[str, str] | N
     return entries
 
 
-def describe_broker_config(broker: BrokerConfig) -> list[ConfigEntry]:
-    """Every broker key with its effective value, as ConfigHelper.createBrokerConfigEntry:
-    synonyms from the key itself on (STATIC_BROKER_CONFIG when set in server.properties,
-    then DEFAULT_CONFIG), source the first synonym's, passwords sensitive with no value.
-    Every key is read-only: Weir does not alter broker configs dynamically."""
+# Broker keys that can change without a restart (Kafka's DynamicBrokerConfig.AllDynamicConfigs,
+# the part Weir applies live): the broker defaults of topic configs (DynamicLogConfig, all but
+# the message format version), the replication throttles (BrokerConfigHandler) and the
+# connection limits (SocketServer.ReconfigurableConfigs).  All may be set per broker and as
+# the cluster default; every other key is read-only.
+DYNAMIC_BROKER_CONFIGS: frozenset[str] = frozenset(
+    [d.name for d in BROKER_CONFIGS
+     if d.topic_key is not None and d.name != "log.message.format.version"]
+    + ["leader.replication.throttled.rate", "follower.replication.throttled.rate",
+       "max.connections", "max.connections.per.ip", "max.connections.per.ip.overrides"])
+
+
+def describe_broker_config(broker: BrokerConfig, per_broker: bool = True
+                           ) -> list[ConfigEntry]:
+    """Broker keys as ConfigHelper.createBrokerConfigEntry describes them: synonyms from the
+    key itself on (dynamic per broker, dynamic cluster default, server.properties, built-in
+    default), source the first synonym's, passwords sensitive with no value, read-only
+    unless in :data:`DYNAMIC_BROKER_CONFIGS`.
+
+    ``per_broker`` False describes the cluster-default resource (an empty broker name): only
+    the keys set in ``/config/brokers/<default>``, with only their cluster-default synonyms.
+    """
     entries = []
     for cdef in BROKER_CONFIGS:
+        if not per_broker and cdef.name not in broker.dynamic_default:
+            continue
         sensitive = cdef.type == "password"
         synonyms = _broker_synonyms(broker, cdef.name, sensitive)
         while synonyms and synonyms[0].name != cdef.name:
             synonyms.pop(0)  # another unit's key: it describes that key, not this one
+        if not per_broker:
+            synonyms = [s for s in synonyms
+                        if s.source == ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG]
         source = synonyms[0].source if synonyms else ConfigSource.DEFAULT_CONFIG
-        value = None if sensitive else format_value(broker.get(cdef.name))
+        if sensitive:
+            value = None
+        elif per_broker:
+            value = format_value(broker.get(cdef.name))
+        else:
+            value = broker.dynamic_default[cdef.name]
         entries.append(ConfigEntry(
-            name=cdef.name, value=value, source=int(source), read_only=True,
+            name=cdef.name, value=value, source=int(source),
+            read_only=cdef.name not in DYNAMIC_BROKER_CONFIGS,
             sensitive=sensitive, is_default=source == ConfigSource.DEFAULT_CONFIG,
             type=int(cdef.type_code), doc=cdef.doc, synonyms=synonyms))
     return entries

@@ -1,4 +1,4 @@
-"""Hand-written encoder of the Fetch response (v4-v12) as a list of chunks.
+"""Hand-written encoder of the Fetch response (v4-v17) as a list of chunks.
 
 Record bytes are not copied through Python: a partition's records are a
 :class:`FileRegion` (a slice of a segment file) that the socket server sends with
@@ -9,6 +9,7 @@ every version against kio's decoder.
 from __future__ import annotations
 
 import struct
+import uuid
 from dataclasses import dataclass, field
 
 from weir.protocol.codec import encode_uvarint
@@ -94,16 +95,25 @@ def _tagged_fields(p: PartitionData) -> bytes:
     return bytes(out)
 
 
-def encode(version: int, topics: list[tuple[str, list[PartitionData]]], error_code: int = 0,
-           session_id: int = 0) -> list[Chunk]:
-    """The body of a FetchResponse of ``version`` (4-12), as chunks."""
+def encode(version: int, topics: list[tuple[str | uuid.UUID, list[PartitionData]]],
+           error_code: int = 0, session_id: int = 0,
+           node_endpoints: list[tuple[int, str, int, str | None]] = ()) -> list[Chunk]:
+    """The body of a FetchResponse of ``version`` (4-17), as chunks.
+
+    A topic is its name before v13 and its topic id (KIP-516) from v13. ``node_endpoints``
+    (v16+, KIP-951: ``(node id, host, port, rack)``) tell a client where the current leaders
+    named in partitions' ``current_leader`` are.
+    """
     w = _Writer(flexible=version >= 12)
     w.raw(_I32.pack(0))  # throttle time
     if version >= 7:
         w.raw(_I16.pack(error_code) + _I32.pack(session_id))
     w.count(len(topics))
-    for name, partitions in topics:
-        w.string(name)
+    for topic, partitions in topics:
+        if version >= 13:
+            w.raw(topic.bytes if isinstance(topic, uuid.UUID) else bytes(16))
+        else:
+            w.string(str(topic))
         w.count(len(partitions))
         for p in partitions:
             w.raw(_PARTITION_HEAD.pack(p.partition_index, p.error_code, p.high_watermark,
@@ -119,5 +129,24 @@ def encode(version: int, topics: list[tuple[str, list[PartitionData]]], error_co
         if w.flexible:
             w.raw(b"\x00")
     if w.flexible:
-        w.raw(b"\x00")
+        if version >= 16 and node_endpoints:
+            w.raw(b"\x01" + _node_endpoints(node_endpoints))
+        else:
+            w.raw(b"\x00")
     return w.done()
+
+
+def _node_endpoints(nodes: list[tuple[int, str, int, str | None]]) -> bytes:
+    """The top-level tagged field 0 of v16+."""
+    out = bytearray(encode_uvarint(len(nodes) + 1))
+    for node_id, host, port, rack in nodes:
+        raw_host = host.encode()
+        out += _I32.pack(node_id) + encode_uvarint(len(raw_host) + 1) + raw_host
+        out += _I32.pack(port)
+        if rack is None:
+            out += b"\x00"
+        else:
+            raw_rack = rack.encode()
+            out += encode_uvarint(len(raw_rack) + 1) + raw_rack
+        out += b"\x00"
+    return encode_uvarint(0) + encode_uvarint(len(out)) + bytes(out)

@@ -29,6 +29,7 @@ from weir.protocol.interbroker import ControlledShutdownRequest
 from weir.replication.fetcher import FetcherSettings
 from weir.replication.replica_manager import ReplicaManager, ReplicationSettings
 from weir.server import admin
+from weir.server.fetch_session import FetchSessionCache
 from weir.server.metadata_cache import MetadataCache
 from weir.server.network import ConnectionLimits, SocketServer
 from weir.server.producer_ids import ProducerIdManager
@@ -71,6 +72,9 @@ class Broker:
         self.replica_manager.throttles.configure(
             config.leader_replication_throttled_rate, config.follower_replication_throttled_rate,
             self.topic_config)
+        # Incremental fetch sessions (KIP-227), Kafka's FetchManager.
+        self.fetch_sessions = FetchSessionCache(
+            max_entries=config.get("max.incremental.fetch.session.cache.slots"))
         self.socket_server = SocketServer(
             self, config.listener_host, config.listener_port, ConnectionLimits.from_config(config)
         )

@@ -116,8 +116,10 @@ def test_hand_encoded_produce_response_matches_kio(version):
     assert p0.log_append_time is None
 
 
-@pytest.mark.parametrize("version", range(4, 13))
+@pytest.mark.parametrize("version", range(4, 18))
 def test_hand_encoded_fetch_response_matches_kio(version, tmp_path):
+    import uuid
+
     from weir.protocol import fetch_response as fr
 
     segment = tmp_path / "0.log"
@@ -130,7 +132,11 @@ def test_hand_encoded_fetch_response_matches_kio(version, tmp_path):
         ]),
         ("béta", [fr.PartitionData(2, 0, 1, 1, 0, 3, b"inline-records")]),
     ]
-    chunks = fr.encode(version, topics, error_code=0, session_id=0)
+    ids = {"alpha": uuid.uuid4(), "béta": uuid.uuid4()}
+    if version >= 13:  # KIP-516: topics by id
+        topics = [(ids[name], parts) for name, parts in topics]
+    endpoints = [(2, "127.0.0.1", 9093, None), (3, "h3", 9094, "r1")]
+    chunks = fr.encode(version, topics, error_code=0, session_id=77, node_endpoints=endpoints)
     body = b"".join(c if isinstance(c, bytes) else
                     segment.read_bytes()[c.position:c.position + c.size] for c in chunks)
     assert any(isinstance(c, fr.FileRegion) for c in chunks)
@@ -138,7 +144,14 @@ def test_hand_encoded_fetch_response_matches_kio(version, tmp_path):
     decoded = codec.decode_body(response_cls, body)
     a0, a1 = decoded.responses[0].partitions
     b0 = decoded.responses[1].partitions[0]
-    assert decoded.responses[1].topic == "béta"
+    if version >= 13:
+        assert decoded.responses[1].topic_id == ids["béta"]
+    else:
+        assert decoded.responses[1].topic == "béta"
+    if version >= 7:
+        assert decoded.session_id == 77
+    if version >= 16:
+        assert [(n.node_id, n.host, n.port, n.rack) for n in decoded.node_endpoints] == endpoints
     assert (a0.partition_index, a0.high_watermark, a0.records) == (0, 40, b"R" * 300)
     assert int(a1.error_code) == 74 and a1.records == b""
     assert b0.records == b"inline-records"

@@ -1,11 +1,15 @@
 """Fetch (1): consumers read below the high watermark; followers read to the log end.
 
-Fetch sessions (KIP-227) are not kept: every response carries session id 0, which tells the
-client that no session was created, so it keeps sending full fetch requests.
+Fetch v7+ may use incremental fetch sessions (KIP-227, :mod:`weir.server.fetch_session`):
+a full fetch creates one, an incremental fetch names only what changed and is answered only
+for partitions with something new. Fetch v13+ names topics by id (KIP-516): an id this
+broker does not know is answered UNKNOWN_TOPIC_ID for its partitions.
 """
 
 from __future__ import annotations
 
+import time
+import uuid
 from typing import Any
 
 from weir.common import TopicPartition
@@ -15,64 +19,126 @@ from weir.protocol.fetch_response import PartitionData
 from weir.replication.read_replica import rack_aware_enabled
 from weir.replication.replica_manager import FetchPartition, FetchResult
 from weir.server.context import RawResponse
+from weir.server.fetch_session import PartitionRequest
 
 API_KEY = 1
 MIN_VERSION = 4
-MAX_VERSION = 12
+MAX_VERSION = 17
 
 
-async def handle(ctx, request) -> Any:
-    broker = ctx.broker
-    # Fetch sessions (KIP-227, v7+) are not kept: a request naming one is refused.
-    session_id = getattr(request, "session_id", 0)
-    if session_id != 0 and request.session_epoch not in (-1, 0):
-        return RawResponse(fetch_response.encode(
-            ctx.version, [], error_code=int(ErrorCode.fetch_session_id_not_found)))
-    wanted: list[FetchPartition] = []
+def _replica_id(request, version: int) -> int:
+    if version >= 15:  # KIP-903: the follower's id moved into ReplicaState
+        return int(request.replica_state.replica_id)
+    return int(request.replica_id)
+
+
+def _requested(request, version: int, resolve) -> tuple[list[PartitionRequest],
+                                                        list[PartitionRequest]]:
+    fetch: list[PartitionRequest] = []
     for topic in request.topics:
+        if version >= 13:
+            topic_id = topic.topic_id or uuid.UUID(int=0)
+            name = resolve(topic_id)
+        else:
+            topic_id, name = None, topic.topic
         for part in topic.partitions:
-            wanted.append(FetchPartition(
-                tp=TopicPartition(topic.topic, int(part.partition)),
+            fetch.append(PartitionRequest(
+                topic=name, topic_id=topic_id, partition=int(part.partition),
                 fetch_offset=int(part.fetch_offset),
                 partition_max_bytes=int(part.partition_max_bytes),
                 current_leader_epoch=int(getattr(part, "current_leader_epoch", -1)),
                 last_fetched_epoch=int(getattr(part, "last_fetched_epoch", -1)),
                 log_start_offset=int(getattr(part, "log_start_offset", -1)),
             ))
+    forgotten: list[PartitionRequest] = []
+    for topic in getattr(request, "forgotten_topics_data", ()) or ():
+        if version >= 13:
+            topic_id = topic.topic_id or uuid.UUID(int=0)
+            name = resolve(topic_id)
+        else:
+            topic_id, name = None, topic.topic
+        for index in topic.partitions:
+            forgotten.append(PartitionRequest(name, topic_id, int(index), -1, 0))
+    return fetch, forgotten
+
+
+async def handle(ctx, request) -> Any:
+    broker = ctx.broker
+    version = ctx.version
+    replica_id = _replica_id(request, version)
+    consumer = replica_id < 0
+    resolve = broker.metadata.topic_by_id
+    fetch, forgotten = _requested(request, version, resolve)
+    context = broker.fetch_sessions.new_context(
+        version, int(getattr(request, "session_id", 0)),
+        int(getattr(request, "session_epoch", -1)), not consumer, fetch, forgotten,
+        _now_ms(), resolve)
+    if context.error:
+        return RawResponse(fetch_response.encode(version, [], error_code=context.error))
+    wanted: list[FetchPartition] = []
+    for req in context.partitions:
+        if req.topic is None:
+            continue  # an unknown topic id: UNKNOWN_TOPIC_ID below
+        wanted.append(FetchPartition(
+            tp=TopicPartition(req.topic, req.partition), fetch_offset=req.fetch_offset,
+            partition_max_bytes=req.partition_max_bytes,
+            current_leader_epoch=req.current_leader_epoch,
+            last_fetched_epoch=req.last_fetched_epoch, log_start_offset=req.log_start_offset,
+        ))
     max_wait_ms = int(request.max_wait.total_seconds() * 1000)
     max_bytes = int(getattr(request, "max_bytes", 0x7FFFFFFF))
-    replica_id = int(request.replica_id)
-    consumer = replica_id < 0
     redirected = _preferred_read_replicas(ctx, request, wanted) if consumer else {}
     results = await broker.replica_manager.fetch(
         replica_id, max_wait_ms, int(request.min_bytes), max_bytes,
         [w for w in wanted if w.tp not in redirected],
-        followers_serve_consumers=consumer and ctx.version >= 11,
+        followers_serve_consumers=consumer and version >= 11,
     )
     for tp in redirected:
         results[tp] = FetchResult()
-    by_topic: dict[str, list[PartitionData]] = {}
-    for req in wanted:
-        r = results[req.tp]
-        error = ctx.partition_error(req.tp, r.error)
+    answers: list[tuple[PartitionRequest, PartitionData]] = []
+    leaders: set[int] = set()
+    for req in context.partitions:
+        if req.topic is None:
+            answers.append((req, PartitionData(
+                partition_index=req.partition, error_code=int(ErrorCode.unknown_topic_id))))
+            continue
+        tp = TopicPartition(req.topic, req.partition)
+        r = results[tp]
+        error = ctx.partition_error(tp, r.error)
         data = PartitionData(
-            partition_index=req.tp.partition, error_code=int(error),
+            partition_index=req.partition, error_code=int(error),
             high_watermark=r.high_watermark, last_stable_offset=r.high_watermark,
             log_start_offset=r.log_start_offset,
             records=r.records if r.records is not None else b"",
             diverging_epoch=r.diverging_epoch,
         )
-        if req.tp in redirected:
-            p = broker.replica_manager.partitions[req.tp]
-            data.preferred_read_replica = redirected[req.tp]
+        if tp in redirected:
+            p = broker.replica_manager.partitions[tp]
+            data.preferred_read_replica = redirected[tp]
             data.records = b""
             data.high_watermark = data.last_stable_offset = p.log.high_watermark
             data.log_start_offset = p.log.log_start_offset
-        meta = broker.metadata.partition(req.tp)
+        meta = broker.metadata.partition(tp)
         if error in (ErrorCode.not_leader_or_follower, ErrorCode.fenced_leader_epoch) and meta:
             data.current_leader = (meta.leader, meta.leader_epoch)
-        by_topic.setdefault(req.tp.topic, []).append(data)
-    return RawResponse(fetch_response.encode(ctx.version, list(by_topic.items())))
+            leaders.add(meta.leader)
+        answers.append((req, data))
+    error, session_id, kept = context.respond(answers, _now_ms())
+    by_topic: dict[Any, list[PartitionData]] = {}
+    for req, data in kept:
+        by_topic.setdefault(req.topic_id if version >= 13 else req.topic, []).append(data)
+    endpoints = []
+    if version >= 16:  # KIP-951: where the new leaders are
+        for leader in sorted(leaders):
+            b = broker.metadata.brokers.get(leader)
+            if b is not None:
+                endpoints.append((b.id, b.host, b.port, b.rack))
+    return RawResponse(fetch_response.encode(version, list(by_topic.items()), error_code=error,
+                                             session_id=session_id, node_endpoints=endpoints))
+
+
+def _now_ms() -> int:
+    return int(time.time() * 1000)
 
 
 def _preferred_read_replicas(ctx, request, wanted: list[FetchPartition]) -> dict:
