@@ -88,10 +88,20 @@ def raw_request(host: str, port: int, api_key: int, version: int, **fields):
     body = codec.encode_body(codec.build(request_cls, **fields))
     header = codec.encode_request_header(api_key, version, 1, "test",
                                          bool(request_cls.__flexible__))
+    def read_exactly(sock, n: int) -> bytes:
+        # A socket with a timeout is non-blocking underneath: MSG_WAITALL may return less.
+        buf = bytearray()
+        while len(buf) < n:
+            chunk = sock.recv(n - len(buf))
+            if not chunk:
+                raise ConnectionError(f"connection closed after {len(buf)} of {n} bytes")
+            buf += chunk
+        return bytes(buf)
+
     with socket.create_connection((host, port), timeout=30) as sock:
         sock.sendall(struct.pack(">i", len(header) + len(body)) + header + body)
-        size = struct.unpack(">i", sock.recv(4, socket.MSG_WAITALL))[0]
-        frame = sock.recv(size, socket.MSG_WAITALL)
+        size = struct.unpack(">i", read_exactly(sock, 4))[0]
+        frame = read_exactly(sock, size)
     start = codec.skip_tagged_fields(frame, 4) if codec.response_header_flexible(
         api_key, response_cls) else 4
     return codec.decode_body(response_cls, frame, start)
