@@ -194,6 +194,46 @@ BROKER_CONFIGS: tuple[ConfigDef, ...] = (
     _d("inter.broker.listener.name", "string", None, None, "Listener used between brokers."),
     _d("security.inter.broker.protocol", "string", "PLAINTEXT",
        OneOf(("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")), "Inter-broker protocol."),
+    # TLS and SASL (weir/security). Each may be given per listener with Kafka's prefix
+    # listener.name.<listener>.<key>; PEM key and trust stores only (KIP-651).
+    _d("ssl.keystore.type", "string", "PEM", OneOf(("PEM",), True),
+       "Key store format; PEM (Weir reads no JKS or PKCS12 stores)."),
+    _d("ssl.keystore.location", "string", None, None,
+       "PEM file with the private key and the certificate chain."),
+    _d("ssl.keystore.certificate.chain", "password", None, None,
+       "The certificate chain as PEM text (with ssl.keystore.key)."),
+    _d("ssl.keystore.key", "password", None, None, "The private key as PEM text."),
+    _d("ssl.key.password", "password", None, None, "Password of an encrypted private key."),
+    _d("ssl.truststore.type", "string", "PEM", OneOf(("PEM",), True),
+       "Trust store format; PEM."),
+    _d("ssl.truststore.location", "string", None, None, "PEM file of trusted certificates."),
+    _d("ssl.truststore.certificates", "password", None, None,
+       "Trusted certificates as PEM text."),
+    _d("ssl.client.auth", "string", "none", OneOf(("none", "requested", "required")),
+       "Client certificates: none, requested or required."),
+    _d("ssl.enabled.protocols", "list", "TLSv1.2,TLSv1.3", OneOf(("TLSv1.2", "TLSv1.3")),
+       "TLS versions accepted (nothing older than TLSv1.2)."),
+    _d("ssl.protocol", "string", "TLSv1.3", OneOf(("TLSv1.2", "TLSv1.3", "TLS")),
+       "TLS protocol of the contexts (informational; see ssl.enabled.protocols)."),
+    _d("ssl.endpoint.identification.algorithm", "string", "https", None,
+       "Host name verification of the inter-broker client: https, or empty for none."),
+    _d("ssl.principal.mapping.rules", "string", "DEFAULT", None,
+       "Rules mapping a client certificate's DN to a principal name (KIP-371)."),
+    _d("sasl.enabled.mechanisms", "list", "SCRAM-SHA-256,SCRAM-SHA-512",
+       OneOf(("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")),
+       "SASL mechanisms offered (Kafka's default GSSAPI is not supported)."),
+    _d("sasl.mechanism.inter.broker.protocol", "string", "SCRAM-SHA-512",
+       OneOf(("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")),
+       "SASL mechanism brokers use with each other."),
+    _d("sasl.jaas.config", "password", None, None,
+       "Login module options; per listener and mechanism as "
+       "listener.name.<l>.<mechanism>.sasl.jaas.config."),
+    _d("sasl.server.max.receive.size", "int", 524288, _AT_LEAST_1,
+       "Largest request before authentication completes."),
+    _d("connection.failed.authentication.delay.ms", "int", 100, _AT_LEAST_0,
+       "Delay before closing a connection whose authentication failed."),
+    _d("connections.max.reauth.ms", "long", 0, _AT_LEAST_0,
+       "SASL session lifetime; clients re-authenticate before it ends (KIP-368; 0: never)."),
     # Authorization (Kafka's AclAuthorizer; weir/security/authorizer.py).
     _d("authorizer.class.name", "string", "",
        OneOf(("", "kafka.security.authorizer.AclAuthorizer")),
@@ -457,6 +497,12 @@ def _check(key: str, value: Any, validator: Callable[[Any], str | None] | None) 
 # Broker configuration
 
 
+def _listener_prefixed(key: str) -> bool:
+    """``listener.name.<listener>.<key>``: a per-listener security setting (read by
+    weir.security.listeners)."""
+    return key.startswith("listener.name.") and key.count(".") >= 3
+
+
 class Listener(NamedTuple):
     """One parsed listener: name (security protocol), host ('' = all interfaces), port."""
 
@@ -507,7 +553,8 @@ class BrokerConfig:
         self.originals: dict[str, Any] = dict(props)
         self.dynamic_default: dict[str, str] = dict(dynamic_default or {})
         self.dynamic_broker: dict[str, str] = dict(dynamic_broker or {})
-        self.unknown: list[str] = sorted(k for k in props if k not in BROKER_CONFIG_DEFS)
+        self.unknown: list[str] = sorted(
+            k for k in props if k not in BROKER_CONFIG_DEFS and not _listener_prefixed(k))
         if dynamic_default is None and dynamic_broker is None:
             for key in self.unknown:
                 log.warning("Unknown broker configuration key %r ignored", key)
@@ -538,6 +585,48 @@ class BrokerConfig:
                     raise ConfigError(
                         f"Invalid value {format_value(advertised)!r} for configuration"
                         " advertised.listeners: must not be a wildcard address")
+        self._check_listener_security(explicit)
+
+    def _check_listener_security(self, explicit: Mapping[str, Any]) -> None:
+        """Kafka's listener rules: every listener name has a security protocol, names and
+        ports are unique, the inter-broker listener is one of the advertised listeners."""
+        from weir.security.listeners import SecurityConfigError, parse_protocol_map
+
+        try:
+            self.listener_protocols = parse_protocol_map(
+                self._values["listener.security.protocol.map"])
+        except SecurityConfigError as exc:
+            raise ConfigError(str(exc)) from None
+        for key, parsed in (("listeners", self._listeners),
+                            ("advertised.listeners", self._advertised)):
+            names = [lst.name for lst in parsed]
+            if len(set(names)) != len(names):
+                raise ConfigError(f"Invalid value {format_value(self._values[key] or self._values['listeners'])!r}"
+                                  f" for configuration {key}: each listener must have a "
+                                  "different name")
+            for lst in parsed:
+                if lst.name not in self.listener_protocols:
+                    raise ConfigError(
+                        f"Invalid value for configuration {key}: listener {lst.name} has no "
+                        "security protocol in listener.security.protocol.map")
+        ports = [lst.port for lst in self._listeners if lst.port != 0]
+        if len(set(ports)) != len(ports):
+            raise ConfigError(f"Invalid value {format_value(self._values['listeners'])!r} for "
+                              "configuration listeners: each listener must have a different "
+                              "port")
+        if (explicit.get("inter.broker.listener.name") is not None
+                and explicit.get("security.inter.broker.protocol") is not None):
+            raise ConfigError("Only one of inter.broker.listener.name and "
+                              "security.inter.broker.protocol should be set")
+        name = (self._values["inter.broker.listener.name"]
+                or self._values["security.inter.broker.protocol"]).upper()
+        if name not in {lst.name for lst in self._advertised}:
+            key = ("inter.broker.listener.name" if explicit.get("inter.broker.listener.name")
+                   else "security.inter.broker.protocol")
+            raise ConfigError(f"Invalid value {name!r} for configuration {key}: "
+                              "the inter-broker listener must be one of advertised.listeners "
+                              f"({', '.join(lst.name for lst in self._advertised)})")
+        self.inter_broker_listener_name: str = name
 
     @classmethod
     def from_dict(cls, props: Mapping[str, Any]) -> BrokerConfig:
@@ -625,6 +714,23 @@ class BrokerConfig:
     @property
     def advertised_port(self) -> int:
         return self._advertised[0].port
+
+    def advertised_endpoint(self, name: str, bound_port: int) -> tuple[str, int]:
+        """The advertised (host, port) of listener ``name``; port 0 is the bound port."""
+        for lst in self._advertised:
+            if lst.name == name:
+                host = lst.host if lst.host not in ("", "0.0.0.0", "::") \
+                    else _default_advertised_host()
+                return host, lst.port or bound_port
+        raise KeyError(name)
+
+    def security_value(self, key: str) -> Any:
+        """A security setting by Kafka key: a known key's typed value, or a
+        ``listener.name.<l>.<key>`` override as written (None when unset)."""
+        if key in BROKER_CONFIG_DEFS:
+            return self._values[key]
+        raw = self.originals.get(key)
+        return raw.strip() if isinstance(raw, str) else raw
 
     @property
     def log_dir_paths(self) -> list[Path]:

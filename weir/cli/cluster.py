@@ -24,6 +24,7 @@ import os
 import signal
 import socket
 import subprocess
+import sys
 import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
@@ -112,6 +113,10 @@ class LocalCluster:
         self._popens: dict[int, subprocess.Popen] = {}
         self._stale_epochs: dict[int, int] = {}  # registrations left by a killed process
         self.first_broker_id = 1
+        self.serve_metrics = False  # weir up --console: each broker gets a metrics.http.port
+        self.console_url: str | None = None  # weir up --console (weir/console)
+        self.console_pid = 0
+        self.secure: Any = None  # weir up --secure: a weir.cli.secure.SecureCluster
         self._load_state()
         if first_broker_id is not None:
             self.first_broker_id = first_broker_id
@@ -151,6 +156,8 @@ class LocalCluster:
         self.zookeeper_pid = int(state.get("zookeeper_pid") or 0)
         if state.get("first_broker_id") is not None:
             self.first_broker_id = int(state["first_broker_id"])
+        self.console_url = state.get("console")
+        self.console_pid = int(state.get("console_pid") or 0)
         for entry in state.get("brokers", []):
             slot = BrokerSlot(int(entry["id"]), entry["host"], int(entry["port"]),
                               Path(entry["config"]), int(entry.get("pid") or 0))
@@ -160,7 +167,9 @@ class LocalCluster:
         """The ``cluster.json`` document."""
         return {"zookeeper": self.zookeeper_connect, "zookeeper_pid": self.zookeeper_pid,
                 "bootstrap": self.bootstrap, "first_broker_id": self.first_broker_id,
-                "brokers": [s.to_json() for s in self.brokers]}
+                "brokers": [s.to_json() for s in self.brokers],
+                **({"console": self.console_url, "console_pid": self.console_pid}
+                   if self.console_url else {})}
 
     def save_state(self) -> None:
         """Write ``cluster.json`` atomically."""
@@ -195,18 +204,24 @@ class LocalCluster:
         managed = {"zookeeper.connect": self.zookeeper_connect, **self.overrides, **own}
         if not path.exists():
             replicas = str(min(3, max(self.num_brokers, 1)))
+            port = self._new_port(broker_id)
+            secured = self.secure.broker_keys(broker_id, port) if self.secure else {}
             managed = {
                 "broker.id": str(broker_id),
-                "listeners": f"PLAINTEXT://{LOOPBACK}:{self._new_port(broker_id)}",
+                "listeners": f"PLAINTEXT://{LOOPBACK}:{port}",
                 "log.dirs": str(self.broker_dir(broker_id) / "logs"),
                 "zookeeper.connect": self.zookeeper_connect,
                 "zookeeper.session.timeout.ms": str(self.session_timeout_ms),
                 "offsets.topic.replication.factor": replicas,
                 "transaction.state.log.replication.factor": replicas,
                 "transaction.state.log.min.isr": str(min(2, int(replicas))),
+                **secured,
                 **self.overrides,
                 **own,
             }
+        if self.serve_metrics and "metrics.http.port" not in managed:
+            kept = read_properties(path).get("metrics.http.port", "-1") if path.exists() else "-1"
+            managed["metrics.http.port"] = kept if int(kept) > 0 else str(free_port())
         write_properties(path, managed, header=CONFIG_HEADER)
         props = read_properties(path)
         listener = parse_listener(props.get("listeners", "PLAINTEXT://:9092").split(",")[0])
@@ -263,6 +278,9 @@ class LocalCluster:
         for broker_id in self.wanted_ids():
             self.write_config(broker_id)
         self.save_state()
+        if self.secure is not None:  # SCRAM users before any broker authenticates
+            self.secure.create_users(self.zk())
+            self.secure.write_client_properties(self.bootstrap)
         for broker_id in self.broker_ids:
             if self.broker_pid(broker_id) is None:
                 self.start_broker(broker_id)
@@ -374,6 +392,7 @@ class LocalCluster:
 
         Brokers stop one at a time, the controller last, so that each one's controlled
         shutdown can move its leaders to brokers still running."""
+        self.stop_console(timeout_s)
         controller = self._controller_for_stop_order()
         order = sorted(self.broker_ids, key=lambda i: i == controller)
         for broker_id in order:
@@ -387,6 +406,43 @@ class LocalCluster:
             self._zk_server = None
         if self.cluster_file.exists() or self._slots:
             self.save_state()
+
+    # -- web console (weir up --console) ---------------------------------------------------
+    def start_console(self, port: int = 0, timeout_s: float = 30) -> str:
+        """Run ``weir console`` on this cluster (port 0: a free one); returns its URL once it
+        answers, recorded as ``console`` in cluster.json.  :meth:`stop` stops it."""
+        if self.console_url and procs.pid_alive(self.console_pid):
+            return self.console_url
+        port = port or free_port()
+        log_path = self.data_dir / "console.log"
+        with open(log_path, "ab") as log_file:
+            child = subprocess.Popen(
+                [sys.executable, "-m", "weir", "console", "--data-dir",
+                 str(self.data_dir), "--port", str(port)],
+                stdin=subprocess.DEVNULL, stdout=log_file, stderr=subprocess.STDOUT,
+                start_new_session=True)
+        self._popens[child.pid] = child
+        url = f"http://{LOOPBACK}:{port}/"
+        deadline = time.monotonic() + timeout_s
+        while True:
+            try:
+                with socket.create_connection((LOOPBACK, port), timeout=1):
+                    break
+            except OSError:
+                if child.poll() is not None or time.monotonic() >= deadline:
+                    procs.terminate([child.pid], 5, self._popens)
+                    raise ClusterError(f"the console did not start:\n{log_tail(log_path)}"
+                                       ) from None
+                time.sleep(0.1)
+        self.console_url, self.console_pid = url, child.pid
+        self.save_state()
+        return url
+
+    def stop_console(self, timeout_s: float = 10) -> None:
+        pid, self.console_pid, self.console_url = self.console_pid, 0, None
+        argv = procs.pid_cmdline(pid) if pid else None
+        if argv and "console" in argv and str(self.data_dir) in argv:
+            procs.terminate([pid], timeout_s, self._popens)
 
     def _controller_for_stop_order(self) -> int | None:
         """The controller's id from a short-lived session (None if ZooKeeper is not up).

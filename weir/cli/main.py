@@ -14,10 +14,11 @@ from pathlib import Path
 from typing import Any
 
 from weir.audit import cli as audit_cli
-from weir.cli import admin, procs, reassign
+from weir.cli import admin, consume, elect, procs, produce, reassign
 from weir.cli.cluster import ClusterError, LocalCluster, read_cluster_file
 from weir.cli.zkview import close_zk, collect_snapshot, open_zk, render_snapshot
 from weir.config import BrokerConfig, ConfigError
+from weir.console import cli as console_cli
 from weir.verify import cli as verify_cli
 
 DEFAULT_DATA_DIR = "./weir-data"
@@ -50,6 +51,13 @@ def build_parser() -> argparse.ArgumentParser:
     up.add_argument("--set", dest="overrides", type=key_value, action="append", default=[],
                     metavar="KEY=VALUE", help="broker config override (repeatable)")
     up.add_argument("--timeout", type=float, default=60, help="seconds to wait for startup")
+    up.add_argument("--secure", action="store_true",
+                    help="SASL_SSL listeners, a local CA, SCRAM user admin, ACLs on; writes "
+                         "DIR/client.properties (docs/security.md)")
+    up.add_argument("--console", action="store_true",
+                    help="also serve the web console (docs/console.md); brokers get metrics ports")
+    up.add_argument("--console-port", type=int, default=0, metavar="PORT",
+                    help="port of the console (default: a free one)")
 
     down = sub.add_parser("down", help="stop the local cluster")
     down.add_argument("--data-dir", default=DEFAULT_DATA_DIR)
@@ -74,7 +82,11 @@ def build_parser() -> argparse.ArgumentParser:
     reassign.add_parser(sub)
     verify_cli.add_parser(sub)
     audit_cli.add_parser(sub)
+    console_cli.add_parser(sub)
     admin.add_parsers(sub)
+    elect.add_parser(sub)
+    produce.add_parser(sub)
+    consume.add_parser(sub)
     return parser
 
 
@@ -93,9 +105,17 @@ def cmd_up(args: argparse.Namespace) -> int:
         return EXIT_CONFIG
     cluster = LocalCluster(Path(args.data_dir), args.brokers, args.port_base, overrides,
                            first_broker_id=args.first_broker_id)
+    cluster.serve_metrics = args.console
+    from weir.cli.secure import SecureCluster
+
+    secure = SecureCluster(cluster.data_dir)
+    if args.secure or (secure.dir / "users.json").exists():  # a restart stays secured
+        cluster.secure = secure
     print(f"Starting local cluster in {cluster.data_dir} ...", flush=True)
     try:
         cluster.start(timeout_s=args.timeout)
+        if args.console:
+            print(f"Console: {cluster.start_console(args.console_port)}", flush=True)
     except KeyboardInterrupt:
         cluster.stop()
         return 130
@@ -105,6 +125,9 @@ def cmd_up(args: argparse.Namespace) -> int:
         return 1
     print(f"ZooKeeper: {cluster.zookeeper_connect}")
     print(f"Bootstrap servers: {cluster.bootstrap}", flush=True)
+    if cluster.secure is not None:
+        print(f"Client settings ({cluster.secure.client_properties_path}):\n"
+              + cluster.secure.write_client_properties(cluster.bootstrap), flush=True)
     if args.detach:
         return 0
     try:
@@ -225,7 +248,11 @@ COMMANDS = {"up": cmd_up, "down": cmd_down, "status": cmd_status,
             "reassign": lambda args: reassign.cmd_reassign(args),
             "verify": lambda args: verify_cli.cmd_verify(args),
             "audit": lambda args: audit_cli.cmd_audit(args),
-            **{name: admin.run for name in admin.COMMANDS}}
+            "console": lambda args: console_cli.cmd_console(args),
+            **{name: admin.run for name in admin.COMMANDS},
+            "elect": lambda args: admin.run(args, elect.cmd_elect),
+            "produce": lambda args: admin.run(args, produce.cmd_produce),
+            "consume": lambda args: admin.run(args, consume.cmd_consume)}
 
 
 def main(argv: Sequence[str] | None = None) -> int:

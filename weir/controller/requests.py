@@ -17,7 +17,7 @@ from typing import Any
 
 from weir.common import TopicPartition
 from weir.controller.context import LEADER_DURING_DELETE, ControllerContext
-from weir.coordination.codecs import LeaderIsr
+from weir.coordination.codecs import LeaderIsr, parse_endpoint
 from weir.protocol.interbroker import (
     LeaderAndIsrRequest,
     StopReplicaRequest,
@@ -53,6 +53,8 @@ NO_EPOCH = -1
 ZERO_UUID = uuid.UUID(int=0)
 PLAINTEXT = "PLAINTEXT"
 PLAINTEXT_PROTOCOL = 0
+# Kafka's SecurityProtocol ids, as UpdateMetadata carries them.
+SECURITY_PROTOCOL_IDS = {"PLAINTEXT": 0, "SSL": 1, "SASL_PLAINTEXT": 2, "SASL_SSL": 3}
 _MISSING = object()
 
 
@@ -248,9 +250,12 @@ class RequestBatch:
         return tuple(
             UpdateMetadataBroker(
                 id=info.id,
-                endpoints=(UpdateMetadataEndpoint(port=info.port, host=info.host,
-                                                  listener=PLAINTEXT,
-                                                  security_protocol=PLAINTEXT_PROTOCOL),),
+                endpoints=tuple(
+                    UpdateMetadataEndpoint(
+                        port=port, host=host, listener=name,
+                        security_protocol=SECURITY_PROTOCOL_IDS.get(info.protocol_of(name),
+                                                                    PLAINTEXT_PROTOCOL))
+                    for name, host, port in map(parse_endpoint, info.listener_endpoints())),
                 rack=info.rack,
             )
             for _, info in sorted(self._ctx.live_brokers.items())

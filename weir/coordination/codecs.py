@@ -12,6 +12,7 @@ Numbers Kafka writes as strings (timestamps, producer id blocks) are accepted as
 
 import base64
 import binascii
+import dataclasses
 import json
 import uuid
 from collections.abc import Iterable, Iterator, Mapping
@@ -121,7 +122,9 @@ class BrokerInfo:
 
     ``epoch`` is the broker epoch: the czxid of the registration znode (-1 until known).
     ``endpoints`` are ``LISTENER://host:port`` strings; empty means one PLAINTEXT
-    endpoint at ``host:port``.
+    endpoint at ``host:port``.  ``security_protocols`` is Kafka's
+    ``listener_security_protocol_map`` as (listener, protocol) pairs; empty: each listener
+    named after its protocol.
     """
 
     id: int
@@ -130,27 +133,56 @@ class BrokerInfo:
     rack: str | None = None
     epoch: int = -1
     endpoints: list[str] = field(default_factory=list)
+    security_protocols: tuple[tuple[str, str], ...] = field(default=(), compare=False)
 
     def listener_endpoints(self) -> list[str]:
         return list(self.endpoints) or [f"PLAINTEXT://{self.host}:{self.port}"]
+
+    def protocol_of(self, listener: str) -> str:
+        found = dict(self.security_protocols).get(listener)
+        if found is not None:
+            return found
+        return listener if listener in _SECURITY_PROTOCOLS else "PLAINTEXT"
+
+    def endpoint(self, listener: str) -> tuple[str, int] | None:
+        """(host, port) of this broker on ``listener`` (None: it has no such listener)."""
+        for text in self.listener_endpoints():
+            name, host, port = parse_endpoint(text)
+            if name == listener:
+                return host, port
+        return None
+
+    def on_listener(self, listener: str) -> "BrokerInfo":
+        """This registration with ``host``/``port`` set to its endpoint on ``listener``."""
+        found = self.endpoint(listener)
+        if found is None or found == (self.host, self.port):
+            return self
+        return dataclasses.replace(self, host=found[0], port=found[1])
 
 
 def encode_broker(info: BrokerInfo, now_ms: int, jmx_port: int = -1) -> bytes:
     """Broker registration JSON, version 5."""
     endpoints = info.listener_endpoints()
     protocol_map = {}
+    host: str | None = info.host
+    port = info.port
     for endpoint in endpoints:
         listener = parse_endpoint(endpoint)[0]
-        protocol_map[listener] = listener if listener in _SECURITY_PROTOCOLS else "PLAINTEXT"
+        protocol_map[listener] = info.protocol_of(listener)
+    if info.security_protocols:
+        # Kafka's deprecated host/port fields: the PLAINTEXT endpoint, else null and -1.
+        plaintext = [parse_endpoint(e) for e in endpoints
+                     if protocol_map[parse_endpoint(e)[0]] == "PLAINTEXT"]
+        host, port = (plaintext[0][1], plaintext[0][2]) if plaintext else (None, -1)
     return _dumps(
         {
             "listener_security_protocol_map": protocol_map,
             "endpoints": endpoints,
             "rack": info.rack,
             "jmx_port": jmx_port,
-            "host": info.host,
+            "host": host,
             "timestamp": str(now_ms),
-            "port": info.port,
+            "port": port,
             "version": BROKER_INFO_VERSION,
             "features": {},
         }
@@ -175,6 +207,10 @@ def decode_broker(
             _, host, port = parse_endpoint(endpoints[0])
         if host is None or port == -1:
             raise KeyError("host/port or endpoints")
+        raw_map = doc.get("listener_security_protocol_map") or {}
+        if not isinstance(raw_map, dict):
+            raise TypeError(f"field 'listener_security_protocol_map' is not an object: "
+                            f"{raw_map!r}")
         return BrokerInfo(
             id=broker_id,
             host=host,
@@ -182,6 +218,9 @@ def decode_broker(
             rack=_optional_str(doc.get("rack"), "rack"),
             epoch=epoch,
             endpoints=endpoints,
+            security_protocols=tuple(
+                (_str(k, "listener_security_protocol_map"),
+                 _str(v, "listener_security_protocol_map")) for k, v in raw_map.items()),
         )
 
 
@@ -346,6 +385,22 @@ def decode_config(data: bytes | None, *, path: str = "config znode") -> dict[str
 def encode_config_change(entity_path: str) -> bytes:
     """Config change notification, version 2: ``entity_path`` like ``topics/<t>``."""
     return _dumps({"version": 2, "entity_path": entity_path})
+
+
+LOG_DIR_FAILURE_EVENT = 1
+"""Kafka's ``LogDirEventNotificationHandler.LogDirFailureEvent``."""
+
+
+def encode_log_dir_event(broker_id: int) -> bytes:
+    """``/log_dir_event_notification/log_dir_event_<seq>``: ``{"version":1,"broker":<id>,
+    "event":1}`` (Kafka's ``LogDirEventNotificationSequenceZNode``)."""
+    return _dumps({"version": 1, "broker": broker_id, "event": LOG_DIR_FAILURE_EVENT})
+
+
+def decode_log_dir_event(data: bytes, *, path: str = "log dir event znode") -> int:
+    """The broker id of a log dir event notification."""
+    with _decoding(path):
+        return _int(_object(_loads(data))["broker"], "broker")
 
 
 def decode_config_change(data: bytes, *, path: str = "config change znode") -> str:

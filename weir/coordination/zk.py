@@ -164,6 +164,9 @@ class ZkClient:
         self._retry = KazooRetry(max_tries=5, delay=0.05, max_delay=1.0, ignore_expire=False)
         self._multi_read = True  # until the server answers UNIMPLEMENTED (ZooKeeper < 3.6)
         self._reported: set[tuple[str, str]] = set()
+        # When set, a registered broker's host/port are its endpoint on this listener (Kafka's
+        # inter.broker.listener.name: the controller and the replicas connect there).
+        self.inter_broker_listener: str | None = None
 
     # -- lifecycle -----------------------------------------------------------------------
 
@@ -373,10 +376,13 @@ class ZkClient:
         return None if found is None else self._decode_broker(broker_id, *found)
 
     def _decode_broker(self, broker_id: int, data: bytes, stat: ZnodeStat) -> BrokerInfo | None:
-        return self._decoded(
+        info = self._decoded(
             lambda: codecs.decode_broker(broker_id, data, epoch=stat.czxid),
             "the broker is treated as not registered",
         )
+        if info is not None and self.inter_broker_listener is not None:
+            info = info.on_listener(self.inter_broker_listener)
+        return info
 
     # -- controller ----------------------------------------------------------------------
 
@@ -786,6 +792,35 @@ class ZkClient:
 
     def delete_preferred_election(self, controller_epoch_zk_version: int) -> None:
         self._delete_fenced(paths.PREFERRED_REPLICA_ELECTION, controller_epoch_zk_version)
+
+    # -- log dir event notifications (JBOD, KIP-112) ----------------------------------------
+
+    def propagate_log_dir_event(self, broker_id: int) -> str:
+        """A broker's log dir failed: a sequential notification for the controller."""
+        return self._retry(self._client.create, paths.LOG_DIR_EVENT_PREFIX,
+                           codecs.encode_log_dir_event(broker_id), sequence=True,
+                           makepath=True)
+
+    def get_log_dir_events(self) -> dict[str, int]:
+        """Notification name → broker id (unreadable ones are logged and left out)."""
+        names = self.get_children(paths.LOG_DIR_EVENT_NOTIFICATION)
+        found = self._get_many(f"{paths.LOG_DIR_EVENT_NOTIFICATION}/{n}" for n in names)
+        events = {}
+        for name in names:
+            path = f"{paths.LOG_DIR_EVENT_NOTIFICATION}/{name}"
+            if path in found:
+                broker = self._decoded(
+                    lambda p=path: codecs.decode_log_dir_event(found[p][0], path=p),
+                    "ignoring it")
+                if broker is not None:
+                    events[name] = broker
+        return events
+
+    def delete_log_dir_events(self, names: Iterable[str],
+                              controller_epoch_zk_version: int) -> None:
+        for name in names:
+            self._delete_fenced(f"{paths.LOG_DIR_EVENT_NOTIFICATION}/{name}",
+                                controller_epoch_zk_version)
 
     def _delete_fenced(self, path: str, controller_epoch_zk_version: int) -> None:
         op = fenced.delete(path)

@@ -2,6 +2,10 @@
 
 Requests are pipelined on one connection: each gets a correlation id and a future, and one
 reader task resolves futures as responses arrive (Kafka answers in order on a connection).
+
+On a secured inter-broker listener the connection is handed a ``security`` object
+(:class:`weir.security.client.InterBrokerSecurity`): its ``ssl_context`` wraps the socket in
+TLS and its ``authenticate(conn)`` runs the SASL exchange before the connection is used.
 """
 
 from __future__ import annotations
@@ -35,8 +39,9 @@ class BrokerConnection:
     """One pipelined connection to a Kafka-protocol server."""
 
     def __init__(self, host: str, port: int, client_id: str = "weir",
-                 max_frame_bytes: int = 512 * 1024 * 1024) -> None:
+                 max_frame_bytes: int = 512 * 1024 * 1024, security: Any = None) -> None:
         self.host = host
+        self.security = security
         self.port = port
         self.client_id = client_id
         self.max_frame_bytes = max_frame_bytes
@@ -52,11 +57,20 @@ class BrokerConnection:
         return self._writer is not None and self._closed_exc is None
 
     async def connect(self, timeout_s: float = 10.0) -> None:
+        context = getattr(self.security, "ssl_context", None)
         self._reader, self._writer = await asyncio.wait_for(
-            asyncio.open_connection(self.host, self.port), timeout_s
+            asyncio.open_connection(self.host, self.port, ssl=context,
+                                    server_hostname=self.host if context else None),
+            timeout_s
         )
         self._closed_exc = None
         self._read_task = asyncio.create_task(self._read_loop())
+        if self.security is not None and getattr(self.security, "sasl", False):
+            try:
+                await self.security.authenticate(self, timeout_s=timeout_s)
+            except BaseException:
+                await self.close()
+                raise
 
     async def request(self, payload: Any, timeout_s: float | None = 30.0) -> Any:
         """Send ``payload`` (a request schema object); return the decoded response."""

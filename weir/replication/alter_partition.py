@@ -50,8 +50,9 @@ class AlterPartitionManager:
     def __init__(self, broker_id: int, broker_epoch: Callable[[], int],
                  controller: Callable[[], tuple[int, str, int] | None],
                  on_result: Callable[[IsrResult], None], backoff_ms: int = 200,
-                 timeout_ms: int = 30000) -> None:
+                 timeout_ms: int = 30000, security: Any = None) -> None:
         self.broker_id = broker_id
+        self.security = security  # the inter-broker listener's TLS/SASL
         self.broker_epoch = broker_epoch
         self.controller = controller  # (id, host, port) of the active controller, or None
         self.on_result = on_result
@@ -102,7 +103,8 @@ class AlterPartitionManager:
             raise ConnectionError("no controller known")
         if self._conn is None or not self._conn.connected or self._conn_target != target:
             await self._drop()
-            conn = BrokerConnection(target[1], target[2], client_id=f"broker-{self.broker_id}")
+            conn = BrokerConnection(target[1], target[2], client_id=f"broker-{self.broker_id}",
+                                    security=self.security)
             await conn.connect()
             self._conn, self._conn_target = conn, target
         by_topic: dict[uuid.UUID, list[dict[str, Any]]] = {}

@@ -77,6 +77,8 @@ class FetcherSettings:
     partition_max_bytes: int = 1024 * 1024
     backoff_ms: int = 1000
     socket_timeout_ms: int = 30000
+    # TLS/SASL of the inter-broker listener (weir.security.client.InterBrokerSecurity).
+    security: Any = None
 
 
 @dataclass
@@ -156,7 +158,8 @@ class ReplicaFetcher:
     async def _connection(self) -> BrokerConnection:
         if self._conn is None or not self._conn.connected:
             conn = BrokerConnection(self.source.host, self.source.port,
-                                    client_id=f"replica-fetcher-{self.settings.replica_id}")
+                                    client_id=f"replica-fetcher-{self.settings.replica_id}",
+                                    security=self.settings.security)
             await conn.connect(timeout_s=self.settings.socket_timeout_ms / 1000)
             self._conn = conn
         return self._conn

@@ -10,6 +10,7 @@ clean-shutdown marker, close the session.
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import os
 import signal
@@ -20,18 +21,21 @@ from typing import Any
 from weir.asyncutil import cancel_and_wait
 from weir.config import BrokerConfig, topic_config
 from weir.coordination import paths
-from weir.coordination.codecs import BrokerInfo
 from weir.coordination.errors import BrokerIdInUseError
 from weir.coordination.zk import ZkClient
 from weir.protocol.client import BrokerConnection
 from weir.protocol.errors import ErrorCode
 from weir.protocol.interbroker import ControlledShutdownRequest
 from weir.replication.fetcher import FetcherSettings
+from weir.replication.log_dir_failure import take_dir_offline
+from weir.replication.log_dir_mover import LogDirMover
 from weir.replication.replica_manager import ReplicaManager, ReplicationSettings
-from weir.server import admin
+from weir.security.credentials import ScramCredentialStore
+from weir.server import admin, listeners
+from weir.server.authz import create_authorizer
+from weir.server.dynamic_config import DynamicBrokerConfigs
 from weir.server.fetch_session import FetchSessionCache
 from weir.server.metadata_cache import MetadataCache
-from weir.server.network import ConnectionLimits, SocketServer
 from weir.server.producer_ids import ProducerIdManager
 from weir.storage.log import LogConfig
 from weir.storage.log_manager import LogManager
@@ -53,6 +57,11 @@ class Broker:
             connection_timeout_ms=config.get("zookeeper.connection.timeout.ms")
             or config.zookeeper_session_timeout_ms,
         )
+        # Listeners and security (weir.server.listeners): the inter-broker client's TLS/SASL,
+        # brokers' host/port read from ZooKeeper on the inter-broker listener, SCRAM users.
+        self.inter_broker_security = listeners.inter_broker_security(config)
+        self.zk.inter_broker_listener = config.inter_broker_listener_name
+        self.scram_credentials = ScramCredentialStore(self.zk)
         self.metadata = MetadataCache()
         self.topic_overrides: dict[str, dict[str, str]] = {}
         self._effective_configs: dict[str, dict[str, Any]] = {}
@@ -62,7 +71,7 @@ class Broker:
         self.log_manager.dir_failure_listeners.append(self._on_log_dir_failure)
         self.replica_manager = ReplicaManager(
             self.broker_id, self.log_manager, self.topic_log_config, self.topic_min_isr,
-            replication_settings(config),
+            replication_settings(config, self.inter_broker_security),
         )
         # A caught-up follower outside the ISR holds the high watermark back only while its
         # broker is alive (Kafka's isReplicaIsrEligible in ZooKeeper mode).
@@ -75,9 +84,8 @@ class Broker:
         # Incremental fetch sessions (KIP-227), Kafka's FetchManager.
         self.fetch_sessions = FetchSessionCache(
             max_entries=config.get("max.incremental.fetch.session.cache.slots"))
-        self.socket_server = SocketServer(
-            self, config.listener_host, config.listener_port, ConnectionLimits.from_config(config)
-        )
+        self.socket_servers = listeners.socket_servers(self, config)  # one per listener
+        self.socket_server = self.socket_servers[0]
         self.producer_ids = ProducerIdManager(self.zk, self.broker_id)
         self.controller: Any = None
         # Group coordinator (issue 6): follows leadership of __consumer_offsets partitions.
@@ -86,7 +94,17 @@ class Broker:
         self.group_coordinator = GroupCoordinator(
             self, create_offsets_topic=lambda: admin.create_offsets_topic(self))
         self.replica_manager.leadership_listeners.append(self.group_coordinator.on_leadership)
+        # JBOD (KIP-113): replica moves between this broker's log dirs; a future log left
+        # on disk resumes copying once LeaderAndIsr brings its partition online.
+        self.log_dir_mover = LogDirMover(self.replica_manager, self.log_manager)
+        self.replica_manager.leadership_listeners.append(
+            lambda tp, _leader, _epoch: self.log_dir_mover.start(tp))
         self.metrics_server: Any = None  # weir.server.metrics.MetricsServer when enabled
+        # ACL authorizer (weir.server.authz): None unless authorizer.class.name is set.
+        self.authorizer = create_authorizer(config, self.zk)
+        # Dynamic broker configs (/config/brokers/<id> and <default>): keep self.config at the
+        # effective configuration and reconfigure the running parts.
+        self.dynamic_configs = DynamicBrokerConfigs(self)
         self.cluster_id: str = ""
         self.broker_epoch: int = -1
         self._registered = asyncio.Event()
@@ -124,21 +142,19 @@ class Broker:
             self.set_topic_overrides(
                 topic, await asyncio.to_thread(self.zk.get_topic_config, topic))
 
+    def log_defaults_changed(self) -> None:
+        """The broker defaults of topic configs changed (dynamic broker configs): topics
+        without their own override take the new values, existing logs included (Kafka's
+        DynamicLogConfig.reconfigure)."""
+        self._effective_configs.clear()
+        self.log_manager.default_config = LogConfig.from_dict(topic_config(self.config, {}))
+        for topic in sorted({tp.topic for tp in self.log_manager.all_logs()}):
+            self.log_manager.update_config(topic, self.topic_log_config(topic))
+
     async def _reload_dynamic_configs(self) -> None:
-        """A config change notification: re-read topic overrides and the dynamic broker
-        throttle rates (``/config/brokers/<default>`` and ``/config/brokers/<id>``)."""
-        dynamic: dict[str, str] = {}
-        for name in ("<default>", str(self.broker_id)):
-            dynamic.update(await asyncio.to_thread(self.zk.get_entity_config, "brokers", name))
-        rates = []
-        for key in ("leader.replication.throttled.rate", "follower.replication.throttled.rate"):
-            try:
-                rates.append(int(dynamic[key]) if key in dynamic else self.config.get(key))
-            except ValueError:
-                log.warning("ignoring dynamic broker config %s=%r: not a number", key,
-                            dynamic[key])
-                rates.append(self.config.get(key))
-        self.replica_manager.throttles.configure(rates[0], rates[1])
+        """A config change notification: re-read the dynamic broker configs
+        (``/config/brokers/<default>`` and ``/config/brokers/<id>``) and topic overrides."""
+        await self.dynamic_configs.reload()
         for topic in list(self.topic_overrides):
             overrides = await asyncio.to_thread(self.zk.get_topic_config, topic)
             if overrides != self.topic_overrides.get(topic):
@@ -153,22 +169,34 @@ class Broker:
         await asyncio.to_thread(self.zk.start)
         await asyncio.to_thread(self.zk.ensure_paths)
         self.cluster_id = await asyncio.to_thread(self.zk.get_or_create_cluster_id)
+        await self.dynamic_configs.reload()  # before recovery, as Kafka's DynamicBrokerConfig
         self.log_manager.startup(_now_ms())
-        await self.socket_server.start()
+        if self.authorizer is not None:  # ACLs loaded before the first request is served
+            await self.authorizer.start()
+        for server in self.socket_servers:
+            await server.start()
         await self._register()
         self.replica_manager.start_isr_changes(lambda: self.broker_epoch, self._controller_endpoint)
+        self.replica_manager.alter_partition.security = self.inter_broker_security
         self.zk.add_session_listener(
             lambda state: loop.call_soon_threadsafe(self._on_session_state, state)
         )
         self.zk.watch_children(
             paths.CONFIG_CHANGES if hasattr(paths, "CONFIG_CHANGES") else "/config/changes",
             lambda _children: loop.call_soon_threadsafe(
-                lambda: asyncio.ensure_future(self._reload_dynamic_configs())
+                lambda: (self.scram_credentials.invalidate(),  # users/<user> changes too
+                         asyncio.ensure_future(self._reload_dynamic_configs()))
             ),
         )
+        from weir.controller.channel import ControllerChannelManager
         from weir.controller.service import ControllerService
 
-        self.controller = ControllerService(self.broker_id, self.zk, self.config)
+        self.controller = ControllerService(
+            self.broker_id, self.zk, self.config,
+            channel_factory=functools.partial(
+                ControllerChannelManager,
+                connect=functools.partial(BrokerConnection,
+                                          security=self.inter_broker_security)))
         await self.controller.start()
         self.group_coordinator.start()  # group coordinator (issue 6): its clock
         cfg = self.config
@@ -198,15 +226,7 @@ class Broker:
                  cfg.advertised_host, self.socket_server.port)
 
     async def _register(self) -> None:
-        info = BrokerInfo(
-            id=self.broker_id,
-            host=self.config.advertised_host,
-            port=self.config.advertised_port or self.socket_server.port,
-            rack=self.config.get("broker.rack"),
-            epoch=-1,
-            endpoints=[(f"PLAINTEXT://{self.config.advertised_host}:"
-                       f"{self.config.advertised_port or self.socket_server.port}")],
-        )
+        info = listeners.registration(self.config, self.socket_servers, self.broker_id)
         # After a crash the previous incarnation's ephemeral node lives until its session
         # expires; wait for that rather than failing the start.
         deadline = time.monotonic() + self.config.zookeeper_session_timeout_ms / 1000 * 1.5 + 5
@@ -273,11 +293,23 @@ class Broker:
         if self.log_manager.online_dirs:
             log.error("log dir %s failed (%s); its replicas are offline, %d dirs remain",
                       log_dir, reason, len(self.log_manager.online_dirs))
+            # JBOD (KIP-112): stop serving its replicas, then tell the controller.
+            take_dir_offline(self.replica_manager, self.log_dir_mover, log_dir)
+            asyncio.get_running_loop().create_task(self._propagate_log_dir_event())
             return
         log.critical("halting broker %d: all log dirs %s have failed (last: %s: %s)",
                      self.broker_id, [str(d) for d in self.log_manager.log_dirs], log_dir,
                      reason)
         halt(1)
+
+    async def _propagate_log_dir_event(self) -> None:
+        """``/log_dir_event_notification/log_dir_event_<seq>`` for the controller (Kafka's
+        ``KafkaZkClient.propagateLogDirEvent``)."""
+        try:
+            path = await asyncio.to_thread(self.zk.propagate_log_dir_event, self.broker_id)
+            log.info("log dir failure notification %s written", path)
+        except Exception:
+            log.exception("could not write the log dir failure notification")
 
     async def controlled_shutdown(self) -> bool:
         """Ask the controller to move leadership off this broker first (seed 004's
@@ -308,7 +340,8 @@ class Broker:
         target = self._controller_endpoint()
         if target is None:
             return None
-        conn = BrokerConnection(target[1], target[2], client_id=f"broker-{self.broker_id}")
+        conn = BrokerConnection(target[1], target[2], client_id=f"broker-{self.broker_id}",
+                                security=self.inter_broker_security)
         try:
             await conn.connect(timeout_s=10)
             response = await conn.request(
@@ -335,7 +368,11 @@ class Broker:
         await self.group_coordinator.stop()  # group coordinator (issue 6)
         if self.metrics_server is not None:  # Prometheus /metrics (weir.server.metrics)
             await self.metrics_server.stop()
-        await self.socket_server.stop()
+        for server in self.socket_servers:
+            await server.stop()
+        if self.authorizer is not None:
+            await self.authorizer.stop()
+        await self.log_dir_mover.close()
         await self.replica_manager.close()
         self.replica_manager.checkpoint_high_watermarks()
         self.log_manager.shutdown()
@@ -350,7 +387,7 @@ def halt(code: int) -> None:
     os._exit(code)
 
 
-def replication_settings(config: BrokerConfig) -> ReplicationSettings:
+def replication_settings(config: BrokerConfig, security: Any = None) -> ReplicationSettings:
     return ReplicationSettings(
         replica_lag_time_max_ms=config.replica_lag_time_max_ms,
         fetcher=FetcherSettings(
@@ -361,6 +398,7 @@ def replication_settings(config: BrokerConfig) -> ReplicationSettings:
             partition_max_bytes=config.replica_fetch_max_bytes,
             backoff_ms=config.replica_fetch_backoff_ms,
             socket_timeout_ms=config.replica_socket_timeout_ms,
+            security=security,
         ),
     )
 

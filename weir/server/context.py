@@ -34,6 +34,9 @@ class RequestContext:
     # PLAINTEXT connection is User:ANONYMOUS, as in Kafka.
     principal: str = "User:ANONYMOUS"
     listener: str = "PLAINTEXT"
+    # The connection's authentication state (weir.security.session.ConnectionSecurity):
+    # what SaslHandshake and SaslAuthenticate advance.
+    security: Any = None
 
     @property
     def client_host(self) -> str:

@@ -17,10 +17,24 @@ LEADER_DURING_DELETE = -2
 
 @dataclass(frozen=True, slots=True)
 class BrokerMeta:
+    """A live broker; ``host``/``port`` are its inter-broker listener's endpoint and
+    ``endpoints`` (listener, host, port) all of its listeners, from UpdateMetadata."""
+
     id: int
     host: str
     port: int
     rack: str | None = None
+    endpoints: tuple[tuple[str, str, int], ...] = ()
+
+    def on(self, listener: str) -> BrokerMeta | None:
+        """This broker as a client connected on ``listener`` must see it (Kafka answers
+        with the endpoint of the listener the request came in on); None: it has none."""
+        if not self.endpoints:
+            return self
+        for name, host, port in self.endpoints:
+            if name == listener:
+                return BrokerMeta(self.id, host, port, self.rack, self.endpoints)
+        return None
 
 
 @dataclass(frozen=True, slots=True)
@@ -62,6 +76,15 @@ class MetadataCache:
             if topic_id is not None and topic_id.int != 0:
                 self.topic_ids[topic] = topic_id
         return deleted
+
+    def brokers_on(self, listener: str) -> list[BrokerMeta]:
+        """The live brokers with an endpoint on ``listener``, by id, at that endpoint."""
+        found = (b.on(listener) for _, b in sorted(self.brokers.items()))
+        return [b for b in found if b is not None]
+
+    def broker_on(self, broker_id: int, listener: str) -> BrokerMeta | None:
+        b = self.brokers.get(broker_id)
+        return None if b is None else b.on(listener)
 
     def partition(self, tp: TopicPartition) -> PartitionMeta | None:
         return self.topics.get(tp.topic, {}).get(tp.partition)

@@ -25,6 +25,15 @@ Resource limits, with Kafka's keys and meaning (``kafka.network.SocketServer``):
   longer queued: it releases its place (:func:`weir.asyncutil.parked`).
 - On one connection at most ``MAX_IN_FLIGHT`` requests are read ahead of their responses, and
   a client that does not read its responses stops being read once 1 MiB of them is buffered.
+
+One server per listener, each with its security protocol (``weir.security.listeners``): TLS
+is negotiated in the connection's own task (a slow handshake never holds up accepting), and
+on a SASL listener each request's API key is checked against the connection's
+authentication state (``weir.security.session``) before its body is decoded: until
+authentication completes only ApiVersions, SaslHandshake and SaslAuthenticate are handled,
+anything else closes the connection, and frames are bounded by
+``sasl.server.max.receive.size``.  The principal of the connection (SASL user, client
+certificate DN, or ANONYMOUS) is in every request's context.
 """
 
 from __future__ import annotations
@@ -44,6 +53,9 @@ from weir.config import parse_ip_overrides
 from weir.protocol import codec
 from weir.protocol.errors import ErrorCode
 from weir.protocol.fetch_response import FileRegion
+from weir.security.listeners import ListenerSecurity
+from weir.security.session import ConnectionSecurity
+from weir.security.tls import ssl_principal
 from weir.server.context import RawResponse, RequestContext
 from weir.server.handlers import REGISTRY
 
@@ -64,11 +76,16 @@ class Dispatcher:
     def __init__(self, broker: Broker) -> None:
         self.broker = broker
 
-    async def dispatch(self, frame: bytes, peer: str) -> bytes | list[bytes | FileRegion] | None:
+    async def dispatch(self, frame: bytes, peer: str, security: ConnectionSecurity | None = None
+                       ) -> bytes | list[bytes | FileRegion] | None:
         try:
             api_key, version, correlation_id = codec.parse_request_header_prefix(frame)
         except codec.MalformedRequest as exc:
             raise CloseConnection(str(exc)) from exc
+        if security is not None:
+            refusal = security.refusal(api_key)
+            if refusal is not None:  # Kafka's SaslServerAuthenticator: nothing else before auth
+                raise CloseConnection(refusal)
         handler = REGISTRY.get(api_key)
         if handler is None:
             raise CloseConnection(f"unknown API key {api_key}")
@@ -86,6 +103,10 @@ class Dispatcher:
         except codec.MalformedRequest as exc:
             raise CloseConnection(f"malformed {handler.name} v{version} request: {exc}") from exc
         ctx = RequestContext(self.broker, header, request_cls, response_cls, peer)
+        if security is not None:
+            ctx.principal = security.principal
+            ctx.listener = security.listener.name
+            ctx.security = security
         response = await handler.module.handle(ctx, request)
         if response is None:
             return None
@@ -156,8 +177,10 @@ class RequestQueue:
 
 class SocketServer:
     def __init__(self, broker: Broker, host: str, port: int,
-                 limits: ConnectionLimits | None = None) -> None:
+                 limits: ConnectionLimits | None = None,
+                 security: ListenerSecurity | None = None) -> None:
         self.broker = broker
+        self.security = security or ListenerSecurity.plaintext()
         self.host = host
         self.port = port
         self.limits = limits or ConnectionLimits()
@@ -191,7 +214,8 @@ class SocketServer:
         self.port = sock.getsockname()[1]
         self._acceptor = asyncio.create_task(self._accept_loop(), name="acceptor")
         self._reaper = asyncio.create_task(self._reap_idle(), name="idle-reaper")
-        log.info("listening on %s:%d", self.host or "0.0.0.0", self.port)
+        log.info("listening on %s:%d (%s, %s)", self.host or "0.0.0.0", self.port,
+                 self.security.name, self.security.protocol)
 
     async def stop(self) -> None:
         await cancel_and_wait(self._acceptor, self._reaper)
@@ -203,6 +227,13 @@ class SocketServer:
     @property
     def connection_count(self) -> int:
         return len(self._connections)
+
+    def update_limits(self, limits: ConnectionLimits) -> None:
+        """New connection limits from a dynamic broker config (Kafka's SocketServer
+        .reconfigure): they apply to the next accept; a raised ``max.connections`` wakes an
+        acceptor waiting for a free slot."""
+        self.limits = limits
+        self._slot_freed.set()
 
     async def _accept_loop(self) -> None:
         loop = asyncio.get_running_loop()
@@ -218,17 +249,8 @@ class SocketServer:
                             ip, self.limits.per_ip(ip))
                 client.close()
                 continue
-            try:
-                reader = asyncio.StreamReader(limit=1 << 20)
-                protocol = asyncio.StreamReaderProtocol(reader)
-                transport, _ = await loop.connect_accepted_socket(lambda p=protocol: p, client)
-            except OSError as exc:
-                log.warning("dropping connection from %s: %s", ip, exc)
-                client.close()
-                continue
-            writer = asyncio.StreamWriter(transport, protocol, reader, loop)
             self._per_ip[ip] += 1
-            task = asyncio.create_task(self._on_connection(reader, writer, address))
+            task = asyncio.create_task(self._on_connection(client, address))
             self._connections[task] = None
 
     async def _reap_idle(self) -> None:
@@ -245,12 +267,35 @@ class SocketServer:
                              "connections.max.idle.ms=%d", conn.peer, self.limits.idle_ms)
                     task.cancel()
 
-    async def _on_connection(self, reader: asyncio.StreamReader,
-                             writer: asyncio.StreamWriter, address: Any) -> None:
+    async def _open(self, client: socket.socket, peer: str
+                    ) -> tuple[asyncio.StreamReader, asyncio.StreamWriter] | None:
+        """The connection's streams, after the TLS handshake on an SSL listener (None: the
+        handshake failed, logged)."""
+        loop = asyncio.get_running_loop()
+        reader = asyncio.StreamReader(limit=1 << 20)
+        protocol = asyncio.StreamReaderProtocol(reader)
+        context = self.security.ssl_context
+        try:
+            transport, _ = await loop.connect_accepted_socket(
+                lambda: protocol, client, ssl=context,
+                ssl_handshake_timeout=10.0 if context is not None else None)
+        except (OSError, TimeoutError) as exc:  # ssl.SSLError is an OSError
+            log.warning("dropping connection from %s on listener %s: %s", peer,
+                        self.security.name, exc)
+            client.close()
+            return None
+        return reader, asyncio.StreamWriter(transport, protocol, reader, loop)
+
+    async def _on_connection(self, client: socket.socket, address: Any) -> None:
         task = asyncio.current_task()
         assert task is not None
         peer = f"{address[0]}:{address[1]}"
+        writer = None
         try:
+            streams = await self._open(client, peer)
+            if streams is None:
+                return
+            reader, writer = streams
             await self._serve(reader, writer, peer, task)
         except (asyncio.IncompleteReadError, ConnectionError):
             pass
@@ -266,19 +311,26 @@ class SocketServer:
             if self._per_ip[address[0]] <= 0:
                 del self._per_ip[address[0]]
             self._slot_freed.set()
-            writer.close()
+            if writer is not None:
+                writer.close()
 
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter,
                      peer: str, task: asyncio.Task) -> None:
-        conn = _Pipeline(writer, peer)
+        security = ConnectionSecurity(self.security)
+        if self.security.uses_tls and not self.security.sasl:  # SSL: the certificate's DN
+            security.principal = ssl_principal(writer.get_extra_info("ssl_object"),
+                                               self.security.principal_mapper)
+        conn = _Pipeline(writer, peer, security)
         self._connections[task] = conn
         try:
             while True:
                 (size,) = _SIZE.unpack(await reader.readexactly(4))
-                if size < 0 or size > self.max_request_bytes:
+                limit = security.max_frame(self.max_request_bytes)
+                if size < 0 or size > limit:
+                    key = ("socket.request.max.bytes" if limit == self.max_request_bytes
+                           else "sasl.server.max.receive.size")
                     raise CloseConnection(
-                        f"request of {size} bytes exceeds socket.request.max.bytes="
-                        f"{self.max_request_bytes}"
+                        f"request of {size} bytes exceeds {key}={limit}"
                     )
                 frame = await reader.readexactly(size)
                 conn.last_active = time.monotonic()
@@ -287,14 +339,15 @@ class SocketServer:
                     await conn.wait_until(lambda: not conn.in_flight)
                 await conn.wait_until(lambda: len(conn.in_flight) < MAX_IN_FLIGHT)
                 release = await self.queue.acquire()
-                conn.start(api_key, self._handle(frame, peer, release))
+                conn.start(api_key, self._handle(frame, peer, release, security))
         finally:
             await conn.close()
 
-    async def _handle(self, frame: bytes, peer: str, release) -> Any:
+    async def _handle(self, frame: bytes, peer: str, release,
+                      security: ConnectionSecurity) -> Any:
         token = request_slot.set(release)
         try:
-            return await self.dispatcher.dispatch(frame, peer)
+            return await self.dispatcher.dispatch(frame, peer, security)
         finally:
             release()
             request_slot.reset(token)
@@ -303,9 +356,11 @@ class SocketServer:
 class _Pipeline:
     """Requests of one connection in flight, and the task writing their responses in order."""
 
-    def __init__(self, writer: asyncio.StreamWriter, peer: str) -> None:
+    def __init__(self, writer: asyncio.StreamWriter, peer: str,
+                 security: ConnectionSecurity | None = None) -> None:
         self.writer = writer
         self.peer = peer
+        self.security = security
         self.last_active = time.monotonic()  # last request read or response written
         self.in_flight: deque[tuple[int, asyncio.Task]] = deque()
         self._queued = asyncio.Event()
@@ -356,6 +411,13 @@ class _Pipeline:
                 await self.writer.drain()
             self.last_active = time.monotonic()
             self._progress.set()
+            if self.security is not None and self.security.failure is not None:
+                # Kafka's delayed close after a failed authentication
+                # (connection.failed.authentication.delay.ms): the response goes out, the
+                # connection closes later, so a client cannot retry passwords quickly.
+                await self.writer.drain()
+                await asyncio.sleep(self.security.listener.failed_authentication_delay_ms / 1000)
+                raise CloseConnection(f"authentication failed: {self.security.failure}")
 
     async def _send_chunks(self, chunks: list[bytes | FileRegion]) -> None:
         """Bytes are written; file regions go from the page cache to the socket (sendfile)."""

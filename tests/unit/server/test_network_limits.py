@@ -140,7 +140,7 @@ def test_queued_max_requests_bounds_requests_waiting_for_a_handler():
     async def body(server: SocketServer) -> None:
         original = server.dispatcher.dispatch
 
-        async def dispatch(frame: bytes, peer: str):
+        async def dispatch(frame: bytes, peer: str, security=None):
             corr = struct.unpack_from(">i", frame, 4)[0]
             handled.append(corr)
             if corr == 1:

@@ -49,6 +49,15 @@ _MODULES = (
     "alter_configs",
     "incremental_alter_configs",
     "describe_cluster",
+    "describe_log_dirs",
+    "alter_replica_log_dirs",
+    "sasl_handshake",
+    "sasl_authenticate",
+    "describe_user_scram_credentials",
+    "alter_user_scram_credentials",
+    "describe_acls",
+    "create_acls",
+    "delete_acls",
 )
 
 
@@ -73,8 +82,10 @@ def _schemas(api_key: int, version: int) -> tuple[type, type]:
         return load_request_schema(api_key, version), load_response_schema(api_key, version)
     except KioIndexError:
         from weir.protocol.interbroker import INTERBROKER_SCHEMAS
+        from weir.protocol.legacy import LEGACY_SCHEMAS
 
-        return INTERBROKER_SCHEMAS[api_key][version]
+        legacy = LEGACY_SCHEMAS.get(api_key, {}).get(version)
+        return legacy if legacy is not None else INTERBROKER_SCHEMAS[api_key][version]
 
 
 def _load() -> dict[int, ApiHandler]:

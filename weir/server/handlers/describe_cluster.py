@@ -6,6 +6,8 @@ from __future__ import annotations
 from typing import Any
 
 from weir.protocol.errors import ErrorCode
+from weir.security.acls import AclOperation, ResourceType
+from weir.server import authz
 from weir.server.handlers.metadata import _NO_OPERATIONS, _from_zookeeper
 
 API_KEY = 60
@@ -27,13 +29,17 @@ async def handle(ctx, request) -> Any:
                            cluster_authorized_operations=_NO_OPERATIONS)
     cache = broker.metadata
     brokers = [{"broker_id": b.id, "host": b.host, "port": b.port, "rack": b.rack}
-               for b in sorted(cache.brokers.values(), key=lambda b: b.id)]
+               for b in cache.brokers_on(ctx.listener)]
     controller_id = cache.controller_id
     if not brokers or controller_id < 0:  # no UpdateMetadata yet: ask ZooKeeper
-        registered, controller_id = await _from_zookeeper(broker)
+        registered, controller_id = await _from_zookeeper(broker, ctx.listener)
         brokers = brokers or [{"broker_id": b["node_id"], "host": b["host"],
                                "port": b["port"], "rack": b["rack"]} for b in registered]
+    cluster_ops = _NO_OPERATIONS
+    if getattr(request, "include_cluster_authorized_operations", False):  # KIP-430
+        cluster_ops = (authz.authorized_operations(ctx, ResourceType.CLUSTER, "kafka-cluster")
+                       if authz.authorize_cluster(ctx, AclOperation.DESCRIBE) else 0)
     return ctx.respond(error_code=ErrorCode.none, error_message=None,
                        endpoint_type=endpoint_type, cluster_id=broker.cluster_id,
                        controller_id=controller_id, brokers=brokers,
-                       cluster_authorized_operations=_NO_OPERATIONS)
+                       cluster_authorized_operations=cluster_ops)

@@ -18,6 +18,8 @@ from weir.protocol.errors import ErrorCode
 from weir.protocol.fetch_response import PartitionData
 from weir.replication.read_replica import rack_aware_enabled
 from weir.replication.replica_manager import FetchPartition, FetchResult
+from weir.security.acls import AclOperation, ResourceType
+from weir.server import authz
 from weir.server.context import RawResponse
 from weir.server.fetch_session import PartitionRequest
 
@@ -75,10 +77,11 @@ async def handle(ctx, request) -> Any:
         _now_ms(), resolve)
     if context.error:
         return RawResponse(fetch_response.encode(version, [], error_code=context.error))
+    denied = _unauthorized_topics(ctx, consumer, context.partitions)
     wanted: list[FetchPartition] = []
     for req in context.partitions:
-        if req.topic is None:
-            continue  # an unknown topic id: UNKNOWN_TOPIC_ID below
+        if req.topic is None or req.topic in denied:
+            continue  # an unknown topic id (UNKNOWN_TOPIC_ID below) or not authorized
         wanted.append(FetchPartition(
             tp=TopicPartition(req.topic, req.partition), fetch_offset=req.fetch_offset,
             partition_max_bytes=req.partition_max_bytes,
@@ -101,6 +104,11 @@ async def handle(ctx, request) -> Any:
         if req.topic is None:
             answers.append((req, PartitionData(
                 partition_index=req.partition, error_code=int(ErrorCode.unknown_topic_id))))
+            continue
+        if req.topic in denied:
+            answers.append((req, PartitionData(
+                partition_index=req.partition,
+                error_code=int(ErrorCode.topic_authorization_failed))))
             continue
         tp = TopicPartition(req.topic, req.partition)
         r = results[tp]
@@ -130,11 +138,23 @@ async def handle(ctx, request) -> Any:
     endpoints = []
     if version >= 16:  # KIP-951: where the new leaders are
         for leader in sorted(leaders):
-            b = broker.metadata.brokers.get(leader)
+            b = broker.metadata.broker_on(leader, ctx.listener)
             if b is not None:
                 endpoints.append((b.id, b.host, b.port, b.rack))
     return RawResponse(fetch_response.encode(version, list(by_topic.items()), error_code=error,
                                              session_id=session_id, node_endpoints=endpoints))
+
+
+def _unauthorized_topics(ctx, consumer: bool, partitions) -> set[str]:
+    """Kafka's handleFetchRequest: a consumer needs READ on each topic; a follower needs
+    CLUSTER_ACTION on the cluster, or every partition is TOPIC_AUTHORIZATION_FAILED."""
+    if not authz.enabled(ctx):
+        return set()
+    topics = {req.topic for req in partitions if req.topic is not None}
+    if not consumer:
+        return set() if authz.authorize_cluster(ctx, AclOperation.CLUSTER_ACTION) else topics
+    return {t for t in topics
+            if not authz.authorize(ctx, AclOperation.READ, ResourceType.TOPIC, t)}
 
 
 def _now_ms() -> int:

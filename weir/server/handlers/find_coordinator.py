@@ -9,20 +9,45 @@ from __future__ import annotations
 from typing import Any
 
 from weir.protocol.errors import ErrorCode
+from weir.security.acls import AclOperation, ResourceType
+from weir.server import authz
 
 API_KEY = 10
 MIN_VERSION = 0
-MAX_VERSION = 4
+MAX_VERSION = 6
 
 GROUP_KEY_TYPE = 0
+SHARE_KEY_TYPE = 2  # KIP-932, FindCoordinator v6+
 
 
 async def _lookup(ctx, key: str, key_type: int) -> dict[str, Any]:
+    # Kafka's handleFindCoordinatorRequest: DESCRIBE on the group or transactional id.
+    rtype = (ResourceType.GROUP if key_type == GROUP_KEY_TYPE
+             else ResourceType.TRANSACTIONAL_ID)
+    if key_type in (0, 1) and not authz.authorize(ctx, AclOperation.DESCRIBE, rtype, key):
+        error = authz.AUTHORIZATION_ERRORS[rtype]
+        return {"key": key, "error_code": error, "error_message": error.name,
+                "node_id": -1, "host": "", "port": -1}
+    if key_type == SHARE_KEY_TYPE and ctx.version < 6:
+        return {"key": key, "error_code": ErrorCode.invalid_request,
+                "error_message": "share coordinators need FindCoordinator v6",
+                "node_id": -1, "host": "", "port": -1}
+    if key_type == SHARE_KEY_TYPE:
+        # Kafka 3.9 has no share coordinator either (KIP-932 is not finished there).
+        return {"key": key, "error_code": ErrorCode.coordinator_not_available,
+                "error_message": "share groups are not supported", "node_id": -1,
+                "host": "", "port": -1}
     if key_type != GROUP_KEY_TYPE:
         return {"key": key, "error_code": ErrorCode.coordinator_not_available,
                 "error_message": "transactions are not supported", "node_id": -1,
                 "host": "", "port": -1}
     error, node, host, port = await ctx.broker.group_coordinator.find_coordinator(key)
+    if error == ErrorCode.none:  # the coordinator's endpoint on this request's listener
+        b = ctx.broker.metadata.broker_on(node, ctx.listener)
+        if b is None:
+            error, node, host, port = ErrorCode.coordinator_not_available, -1, "", -1
+        else:
+            host, port = b.host, b.port
     return {"key": key, "error_code": error, "node_id": node, "host": host, "port": port,
             "error_message": None if error == ErrorCode.none else error.name}
 

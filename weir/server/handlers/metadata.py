@@ -12,7 +12,8 @@ import uuid
 from typing import Any
 
 from weir.protocol.errors import ErrorCode, KafkaError
-from weir.server import admin
+from weir.security.acls import AclOperation, ResourceType
+from weir.server import admin, authz
 
 log = logging.getLogger(__name__)
 
@@ -28,8 +29,12 @@ async def handle(ctx, request) -> Any:
     broker = ctx.broker
     cache = broker.metadata
     version = ctx.version
+    by_id: dict[str, Any] = {}  # names asked for by topic id (Metadata v10+)
     if request.topics is None or (version == 0 and not request.topics):
-        names = sorted(cache.topics)
+        # All topics: only those the principal may describe are listed (Kafka's
+        # handleTopicMetadataRequest), the others are not even mentioned.
+        names, _ = authz.filter_authorized(ctx, AclOperation.DESCRIBE, ResourceType.TOPIC,
+                                           sorted(cache.topics), log_if_denied=False)
         requested_all = True
     else:
         names = []
@@ -38,31 +43,66 @@ async def handle(ctx, request) -> Any:
             if name is None:
                 tid = getattr(t, "topic_id", None)
                 name = cache.topic_by_id(tid) if tid else None
+                if name is not None:
+                    by_id[name] = tid
             if name is not None:
                 names.append(name)
         requested_all = False
     auto_create = version < 4 or bool(getattr(request, "allow_auto_topic_creation", True))
     topics = []
+    with_ops = bool(getattr(request, "include_topic_authorized_operations", False))
+    create_on_cluster = None
     for name in names:
-        topics.append(await _describe_topic(ctx, name, auto_create and not requested_all))
-    brokers = [
+        if not requested_all and not authz.authorize(ctx, AclOperation.DESCRIBE,
+                                                     ResourceType.TOPIC, name):
+            # Not revealed, whether it exists or not; asked by id, the name stays hidden.
+            topics.append(_refused(None, by_id[name]) if name in by_id else _refused(name))
+            continue
+        may_create = auto_create and not requested_all
+        if may_create and name not in cache.topics and authz.enabled(ctx) and \
+                ctx.broker.config.auto_create_topics_enable:
+            if create_on_cluster is None:
+                create_on_cluster = authz.authorize_cluster(ctx, AclOperation.CREATE,
+                                                            log_if_denied=False)
+            if not create_on_cluster and not authz.authorize(
+                    ctx, AclOperation.CREATE, ResourceType.TOPIC, name):
+                topics.append(_refused(name))
+                continue
+        topic = await _describe_topic(ctx, name, may_create)
+        if with_ops and topic["error_code"] == ErrorCode.none:
+            topic["topic_authorized_operations"] = authz.authorized_operations(
+                ctx, ResourceType.TOPIC, name)
+        topics.append(topic)
+    brokers = [  # each broker's endpoint on the listener this request came in on
         {"node_id": b.id, "host": b.host, "port": b.port, "rack": b.rack}
-        for b in sorted(cache.brokers.values(), key=lambda b: b.id)
+        for b in cache.brokers_on(ctx.listener)
     ]
     controller_id = cache.controller_id
     if not brokers or controller_id < 0:
         # No UpdateMetadata yet (the broker or the controller just started): answer from
         # ZooKeeper rather than with no brokers or controller -1, which leaves clients
         # such as librdkafka's admin client waiting for a refresh that may not come soon.
-        registered, controller_id = await _from_zookeeper(broker)
+        registered, controller_id = await _from_zookeeper(broker, ctx.listener)
         brokers = brokers or registered
+    cluster_ops = _NO_OPERATIONS
+    if getattr(request, "include_cluster_authorized_operations", False):
+        cluster_ops = (authz.authorized_operations(ctx, ResourceType.CLUSTER, "kafka-cluster")
+                       if authz.authorize_cluster(ctx, AclOperation.DESCRIBE) else 0)
     return ctx.respond(
         brokers=brokers,
         cluster_id=broker.cluster_id,
         controller_id=controller_id,
         topics=topics,
-        cluster_authorized_operations=_NO_OPERATIONS,
+        cluster_authorized_operations=cluster_ops,
     )
+
+
+def _refused(name: str | None, topic_id: Any = _ZERO_UUID) -> dict[str, Any]:
+    """TOPIC_AUTHORIZATION_FAILED, with no partitions (Kafka does not disclose whether an
+    unauthorized topic exists)."""
+    return {"name": name, "topic_id": topic_id, "is_internal": False,
+            "error_code": ErrorCode.topic_authorization_failed, "partitions": [],
+            "topic_authorized_operations": _NO_OPERATIONS}
 
 
 async def _describe_topic(ctx, name: str, auto_create: bool) -> dict[str, Any]:
@@ -113,9 +153,11 @@ async def _auto_create(ctx, name: str) -> ErrorCode:
         return ErrorCode.leader_not_available
 
 
-async def _from_zookeeper(broker) -> tuple[list[dict[str, Any]], int]:
+async def _from_zookeeper(broker, listener: str = "PLAINTEXT"
+                          ) -> tuple[list[dict[str, Any]], int]:
     infos = await asyncio.to_thread(broker.zk.get_all_brokers)
     controller = await asyncio.to_thread(broker.zk.get_controller_id)
-    brokers = [{"node_id": b.id, "host": b.host, "port": b.port, "rack": b.rack}
-               for b in sorted(infos.values(), key=lambda b: b.id)]
+    brokers = [{"node_id": b.id, "host": ep[0], "port": ep[1], "rack": b.rack}
+               for b in sorted(infos.values(), key=lambda b: b.id)
+               if (ep := b.endpoint(listener)) is not None]
     return brokers, -1 if controller is None else int(controller)

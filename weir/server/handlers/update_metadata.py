@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from weir.protocol.errors import ErrorCode
-from weir.server.handlers._controller_requests import stale_broker_epoch
+from weir.server.handlers._controller_requests import cluster_action_refused, stale_broker_epoch
 from weir.server.metadata_cache import BrokerMeta, PartitionMeta
 
 API_KEY = 6
@@ -14,18 +14,20 @@ MAX_VERSION = 8
 
 
 async def handle(ctx, request) -> Any:
-    error = await stale_broker_epoch(ctx, request)
+    error = cluster_action_refused(ctx) or await stale_broker_epoch(ctx, request)
     if error is not None:
         return ctx.respond(error_code=error)
     broker = ctx.broker
     if int(request.controller_epoch) < broker.metadata.controller_epoch:
         return ctx.respond(error_code=ErrorCode.stale_controller_epoch)
     brokers = []
+    inter_broker = broker.config.inter_broker_listener_name
     for b in request.live_brokers:
-        ep = next((e for e in b.endpoints if e.listener == "PLAINTEXT"),
-                  b.endpoints[0] if b.endpoints else None)
+        endpoints = tuple((e.listener, e.host, int(e.port)) for e in b.endpoints)
+        ep = next((e for e in endpoints if e[0] == inter_broker),
+                  endpoints[0] if endpoints else None)
         if ep is not None:
-            brokers.append(BrokerMeta(int(b.id), ep.host, int(ep.port), b.rack))
+            brokers.append(BrokerMeta(int(b.id), ep[1], ep[2], b.rack, endpoints))
     partitions = []
     for t in request.topic_states:
         for p in t.partition_states:

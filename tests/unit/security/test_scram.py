@@ -1,0 +1,98 @@
+"""SCRAM (RFC 5802/7677) against the RFC 7677 test vector, and Kafka's credential format."""
+
+from __future__ import annotations
+
+import base64
+
+import pytest
+
+from weir.security import scram
+from weir.security.scram import ScramClient, ScramCredential, ScramError, ScramServer
+
+# RFC 7677 section 3: user "user", password "pencil".
+C_NONCE = "rOprNGfwEbeRWgbNEkqO"
+S_NONCE = "%hvYDpWUa2RaTCAfuxFIlj)hNlF$k0"
+SALT = base64.b64decode("W22ZaJ0SNY7soEsUEjb6gQ==")
+SERVER_FIRST = (b"r=rOprNGfwEbeRWgbNEkqO%hvYDpWUa2RaTCAfuxFIlj)hNlF$k0,"
+                b"s=W22ZaJ0SNY7soEsUEjb6gQ==,i=4096")
+CLIENT_FINAL = (b"c=biws,r=rOprNGfwEbeRWgbNEkqO%hvYDpWUa2RaTCAfuxFIlj)hNlF$k0,"
+                b"p=dHzbZapWIk4jUhN+Ute9ytag9zjfMHgsqmmiz7AndVQ=")
+SERVER_FINAL = b"v=6rriTRBi23WpRR/wtup+mMhUZUn/dB5nLTJRsjl95G4="
+
+
+def _credential() -> ScramCredential:
+    return scram.make_credential("SCRAM-SHA-256", "pencil", 4096, SALT)
+
+
+def test_rfc7677_client() -> None:
+    client = ScramClient("SCRAM-SHA-256", "user", "pencil", client_nonce=C_NONCE)
+    assert client.first() == b"n,,n=user,r=rOprNGfwEbeRWgbNEkqO"
+    assert client.final(SERVER_FIRST) == CLIENT_FINAL
+    client.verify(SERVER_FINAL)
+    with pytest.raises(ScramError):
+        client.verify(b"v=" + base64.b64encode(b"x" * 32))
+
+
+def test_rfc7677_server() -> None:
+    server = ScramServer("SCRAM-SHA-256", server_nonce=S_NONCE)
+    assert server.client_first(b"n,,n=user,r=rOprNGfwEbeRWgbNEkqO") == "user"
+    assert server.server_first(_credential()) == SERVER_FIRST
+    assert server.client_final(CLIENT_FINAL) == SERVER_FINAL
+
+
+@pytest.mark.parametrize("mechanism", ["SCRAM-SHA-256", "SCRAM-SHA-512"])
+def test_round_trip_and_wrong_password(mechanism: str) -> None:
+    stored = scram.make_credential(mechanism, "s3cret, with = signs", 8192)
+    for password, ok in (("s3cret, with = signs", True), ("wrong", False)):
+        client = ScramClient(mechanism, "al,i=ce", password)
+        server = ScramServer(mechanism)
+        assert server.client_first(client.first()) == "al,i=ce"
+        final = client.final(server.server_first(stored))
+        if ok:
+            client.verify(server.client_final(final))
+        else:
+            with pytest.raises(ScramError):
+                server.client_final(final)
+
+
+def test_kafka_credential_string() -> None:
+    cred = _credential()
+    text = cred.to_kafka_string()
+    assert text.startswith("salt=W22ZaJ0SNY7soEsUEjb6gQ==,stored_key=")
+    assert text.endswith(",iterations=4096")
+    assert ScramCredential.from_kafka_string(text) == cred
+    with pytest.raises(ValueError):
+        ScramCredential.from_kafka_string("salt=abc")
+
+
+@pytest.mark.parametrize("message", [
+    b"", b"garbage", b"p=tls-unique,,n=user,r=abc", b"n,,n=,r=abc", b"n,a=other,n=user,r=abc",
+    b"\xff\xfe", b"n,,n=user",
+])
+def test_bad_client_first(message: bytes) -> None:
+    with pytest.raises(ScramError):
+        ScramServer("SCRAM-SHA-256").client_first(message)
+
+
+def test_bad_client_final() -> None:
+    server = ScramServer("SCRAM-SHA-256", server_nonce=S_NONCE)
+    server.client_first(b"n,,n=user,r=rOprNGfwEbeRWgbNEkqO")
+    server.server_first(_credential())
+    for final in (b"junk", CLIENT_FINAL.replace(b"r=rOpr", b"r=XOpr"),
+                  CLIENT_FINAL.replace(b"c=biws", b"c=eSws"),
+                  CLIENT_FINAL[:-10] + b"AAAAAAAAA=", b"c=biws,r=x,p=!!!"):
+        with pytest.raises(ScramError):
+            server.client_final(final)
+
+
+def test_extensions_are_parsed() -> None:
+    server = ScramServer("SCRAM-SHA-512")
+    assert server.client_first(b"n,,n=user,r=abc,tokenauth=true") == "user"
+    assert server.token_auth
+
+
+def test_iterations_bounds() -> None:
+    with pytest.raises(ScramError):
+        scram.make_credential("SCRAM-SHA-256", "x", 100)
+    with pytest.raises(ScramError):
+        scram.make_credential("SCRAM-SHA-1", "x")

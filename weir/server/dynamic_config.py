@@ -1,0 +1,340 @@
+"""Dynamic broker configs and runtime log levels: Kafka's DynamicBrokerConfig, the broker
+checks of ConfigAdminManager / ZkAdminManager, BrokerConfigHandler and RuntimeLoggerManager.
+
+Storage is Kafka's: per-broker configs in ``/config/brokers/<id>``, cluster defaults in
+``/config/brokers/<default>`` (an empty resource name in the admin APIs), each write followed
+by a ``/config/changes/config_change_<seq>`` notification (``{"version":2,"entity_path":
+"brokers/<id>"}``).  Every broker watches the notifications and re-reads both znodes; the
+effective value of a key is, highest first, the per-broker value, the cluster default, the
+static ``server.properties`` value, the built-in default (see
+:class:`weir.config.BrokerConfig`).  Only the keys in
+:data:`weir.config.DYNAMIC_BROKER_CONFIGS` may be set; a change takes effect on the running
+parts without a restart:
+
+- broker defaults of topic configs (``log.retention.ms``, ``log.retention.bytes``,
+  ``log.segment.bytes``, ``log.cleanup.policy``, ``min.insync.replicas``,
+  ``message.max.bytes``, ...) for every topic without its own override (DynamicLogConfig);
+- ``unclean.leader.election.enable``: also tells this broker's controller, which elects the
+  offline partitions at once when it becomes true (KafkaController's
+  UncleanLeaderElectionEnable event);
+- ``leader.replication.throttled.rate`` / ``follower.replication.throttled.rate``;
+- ``max.connections``, ``max.connections.per.ip``, ``max.connections.per.ip.overrides``.
+
+Errors follow Kafka 3.x: a read-only key is INVALID_REQUEST ("Cannot update these configs
+dynamically: ..."), as is an invalid value (Kafka's ConfigAdminManager answers
+INVALID_REQUEST for any failed broker validation, KAFKA-13609) and a broker id other than
+this broker's; an unknown key is INVALID_CONFIG (Kafka stores unknown keys for plugins, Weir
+has none and refuses them).
+
+``BROKER_LOGGER`` resources (type 8) are the broker's Python loggers: DescribeConfigs lists
+every logger with its effective level (Kafka's level names: TRACE, DEBUG, INFO, WARN, ERROR,
+FATAL), IncrementalAlterConfigs SET / DELETE change them live on the broker that receives
+the request; nothing is stored in ZooKeeper (RuntimeLoggerManager).
+
+The checks and the resolution are plain functions; :class:`DynamicBrokerConfigs` is the thin
+shell that reads ZooKeeper and reconfigures the broker.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from weir.config import (
+    BROKER_CONFIG_DEFS,
+    DYNAMIC_BROKER_CONFIGS,
+    BrokerConfig,
+    ConfigError,
+    parse_value,
+)
+from weir.protocol.errors import ErrorCode, KafkaError
+
+log = logging.getLogger(__name__)
+
+DEFAULT_ENTITY = "<default>"
+"""The ZooKeeper entity name of the cluster-wide defaults (Kafka's ZooKeeperInternals)."""
+
+_THROTTLES = ("leader.replication.throttled.rate", "follower.replication.throttled.rate")
+_CONNECTIONS = ("max.connections", "max.connections.per.ip", "max.connections.per.ip.overrides")
+_UNCLEAN = "unclean.leader.election.enable"
+
+# -- sans-I/O core ----------------------------------------------------------------------------
+
+
+def _broker_id_of(name: str, what: str = "Broker id") -> int:
+    try:
+        return int(name)
+    except ValueError:
+        raise KafkaError(ErrorCode.invalid_request,
+                         f"{what} must be an integer, but it is: {name}") from None
+
+
+def broker_entity(resource_name: str, broker_id: int) -> str:
+    """The ZooKeeper entity of an altered BROKER resource: ``<default>`` for an empty name,
+    else the name, which must be this broker's id (ZkAdminManager.getBrokerId; clients send a
+    per-broker change to that broker)."""
+    if not resource_name:
+        return DEFAULT_ENTITY
+    if _broker_id_of(resource_name) != broker_id:
+        raise KafkaError(ErrorCode.invalid_request,
+                         f"Unexpected broker id, expected {broker_id}, but received "
+                         f"{resource_name}")
+    return str(broker_id)
+
+
+def check_describe_name(resource_name: str, broker_id: int) -> bool:
+    """A described BROKER resource: True for this broker, False for the cluster default
+    (empty name); INVALID_REQUEST for anything else (ConfigHelper.describeConfigs)."""
+    if not resource_name:
+        return False
+    if _broker_id_of(resource_name) != broker_id:
+        raise KafkaError(ErrorCode.invalid_request,
+                         f"Unexpected broker id, expected {broker_id} or empty string, but "
+                         f"received {resource_name}")
+    return True
+
+
+def _value_problem(key: str, raw: str) -> str | None:
+    """Why ``raw`` is not a valid value of broker key ``key`` (None when it is)."""
+    cdef = BROKER_CONFIG_DEFS[key]
+    try:
+        value = parse_value(key, cdef.type, raw)
+    except ConfigError as exc:
+        return str(exc)
+    if cdef.validator is not None and value is not None:
+        allowed = cdef.validator(value)
+        if allowed is not None:
+            return f"Invalid value {raw!r} for configuration {key}: must be {allowed}"
+    return None
+
+
+def check_broker_configs(props: Mapping[str, str]) -> None:
+    """DynamicBrokerConfig.validateConfigs for a new per-broker or default config set."""
+    unknown = sorted(k for k in props if k not in BROKER_CONFIG_DEFS)
+    if unknown:
+        raise KafkaError(ErrorCode.invalid_config,
+                         f"Unknown broker config name: {', '.join(unknown)}")
+    read_only = sorted(k for k in props if k not in DYNAMIC_BROKER_CONFIGS)
+    if read_only:
+        raise KafkaError(ErrorCode.invalid_request,
+                         f"Cannot update these configs dynamically: {', '.join(read_only)}")
+    for key in sorted(props):
+        problem = _value_problem(key, props[key])
+        if problem is not None:
+            raise KafkaError(ErrorCode.invalid_request, problem)
+
+
+def usable_stored(props: Mapping[str, str], entity: str) -> dict[str, str]:
+    """The stored dynamic configs this broker can apply (DynamicBrokerConfig
+    .fromPersistentProps): unknown, read-only and invalid entries are left out with an error
+    in the log, so that one bad znode entry does not block the others or a fix."""
+    out = {}
+    for key, raw in props.items():
+        if key not in BROKER_CONFIG_DEFS or key not in DYNAMIC_BROKER_CONFIGS:
+            log.error("dynamic broker config %s=%r in /config/brokers/%s cannot be updated "
+                      "dynamically; ignored", key, raw, entity)
+        elif (problem := _value_problem(key, raw)) is not None:
+            log.error("dynamic broker config in /config/brokers/%s ignored: %s", entity, problem)
+        else:
+            out[key] = raw
+    return out
+
+
+def validated_config(config: BrokerConfig, props: Mapping[str, str], entity: str
+                     ) -> BrokerConfig:
+    """The effective configuration once ``props`` replaces ``entity``'s dynamic configs
+    (DynamicBrokerConfig.validatedKafkaProps); INVALID_REQUEST / INVALID_CONFIG as
+    :func:`check_broker_configs`, INVALID_REQUEST when the whole does not validate."""
+    check_broker_configs(props)
+    default, per_broker = config.dynamic_default, config.dynamic_broker
+    if entity == DEFAULT_ENTITY:
+        default = dict(props)
+    else:
+        per_broker = dict(props)
+    try:
+        return config.with_dynamic(default, per_broker)
+    except ConfigError as exc:
+        raise KafkaError(ErrorCode.invalid_request, str(exc)) from None
+
+
+def changed_keys(old: BrokerConfig, new: BrokerConfig) -> set[str]:
+    """Broker keys whose effective value differs between ``old`` and ``new``."""
+    before, after = old.as_dict(), new.as_dict()
+    return {k for k in after if before.get(k) != after[k]}
+
+
+# -- runtime log levels (BROKER_LOGGER) --------------------------------------------------------
+
+ROOT_LOGGER = "root"
+_TRACE = 5
+_KAFKA_LEVELS = {"TRACE": _TRACE, "DEBUG": logging.DEBUG, "INFO": logging.INFO,
+                 "WARN": logging.WARNING, "ERROR": logging.ERROR, "FATAL": logging.CRITICAL}
+SET, DELETE, APPEND, SUBTRACT = 0, 1, 2, 3
+
+
+def _level_name(level: int) -> str:
+    for name, value in sorted(_KAFKA_LEVELS.items(), key=lambda item: -item[1]):
+        if level >= value:
+            return name
+    return "TRACE"
+
+
+def _existing_logger(name: str) -> logging.Logger | None:
+    if name == ROOT_LOGGER:
+        return logging.getLogger()
+    found = logging.Logger.manager.loggerDict.get(name)
+    return found if isinstance(found, logging.Logger) else None
+
+
+def describe_loggers() -> dict[str, str]:
+    """Every logger of the process with its effective level (Log4jController.loggers)."""
+    out = {ROOT_LOGGER: _level_name(logging.getLogger().getEffectiveLevel())}
+    for name, found in sorted(logging.Logger.manager.loggerDict.items()):
+        if isinstance(found, logging.Logger):
+            out[name] = _level_name(found.getEffectiveLevel())
+    return out
+
+
+def check_logger_ops(ops: list[tuple[str, int, str | None]]) -> None:
+    """RuntimeLoggerManager.validateLogLevelConfigs."""
+    valid = ", ".join(sorted(_KAFKA_LEVELS))
+    for name, op, value in ops:
+        if op in (SET, DELETE) and _existing_logger(name) is None:
+            raise KafkaError(ErrorCode.invalid_config, f"Logger {name} does not exist!")
+        if op == SET:
+            if value not in _KAFKA_LEVELS:
+                raise KafkaError(ErrorCode.invalid_config,
+                                 f"Cannot set the log level of {name} to {value} as it is not "
+                                 f"a supported log level. Valid log levels are {valid}")
+        elif op == DELETE:
+            if name == ROOT_LOGGER:
+                raise KafkaError(ErrorCode.invalid_request,
+                                 f"Removing the log level of the {ROOT_LOGGER} logger is not "
+                                 "allowed")
+        elif op in (APPEND, SUBTRACT):
+            raise KafkaError(ErrorCode.invalid_request,
+                             f"{'APPEND' if op == APPEND else 'SUBTRACT'} operation is not "
+                             "allowed for the BROKER_LOGGER resource")
+        else:
+            raise KafkaError(ErrorCode.invalid_request,
+                             f"Unknown operation type {op} is not allowed for the "
+                             "BROKER_LOGGER resource")
+
+
+def alter_loggers(resource_name: str, broker_id: int,
+                  ops: list[tuple[str, int, str | None]], validate_only: bool) -> None:
+    """IncrementalAlterConfigs on a BROKER_LOGGER resource (RuntimeLoggerManager
+    .applyChangesForResource): checked as a whole, then applied in order; DELETE makes the
+    logger inherit its parent's level again."""
+    if _broker_id_of(resource_name, "Node id") != broker_id:
+        raise KafkaError(ErrorCode.invalid_request,
+                         f"Unexpected node id. Expected {broker_id}, but received "
+                         f"{resource_name}")
+    names = [name for name, _, _ in ops]
+    if len(set(names)) != len(names):
+        raise KafkaError(ErrorCode.invalid_request, "Error due to duplicate config keys")
+    check_logger_ops(ops)
+    if validate_only:
+        return
+    for name, op, value in ops:
+        logger = _existing_logger(name)
+        assert logger is not None
+        if op == SET:
+            logger.setLevel(_KAFKA_LEVELS[str(value)])
+            log.warning("Updated the log level of %s to %s", name, value)
+        else:
+            logger.setLevel(logging.NOTSET)
+            log.warning("Unset the log level of %s", name)
+
+
+def describe_logger_resource(resource_name: str, broker_id: int) -> dict[str, str]:
+    """DescribeConfigs of a BROKER_LOGGER resource (ConfigHelper.describeConfigs)."""
+    if not resource_name:
+        raise KafkaError(ErrorCode.invalid_request, "Broker id must not be empty")
+    if _broker_id_of(resource_name) != broker_id:
+        raise KafkaError(ErrorCode.invalid_request,
+                         f"Unexpected broker id, expected {broker_id} but received "
+                         f"{resource_name}")
+    return describe_loggers()
+
+
+# -- the shell --------------------------------------------------------------------------------
+
+Change = Callable[[dict[str, str], dict[str, Any]], dict[str, str]]
+
+
+class DynamicBrokerConfigs:
+    """Reads ``/config/brokers/<default>`` and ``/config/brokers/<id>``, keeps
+    ``broker.config`` at the effective configuration and reconfigures the running parts
+    (DynamicBrokerConfig.updateCurrentConfig → the BrokerReconfigurables)."""
+
+    def __init__(self, broker: Any) -> None:
+        self._broker = broker
+        self._lock = asyncio.Lock()
+
+    async def reload(self) -> None:
+        """Re-read both znodes and apply what changed (startup and every change
+        notification)."""
+        broker = self._broker
+        zk = broker.zk
+        default = usable_stored(
+            await asyncio.to_thread(zk.get_entity_config, "brokers", DEFAULT_ENTITY),
+            DEFAULT_ENTITY)
+        own = usable_stored(
+            await asyncio.to_thread(zk.get_entity_config, "brokers", str(broker.broker_id)),
+            str(broker.broker_id))
+        current = broker.config
+        if default == current.dynamic_default and own == current.dynamic_broker:
+            return
+        try:
+            new = current.with_dynamic(default, own)
+        except ConfigError as exc:
+            log.error("dynamic broker configs not applied (default %s, broker %s): %s",
+                      default, own, exc)
+            return
+        self.apply(new)
+
+    def apply(self, new: BrokerConfig) -> None:
+        """Make ``new`` the broker's configuration and reconfigure what depends on the keys
+        that changed."""
+        broker = self._broker
+        old, broker.config = broker.config, new
+        changed = changed_keys(old, new)
+        if not changed:
+            return
+        log.info("broker %d: dynamic config updated: %s", broker.broker_id,
+                 ", ".join(f"{k}={new.get(k)}" for k in sorted(changed)))
+        if any(BROKER_CONFIG_DEFS[k].topic_key for k in changed):
+            broker.log_defaults_changed()
+        if changed & set(_THROTTLES):
+            broker.replica_manager.throttles.configure(*(new.get(k) for k in _THROTTLES))
+        if changed & set(_CONNECTIONS):
+            from weir.server.network import ConnectionLimits
+
+            for server in getattr(broker, "socket_servers", [broker.socket_server]):
+                server.update_limits(ConnectionLimits.from_config(new))
+        if _UNCLEAN in changed and broker.controller is not None:
+            broker.controller.set_unclean_leader_election_enable(bool(new.get(_UNCLEAN)))
+
+    async def alter(self, resource_name: str, change: Change, validate_only: bool) -> None:
+        """AlterConfigs / IncrementalAlterConfigs of a BROKER resource: compute the new
+        per-broker or default set from the stored one, validate it against the whole
+        configuration, store it with a change notification (AdminZkClient
+        .changeBrokerConfig) and apply it here at once; the other brokers follow the
+        notification."""
+        broker = self._broker
+        entity = broker_entity(resource_name, broker.broker_id)
+        async with self._lock:
+            stored = await asyncio.to_thread(broker.zk.get_entity_config, "brokers", entity)
+            current = usable_stored(stored, entity)
+            new = change(dict(current), broker.config.as_dict())
+            validated_config(broker.config, new, entity)
+            if validate_only or new == stored:
+                return
+            log.info("broker %d: updating dynamic configs of %s: %s", broker.broker_id,
+                     "the cluster default" if entity == DEFAULT_ENTITY else f"broker {entity}",
+                     new)
+            await asyncio.to_thread(broker.zk.set_entity_config, "brokers", entity, new)
+        await self.reload()

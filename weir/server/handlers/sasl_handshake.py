@@ -1,0 +1,43 @@
+"""SaslHandshake (17, v1): the client names its SASL mechanism (Kafka's
+``SaslServerAuthenticator``).
+
+Version 1 only: after it the tokens travel in SaslAuthenticate requests (KIP-152); v0's
+raw-token framing is not supported.  On a listener without SASL the answer is
+ILLEGAL_SASL_STATE; a mechanism the listener does not enable gets
+UNSUPPORTED_SASL_MECHANISM with the enabled ones, and the connection closes.  On an
+authenticated connection a handshake starts a re-authentication (KIP-368), which must use
+the session's mechanism.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from weir.protocol.errors import ErrorCode
+from weir.security.session import Stage
+
+API_KEY = 17
+MIN_VERSION = 1
+MAX_VERSION = 1
+
+
+async def handle(ctx, request) -> Any:
+    security = ctx.security
+    if security is None or not security.listener.sasl:
+        return ctx.respond(error_code=ErrorCode.illegal_sasl_state, mechanisms=())
+    enabled = security.listener.mechanisms
+    mechanism = str(request.mechanism)
+    if mechanism not in enabled:
+        security.fail(f"unsupported SASL mechanism {mechanism!r}")
+        return ctx.respond(error_code=ErrorCode.unsupported_sasl_mechanism, mechanisms=enabled)
+    if security.stage is Stage.AUTHENTICATED:
+        problem = security.begin_reauthentication(mechanism)
+        if problem is not None:
+            security.fail(problem)
+            return ctx.respond(error_code=ErrorCode.illegal_sasl_state, mechanisms=enabled)
+    elif security.stage is Stage.HANDSHAKE:
+        security.begin(mechanism)
+    else:
+        security.fail("SaslHandshake out of order")
+        return ctx.respond(error_code=ErrorCode.illegal_sasl_state, mechanisms=enabled)
+    return ctx.respond(error_code=ErrorCode.none, mechanisms=enabled)
