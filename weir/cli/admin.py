@@ -121,6 +121,14 @@ def admin_client(args: argparse.Namespace) -> Any:
                         "socket.timeout.ms": int(args.timeout * 1000)})
 
 
+def kafka_error_text(exc: BaseException) -> str:
+    """``NAME: message`` of a confluent-kafka KafkaException (or the exception's text)."""
+    err = exc.args[0] if exc.args else exc
+    if hasattr(err, "name") and hasattr(err, "str"):
+        return f"{err.name()}: {err.str()}"
+    return str(err)
+
+
 def wait(future: Any, args: argparse.Namespace, what: str) -> Any:
     """A future's result; a Kafka error becomes AdminCliError naming ``what``."""
     from confluent_kafka import KafkaException
@@ -344,10 +352,12 @@ COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
     "topic": cmd_topic, "group": cmd_group, "config": cmd_config}
 
 
-def run(args: argparse.Namespace) -> int:
-    """Run one of :data:`COMMANDS`; an AdminCliError is printed, exit code 1."""
+def run(args: argparse.Namespace,
+        command: Callable[[argparse.Namespace], int] | None = None) -> int:
+    """Run ``command`` (default: ``args.command`` from :data:`COMMANDS`); an AdminCliError is
+    printed, exit code 1."""
     try:
-        return COMMANDS[args.command](args)
+        return (command or COMMANDS[args.command])(args)
     except AdminCliError as exc:
         print(f"weir: {exc}", file=sys.stderr)
         return 1

@@ -145,21 +145,21 @@ def group_delete(args: argparse.Namespace) -> int:
             failed[group] = str(exc).split(": ", 1)[1]
     doc = {"deleted": deleted, "failed": failed}
 
-    def text() -> str:
-        if not failed:
-            return ("Deletion of requested consumer groups ("
-                    + ", ".join(f"'{g}'" for g in deleted) + ") was successful.")
-        lines = ["Error: Deletion of some consumer groups failed:"]
+    if args.json:
+        emit(args, doc, str)
+    elif not failed:
+        print("Deletion of requested consumer groups ("
+              + ", ".join(f"'{g}'" for g in deleted) + ") was successful.")
+    else:  # Kafka's lines, on stderr
+        lines = ["weir: Deletion of some consumer groups failed:"]
         lines += [f"* Group '{g}' could not be deleted due to: {why}"
                   + (" (the group still has members: stop its consumers first)"
                      if "NON_EMPTY_GROUP" in why else "")
                   for g, why in failed.items()]
         if deleted:
-            lines.append("\nThese consumer groups were deleted successfully: "
+            lines.append("These consumer groups were deleted successfully: "
                          + ", ".join(f"'{g}'" for g in deleted))
-        return "\n".join(lines)
-
-    emit(args, doc, text)
+        print("\n".join(lines), file=sys.stderr)
     return 1 if failed else 0
 
 

@@ -1,0 +1,135 @@
+"""``weir produce``: kafka-console-producer.sh for Weir.
+
+Reads records from stdin (or ``--file``), one per line, and produces them with
+confluent-kafka's Producer (librdkafka: batching, retries, idempotence and partitioning as
+every other Kafka client; Weir's own asyncio client is a broker-to-broker request channel,
+not a producer).  Line syntax and ``--property`` keys are the console producer's (see
+``weir/cli/record_format.py``); ``--format json`` reads JSON lines with key, value, headers,
+partition and timestamp.  Exit code 1 if any record was not acknowledged.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import IO, Any
+
+from weir.cli.admin import AdminCliError, _common, _key_value, bootstrap_of, kafka_error_text
+from weir.cli.record_format import ENCODINGS, FormatError, LineReader, Record, read_json_line
+
+
+def add_parser(sub: Any) -> None:
+    p = _common(sub.add_parser(
+        "produce", help="produce records read from stdin, one per line (console producer)"))
+    p.add_argument("--topic", required=True)
+    p.add_argument("--property", dest="properties", type=_key_value, action="append",
+                   default=[], metavar="KEY=VALUE",
+                   help="line reader: parse.key, key.separator, parse.headers, "
+                        "headers.delimiter, headers.separator, headers.key.separator, "
+                        "ignore.error, null.marker")
+    p.add_argument("--producer-property", dest="producer_properties", type=_key_value,
+                   action="append", default=[], metavar="KEY=VALUE",
+                   help="a librdkafka producer setting (e.g. linger.ms=5)")
+    p.add_argument("--format", choices=("text", "json"), default="text",
+                   help="text lines (default) or JSON lines")
+    p.add_argument("--encoding", choices=ENCODINGS, default="utf8",
+                   help="how keys, values and header values are written (hex/base64: binary)")
+    p.add_argument("--file", default=None, help="read this file instead of stdin")
+    p.add_argument("--partition", type=int, default=None, help="every record to this one")
+    p.add_argument("--acks", default="all", choices=("all", "-1", "0", "1"),
+                   help="request.required.acks (default all)")
+    p.add_argument("--compression-type", default="none",
+                   choices=("none", "gzip", "snappy", "lz4", "zstd"))
+
+
+def _records(stream: IO[str], args: argparse.Namespace) -> Iterator[Record]:
+    reader = LineReader.from_properties(dict(args.properties), args.encoding)
+    for raw in stream:
+        line = raw.rstrip("\n").removesuffix("\r")
+        if args.format == "json":
+            if not line.strip():
+                continue
+            yield read_json_line(line, args.encoding)
+        else:
+            yield reader.read(line)
+
+
+def cmd_produce(args: argparse.Namespace) -> int:
+    from confluent_kafka import KafkaException, Producer
+
+    if args.format == "json" and args.properties:
+        raise AdminCliError("--property configures text lines; JSON lines carry their own "
+                            "key and headers")
+    LineReader.from_properties(dict(args.properties))  # a bad property fails before connecting
+    config = {"bootstrap.servers": bootstrap_of(args), "log_level": 2,
+              "acks": args.acks, "compression.type": args.compression_type,
+              "message.timeout.ms": int(args.timeout * 1000),
+              "socket.timeout.ms": int(args.timeout * 1000),
+              **dict(args.producer_properties)}
+    try:
+        producer = Producer(config)
+        producer.list_topics(timeout=args.timeout)  # fail fast on an unreachable cluster
+    except KafkaException as exc:
+        raise AdminCliError(f"cannot reach the cluster: {kafka_error_text(exc)}"
+                            ) from None
+    acked: list[dict[str, Any]] = []
+    failed: list[str] = []
+
+    def delivered(err: Any, msg: Any) -> None:
+        if err is not None:
+            failed.append(f"{err.name()}: {err.str()}")
+            if args.json:
+                print(json.dumps({"error": err.name(), "message": err.str()}), flush=True)
+            return
+        report = {"topic": msg.topic(), "partition": msg.partition(), "offset": msg.offset(),
+                  "timestamp": msg.timestamp()[1]}
+        acked.append(report)
+        if args.json:
+            print(json.dumps(report), flush=True)
+
+    stream = open(args.file, encoding="utf-8") if args.file else sys.stdin  # noqa: SIM115
+    count = 0
+    try:
+        for record in _records(stream, args):
+            count += 1
+            _send(producer, args, record, delivered)
+    except FormatError as exc:
+        producer.flush(args.timeout)
+        raise AdminCliError(str(exc)) from None
+    except KeyboardInterrupt:
+        pass
+    finally:
+        if args.file:
+            stream.close()
+    left = producer.flush(args.timeout + 5)
+    if left:
+        failed.extend(["not delivered before the timeout"] * left)
+    if not args.json:
+        print(f"Produced {len(acked)} of {count} record(s) to {args.topic}"
+              + (f" (--file {Path(args.file).name})" if args.file else ""), file=sys.stderr)
+    if failed:
+        print(f"weir: {len(failed)} record(s) failed: {failed[0]}", file=sys.stderr)
+        return 1
+    return 0
+
+
+def _send(producer: Any, args: argparse.Namespace, record: Record, delivered: Any) -> None:
+    partition = args.partition if record.partition is None else record.partition
+    kwargs: dict[str, Any] = {"value": record.value, "key": record.key,
+                              "on_delivery": delivered}
+    if record.headers:
+        kwargs["headers"] = list(record.headers)
+    if partition is not None:
+        kwargs["partition"] = partition
+    if record.timestamp is not None:
+        kwargs["timestamp"] = record.timestamp
+    while True:
+        try:
+            producer.produce(args.topic, **kwargs)
+            break
+        except BufferError:  # the local queue is full: let deliveries drain
+            producer.poll(0.1)
+    producer.poll(0)
