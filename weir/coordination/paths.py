@@ -50,6 +50,12 @@ PERSISTENT_PATHS: tuple[str, ...] = (
 """Paths every broker makes sure exist at startup (Kafka's ``PersistentZkPaths``)."""
 
 
+def consumer_offset(group: str, topic: str, partition: int) -> str:
+    """``/consumers/<group>/offsets/<topic>/<partition>``: an offset committed with
+    OffsetCommit v0 (Kafka's ``ConsumerOffset``; the offset as a decimal string)."""
+    return f"{CONSUMERS}/{group}/offsets/{topic}/{partition}"
+
+
 def broker(broker_id: int) -> str:
     """``/brokers/ids/<id>``: a broker's ephemeral registration."""
     return f"{BROKER_IDS}/{broker_id}"

@@ -36,7 +36,11 @@ PartitionResult = tuple[int, int, int, int, int, str | None]
 
 
 def encode(version: int, topics: Iterable[tuple[str, list[PartitionResult]]]) -> bytes:
-    """The body of a ProduceResponse of ``version`` (3-9); throttle time 0."""
+    """The body of a ProduceResponse of ``version`` (3-11); throttle time 0.
+
+    v10+ may carry KIP-951 leader hints (tagged fields); they are left out, which clients
+    read as "refresh metadata", as before v10.
+    """
     flexible = version >= 9
     topics = list(topics)
     parts = [_count(len(topics), flexible)]

@@ -95,7 +95,7 @@ def test_response_frames_use_header_v0_for_api_versions():
     assert frame == struct.pack(">ii", 8, 9) + b"\x00abc"
 
 
-@pytest.mark.parametrize("version", range(3, 10))
+@pytest.mark.parametrize("version", range(3, 12))
 def test_hand_encoded_produce_response_matches_kio(version):
     from weir.protocol import produce_response
 

@@ -9,7 +9,7 @@ from weir.protocol.errors import ErrorCode
 
 API_KEY = 18
 MIN_VERSION = 0
-MAX_VERSION = 3
+MAX_VERSION = 4
 
 
 def build_response(response_cls: type, error: ErrorCode = ErrorCode.none) -> Any:
