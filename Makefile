@@ -1,6 +1,6 @@
 # Weir: `make run` starts a local cluster, `make test` runs the test suite.
 # Both create or refresh .venv and install what is missing: Python packages into .venv,
-# ZooKeeper and Java (and kcat, a test tool) from Debian's packages.
+# ZooKeeper and Java (and kcat and chromium, test tools) from Debian's packages.
 
 VENV    := .venv
 PY      := $(VENV)/bin/python
@@ -24,6 +24,12 @@ system-deps:
 	  $(SUDO) apt-get update -qq && \
 	  DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq --no-install-recommends \
 	    zookeeper default-jre-headless kcat >/dev/null; \
+	fi
+	@if [ ! -x /usr/bin/chromium ]; then \
+	  echo "installing chromium from Debian packages (the console's browser test)"; \
+	  $(SUDO) apt-get update -qq && \
+	  DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq --no-install-recommends \
+	    chromium >/dev/null; \
 	fi
 
 run: deps

@@ -13,6 +13,7 @@ import asyncio
 import contextlib
 import logging
 import time
+from collections import deque
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -69,7 +70,7 @@ from weir.coordination.errors import (
 )
 from weir.protocol.errors import ErrorCode, KafkaError
 
-__all__ = ["ControllerService"]
+__all__ = ["ControllerService", "StateChange"]
 
 
 def _setting(config: Any, key: str, default: Any) -> Any:
@@ -83,6 +84,24 @@ log = logging.getLogger(__name__)
 
 WRITE_CHUNK = 1000
 """Partitions per multi of a pipelined state update (the client's own multi size)."""
+
+STATE_CHANGE_HISTORY = 200
+"""Entries of the controller's state-change log kept in memory (for the metrics endpoint)."""
+
+
+@dataclass(frozen=True, slots=True)
+class StateChange:
+    """One line of the controller's state-change log (Kafka's ``state.change.logger``),
+    kept in a bounded ring: when, while handling which event, at what level."""
+
+    time_ms: int
+    event: str
+    level: str
+    message: str
+
+    def to_json(self) -> dict[str, Any]:
+        return {"time_ms": self.time_ms, "event": self.event, "level": self.level,
+                "message": self.message}
 
 
 @dataclass(frozen=True, slots=True)
@@ -176,6 +195,16 @@ class ControllerService:
         self._stopped = False
         self._config_change_seen = -1
         """The newest ``/config/changes`` notification already taken into account."""
+        self.state_changes: deque[StateChange] = deque(maxlen=STATE_CHANGE_HISTORY)
+        """The newest lines of the state-change log (oldest first)."""
+        self.current_event: str | None = None
+        """The event being handled now (Kafka's ControllerEventManager state), or None."""
+        self.events_processed = 0
+
+    @property
+    def event_queue_size(self) -> int:
+        """Events waiting for the consumer (Kafka's ``EventQueueSize`` gauge)."""
+        return self._queue.qsize()
 
     @property
     def is_active(self) -> bool:
@@ -441,7 +470,7 @@ class ControllerService:
             effects = self.core.handle(ControllerResigned(), self._now_ms())
         for effect in effects:
             if isinstance(effect, Log):
-                log.log(effect.level, "controller %d: %s", self.broker_id, effect.message)
+                self._log(effect, "ControllerResigned")
         channels, self._channels = self._channels, None
         if channels is not None:
             await channels.close()
@@ -450,7 +479,14 @@ class ControllerService:
 
     async def _process(self, event: ControllerEvent) -> None:
         """Feed one event to the core and carry out its effects to the end."""
-        effects = self.core.handle(event, self._now_ms())
+        self.current_event = type(event).__name__
+        try:
+            await self._process_effects(self.core.handle(event, self._now_ms()))
+        finally:
+            self.current_event = None
+            self.events_processed += 1
+
+    async def _process_effects(self, effects: list[Effect]) -> None:
         while True:
             op = None
             for effect in effects:
@@ -472,9 +508,15 @@ class ControllerService:
                 return
             effects = self.core.complete(result, self._now_ms())
 
+    def _log(self, entry: Log, event: str | None) -> None:
+        """Write a state-change log line and keep it in the ring."""
+        log.log(entry.level, "controller %d: %s", self.broker_id, entry.message)
+        self.state_changes.append(StateChange(
+            self._now_ms(), event or "", logging.getLevelName(entry.level), entry.message))
+
     async def _apply(self, effect: Effect) -> None:
         if isinstance(effect, Log):
-            log.log(effect.level, "controller %d: %s", self.broker_id, effect.message)
+            self._log(effect, self.current_event)
         elif isinstance(effect, Reply):
             future = effect.reply_to
             if isinstance(future, asyncio.Future) and not future.done():

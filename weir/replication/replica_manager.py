@@ -110,6 +110,10 @@ class ReplicaManager:
         self.leadership_listeners: list[Callable[[TopicPartition, bool, int], None]] = []
         # Metrics (weir.server.metrics): IsrShrinks/IsrExpands/FailedIsrUpdates counts.
         self.isr_shrinks = self.isr_expands = self.failed_isr_updates = 0
+        # Kafka's BrokerTopicMetrics (broker-wide): client appends in, fetched bytes out to
+        # consumers and, separately, to follower replicas.  Read by weir.server.metrics.
+        self.bytes_in = self.messages_in = 0
+        self.bytes_out = self.replication_bytes_out = 0
         # Whether a broker is alive (the broker sets it from its metadata cache): a caught-up
         # follower outside the ISR holds the high watermark back only while it is alive.
         self.broker_alive: Callable[[int], bool] = lambda _broker_id: True
@@ -276,6 +280,8 @@ class ReplicaManager:
                     log_start_offset=plog.log_start_offset,
                 )
                 if not info.duplicate:
+                    self.bytes_in += len(records)
+                    self.messages_in += info.last_offset - info.first_offset + 1
                     p.maybe_increment_high_watermark(now)
                     self.fetch_purgatory.notify(tp)
                 if acks == -1:
@@ -321,7 +327,7 @@ class ReplicaManager:
         results = self._read_all(replica_id, max_bytes, requests, followers_ok)
         total = sum(r.size for r in results.values())
         if max_wait_ms <= 0 or total >= min_bytes or _answer_now(results) or not requests:
-            return results
+            return self._count_out(replica_id, results)
 
         def enough() -> bool:
             probe = self._read_all(replica_id, max_bytes, requests, followers_ok, sizes_only=True)
@@ -330,7 +336,18 @@ class ReplicaManager:
             return sum(r.size for r in probe.values()) >= min_bytes
 
         await self.fetch_purgatory.wait([r.tp for r in requests], enough, max_wait_ms / 1000)
-        return self._read_all(replica_id, max_bytes, requests, followers_ok)
+        return self._count_out(replica_id,
+                               self._read_all(replica_id, max_bytes, requests, followers_ok))
+
+    def _count_out(self, replica_id: int, results: dict[TopicPartition, FetchResult]
+                   ) -> dict[TopicPartition, FetchResult]:
+        """BytesOutPerSec / ReplicationBytesOutPerSec: the bytes a fetch answers with."""
+        size = sum(r.size for r in results.values())
+        if replica_id >= 0:
+            self.replication_bytes_out += size
+        else:
+            self.bytes_out += size
+        return results
 
     def _read_all(self, replica_id: int, max_bytes: int, requests: list[FetchPartition],
                   followers_ok: bool, sizes_only: bool = False) -> dict[TopicPartition, FetchResult]:

@@ -10,29 +10,39 @@ enabled by the broker key ``metrics.http.port`` (Weir's own key; see docs/metric
 Three layers, each testable alone:
 
 * :func:`collect` reads the broker's objects into a :class:`MetricsSnapshot` (plain values);
-* :func:`render` turns a snapshot into the exposition text (a pure function);
-* :class:`MetricsServer` answers ``GET /metrics`` with ``render(collect(broker))``.
+* :func:`families` turns a snapshot into prometheus_client metric families, which a custom
+  collector (:class:`SnapshotCollector`) hands to a ``CollectorRegistry``; :func:`render` is
+  the registry's text exposition (prometheus_client's ``generate_latest``);
+* :class:`MetricsServer` answers ``GET /metrics`` with the broker's registry (its snapshot
+  collector plus the event-loop lag histogram of :mod:`weir.server.loop_lag`) and
+  ``GET /controller`` with the controller's state as JSON (:func:`controller_json`).
 
-Everything is computed when a scrape arrives; nothing runs on the produce/fetch paths
-except the ISR change counters that :class:`~weir.replication.replica_manager.ReplicaManager`
-bumps when the controller confirms an ISR change.
+Everything but the lag histogram is computed when a scrape arrives; nothing runs on the
+produce/fetch paths except the counters that
+:class:`~weir.replication.replica_manager.ReplicaManager` keeps (ISR changes, bytes in/out).
 """
 
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
-import math
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
+from prometheus_client import CollectorRegistry, generate_latest
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.parser import text_string_to_metric_families
+
 from weir.common import TopicPartition
 from weir.protocol.errors import KafkaError
+from weir.server.loop_lag import EventLoopLagMonitor
 
 log = logging.getLogger(__name__)
 
-CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
+CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"  # what generate_latest writes
+JSON_TYPE = "application/json"
 MAX_REQUEST_HEAD = 8192
 READ_TIMEOUT_S = 10.0
 
@@ -72,6 +82,7 @@ class ControllerSnapshot:
     offline_partitions: int = 0
     global_topics: int = 0
     global_partitions: int = 0
+    event_queue_size: int = 0
 
 
 @dataclass(slots=True)
@@ -82,6 +93,10 @@ class MetricsSnapshot:
     isr_expands: int = 0
     failed_isr_updates: int = 0
     offline_log_dirs: int = 0
+    bytes_in: int = 0
+    messages_in: int = 0
+    bytes_out: int = 0
+    replication_bytes_out: int = 0
     controller: ControllerSnapshot = field(default_factory=ControllerSnapshot)
 
 
@@ -124,6 +139,7 @@ def controller_snapshot(controller: Any) -> ControllerSnapshot:
     return ControllerSnapshot(
         active=True, offline_partitions=ctx.offline_partition_count(),
         global_topics=len(ctx.topic_ids), global_partitions=sum(1 for _ in ctx.all_partitions()),
+        event_queue_size=int(getattr(controller, "event_queue_size", 0)),
     )
 
 
@@ -142,166 +158,163 @@ def collect(broker: Any) -> MetricsSnapshot:
         isr_expands=getattr(rm, "isr_expands", 0),
         failed_isr_updates=getattr(rm, "failed_isr_updates", 0),
         offline_log_dirs=len(broker.log_manager.offline_dirs),
+        bytes_in=getattr(rm, "bytes_in", 0),
+        messages_in=getattr(rm, "messages_in", 0),
+        bytes_out=getattr(rm, "bytes_out", 0),
+        replication_bytes_out=getattr(rm, "replication_bytes_out", 0),
         controller=controller_snapshot(broker.controller),
     )
 
 
-# -- rendering ------------------------------------------------------------------------------
+# -- families (prometheus_client) --------------------------------------------------------------
 
 
-@dataclass(slots=True)
-class Family:
-    """One metric family: ``# HELP``/``# TYPE`` and its samples."""
-
-    name: str
-    kind: str  # "gauge" | "counter"
-    help: str
-    samples: list[tuple[Labels, float]] = field(default_factory=list)
-
-    def add(self, value: float, labels: Labels = ()) -> Family:
-        self.samples.append((labels, value))
-        return self
+def _gauge(name: str, doc: str, value: float | None = None,
+           labels: Iterable[str] | None = None) -> GaugeMetricFamily:
+    return GaugeMetricFamily(name, doc, value=value, labels=labels)
 
 
-def _escape(value: str) -> str:
-    return value.replace("\\", "\\\\").replace("\n", "\\n").replace('"', '\\"')
+def _counter(name: str, doc: str, value: float) -> CounterMetricFamily:
+    """``name`` without ``_total``: the exposition adds it (``..._total``)."""
+    return CounterMetricFamily(name, doc, value=value)
 
 
-def _format_value(value: float) -> str:
-    if isinstance(value, bool):
-        return "1" if value else "0"
-    if isinstance(value, int):
-        return str(value)
-    if math.isnan(value):
-        return "NaN"
-    if math.isinf(value):
-        return "+Inf" if value > 0 else "-Inf"
-    return repr(float(value))
+TP_LABELS = ("topic", "partition")
 
 
-def format_families(families: Iterable[Family]) -> str:
-    """The Prometheus text exposition (format 0.0.4) of ``families``."""
-    lines: list[str] = []
-    for fam in families:
-        lines.append(f"# HELP {fam.name} {_escape(fam.help)}")
-        lines.append(f"# TYPE {fam.name} {fam.kind}")
-        for labels, value in fam.samples:
-            label_text = ",".join(f'{k}="{_escape(v)}"' for k, v in labels)
-            name = f"{fam.name}{{{label_text}}}" if labels else fam.name
-            lines.append(f"{name} {_format_value(value)}")
-    return "\n".join(lines) + "\n"
+def _tp(tp: TopicPartition) -> list[str]:
+    return [tp.topic, str(tp.partition)]
 
 
-def _tp_labels(tp: TopicPartition) -> Labels:
-    return (("topic", tp.topic), ("partition", str(tp.partition)))
-
-
-def _replica_manager_families(snap: MetricsSnapshot) -> list[Family]:
+def _replica_manager_families(snap: MetricsSnapshot) -> list[Metric]:
     leaders = [p for p in snap.partitions if p.is_leader]
     prefix = "kafka_server_replicamanager_"
     return [
-        Family(prefix + "partitioncount", "gauge",
-               "Partitions hosted by this broker (ReplicaManager PartitionCount).")
-        .add(len(snap.partitions)),
-        Family(prefix + "leadercount", "gauge",
-               "Partitions this broker leads (ReplicaManager LeaderCount).").add(len(leaders)),
-        Family(prefix + "underreplicatedpartitions", "gauge",
-               "Led partitions whose ISR is smaller than the replica set.")
-        .add(sum(1 for p in leaders if p.isr < p.replicas)),
-        Family(prefix + "underminisrpartitioncount", "gauge",
-               "Led partitions whose ISR is below min.insync.replicas.")
-        .add(sum(1 for p in leaders if p.isr < p.min_isr)),
-        Family(prefix + "atminisrpartitioncount", "gauge",
-               "Led partitions whose ISR is exactly min.insync.replicas.")
-        .add(sum(1 for p in leaders if p.isr == p.min_isr)),
-        Family(prefix + "isrshrinks_total", "counter",
-               "ISR shrinks committed by the controller for partitions led here "
-               "(IsrShrinksPerSec count).").add(snap.isr_shrinks),
-        Family(prefix + "isrexpands_total", "counter",
-               "ISR expansions committed by the controller for partitions led here "
-               "(IsrExpandsPerSec count).").add(snap.isr_expands),
-        Family(prefix + "failedisrupdates_total", "counter",
-               "ISR changes the controller refused (FailedIsrUpdatesPerSec count).")
-        .add(snap.failed_isr_updates),
+        _gauge(prefix + "partitioncount",
+               "Partitions hosted by this broker (ReplicaManager PartitionCount).",
+               len(snap.partitions)),
+        _gauge(prefix + "leadercount",
+               "Partitions this broker leads (ReplicaManager LeaderCount).", len(leaders)),
+        _gauge(prefix + "underreplicatedpartitions",
+               "Led partitions whose ISR is smaller than the replica set.",
+               sum(1 for p in leaders if p.isr < p.replicas)),
+        _gauge(prefix + "underminisrpartitioncount",
+               "Led partitions whose ISR is below min.insync.replicas.",
+               sum(1 for p in leaders if p.isr < p.min_isr)),
+        _gauge(prefix + "atminisrpartitioncount",
+               "Led partitions whose ISR is exactly min.insync.replicas.",
+               sum(1 for p in leaders if p.isr == p.min_isr)),
+        _counter(prefix + "isrshrinks",
+                 "ISR shrinks committed by the controller for partitions led here "
+                 "(IsrShrinksPerSec count).", snap.isr_shrinks),
+        _counter(prefix + "isrexpands",
+                 "ISR expansions committed by the controller for partitions led here "
+                 "(IsrExpandsPerSec count).", snap.isr_expands),
+        _counter(prefix + "failedisrupdates",
+                 "ISR changes the controller refused (FailedIsrUpdatesPerSec count).",
+                 snap.failed_isr_updates),
     ]
 
 
-def _fetcher_families(snap: MetricsSnapshot) -> list[Family]:
+def _broker_topic_families(snap: MetricsSnapshot) -> list[Metric]:
+    """kafka.server:type=BrokerTopicMetrics (the broker-wide meters, no topic tag)."""
+    prefix = "kafka_server_brokertopicmetrics_"
+    return [
+        _counter(prefix + "bytesin", "Bytes appended by producers to partitions led here "
+                 "(BytesInPerSec count).", snap.bytes_in),
+        _counter(prefix + "messagesin", "Records appended by producers to partitions led "
+                 "here (MessagesInPerSec count).", snap.messages_in),
+        _counter(prefix + "bytesout", "Bytes returned to consumers by Fetch "
+                 "(BytesOutPerSec count).", snap.bytes_out),
+        _counter(prefix + "replicationbytesout", "Bytes returned to follower replicas by "
+                 "Fetch (ReplicationBytesOutPerSec count).", snap.replication_bytes_out),
+    ]
+
+
+def _fetcher_families(snap: MetricsSnapshot) -> list[Metric]:
     followed = [p for p in snap.partitions if p.follower_lag is not None]
     max_lag = max((p.follower_lag or 0 for p in followed), default=0)
-    lag = Family("kafka_server_fetcherlagmetrics_consumerlag", "gauge",
-                 "Messages this follower is behind the leader's high watermark.")
+    lag = _gauge("kafka_server_fetcherlagmetrics_consumerlag",
+                 "Messages this follower is behind the leader's high watermark.",
+                 labels=("clientId", *TP_LABELS))
     for p in followed:
-        client = ("clientId", f"ReplicaFetcherThread-0-{p.leader}")
-        lag.add(p.follower_lag or 0, (client, *_tp_labels(p.tp)))
-    return [
-        Family("kafka_server_replicafetchermanager_maxlag", "gauge",
-               "Largest lag over the partitions followed by this broker.")
-        .add(max_lag, (("clientId", "Replica"),)),
-        lag,
-    ]
+        lag.add_metric([f"ReplicaFetcherThread-0-{p.leader}", *_tp(p.tp)], p.follower_lag or 0)
+    max_family = _gauge("kafka_server_replicafetchermanager_maxlag",
+                        "Largest lag over the partitions followed by this broker.",
+                        labels=("clientId",))
+    max_family.add_metric(["Replica"], max_lag)
+    return [max_family, lag]
 
 
-def _partition_families(snap: MetricsSnapshot) -> list[Family]:
+def _partition_families(snap: MetricsSnapshot) -> list[Metric]:
     """kafka.cluster:type=Partition,... — non-zero on the leader only, as in Kafka."""
     prefix = "kafka_cluster_partition_"
-    under = Family(prefix + "underreplicated", "gauge",
-                   "1 if this broker leads the partition and its ISR is incomplete.")
-    isr = Family(prefix + "insyncreplicascount", "gauge",
-                 "ISR size (on the leader; 0 elsewhere).")
-    replicas = Family(prefix + "replicascount", "gauge",
-                      "Replica count (on the leader; 0 elsewhere).")
-    under_min = Family(prefix + "underminisr", "gauge",
-                       "1 if this broker leads the partition and its ISR < min.insync.replicas.")
+    under = _gauge(prefix + "underreplicated",
+                   "1 if this broker leads the partition and its ISR is incomplete.",
+                   labels=TP_LABELS)
+    isr = _gauge(prefix + "insyncreplicascount", "ISR size (on the leader; 0 elsewhere).",
+                 labels=TP_LABELS)
+    replicas = _gauge(prefix + "replicascount", "Replica count (on the leader; 0 elsewhere).",
+                      labels=TP_LABELS)
+    under_min = _gauge(prefix + "underminisr",
+                       "1 if this broker leads the partition and its ISR < min.insync.replicas.",
+                       labels=TP_LABELS)
     for p in snap.partitions:
-        labels = _tp_labels(p.tp)
-        under.add(int(p.is_leader and p.isr < p.replicas), labels)
-        isr.add(p.isr if p.is_leader else 0, labels)
-        replicas.add(p.replicas if p.is_leader else 0, labels)
-        under_min.add(int(p.is_leader and p.isr < p.min_isr), labels)
+        labels = _tp(p.tp)
+        under.add_metric(labels, int(p.is_leader and p.isr < p.replicas))
+        isr.add_metric(labels, p.isr if p.is_leader else 0)
+        replicas.add_metric(labels, p.replicas if p.is_leader else 0)
+        under_min.add_metric(labels, int(p.is_leader and p.isr < p.min_isr))
     return [under, isr, replicas, under_min]
 
 
-def _log_families(snap: MetricsSnapshot) -> list[Family]:
-    end = Family("kafka_log_log_logendoffset", "gauge", "Log end offset of each local log.")
-    start = Family("kafka_log_log_logstartoffset", "gauge", "Log start offset of each local log.")
-    size = Family("kafka_log_log_size", "gauge", "Bytes of each local log on disk.")
-    segments = Family("kafka_log_log_numlogsegments", "gauge", "Segments of each local log.")
+def _log_families(snap: MetricsSnapshot) -> list[Metric]:
+    end = _gauge("kafka_log_log_logendoffset", "Log end offset of each local log.",
+                 labels=TP_LABELS)
+    start = _gauge("kafka_log_log_logstartoffset", "Log start offset of each local log.",
+                   labels=TP_LABELS)
+    size = _gauge("kafka_log_log_size", "Bytes of each local log on disk.", labels=TP_LABELS)
+    segments = _gauge("kafka_log_log_numlogsegments", "Segments of each local log.",
+                      labels=TP_LABELS)
     for p in snap.partitions:
-        labels = _tp_labels(p.tp)
-        end.add(p.log_end_offset, labels)
-        start.add(p.log_start_offset, labels)
-        size.add(p.size_bytes, labels)
+        labels = _tp(p.tp)
+        end.add_metric(labels, p.log_end_offset)
+        start.add_metric(labels, p.log_start_offset)
+        size.add_metric(labels, p.size_bytes)
         if p.num_segments is not None:
-            segments.add(p.num_segments, labels)
-    offline = Family("kafka_log_logmanager_offlinelogdirectorycount", "gauge",
-                     "Log directories marked offline after an I/O error.")
-    return [end, start, size, segments, offline.add(snap.offline_log_dirs)]
+            segments.add_metric(labels, p.num_segments)
+    offline = _gauge("kafka_log_logmanager_offlinelogdirectorycount",
+                     "Log directories marked offline after an I/O error.", snap.offline_log_dirs)
+    return [end, start, size, segments, offline]
 
 
-def _controller_families(snap: MetricsSnapshot) -> list[Family]:
+def _controller_families(snap: MetricsSnapshot) -> list[Metric]:
     c = snap.controller
     prefix = "kafka_controller_kafkacontroller_"
     return [
-        Family(prefix + "activecontrollercount", "gauge",
-               "1 on the active controller, 0 elsewhere.").add(int(c.active)),
-        Family(prefix + "offlinepartitionscount", "gauge",
-               "Partitions without a live leader (active controller only).")
-        .add(c.offline_partitions),
-        Family(prefix + "globaltopiccount", "gauge",
-               "Topics in the cluster (active controller only).").add(c.global_topics),
-        Family(prefix + "globalpartitioncount", "gauge",
-               "Partitions in the cluster (active controller only).").add(c.global_partitions),
+        _gauge(prefix + "activecontrollercount", "1 on the active controller, 0 elsewhere.",
+               int(c.active)),
+        _gauge(prefix + "offlinepartitionscount",
+               "Partitions without a live leader (active controller only).",
+               c.offline_partitions),
+        _gauge(prefix + "globaltopiccount", "Topics in the cluster (active controller only).",
+               c.global_topics),
+        _gauge(prefix + "globalpartitioncount",
+               "Partitions in the cluster (active controller only).", c.global_partitions),
+        _gauge("kafka_controller_controllereventmanager_eventqueuesize",
+               "Events waiting for the controller (active controller only).",
+               c.event_queue_size),
     ]
 
 
-def families(snap: MetricsSnapshot) -> list[Family]:
+def families(snap: MetricsSnapshot) -> list[Metric]:
     """Every metric family of a snapshot, in a stable order."""
     return [
-        Family("kafka_server_kafkaserver_brokerstate", "gauge",
-               "Broker state: 1 Starting, 3 RunningAsBroker, 7 BrokerShuttingDown.")
-        .add(snap.broker_state),
+        _gauge("kafka_server_kafkaserver_brokerstate",
+               "Broker state: 1 Starting, 3 RunningAsBroker, 7 BrokerShuttingDown.",
+               snap.broker_state),
         *_replica_manager_families(snap),
+        *_broker_topic_families(snap),
         *_fetcher_families(snap),
         *_partition_families(snap),
         *_log_families(snap),
@@ -309,104 +322,117 @@ def families(snap: MetricsSnapshot) -> list[Family]:
     ]
 
 
+class SnapshotCollector:
+    """A prometheus_client custom collector: each scrape reads a fresh snapshot."""
+
+    def __init__(self, snapshot: Callable[[], MetricsSnapshot]) -> None:
+        self._snapshot = snapshot
+
+    def collect(self) -> Iterator[Metric]:
+        yield from families(self._snapshot())
+
+
+def registry_for(snapshot: Callable[[], MetricsSnapshot]) -> CollectorRegistry:
+    """A registry of its own (never the process-global one: tests run several brokers)."""
+    registry = CollectorRegistry(auto_describe=False)
+    registry.register(SnapshotCollector(snapshot))
+    return registry
+
+
 def render(snap: MetricsSnapshot) -> str:
     """The ``/metrics`` body of a snapshot (pure)."""
-    return format_families(families(snap))
+    return generate_latest(registry_for(lambda: snap)).decode()
 
 
 # -- parsing (tests, tools) -------------------------------------------------------------------
 
 
 def parse(text: str) -> dict[tuple[str, Labels], float]:
-    """Samples of a text exposition by (name, sorted labels); enough for Weir's own output."""
+    """Samples of a text exposition by (name, sorted labels), via prometheus_client's parser."""
     samples: dict[tuple[str, Labels], float] = {}
-    for line in text.splitlines():
-        if not line or line.startswith("#"):
-            continue
-        head, _, value = line.rpartition(" ")
-        name, _, rest = head.partition("{")
-        labels: list[tuple[str, str]] = []
-        for part in _split_labels(rest.rstrip("}")):
-            key, _, raw = part.partition("=")
-            labels.append((key, _unescape(raw[1:-1])))
-        samples[(name, tuple(sorted(labels)))] = float(value)
+    for family in text_string_to_metric_families(text):
+        for sample in family.samples:
+            samples[(sample.name, tuple(sorted(sample.labels.items())))] = float(sample.value)
     return samples
 
 
-def _split_labels(text: str) -> list[str]:
-    parts, current, quoted, escaped = [], [], False, False
-    for ch in text:
-        if escaped:
-            escaped = False
-        elif ch == "\\":
-            escaped = True
-        elif ch == '"':
-            quoted = not quoted
-        elif ch == "," and not quoted:
-            parts.append("".join(current))
-            current = []
-            continue
-        current.append(ch)
-    if current:
-        parts.append("".join(current))
-    return parts
+# -- the controller as JSON -------------------------------------------------------------------
 
 
-def _unescape(value: str) -> str:
-    out, i = [], 0
-    while i < len(value):
-        ch = value[i]
-        if ch == "\\" and i + 1 < len(value):
-            i += 1
-            ch = {"n": "\n"}.get(value[i], value[i])
-        out.append(ch)
-        i += 1
-    return "".join(out)
+def controller_json(broker_id: int, controller: Any) -> dict[str, Any]:
+    """``GET /controller``: whether this broker is the active controller, its epoch, event
+    queue and the newest lines of its state-change log (weir.controller.service)."""
+    if controller is None:
+        return {"broker_id": broker_id, "active": False}
+    active = bool(controller.is_active)
+    doc: dict[str, Any] = {
+        "broker_id": broker_id, "active": active,
+        "epoch": controller.core.ctx.controller_epoch if active else None,
+        "event_queue_size": int(getattr(controller, "event_queue_size", 0)),
+        "current_event": getattr(controller, "current_event", None),
+        "events_processed": int(getattr(controller, "events_processed", 0)),
+        "state_changes": [c.to_json() for c in list(getattr(controller, "state_changes", ()))],
+    }
+    return doc
 
 
 # -- HTTP endpoint ----------------------------------------------------------------------------
 
 
 class MetricsServer:
-    """A minimal HTTP/1.1 server: ``GET /metrics`` → the exposition; one request per
-    connection (``Connection: close``).  ``render_body`` is called on the event loop."""
+    """A minimal HTTP/1.1 server: ``GET /metrics`` → the exposition, ``GET /controller`` →
+    JSON (when ``controller_doc`` is given); one request per connection (``Connection:
+    close``).  The callables run on the event loop."""
 
-    def __init__(self, render_body: Callable[[], str], host: str, port: int) -> None:
+    def __init__(self, render_body: Callable[[], str], host: str, port: int, *,
+                 controller_doc: Callable[[], dict[str, Any]] | None = None,
+                 lag_monitor: EventLoopLagMonitor | None = None) -> None:
         self._render_body = render_body
+        self._controller_doc = controller_doc
+        self.lag_monitor = lag_monitor
         self.host = host
         self.port = port
         self._server: asyncio.Server | None = None
 
     @classmethod
     def for_broker(cls, broker: Any, port: int) -> MetricsServer:
-        host = broker.config.listener_host
-        return cls(lambda: render(collect(broker)), host, port)
+        registry = registry_for(lambda: collect(broker))
+        monitor = EventLoopLagMonitor(registry)
+        return cls(lambda: generate_latest(registry).decode(), broker.config.listener_host, port,
+                   controller_doc=lambda: controller_json(broker.config.broker_id,
+                                                          broker.controller),
+                   lag_monitor=monitor)
 
     async def start(self) -> int:
         """Bind (port 0: any free port) and return the bound port."""
         self._server = await asyncio.start_server(self._serve, self.host or None, self.port)
         self.port = self._server.sockets[0].getsockname()[1]
+        if self.lag_monitor is not None:
+            self.lag_monitor.start()
         log.info("metrics endpoint listening on http://%s:%d/metrics",
                  self.host or "0.0.0.0", self.port)
         return self.port
 
     async def stop(self) -> None:
+        if self.lag_monitor is not None:
+            await self.lag_monitor.stop()
         if self._server is not None:
             self._server.close()
             await self._server.wait_closed()
             self._server = None
 
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        content_type = CONTENT_TYPE
         try:
             head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), READ_TIMEOUT_S)
-            status, body = self._respond(head)
+            status, body, content_type = self._respond(head)
         except (asyncio.IncompleteReadError, asyncio.LimitOverrunError, TimeoutError,
                 ConnectionError):
             status, body = "400 Bad Request", "bad request\n"
         try:
             payload = body.encode()
             writer.write(
-                f"HTTP/1.1 {status}\r\nContent-Type: {CONTENT_TYPE}\r\n"
+                f"HTTP/1.1 {status}\r\nContent-Type: {content_type}\r\n"
                 f"Content-Length: {len(payload)}\r\nConnection: close\r\n\r\n".encode()
                 + payload)
             await writer.drain()
@@ -419,19 +445,23 @@ class MetricsServer:
             except ConnectionError:
                 pass
 
-    def _respond(self, head: bytes) -> tuple[str, str]:
+    def _respond(self, head: bytes) -> tuple[str, str, str]:
+        """(status, body, content type) of one request head."""
         if len(head) > MAX_REQUEST_HEAD:
-            return "431 Request Header Fields Too Large", "headers too large\n"
+            return "431 Request Header Fields Too Large", "headers too large\n", CONTENT_TYPE
         parts = head.split(b"\r\n", 1)[0].decode("latin-1").split()
         if len(parts) != 3:
-            return "400 Bad Request", "bad request\n"
+            return "400 Bad Request", "bad request\n", CONTENT_TYPE
         method, target, _version = parts
         if method != "GET":
-            return "405 Method Not Allowed", "only GET\n"
-        if target.split("?", 1)[0] != "/metrics":
-            return "404 Not Found", "try /metrics\n"
+            return "405 Method Not Allowed", "only GET\n", CONTENT_TYPE
+        path = target.split("?", 1)[0]
         try:
-            return "200 OK", self._render_body()
+            if path == "/metrics":
+                return "200 OK", self._render_body(), CONTENT_TYPE
+            if path == "/controller" and self._controller_doc is not None:
+                return "200 OK", json.dumps(self._controller_doc()) + "\n", JSON_TYPE
         except Exception:
-            log.exception("rendering metrics failed")
-            return "500 Internal Server Error", "metrics failed\n"
+            log.exception("rendering %s failed", path)
+            return "500 Internal Server Error", "metrics failed\n", CONTENT_TYPE
+        return "404 Not Found", "try /metrics\n", CONTENT_TYPE

@@ -108,7 +108,8 @@ def test_render_format_help_type_and_escaping():
     lines = text.splitlines()
     assert "# TYPE kafka_server_replicamanager_isrshrinks_total counter" in lines
     assert "# TYPE kafka_server_replicamanager_partitioncount gauge" in lines
-    assert 'kafka_log_log_logendoffset{topic="we\\"ird\\\\",partition="0"} 10' in lines
+    # prometheus_client writes labels in name order and values as floats.
+    assert 'kafka_log_log_logendoffset{partition="0",topic="we\\"ird\\\\"} 10.0' in lines
     # Each family is declared once, and HELP precedes TYPE precedes the samples.
     types = [ln.split()[2] for ln in lines if ln.startswith("# TYPE")]
     assert len(types) == len(set(types))
@@ -117,9 +118,26 @@ def test_render_format_help_type_and_escaping():
 
 
 def test_format_value_specials():
-    fam = metrics.Family("x", "gauge", "h").add(float("nan")).add(float("inf")).add(0.5)
-    body = metrics.format_families([fam]).splitlines()
-    assert body[2:] == ["x NaN", "x +Inf", "x 0.5"]
+    lag = float("nan")
+    snap = MetricsSnapshot(partitions=[part(A0, leader=False, lag=lag, leader_id=2)])
+    lines = render(snap).splitlines()
+    assert "kafka_server_replicafetchermanager_maxlag{clientId=\"Replica\"} NaN" in lines
+    snap = MetricsSnapshot(partitions=[part(A0, end=float("inf"))])
+    assert 'kafka_log_log_logendoffset{partition="0",topic="a"} +Inf' in render(snap).splitlines()
+
+
+def test_render_throughput_counters_and_event_queue():
+    snap = MetricsSnapshot(bytes_in=100, messages_in=7, bytes_out=50, replication_bytes_out=80,
+                           controller=ControllerSnapshot(True, 0, 1, 1, event_queue_size=4))
+    text = render(snap)
+    assert "# TYPE kafka_server_brokertopicmetrics_bytesin_total counter" in text.splitlines()
+    s = parse(text)
+    bt = "kafka_server_brokertopicmetrics_"
+    assert value(s, bt + "bytesin_total") == 100
+    assert value(s, bt + "messagesin_total") == 7
+    assert value(s, bt + "bytesout_total") == 50
+    assert value(s, bt + "replicationbytesout_total") == 80
+    assert value(s, "kafka_controller_controllereventmanager_eventqueuesize") == 4
 
 
 # -- collection from a real replica manager ------------------------------------------------------
@@ -166,6 +184,8 @@ def test_collect_reads_the_active_controller_context():
     active = SimpleNamespace(is_active=True, core=SimpleNamespace(ctx=ctx))
     snap = metrics.controller_snapshot(active)
     assert snap == ControllerSnapshot(True, 1, 2, 3)
+    active.event_queue_size = 6
+    assert metrics.controller_snapshot(active).event_queue_size == 6
     assert metrics.controller_snapshot(SimpleNamespace(is_active=False)) == ControllerSnapshot()
     assert metrics.controller_snapshot(None) == ControllerSnapshot()
 
@@ -254,6 +274,67 @@ def test_http_endpoint_reports_a_failing_render_as_500():
         try:
             status, _, _ = await http(port, b"GET /metrics HTTP/1.0\r\n\r\n")
             assert status.startswith("HTTP/1.1 500")
+        finally:
+            await server.stop()
+
+    asyncio.run(scenario())
+
+
+# -- throughput counters (BrokerTopicMetrics) -------------------------------------------------
+
+
+def test_bytes_in_and_out_are_counted_by_the_replica_manager(tmp_path):
+    from weir.records.builder import build_batch
+    from weir.replication.replica_manager import FetchPartition
+
+    rm = make_rm(tmp_path)
+    apply(rm, A0, leader=1, replicas=(1,), isr=(1,))
+    batch = build_batch([b"v1", b"v2", b"v3"], timestamp_ms=1)
+
+    async def scenario():
+        await rm.append(1, 1000, {A0: batch})
+        consumer = await rm.fetch(-1, 0, 1, 1 << 20, [FetchPartition(A0, 0, 1 << 20)])
+        follower = await rm.fetch(2, 0, 1, 1 << 20, [FetchPartition(A0, 0, 1 << 20)])
+        return consumer, follower
+
+    consumer, follower = asyncio.run(scenario())
+    assert (rm.bytes_in, rm.messages_in) == (len(batch), 3)
+    assert rm.bytes_out == consumer[A0].size == len(batch)
+    assert rm.replication_bytes_out == follower[A0].size == len(batch)
+    s = parse(render(collect(fake_broker(rm))))
+    assert value(s, "kafka_server_brokertopicmetrics_bytesin_total") == len(batch)
+    assert value(s, "kafka_server_brokertopicmetrics_messagesin_total") == 3
+
+
+# -- /controller ---------------------------------------------------------------------------
+
+
+def test_controller_endpoint_serves_the_state_change_ring_as_json():
+    import json
+
+    from weir.controller.service import StateChange
+
+    controller = SimpleNamespace(
+        is_active=True, core=SimpleNamespace(ctx=SimpleNamespace(controller_epoch=4)),
+        event_queue_size=2, current_event="BrokerChange", events_processed=9,
+        state_changes=[StateChange(5, "BrokerChange", "INFO", "Partition a-0 state changed")])
+    doc = metrics.controller_json(1, controller)
+    assert doc["active"] and doc["epoch"] == 4 and doc["event_queue_size"] == 2
+    assert doc["state_changes"][0]["message"] == "Partition a-0 state changed"
+    assert metrics.controller_json(2, None) == {"broker_id": 2, "active": False}
+    passive = metrics.controller_json(3, SimpleNamespace(
+        is_active=False, core=None, state_changes=[], event_queue_size=0))
+    assert passive["active"] is False and passive["epoch"] is None
+
+    async def scenario():
+        server = MetricsServer(lambda: "", "127.0.0.1", 0,
+                               controller_doc=lambda: metrics.controller_json(1, controller))
+        port = await server.start()
+        try:
+            status, headers, body = await http(port, b"GET /controller HTTP/1.1\r\n\r\n")
+            assert status == "HTTP/1.1 200 OK"
+            assert headers["Content-Type"] == "application/json"
+            assert json.loads(body)["current_event"] == "BrokerChange"
         finally:
             await server.stop()
 

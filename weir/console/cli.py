@@ -1,0 +1,118 @@
+"""The ``weir console`` subcommand (see docs/console.md)."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import sys
+from pathlib import Path
+from typing import Any
+
+DEFAULT_DATA_DIR = "./weir-data"
+DEFAULT_PORT = 8080
+
+
+def _endpoint(text: str) -> tuple[int, str]:
+    from weir.console.collect import parse_endpoint
+
+    try:
+        return parse_endpoint(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("console", help="serve a read-only web console for a cluster",
+                       description="A web console: brokers, controller, topics and "
+                       "partitions (under-replicated and offline ones highlighted), consumer "
+                       "groups with lag, the controller's recent state changes and live "
+                       "charts from the brokers' metrics endpoints (docs/console.md).")
+    p.add_argument("--bootstrap-server", default=None, metavar="HOST:PORT[,...]",
+                   help="brokers to talk to (default: the cluster in --data-dir)")
+    p.add_argument("--zookeeper", default=None, metavar="CONNECT",
+                   help="ZooKeeper connect string with chroot, for the controller's epoch "
+                        "(default: the cluster in --data-dir, if any)")
+    p.add_argument("--data-dir", default=DEFAULT_DATA_DIR,
+                   help="a `weir up` directory: bootstrap, ZooKeeper and each broker's "
+                        f"metrics.http.port (default {DEFAULT_DATA_DIR})")
+    p.add_argument("--metrics", dest="metrics", type=_endpoint, action="append", default=[],
+                   metavar="ID=URL", help="broker ID's metrics endpoint, e.g. "
+                   "1=http://10.0.0.1:9404 (repeatable)")
+    p.add_argument("--metrics-port", type=int, default=None, metavar="PORT",
+                   help="every broker serves metrics on PORT of its advertised host")
+    p.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1)")
+    p.add_argument("--port", type=int, default=DEFAULT_PORT,
+                   help=f"port to serve on (default {DEFAULT_PORT}; 0: any free port)")
+    p.add_argument("--interval", type=float, default=2.0,
+                   help="seconds between refreshes (default 2)")
+    p.add_argument("--allow-actions", action="store_true",
+                   help="enable preferred leader election and reassignment from the page")
+
+
+def endpoint_resolver(args: argparse.Namespace) -> Any:
+    """``brokers → {id: metrics base URL}``: explicit ``--metrics`` first, then the local
+    cluster's server.properties, then ``--metrics-port`` on each broker's host."""
+    from weir.console.collect import endpoints_from_data_dir
+
+    explicit = dict(args.metrics)
+    data_dir = Path(args.data_dir)
+
+    def resolve(brokers: list[dict[str, Any]]) -> dict[int, str]:
+        found: dict[int, str] = {}
+        if (data_dir / "cluster.json").exists():
+            found.update(endpoints_from_data_dir(data_dir))
+        if args.metrics_port:
+            for b in brokers:
+                found.setdefault(b["id"], f"http://{b['host']}:{args.metrics_port}")
+        found.update(explicit)
+        return found
+
+    return resolve
+
+
+def cmd_console(args: argparse.Namespace) -> int:
+    from weir.cli.cluster import read_cluster_file
+    from weir.console.collect import AdminReader
+    from weir.console.server import ConsoleState, serve
+
+    logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+    state_file = read_cluster_file(Path(args.data_dir)) or {}
+    bootstrap = args.bootstrap_server or state_file.get("bootstrap")
+    if not bootstrap:
+        print(f"weir: no cluster recorded in {args.data_dir}; use --bootstrap-server",
+              file=sys.stderr)
+        return 1
+    connect = args.zookeeper or (state_file.get("zookeeper") if not args.bootstrap_server
+                                 else None)
+    zk = None
+    if connect:
+        from weir.cli.zkview import open_zk
+
+        try:
+            zk = open_zk(connect, timeout_s=10)
+        except Exception as exc:  # noqa: BLE001 - the console works without ZooKeeper
+            print(f"weir: ZooKeeper at {connect} unreachable ({exc}); going on without it",
+                  file=sys.stderr)
+    state = ConsoleState(AdminReader(bootstrap), endpoint_resolver(args), zk,
+                         allow_actions=args.allow_actions)
+
+    def ready(port: int) -> None:
+        mode = "actions enabled" if args.allow_actions else "read-only"
+        print(f"Weir console on http://{args.host}:{port}/ ({mode}; Ctrl-C stops it)",
+              flush=True)
+
+    try:
+        asyncio.run(serve(state, args.host, args.port, args.interval, ready))
+    except KeyboardInterrupt:
+        pass
+    except OSError as exc:
+        print(f"weir: cannot serve the console on {args.host}:{args.port}: {exc}",
+              file=sys.stderr)
+        return 1
+    finally:
+        if zk is not None:
+            from weir.cli.zkview import close_zk
+
+            close_zk(zk)
+    return 0
