@@ -17,6 +17,7 @@ one event are merged into one batch and emitted after its last ZooKeeper write.
 from __future__ import annotations
 
 from collections.abc import Iterable
+from dataclasses import replace
 from typing import Any
 
 from weir.common import TopicPartition
@@ -52,8 +53,10 @@ from weir.controller.events import (
     TopicChange,
     TopicConfigChange,
     TopicDeletion,
+    UncleanLeaderElectionEnable,
     ZkReassignmentChange,
 )
+from weir.controller.log_dir_events import LogDirEventNotification, on_log_dir_event
 from weir.controller.partition_state_machine import PartitionStateMachine
 from weir.controller.preferred import LeaderElections
 from weir.controller.reassignment import ReassignmentManager
@@ -98,7 +101,13 @@ class ControllerCore:
         """Handle one event; returns its effects (the last may be a :class:`ZkOperation`)."""
         if self._pending is not None:
             raise RuntimeError("complete() the pending ZooKeeper operation before the next event")
-        if not self.active and not isinstance(event, Startup):
+        if isinstance(event, UncleanLeaderElectionEnable):
+            was = self.settings.unclean_leader_election_enable
+            self._reconfigure(replace(self.settings,
+                                      unclean_leader_election_enable=event.enabled))
+            if not self.active or was or not event.enabled:
+                return []
+        elif not self.active and not isinstance(event, Startup):
             return []
         self._scope = EventScope(RequestBatch(self.settings.broker_id, self.ctx), now_ms)
         return self._drive(self._dispatch(event), None)
@@ -155,6 +164,8 @@ class ControllerCore:
                 yield from self._on_topic_deletion(topics)
             case TopicConfigChange(configs=configs):
                 yield from self._on_topic_config_change(configs)
+            case UncleanLeaderElectionEnable():
+                yield from self._on_unclean_default_enabled()
             case StopReplicaResult():
                 yield from self._on_stop_replica_result(event)
             case LeaderAndIsrResult():
@@ -187,6 +198,8 @@ class ControllerCore:
                 yield from self.elections.auto_rebalance(self._current_scope())
             case ControllerResigned():
                 self._scope_effects(self._resign())
+            case LogDirEventNotification():  # JBOD (KIP-112): weir.controller.log_dir_events
+                yield from on_log_dir_event(self, self._current_scope(), event)
 
     def _partitions_of_request(self, event: AlterPartition) -> list[TopicPartition]:
         names = {topic_id: name for name, topic_id in self.ctx.topic_ids.items()}
@@ -452,6 +465,28 @@ class ControllerCore:
         offline = [tp for topic in enabled if not ctx.is_topic_queued_for_deletion(topic)
                    for tp in ctx.partitions_of(topic)
                    if ctx.partition_state(tp) in (PartitionState.NEW, PartitionState.OFFLINE)]
+        yield from self.partitions.handle_state_changes(scope, offline, PartitionState.ONLINE)
+
+    def _reconfigure(self, settings: ControllerSettings) -> None:
+        """New settings for the core and its state machines (a dynamic broker config)."""
+        self.settings = settings
+        for part in (self.partitions, self.replicas, self.elections, self.reassignment):
+            part._settings = settings
+
+    def _on_unclean_default_enabled(self) -> ZkSteps[None]:
+        """The broker default of ``unclean.leader.election.enable`` became true: elect the
+        Offline partitions of every topic without an override saying false (Kafka's
+        processUncleanLeaderElectionEnable → triggerOnlinePartitionStateChange)."""
+        scope = self._scope
+        assert scope is not None
+        ctx = self.ctx
+        offline = [tp for topic in sorted(ctx.topic_ids)
+                   if ctx.unclean_allowed(topic, True)
+                   and not ctx.is_topic_queued_for_deletion(topic)
+                   for tp in ctx.partitions_of(topic)
+                   if ctx.partition_state(tp) in (PartitionState.NEW, PartitionState.OFFLINE)]
+        scope.log(Log.info("Unclean leader election enabled as the broker default; "
+                           f"electing {len(offline)} offline partitions"))
         yield from self.partitions.handle_state_changes(scope, offline, PartitionState.ONLINE)
 
     def _on_topic_deletion(self, topics: frozenset[str]) -> ZkSteps[None]:

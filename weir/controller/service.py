@@ -15,7 +15,7 @@ import logging
 import time
 from collections import deque
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from weir.asyncutil import cancel_and_wait
@@ -57,8 +57,10 @@ from weir.controller.events import (
     TopicChange,
     TopicConfigChange,
     TopicDeletion,
+    UncleanLeaderElectionEnable,
     ZkReassignmentChange,
 )
+from weir.controller.log_dir_events import LogDirEventNotification, ZkDeleteLogDirEvents
 from weir.controller.reassignment import merge_topic_assignment
 from weir.controller.rpc import alter_partition_event, alter_partition_response
 from weir.controller.settings import ControllerSettings
@@ -234,6 +236,13 @@ class ControllerService:
             with contextlib.suppress(Exception):
                 await asyncio.to_thread(self._zk.resign_controller, self.broker_id)
 
+    def set_unclean_leader_election_enable(self, enabled: bool) -> None:
+        """The broker default of ``unclean.leader.election.enable`` changed (a dynamic broker
+        config of this broker): queued for the core, active or not."""
+        self.settings = replace(self.settings, unclean_leader_election_enable=enabled)
+        if self._loop is not None and not self._stopped:
+            self._queue.put_nowait(UncleanLeaderElectionEnable(enabled))
+
     async def on_controlled_shutdown(self, broker_id: int, broker_epoch: int
                                      ) -> list[TopicPartition]:
         """ControlledShutdown from a broker: the replicated partitions it still leads.
@@ -322,6 +331,8 @@ class ControllerService:
                     await self._process(event)
             case _Call(event=event):
                 await self._process_call(event)
+            case UncleanLeaderElectionEnable():
+                await self._process(item)
 
     async def _process_call(self, event: Any) -> None:
         future: asyncio.Future = event.reply_to
@@ -381,6 +392,8 @@ class ControllerService:
                 lambda: _nonempty({tp: tuple(r) for tp, r in zk.get_reassignments().items()},
                                   ZkReassignmentChange)))),
             zk.watch_children(paths.CONFIG_CHANGES, reread(self._read_config_changes)),
+            zk.watch_children(paths.LOG_DIR_EVENT_NOTIFICATION, reread(  # JBOD (KIP-112)
+                lambda: _nonempty(zk.get_log_dir_events(), LogDirEventNotification))),
         ]
         if self.settings.auto_leader_rebalance_enable:
             self._rebalance_task = asyncio.get_running_loop().create_task(
@@ -591,6 +604,9 @@ class ControllerService:
         if isinstance(op, ZkUpdateTopicAssignments):
             return {topic: self._update_topic_assignment(topic, changes, op.epoch_zk_version)
                     for topic, changes in op.changes.items()}
+        if isinstance(op, ZkDeleteLogDirEvents):
+            zk.delete_log_dir_events(op.names, op.epoch_zk_version)
+            return None
         if isinstance(op, ZkSetReassignments):
             zk.set_reassignments({tp: list(r) for tp, r in op.partitions.items()},
                                  op.epoch_zk_version)

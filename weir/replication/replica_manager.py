@@ -124,6 +124,7 @@ class ReplicaManager:
         p = self.partitions.get(tp)
         if p is None:
             raise KafkaError(ErrorCode.unknown_topic_or_partition, f"{tp} is not hosted here")
+        self.log_manager.check_online(tp)  # a failed log dir: KAFKA_STORAGE_ERROR (JBOD)
         return p
 
     def leader_log(self, tp: TopicPartition, current_leader_epoch: int = -1) -> tuple[Partition, Log]:
@@ -173,6 +174,9 @@ class ReplicaManager:
     def _apply_one(self, tp: TopicPartition, update: PartitionStateUpdate, now: int,
                    live_leaders: dict[int, LeaderEndpoint]) -> ErrorCode:
         state = update.state
+        # Kafka's HostedPartition.Offline comes first: a replica in a failed log dir answers
+        # KAFKA_STORAGE_ERROR, so the controller marks it offline (JBOD, KIP-112).
+        self.log_manager.check_online(tp)
         p = self.partitions.get(tp)
         current_epoch = p.leader_epoch if p is not None else -1
         # Kafka's ReplicaManager.becomeLeaderOrFollower (ZooKeeper controller): only a newer
@@ -195,7 +199,7 @@ class ReplicaManager:
         if p.log is None:
             p.log = self.log_manager.get_or_create_log(
                 tp, self.topic_log_config(tp.topic),
-                topic_id=_topic_id_str(update.topic_id),
+                topic_id=_topic_id_str(update.topic_id), is_new=update.is_new,
             )
         self.partitions[tp] = p
         if update.state.leader == self.broker_id:
@@ -255,6 +259,11 @@ class ReplicaManager:
                 if was_leader:
                     self._notify_leadership(tp, False, p.leader_epoch)
             if delete:
+                try:
+                    self.log_manager.check_online(tp)
+                except KafkaError as exc:  # in a failed log dir (JBOD): it cannot go yet
+                    results[tp] = exc.code
+                    continue
                 self.partitions.pop(tp, None)
                 if self.log_manager.get_log(tp) is not None:
                     self.log_manager.delete_log(tp)

@@ -57,6 +57,11 @@ class LeaderEpochCache:
     def earliest_epoch(self) -> int:
         return self._epochs[0] if self._epochs else UNDEFINED_EPOCH
 
+    def move_to(self, path: Path) -> None:
+        """The checkpoint file now lives at ``path`` (its directory was renamed)."""
+        if self._path is not None:
+            self._path = path
+
     def _persist(self) -> None:
         if self._path is not None:
             write_epoch_checkpoint(self._path, self.entries)

@@ -28,6 +28,7 @@ from weir.storage.checkpoints import LEADER_EPOCH_CHECKPOINT, TMP_SUFFIX
 from weir.storage.config import LogConfig
 from weir.storage.epoch_cache import LeaderEpochCache
 from weir.storage.integrity import CorruptSegmentError, checked_headers, load_epoch_cache
+from weir.storage.log_dirs import parse_log_dir_name
 from weir.storage.producer_state import ProducerStateManager
 from weir.storage.segment import LogSegment
 
@@ -124,9 +125,10 @@ class Log:
         epoch_cache: LeaderEpochCache,
         now_ms: int,
     ) -> None:
-        tp = parse_topic_partition(directory.name)
-        if tp is None:
+        parsed = parse_log_dir_name(directory.name)  # also ``...-future`` (KIP-113)
+        if parsed is None:
             raise ValueError(f"{directory} is not a <topic>-<partition> directory")
+        tp = parsed[0]
         self._dir = directory
         self._tp = tp
         self.config = config
@@ -563,6 +565,19 @@ class Log:
         """Close every segment (writes the final time-index entries)."""
         for seg in self._segments:
             seg.close()
+
+    @_storage_op
+    def rename_dir(self, new_dir: Path) -> None:
+        """Rename the partition directory (same file system) and repoint every file path;
+        open descriptors stay valid (Kafka's ``UnifiedLog.renameDir``, for the KIP-113 swap
+        of a future log and the ``-delete`` rename)."""
+        os.rename(self._dir, new_dir)
+        self._dir = new_dir
+        for seg in self._segments:
+            seg.log_path = new_dir / seg.log_path.name
+            seg.index.path = new_dir / seg.index.path.name
+            seg.time_index.path = new_dir / seg.time_index.path.name
+        self._epoch_cache.move_to(new_dir / LEADER_EPOCH_CHECKPOINT)
 
     def delete(self) -> None:
         """Close and remove the whole partition directory."""

@@ -6,11 +6,22 @@ Each log dir holds ``<topic>-<partition>/`` directories and Kafka's checkpoint f
 
 A log dir that fails with an I/O error goes offline: its partitions answer
 ``KafkaError(kafka_storage_error)`` and the other dirs keep working.
+
+JBOD (KIP-112/113): a new log goes to the online dir holding the fewest logs (current and
+future), unless AlterReplicaLogDirs named a preferred dir for it.  Moving a replica to
+another dir builds a *future log* there (``<topic>-<partition>.<uuid>-future``, see
+:mod:`weir.storage.log_dirs`) that :meth:`LogManager.replace_current_with_future` swaps in
+by renames once it has caught up.  The swap renames the current log away to ``-delete``
+first and then the future log to ``<topic>-<partition>``, so a crash between the two renames
+leaves the complete future log and a ``-delete`` dir: startup finishes the swap.  (Kafka
+renames in the other order and refuses to start with two current logs of a partition.)
 """
 
 from __future__ import annotations
 
 import logging
+import os
+import shutil
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TypeVar
@@ -28,13 +39,25 @@ from weir.storage.checkpoints import (
 )
 from weir.storage.config import LogConfig
 from weir.storage.integrity import read_checkpoint_or_reset
-from weir.storage.log import Log, parse_topic_partition
+from weir.storage.log import Log
+from weir.storage.log_dirs import DirKind, delete_dir_name, future_dir_name, parse_log_dir_name
 
-__all__ = ["LogManager"]
+__all__ = ["DuplicateLogError", "LogManager"]
 
 log = logging.getLogger(__name__)
 _T = TypeVar("_T")
-_SKIPPED_SUFFIXES = ("-delete", "-future", "-stray")
+
+
+class DuplicateLogError(RuntimeError):
+    """Two dirs hold the same partition's log: the broker does not start (as Kafka)."""
+
+
+def _fsync_dir(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
 
 
 class LogManager:
@@ -52,6 +75,12 @@ class LogManager:
         self._now_ms = 0
         # Called with (log dir, reason) when a dir goes offline (Kafka's LogDirFailureChannel).
         self.dir_failure_listeners: list[Callable[[Path, str], None]] = []
+        # KIP-113: future logs (one per partition being moved), preferred dirs for logs not
+        # created yet, and ``-delete`` dirs found at startup.
+        self._future_logs: dict[TopicPartition, Log] = {}
+        self._future_dir_of: dict[TopicPartition, Path] = {}
+        self._preferred_dirs: dict[TopicPartition, Path] = {}
+        self._leftover_deletes: dict[TopicPartition, list[Path]] = {}
 
     # -- startup and shutdown ----------------------------------------------------------
     def startup(self, now_ms: int, configs: Mapping[str, LogConfig] | None = None) -> None:
@@ -60,6 +89,9 @@ class LogManager:
         self._topic_configs.update(configs or {})
         for log_dir in self.log_dirs:
             self._guard(log_dir, lambda d=log_dir: self._load_dir(d, now_ms))
+        self._finish_interrupted_swaps()
+        if not self._offline:  # a failed dir may hold the only complete copy
+            self._delete_leftovers()
 
     def _load_dir(self, log_dir: Path, now_ms: int) -> None:
         log_dir.mkdir(parents=True, exist_ok=True)
@@ -78,11 +110,24 @@ class LogManager:
             "high watermarks are unknown (each starts at its log start offset)",
         )
         for child in sorted(log_dir.iterdir()):
-            tp = parse_topic_partition(child.name)
-            if not child.is_dir() or tp is None or child.name.endswith(_SKIPPED_SUFFIXES):
+            parsed = parse_log_dir_name(child.name)
+            if not child.is_dir() or parsed is None:
                 continue
-            self._log_dir_of[tp] = log_dir  # known even if opening fails below
-            self._logs[tp] = Log.open(
+            tp, kind = parsed
+            if kind is DirKind.DELETE:
+                self._leftover_deletes.setdefault(tp, []).append(child)
+                continue
+            if kind not in (DirKind.CURRENT, DirKind.FUTURE):
+                continue
+            logs, dirs = ((self._logs, self._log_dir_of) if kind is DirKind.CURRENT
+                          else (self._future_logs, self._future_dir_of))
+            if tp in logs:
+                # Kafka's LogManager.loadLog: "Duplicate log directories" stops the broker.
+                raise DuplicateLogError(
+                    f"duplicate {kind.name.lower()} logs of {tp}: {child} and "
+                    f"{dirs[tp] / logs[tp].dir.name}; delete one of them")
+            dirs[tp] = log_dir  # known even if opening fails below
+            logs[tp] = Log.open(
                 child,
                 self.config_for(tp.topic),
                 recovery_point=recovery.get(tp, 0),
@@ -97,7 +142,7 @@ class LogManager:
 
     def _rewrite_checkpoints(self, log_dir: Path, recovery: bool, starts: bool, hws: bool) -> None:
         """Replace malformed checkpoint files with the values the logs were loaded with."""
-        in_dir = {tp: lg for tp, lg in self._logs.items() if self._log_dir_of[tp] == log_dir}
+        in_dir = self._logs_in_dir(log_dir)
         for bad, name, value in (
             (recovery, RECOVERY_POINT_CHECKPOINT, lambda lg: lg.recovery_point),
             (starts, LOG_START_OFFSET_CHECKPOINT, lambda lg: lg.log_start_offset),
@@ -110,13 +155,14 @@ class LogManager:
 
     def shutdown(self) -> None:
         """Flush and close every log, write all checkpoints and the clean-shutdown marker."""
-        for tp, lg in list(self.all_logs().items()):
-            self._guard(self._log_dir_of[tp], lg.flush)
+        every = self._every_online_log()
+        for log_dir, lg in every:
+            self._guard(log_dir, lg.flush)
         self.checkpoint_recovery_points()
         self.checkpoint_log_start_offsets()
         self.checkpoint_high_watermarks()
-        for tp, lg in list(self.all_logs().items()):
-            self._guard(self._log_dir_of[tp], lg.close)
+        for log_dir, lg in every:
+            self._guard(log_dir, lg.close)
         for log_dir in self.online_dirs:
             self._guard(log_dir, lambda d=log_dir: atomic_write(d / CLEAN_SHUTDOWN_FILE, ""))
 
@@ -142,12 +188,27 @@ class LogManager:
             self._mark_offline(log_dir, str(exc))
             return None
 
+    def is_log_dir_online(self, log_dir: Path) -> bool:
+        return log_dir in self.log_dirs and log_dir not in self._offline
+
+    def mark_dir_failed(self, log_dir: Path, reason: str) -> None:
+        """An I/O error seen outside this manager (e.g. while copying a future log off the
+        event loop) takes ``log_dir`` offline."""
+        if log_dir in self.log_dirs and log_dir not in self._offline:
+            self._mark_offline(log_dir, reason)
+
     def _mark_offline(self, log_dir: Path, reason: str) -> None:
         log.error("log dir %s is offline: %s", log_dir, reason)
         self._offline[log_dir] = reason
         for tp, d in list(self._log_dir_of.items()):
             if d == log_dir and tp in self._logs:
                 self._logs[tp].offline_reason = reason
+        # Kafka's handleLogDirFailure: a future log in the failed dir is dropped from
+        # memory (its files stay); a move into a failed dir is abandoned.
+        for tp, d in list(self._future_dir_of.items()):
+            if d == log_dir:
+                self._future_logs.pop(tp).offline_reason = reason
+                del self._future_dir_of[tp]
         for listener in self.dir_failure_listeners:
             listener(log_dir, reason)
 
@@ -189,45 +250,236 @@ class LogManager:
         topic_id: str | None = None,
         *,
         now_ms: int | None = None,
+        is_new: bool = True,
     ) -> Log:
-        """Existing log, or a new one in the online log dir holding the fewest partitions."""
+        """Existing log, or a new one: in the preferred dir AlterReplicaLogDirs named, else
+        in the online log dir holding the fewest logs (Kafka's ``nextLogDirs``).
+
+        A replica that is not new (``is_new`` False: it may exist in a failed dir) is not
+        created while any log dir is offline (Kafka's ``getOrCreateLog``)."""
         existing = self.get_log(tp)
         if existing is not None:
             return existing
+        if not is_new and self._offline:
+            raise KafkaError(
+                ErrorCode.kafka_storage_error,
+                f"cannot create the log of {tp}: log dirs {sorted(map(str, self._offline))} "
+                "are offline",
+            )
         if config is not None:
             self._topic_configs[tp.topic] = config
         now = self._now_ms if now_ms is None else now_ms
-        for log_dir in self._dirs_by_load():
+        preferred = self._preferred_dirs.get(tp)
+        candidates = [preferred] if preferred is not None else self._dirs_by_load()
+        for log_dir in candidates:
             created = self._guard(log_dir, lambda d=log_dir: self._create(d, tp, topic_id, now))
             if created is not None:
+                self._preferred_dirs.pop(tp, None)
                 return created
         raise KafkaError(ErrorCode.kafka_storage_error, f"no online log dir can host {tp}")
 
     def _dirs_by_load(self) -> list[Path]:
         counts = {d: 0 for d in self.online_dirs}
-        for tp in self._logs:
-            d = self._log_dir_of[tp]
+        for d in [*self._log_dir_of.values(), *self._future_dir_of.values()]:
             if d in counts:
                 counts[d] += 1
         return sorted(counts, key=lambda d: (counts[d], self.log_dirs.index(d)))
 
-    def _create(self, log_dir: Path, tp: TopicPartition, topic_id: str | None, now: int) -> Log:
+    def _create(self, log_dir: Path, tp: TopicPartition, topic_id: str | None, now: int,
+                name: str | None = None) -> Log:
         log_dir.mkdir(parents=True, exist_ok=True)
-        lg = Log.open(log_dir / str(tp), self.config_for(tp.topic), clean_shutdown=True, now_ms=now)
+        lg = Log.open(log_dir / (name or str(tp)), self.config_for(tp.topic),
+                      clean_shutdown=True, now_ms=now)
         if topic_id is not None:
             write_partition_metadata(lg.dir, topic_id)
-        self._logs[tp] = lg
-        self._log_dir_of[tp] = log_dir
+        if name is None:
+            self._logs[tp] = lg
+            self._log_dir_of[tp] = log_dir
         return lg
 
     def delete_log(self, tp: TopicPartition) -> bool:
-        """Remove the partition's log and directory; True if it existed."""
+        """Remove the partition's log (and future log) and directory; True if it existed."""
+        self.remove_future_log(tp)
         lg = self._logs.pop(tp, None)
         log_dir = self._log_dir_of.pop(tp, None)
+        self._preferred_dirs.pop(tp, None)
         if lg is None or log_dir is None:
             return False
         self._guard(log_dir, lg.delete)
         return True
+
+    # -- JBOD: log dirs of partitions, future logs (KIP-113) ----------------------------
+    def log_dir_of(self, tp: TopicPartition) -> Path | None:
+        """The log dir holding the partition's current log (None if it has none)."""
+        return self._log_dir_of.get(tp) if tp in self._logs else None
+
+    def future_log(self, tp: TopicPartition) -> Log | None:
+        return self._future_logs.get(tp)
+
+    def future_dir_of(self, tp: TopicPartition) -> Path | None:
+        return self._future_dir_of.get(tp)
+
+    def future_logs(self) -> dict[TopicPartition, Log]:
+        return dict(self._future_logs)
+
+    def check_online(self, tp: TopicPartition) -> None:
+        """KafkaError(kafka_storage_error) if the partition's current log is in an offline
+        dir (Kafka's ``HostedPartition.Offline``)."""
+        if tp in self._logs:
+            self.get_log(tp)
+
+    def resolve_log_dir(self, path: str) -> Path | None:
+        """The configured log dir named by ``path`` (absolute, as DescribeLogDirs reports
+        it), or None (LOG_DIR_NOT_FOUND)."""
+        try:
+            wanted = os.path.abspath(path)
+        except (ValueError, TypeError):
+            return None
+        for log_dir in self.log_dirs:
+            if os.path.abspath(log_dir) == wanted:
+                return log_dir
+        return None
+
+    def maybe_update_preferred_log_dir(self, tp: TopicPartition, log_dir: Path) -> None:
+        """Remember ``log_dir`` for when the partition's log is created, unless its current
+        or future log is already there (Kafka's ``maybeUpdatePreferredLogDir``)."""
+        if self.log_dir_of(tp) != log_dir and self._future_dir_of.get(tp) != log_dir:
+            self._preferred_dirs[tp] = log_dir
+
+    def preferred_log_dir(self, tp: TopicPartition) -> Path | None:
+        return self._preferred_dirs.get(tp)
+
+    def create_future_log(self, tp: TopicPartition, log_dir: Path,
+                          topic_id: str | None = None) -> Log:
+        """A new, empty future log of ``tp`` in ``log_dir`` (not its current dir)."""
+        if tp not in self._logs:
+            raise KafkaError(ErrorCode.replica_not_available, f"{tp} has no log here")
+        if self._log_dir_of[tp] == log_dir:
+            raise ValueError(f"{tp} already lives in {log_dir}")
+        if tp in self._future_logs:
+            raise ValueError(f"{tp} already has a future log in {self._future_dir_of[tp]}")
+        if not self.is_log_dir_online(log_dir):
+            raise KafkaError(ErrorCode.kafka_storage_error, f"log dir {log_dir} is offline")
+        created = self._guard(
+            log_dir, lambda: self._create(log_dir, tp, topic_id, self._now_ms,
+                                          name=future_dir_name(tp)))
+        if created is None:
+            raise KafkaError(ErrorCode.kafka_storage_error,
+                             f"cannot create the future log of {tp} in {log_dir}")
+        self._future_logs[tp] = created
+        self._future_dir_of[tp] = log_dir
+        self._preferred_dirs.pop(tp, None)
+        log.info("created future log of %s in %s", tp, log_dir)
+        return created
+
+    def remove_future_log(self, tp: TopicPartition) -> Log | None:
+        """Forget the future log and delete its files (a cancelled or superseded move)."""
+        future = self._future_logs.pop(tp, None)
+        log_dir = self._future_dir_of.pop(tp, None)
+        if future is not None and log_dir is not None:
+            self._guard(log_dir, future.delete)
+        return future
+
+    def replace_current_with_future(self, tp: TopicPartition) -> Log:
+        """Swap the caught-up future log in for the current one (Kafka's
+        ``replaceCurrentWithFutureLog``); returns the old log, renamed to ``-delete`` and
+        closed, for the caller to delete (off the event loop).
+
+        Order (see the module docstring): flush the future log, rename the current log to
+        ``-delete`` (its dir fsynced), rename the future log to ``<topic>-<partition>`` (its
+        dir fsynced).  KafkaError(kafka_storage_error) if a dir fails on the way; a failure
+        before the first rename leaves everything as it was."""
+        source, dest = self._logs.get(tp), self._future_logs.get(tp)
+        src_dir, dest_dir = self._log_dir_of.get(tp), self._future_dir_of.get(tp)
+        if source is None or src_dir is None or dest is None or dest_dir is None:
+            raise KafkaError(ErrorCode.kafka_storage_error, f"{tp} has no future log to swap in")
+        self.get_log(tp)  # the current log's dir must be online
+        if dest.log_end_offset != source.log_end_offset:
+            raise ValueError(f"future log of {tp} has not caught up: {dest} vs {source}")
+        self._checked(dest_dir, dest.flush)
+        self._checked(src_dir, lambda: source.rename_dir(src_dir / delete_dir_name(tp)))
+        self._checked(src_dir, lambda: _fsync_dir(src_dir))
+        # From here a crash leaves the future log and the ``-delete`` dir: startup finishes.
+        try:
+            self._checked(dest_dir, lambda: dest.rename_dir(dest_dir / str(tp)))
+        except KafkaError:
+            # The destination dir failed (now offline, the future log dropped): the
+            # current log goes back under its name and keeps serving.
+            source.rename_dir(src_dir / str(tp))
+            raise
+        self._future_logs.pop(tp)
+        self._future_dir_of.pop(tp)
+        self._logs[tp] = dest
+        self._log_dir_of[tp] = dest_dir
+        self._checked(dest_dir, lambda: _fsync_dir(dest_dir))
+        dest.update_high_watermark(min(source.high_watermark, dest.log_end_offset))
+        source.close()
+        for log_dir in (src_dir, dest_dir):
+            in_dir = self._logs_in_dir(log_dir)
+            self._guard(log_dir, lambda d=log_dir, o=in_dir: write_offset_checkpoint(
+                d / RECOVERY_POINT_CHECKPOINT, {t: lg.recovery_point for t, lg in o.items()}))
+            self._guard(log_dir, lambda d=log_dir, o=in_dir: write_offset_checkpoint(
+                d / LOG_START_OFFSET_CHECKPOINT, {t: lg.log_start_offset for t, lg in o.items()}))
+        log.info("%s moved from %s to %s", tp, src_dir, dest_dir)
+        return source
+
+    def _checked(self, log_dir: Path, action: Callable[[], _T]) -> _T:
+        """Run ``action``; on an I/O failure take ``log_dir`` offline and raise."""
+        try:
+            return action()
+        except (OSError, KafkaError) as exc:
+            if isinstance(exc, KafkaError) and exc.code != ErrorCode.kafka_storage_error:
+                raise
+            if log_dir not in self._offline:
+                self._mark_offline(log_dir, str(exc))
+            raise KafkaError(ErrorCode.kafka_storage_error,
+                             f"log dir {log_dir} failed: {exc}") from exc
+
+    def _finish_interrupted_swaps(self) -> None:
+        """A future log without a current log, next to a ``-delete`` dir of the same
+        partition, is what a crash between the swap's two renames leaves: the future log
+        had caught up (the swap starts only then), so it becomes the current log."""
+        if self._offline:
+            return  # the current log may be in a failed dir: decide nothing
+        for tp in sorted(set(self._future_logs) - set(self._logs)):
+            if tp not in self._leftover_deletes:
+                continue
+            dest, dest_dir = self._future_logs.pop(tp), self._future_dir_of.pop(tp)
+            log.warning("completing the interrupted move of %s: %s becomes its log", tp,
+                        dest.dir)
+            self._checked(dest_dir, lambda d=dest, dd=dest_dir, t=tp: d.rename_dir(dd / str(t)))
+            self._checked(dest_dir, lambda dd=dest_dir: _fsync_dir(dd))
+            self._logs[tp] = dest
+            self._log_dir_of[tp] = dest_dir
+
+    def _delete_leftovers(self) -> None:
+        """``-delete`` dirs (Kafka deletes them after ``file.delete.delay.ms``)."""
+        for tp, dirs in sorted(self._leftover_deletes.items()):
+            for path in dirs:
+                log.info("deleting %s (left by a move or deletion of %s)", path, tp)
+                shutil.rmtree(path, ignore_errors=True)
+        self._leftover_deletes.clear()
+
+    def logs_by_dir(self) -> dict[Path, list[tuple[Log, bool]]]:
+        """Every loaded log (current and future, the flag) by the log dir holding it."""
+        result: dict[Path, list[tuple[Log, bool]]] = {d: [] for d in self.log_dirs}
+        for tp, lg in self._logs.items():
+            result[self._log_dir_of[tp]].append((lg, False))
+        for tp, lg in self._future_logs.items():
+            result[self._future_dir_of[tp]].append((lg, True))
+        return result
+
+    def _logs_in_dir(self, log_dir: Path) -> dict[TopicPartition, Log]:
+        """Current and future logs in ``log_dir`` (never both of one partition)."""
+        found = {tp: lg for tp, lg in self._logs.items() if self._log_dir_of[tp] == log_dir}
+        found.update((tp, lg) for tp, lg in self._future_logs.items()
+                     if self._future_dir_of[tp] == log_dir)
+        return found
+
+    def _every_online_log(self) -> list[tuple[Path, Log]]:
+        every = [(self._log_dir_of[tp], lg) for tp, lg in self._logs.items()]
+        every += [(self._future_dir_of[tp], lg) for tp, lg in self._future_logs.items()]
+        return [(d, lg) for d, lg in every if d not in self._offline]
 
     def update_config(self, topic: str, config: LogConfig) -> None:
         """Apply a topic's new config to its existing and future logs."""
@@ -239,9 +491,7 @@ class LogManager:
     # -- checkpoints -------------------------------------------------------------------
     def _write_per_dir(self, file_name: str, value: Callable[[Log], int]) -> None:
         for log_dir in self.online_dirs:
-            offsets = {
-                tp: value(lg) for tp, lg in self._logs.items() if self._log_dir_of[tp] == log_dir
-            }
+            offsets = {tp: value(lg) for tp, lg in self._logs_in_dir(log_dir).items()}
             self._guard(
                 log_dir,
                 lambda d=log_dir, o=offsets: write_offset_checkpoint(d / file_name, o),
@@ -263,6 +513,8 @@ class LogManager:
             offsets = {
                 tp: hw for tp, hw in high_watermarks.items() if self._log_dir_of.get(tp) == log_dir
             }
+            offsets.update((tp, lg.high_watermark) for tp, lg in self._future_logs.items()
+                           if self._future_dir_of[tp] == log_dir)
             self._guard(
                 log_dir,
                 lambda d=log_dir, o=offsets: write_offset_checkpoint(

@@ -1,0 +1,298 @@
+"""Moving replicas between the log dirs of one broker (KIP-113, JBOD).
+
+Kafka's ``ReplicaManager.alterReplicaLogDirs`` and ``ReplicaAlterLogDirsManager`` /
+``ReplicaAlterLogDirsThread``: AlterReplicaLogDirs creates a *future log* of the partition
+in the destination dir, and a mover task copies the current log into it while the partition
+keeps being served (produce, fetch, replication all use the current log).  The copy follows
+the current log like a follower follows its leader: batches are read from the current log
+at the future log's end and appended with their offsets and leader epochs; if the current
+log was truncated (this broker is a follower whose leader changed) the future log is
+truncated by the KIP-101 rule (end offset of its latest epoch in the current log).  Reading
+and appending large chunks runs on worker threads; the last small gap is closed on the event
+loop and, in the same step, the future log is swapped in by renames
+(:meth:`LogManager.replace_current_with_future`), so no append can fall between the
+check "caught up" and the swap.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from weir.asyncutil import cancel_and_wait
+from weir.common import TopicPartition
+from weir.protocol.errors import ErrorCode, KafkaError
+from weir.storage.log import Log
+from weir.storage.log_dirs import future_dir_name
+from weir.storage.log_manager import LogManager
+
+if TYPE_CHECKING:
+    from weir.replication.replica_manager import ReplicaManager
+
+__all__ = ["LogDirMover", "alter_replica_log_dirs"]
+
+log = logging.getLogger(__name__)
+
+CHUNK_BYTES = 1 << 20
+"""Bytes copied per step on a worker thread (Kafka's ``replica.fetch.max.bytes`` role)."""
+ON_LOOP_BYTES = 64 << 10
+"""Bytes copied on the event loop per step; a gap this small is closed there and the swap
+follows in the same step."""
+IDLE_S = 0.05
+"""Pause between steps that made no progress (the current log is offline or empty)."""
+
+
+class LogDirMover:
+    """One task per partition whose replica moves to another log dir of this broker."""
+
+    def __init__(self, replica_manager: ReplicaManager, log_manager: LogManager) -> None:
+        self.rm = replica_manager
+        self.lm = log_manager
+        self._tasks: dict[TopicPartition, asyncio.Task] = {}
+        self._closing = False
+        # Called after a swap as listener(tp, old log dir, new log dir).
+        self.moved_listeners: list[Callable[[TopicPartition, Path, Path], None]] = []
+
+    def moving(self) -> set[TopicPartition]:
+        return {tp for tp, t in self._tasks.items() if not t.done()}
+
+    def start(self, tp: TopicPartition) -> None:
+        """Start (or keep) copying into the partition's future log, if it has one (Kafka's
+        ``maybeAddLogDirFetchers``, also after a restart with a future log on disk)."""
+        if self._closing or self.lm.future_log(tp) is None:
+            return
+        task = self._tasks.get(tp)
+        if task is not None and not task.done():
+            return
+        self._tasks[tp] = asyncio.get_running_loop().create_task(
+            self._run(tp), name=f"alter-log-dir-{tp}")
+
+    def cancel(self, tp: TopicPartition) -> None:
+        """Stop copying now (the caller removes or keeps the future log)."""
+        task = self._tasks.pop(tp, None)
+        if task is not None:
+            task.cancel()
+
+    async def stop(self, tp: TopicPartition) -> None:
+        """Stop copying (the future log stays as it is)."""
+        task = self._tasks.pop(tp, None)
+        if task is not None:
+            await cancel_and_wait(task)
+
+    async def close(self) -> None:
+        self._closing = True
+        tasks, self._tasks = list(self._tasks.values()), {}
+        await cancel_and_wait(*tasks)
+
+    # -- the copy loop -------------------------------------------------------------------
+    async def _run(self, tp: TopicPartition) -> None:
+        try:
+            while True:
+                step = self._step(tp)
+                if step is None:
+                    return
+                if step is _IDLE:
+                    await asyncio.sleep(IDLE_S)
+                    continue
+                source_dir, dest_dir, current, future = step
+                await self._copy_chunk(tp, current, future, source_dir, dest_dir)
+        except asyncio.CancelledError:
+            raise
+        except Exception:
+            log.exception("moving %s to another log dir failed", tp)
+        finally:
+            if self._tasks.get(tp) is asyncio.current_task():
+                del self._tasks[tp]
+
+    def _step(self, tp: TopicPartition) -> tuple[Path, Path, Log, Log] | object | None:
+        """On the loop: reconcile, close a small gap and swap; else what to copy next.
+
+        None: done (swapped, or nothing left to move)."""
+        future = self.lm.future_log(tp)
+        if future is None:
+            return None
+        try:
+            current = self.lm.get_log(tp)
+        except KafkaError:
+            return _IDLE  # the current log's dir is offline; it may come back after restart
+        source_dir, dest_dir = self.lm.log_dir_of(tp), self.lm.future_dir_of(tp)
+        if current is None or source_dir is None or dest_dir is None:
+            return _IDLE
+        try:
+            _reconcile(current, future)
+            if self._close_gap_on_loop(current, future):
+                self._swap(tp, current, future, source_dir, dest_dir)
+                return None
+        except KafkaError as exc:
+            self._storage_failure(exc, source_dir, dest_dir, future)
+            return _IDLE
+        return source_dir, dest_dir, current, future
+
+    @staticmethod
+    def _close_gap_on_loop(current: Log, future: Log) -> bool:
+        """Copy up to ON_LOOP_BYTES (or one larger batch) without yielding to the event loop;
+        True if the future log then ends where the current log does."""
+        copied = 0
+        while future.log_end_offset < current.log_end_offset:
+            if copied >= ON_LOOP_BYTES:
+                return False
+            read = current.read(future.log_end_offset, ON_LOOP_BYTES - copied,
+                                max_offset=None)
+            if read.size == 0 or read.first_offset != future.log_end_offset:
+                return False
+            future.append_as_follower(read.read_bytes())
+            copied += read.size
+        return future.log_end_offset == current.log_end_offset
+
+    async def _copy_chunk(self, tp: TopicPartition, current: Log, future: Log,
+                          source_dir: Path, dest_dir: Path) -> None:
+        """Read a chunk of the current log and append it to the future log, both on worker
+        threads (only this task mutates the future log)."""
+        try:
+            read = current.read(future.log_end_offset, CHUNK_BYTES, max_offset=None)
+        except KafkaError as exc:
+            if exc.code == ErrorCode.offset_out_of_range:
+                return  # retention moved the start: the next step reconciles
+            self._storage_failure(exc, source_dir, dest_dir, future)
+            return
+        if read.size == 0 or read.file_path is None:
+            return
+        if read.first_offset != future.log_end_offset:
+            future.truncate_to(read.first_offset)
+            return
+        path, position, size = read.file_path, read.position, read.size
+        try:
+            data = await asyncio.to_thread(_pread_path, path, position, size)
+        except FileNotFoundError:
+            return  # the segment was deleted meanwhile (retention): try again
+        except OSError as exc:
+            self._storage_failure(KafkaError(ErrorCode.kafka_storage_error, str(exc)),
+                                  source_dir, dest_dir, future)
+            return
+        if self.lm.future_log(tp) is not future or future.log_end_offset != read.first_offset:
+            return  # cancelled, or reconciled meanwhile
+        try:
+            await asyncio.to_thread(future.append_as_follower, data)
+        except KafkaError as exc:
+            if exc.code == ErrorCode.kafka_storage_error:
+                self._storage_failure(exc, source_dir, dest_dir, future)
+            # Otherwise the bytes changed under the read (truncation): the next step
+            # reconciles and reads again.
+
+    def _swap(self, tp: TopicPartition, current: Log, future: Log, source_dir: Path,
+              dest_dir: Path) -> None:
+        if current.log_start_offset > future.log_start_offset:
+            future.update_high_watermark(current.high_watermark)
+            future.delete_records_before(min(current.log_start_offset, future.high_watermark))
+        old = self.lm.replace_current_with_future(tp)
+        p = self.rm.partitions.get(tp)
+        if p is not None and p.log is old:
+            p.log = self.lm.get_log(tp)
+        # Waiters re-check against the new log (nothing changed for them otherwise).
+        self.rm.produce_purgatory.notify(tp)
+        self.rm.fetch_purgatory.notify(tp)
+        asyncio.get_running_loop().create_task(asyncio.to_thread(_delete_quietly, old))
+        for listener in self.moved_listeners:
+            listener(tp, source_dir, dest_dir)
+
+    def _storage_failure(self, exc: KafkaError, source_dir: Path, dest_dir: Path,
+                         future: Log) -> None:
+        if exc.code != ErrorCode.kafka_storage_error:
+            raise exc
+        # Which dir failed: the future log's own operations mark it; else the source.
+        failed = dest_dir if future.offline_reason is not None else source_dir
+        self.lm.mark_dir_failed(failed, exc.message or str(exc))
+
+
+_IDLE = object()
+
+
+def _reconcile(current: Log, future: Log) -> None:
+    """Make the future log a prefix of the current log (the KIP-101 rule a follower
+    applies to its leader), and keep it within the current log's start."""
+    if future.log_end_offset > current.log_end_offset:
+        future.truncate_to(current.log_end_offset)
+    last = future.epoch_cache.latest_epoch
+    if last >= 0 and future.log_end_offset > future.log_start_offset:
+        epoch, end = current.epoch_cache.end_offset_for(last, current.log_end_offset)
+        if end < 0:
+            future.truncate_fully_and_start_at(current.log_start_offset)
+        elif epoch != last or end < future.log_end_offset:
+            future.truncate_to(min(end, future.log_end_offset))
+    if future.log_end_offset < current.log_start_offset:
+        future.truncate_fully_and_start_at(current.log_start_offset)
+    future.update_high_watermark(min(current.high_watermark, future.log_end_offset))
+
+
+def _pread_path(path: Path, position: int, size: int) -> bytes:
+    with open(path, "rb") as f:
+        return os.pread(f.fileno(), size, position)
+
+
+def _delete_quietly(old: Log) -> None:
+    try:
+        old.delete()
+    except OSError as exc:
+        log.warning("could not delete %s after a move: %s", old.dir, exc)
+
+
+# -- AlterReplicaLogDirs --------------------------------------------------------------------
+
+MAX_DIR_NAME = 255
+
+
+def alter_replica_log_dirs(rm: ReplicaManager, mover: LogDirMover,
+                           destinations: Mapping[TopicPartition, str]
+                           ) -> dict[TopicPartition, ErrorCode]:
+    """Kafka's ``ReplicaManager.alterReplicaLogDirs``: per partition, move its replica to
+    the named log dir of this broker, or remember the dir for when it is created."""
+    results: dict[TopicPartition, ErrorCode] = {}
+    for tp, path in destinations.items():
+        try:
+            _alter_one(rm, mover, tp, path)
+            results[tp] = ErrorCode.none
+        except KafkaError as exc:
+            log.warning("AlterReplicaLogDirs for %s to %s: %s", tp, path, exc.message)
+            # Kafka keeps REPLICA_NOT_AVAILABLE for a partition not hosted here.
+            results[tp] = (ErrorCode.replica_not_available
+                           if exc.code == ErrorCode.not_leader_or_follower else exc.code)
+    return results
+
+
+def _alter_one(rm: ReplicaManager, mover: LogDirMover, tp: TopicPartition, path: str) -> None:
+    lm = rm.log_manager
+    if len(future_dir_name(tp)) > MAX_DIR_NAME:  # KAFKA-4893
+        raise KafkaError(ErrorCode.invalid_topic_exception, "the topic name is too long")
+    dest = lm.resolve_log_dir(path)
+    if dest is None:
+        raise KafkaError(ErrorCode.log_dir_not_found, f"{path} is not a log dir of this broker")
+    if not lm.is_log_dir_online(dest):
+        raise KafkaError(ErrorCode.kafka_storage_error, f"log dir {dest} is offline")
+    p = rm.partitions.get(tp)
+    if p is not None:
+        lm.check_online(tp)  # Kafka's HostedPartition.Offline
+        future_dir = lm.future_dir_of(tp)
+        if future_dir is not None and future_dir != dest:
+            # A different destination: the move in progress is abandoned.
+            mover.cancel(tp)
+            lm.remove_future_log(tp)
+    lm.maybe_update_preferred_log_dir(tp, dest)
+    if p is None or p.log is None or lm.log_dir_of(tp) is None:
+        raise KafkaError(ErrorCode.not_leader_or_follower, f"{tp} has no replica here yet")
+    if lm.log_dir_of(tp) == dest or lm.future_log(tp) is not None:
+        if lm.future_log(tp) is not None:
+            mover.start(tp)
+        return
+    if lm.offline_dirs:
+        # Kafka: no future log while a dir is offline (it could hold another copy).
+        raise KafkaError(ErrorCode.kafka_storage_error,
+                         f"log dirs {sorted(map(str, lm.offline_dirs))} are offline")
+    from weir.coordination.codecs import topic_id_to_str
+
+    topic_id = topic_id_to_str(p.topic_id) if p.topic_id is not None else None
+    lm.create_future_log(tp, dest, topic_id)
+    mover.start(tp)

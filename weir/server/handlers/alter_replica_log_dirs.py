@@ -1,0 +1,30 @@
+"""AlterReplicaLogDirs (34, v0-v2): move replicas between this broker's log dirs (KIP-113);
+the work is in :mod:`weir.replication.log_dir_mover`."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from weir.common import TopicPartition
+from weir.replication.log_dir_mover import alter_replica_log_dirs
+
+API_KEY = 34
+MIN_VERSION = 0
+MAX_VERSION = 2
+
+
+async def handle(ctx, request) -> Any:
+    broker = ctx.broker
+    destinations: dict[TopicPartition, str] = {}
+    for d in request.dirs:
+        for t in d.topics:
+            for p in t.partitions:
+                destinations[TopicPartition(t.name, int(p))] = d.path
+    await broker.load_topic_configs({tp.topic for tp in destinations})
+    results = alter_replica_log_dirs(broker.replica_manager, broker.log_dir_mover, destinations)
+    by_topic: dict[str, list[dict[str, Any]]] = {}
+    for tp, code in results.items():
+        by_topic.setdefault(tp.topic, []).append(
+            {"partition_index": tp.partition, "error_code": code})
+    return ctx.respond(results=[{"topic_name": t, "partitions": ps}
+                                for t, ps in by_topic.items()])
