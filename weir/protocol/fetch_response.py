@@ -1,4 +1,4 @@
-"""Hand-written encoder of the Fetch response (v4-v17) as a list of chunks.
+"""Hand-written encoder of the Fetch response (v0-v17) as a list of chunks.
 
 Record bytes are not copied through Python: a partition's records are a
 :class:`FileRegion` (a slice of a segment file) that the socket server sends with
@@ -17,6 +17,7 @@ from weir.protocol.codec import encode_uvarint
 _I16 = struct.Struct(">h")
 _I32 = struct.Struct(">i")
 _PARTITION_HEAD = struct.Struct(">ihqq")  # index, error, high watermark, last stable offset
+_PARTITION_OLD = struct.Struct(">ihq")  # v0-3: index, error, high watermark
 _I64 = struct.Struct(">q")
 _EPOCH_END = struct.Struct(">iq")
 _LEADER = struct.Struct(">ii")
@@ -98,14 +99,15 @@ def _tagged_fields(p: PartitionData) -> bytes:
 def encode(version: int, topics: list[tuple[str | uuid.UUID, list[PartitionData]]],
            error_code: int = 0, session_id: int = 0,
            node_endpoints: list[tuple[int, str, int, str | None]] = ()) -> list[Chunk]:
-    """The body of a FetchResponse of ``version`` (4-17), as chunks.
+    """The body of a FetchResponse of ``version`` (0-17), as chunks.
 
     A topic is its name before v13 and its topic id (KIP-516) from v13. ``node_endpoints``
     (v16+, KIP-951: ``(node id, host, port, rack)``) tell a client where the current leaders
     named in partitions' ``current_leader`` are.
     """
     w = _Writer(flexible=version >= 12)
-    w.raw(_I32.pack(0))  # throttle time
+    if version >= 1:
+        w.raw(_I32.pack(0))  # throttle time
     if version >= 7:
         w.raw(_I16.pack(error_code) + _I32.pack(session_id))
     w.count(len(topics))
@@ -116,6 +118,10 @@ def encode(version: int, topics: list[tuple[str | uuid.UUID, list[PartitionData]
             w.string(str(topic))
         w.count(len(partitions))
         for p in partitions:
+            if version < 4:  # no last stable offset, log start or aborted transactions
+                w.raw(_PARTITION_OLD.pack(p.partition_index, p.error_code, p.high_watermark))
+                w.records(p.records)
+                continue
             w.raw(_PARTITION_HEAD.pack(p.partition_index, p.error_code, p.high_watermark,
                                        p.last_stable_offset))
             if version >= 5:

@@ -139,7 +139,26 @@ def _schemas() -> dict[int, dict[int, tuple[type, type]]]:
         31: _pair(31, 1, 0, request=(frozenset({"filters.pattern_type_filter"}), ()),
                   response=(frozenset({"filter_results.matching_acls.pattern_type"}), ())),
     }
+    # Produce v0-2: no transactional id; v0-1 no log append time, v0 no throttle time.
+    produce = {
+        v: _pair(0, 3, v, request=(frozenset({"transactional_id"}), ()), response=(frozenset(
+            ({"responses.partition_responses.log_append_time"} if v < 2 else set())
+            | ({"throttle_time"} if v == 0 else set())), ()))
+        for v in (0, 1, 2)
+    }
+    # Fetch v0-3: no isolation level, last stable offset or aborted transactions; v0-2 no
+    # max bytes, v0 no throttle time.
+    fetch = {
+        v: _pair(1, 4, v, request=(frozenset({"isolation_level"} | (
+            {"max_bytes"} if v < 3 else set())), ()), response=(frozenset(
+                {"responses.partitions.last_stable_offset",
+                 "responses.partitions.aborted_transactions"}
+                | ({"throttle_time"} if v == 0 else set())), ()))
+        for v in (0, 1, 2, 3)
+    }
     return {
+        0: produce,
+        1: fetch,
         **{key: {0: pair} for key, pair in acls_v0.items()},
         # AlterReplicaLogDirs and DescribeLogDirs v0: the shape of v1.
         34: {0: _pair(34, 1, 0)},

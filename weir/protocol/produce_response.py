@@ -1,4 +1,4 @@
-"""Hand-written encoder of the Produce response (v3-v9), the broker's hottest response.
+"""Hand-written encoder of the Produce response (v0-v11), the broker's hottest response.
 
 kio builds and encodes a response in about 60 µs, a noticeable share of a small produce
 request; this writes the same bytes directly.  ``tests/unit/protocol`` checks every version
@@ -36,7 +36,7 @@ PartitionResult = tuple[int, int, int, int, int, str | None]
 
 
 def encode(version: int, topics: Iterable[tuple[str, list[PartitionResult]]]) -> bytes:
-    """The body of a ProduceResponse of ``version`` (3-11); throttle time 0.
+    """The body of a ProduceResponse of ``version`` (0-11); throttle time 0 (v1+).
 
     v10+ may carry KIP-951 leader hints (tagged fields); they are left out, which clients
     read as "refresh metadata", as before v10.
@@ -49,7 +49,8 @@ def encode(version: int, topics: Iterable[tuple[str, list[PartitionResult]]]) ->
         parts.append(_count(len(partitions), flexible))
         for index, error, base_offset, append_time, log_start, message in partitions:
             parts.append(_PARTITION.pack(index, error, base_offset))
-            parts.append(_I64.pack(append_time))
+            if version >= 2:
+                parts.append(_I64.pack(append_time))
             if version >= 5:
                 parts.append(_I64.pack(log_start))
             if version >= 8:
@@ -59,7 +60,8 @@ def encode(version: int, topics: Iterable[tuple[str, list[PartitionResult]]]) ->
                 parts.append(b"\x00")
         if flexible:
             parts.append(b"\x00")
-    parts.append(_I32.pack(0))  # throttle time
+    if version >= 1:
+        parts.append(_I32.pack(0))  # throttle time
     if flexible:
         parts.append(b"\x00")
     return b"".join(parts)

@@ -95,7 +95,7 @@ def test_response_frames_use_header_v0_for_api_versions():
     assert frame == struct.pack(">ii", 8, 9) + b"\x00abc"
 
 
-@pytest.mark.parametrize("version", range(3, 12))
+@pytest.mark.parametrize("version", range(12))
 def test_hand_encoded_produce_response_matches_kio(version):
     from weir.protocol import produce_response
 
@@ -111,12 +111,13 @@ def test_hand_encoded_produce_response_matches_kio(version):
         assert p0.log_start_offset == 7
     if version >= 8:
         assert p1.error_message == "not the leader" and p0.error_message is None
-    stamped = decoded.responses[1].partition_responses[0].log_append_time
-    assert stamped is not None and int(stamped.timestamp() * 1000) == 1_700_000_000_000
-    assert p0.log_append_time is None
+    if version >= 2:
+        stamped = decoded.responses[1].partition_responses[0].log_append_time
+        assert stamped is not None and int(stamped.timestamp() * 1000) == 1_700_000_000_000
+        assert p0.log_append_time is None
 
 
-@pytest.mark.parametrize("version", range(4, 18))
+@pytest.mark.parametrize("version", range(18))
 def test_hand_encoded_fetch_response_matches_kio(version, tmp_path):
     import uuid
 
