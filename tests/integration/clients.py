@@ -75,9 +75,12 @@ def consume_assigned(bootstrap: str, topic: str, partitions: list[int], expected
     return got
 
 
-def raw_request(host: str, port: int, api_key: int, version: int, **fields):
+def raw_request(host: str, port: int, api_key: int, version: int, *,
+                source_host: str | None = None, **fields):
     """One request built from plain values with the broker's own codec, sent on a fresh
-    connection; the decoded response (for requests no client library will send)."""
+    connection; the decoded response (for requests no client library will send).
+    ``source_host``: the local address to connect from (another loopback address is
+    another client host for ACLs)."""
     import socket
     import struct
 
@@ -98,7 +101,8 @@ def raw_request(host: str, port: int, api_key: int, version: int, **fields):
             buf += chunk
         return bytes(buf)
 
-    with socket.create_connection((host, port), timeout=30) as sock:
+    source = (source_host, 0) if source_host else None
+    with socket.create_connection((host, port), timeout=30, source_address=source) as sock:
         sock.sendall(struct.pack(">i", len(header) + len(body)) + header + body)
         size = struct.unpack(">i", read_exactly(sock, 4))[0]
         frame = read_exactly(sock, size)

@@ -4,6 +4,16 @@ UpdateMetadata): a request addressed to an older incarnation of this broker is r
 from __future__ import annotations
 
 from weir.protocol.errors import ErrorCode
+from weir.security.acls import AclOperation
+from weir.server import authz
+
+
+def cluster_action_refused(ctx) -> ErrorCode | None:
+    """CLUSTER_AUTHORIZATION_FAILED unless the principal may CLUSTER_ACTION on the cluster
+    (Kafka's AuthHelper.authorizeClusterOperation for the inter-broker APIs)."""
+    if authz.authorize_cluster(ctx, AclOperation.CLUSTER_ACTION):
+        return None
+    return ErrorCode.cluster_authorization_failed
 
 
 async def stale_broker_epoch(ctx, request) -> ErrorCode | None:

@@ -7,6 +7,8 @@ from __future__ import annotations
 from typing import Any
 
 from weir.protocol.errors import ErrorCode, KafkaError
+from weir.security.acls import AclOperation
+from weir.server import authz
 from weir.server.handlers.incremental_alter_configs import alter_resource
 
 API_KEY = 33
@@ -18,7 +20,9 @@ async def handle(ctx, request) -> Any:
     responses = []
     for res in request.resources:
         entries = [(c.name, c.value) for c in res.configs]
-        code, message = await alter_resource(
+        code, message = authz.config_refusal(
+            ctx, int(res.resource_type), res.resource_name, AclOperation.ALTER_CONFIGS
+        ) or await alter_resource(
             ctx.broker, int(res.resource_type), res.resource_name,
             lambda current, effective, entries=entries: replacement(entries),
             bool(request.validate_only))

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from weir.protocol.errors import ErrorCode, KafkaError
+from weir.server.handlers._controller_requests import cluster_action_refused
 
 API_KEY = 56
 MIN_VERSION = 2
@@ -12,6 +13,9 @@ MAX_VERSION = 3
 
 
 async def handle(ctx, request) -> Any:
+    refused = cluster_action_refused(ctx)
+    if refused is not None:
+        return ctx.respond(error_code=refused, topics=[])
     controller = ctx.broker.controller
     if controller is None or not controller.is_active:
         return ctx.respond(error_code=ErrorCode.not_controller, topics=[])

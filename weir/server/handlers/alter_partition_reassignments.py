@@ -10,6 +10,8 @@ from typing import Any
 
 from weir.common import TopicPartition
 from weir.protocol.errors import ErrorCode, KafkaError
+from weir.security.acls import AclOperation
+from weir.server import authz
 
 API_KEY = 45
 MIN_VERSION = 0
@@ -41,7 +43,9 @@ async def handle(ctx, request) -> Any:
                 None if replicas is None else tuple(int(r) for r in replicas))
     error: tuple[ErrorCode, str] | None = None
     outcome: dict = {}
-    if controller is None or not controller.is_active:
+    if not authz.authorize_cluster(ctx, AclOperation.ALTER):  # Kafka: ALTER on the cluster
+        error = (ErrorCode.cluster_authorization_failed, "Cluster authorization failed.")
+    elif controller is None or not controller.is_active:
         error = (ErrorCode.not_controller, "this broker is not the controller")
     else:
         try:
@@ -49,6 +53,6 @@ async def handle(ctx, request) -> Any:
         except KafkaError as exc:
             error = (exc.code, exc.message)
     top_code, top_message = (error[0], error[1]) if error and error[0] in (
-        ErrorCode.not_controller,) else (ErrorCode.none, None)
+        ErrorCode.not_controller, ErrorCode.cluster_authorization_failed) else (ErrorCode.none, None)
     return ctx.respond(error_code=top_code, error_message=top_message,
                        responses=_responses(request, outcome, error))

@@ -7,7 +7,8 @@ import asyncio
 from typing import Any
 
 from weir.protocol.errors import ErrorCode, KafkaError
-from weir.server import admin
+from weir.security.acls import AclOperation, ResourceType
+from weir.server import admin, authz
 
 API_KEY = 37
 MIN_VERSION = 0
@@ -23,6 +24,10 @@ async def handle(ctx, request) -> Any:
         entry: dict[str, Any] = {"name": topic.name, "error_code": ErrorCode.none,
                                  "error_message": None}
         try:
+            if not authz.authorize(ctx, AclOperation.ALTER, ResourceType.TOPIC, topic.name):
+                # Kafka's handleCreatePartitionsRequest: ALTER on the topic.
+                raise KafkaError(ErrorCode.topic_authorization_failed,
+                                 "The topic authorization is failed.")
             await _grow(ctx, topic, bool(request.validate_only))
             if not request.validate_only:
                 grown[topic.name] = int(topic.count)

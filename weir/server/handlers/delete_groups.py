@@ -4,11 +4,19 @@ from __future__ import annotations
 
 from typing import Any
 
+from weir.protocol.errors import ErrorCode
+from weir.security.acls import AclOperation, ResourceType
+from weir.server import authz
+
 API_KEY = 42
 MIN_VERSION = 0
 MAX_VERSION = 2
 
 
 async def handle(ctx, request) -> Any:
-    results = await ctx.broker.group_coordinator.delete_groups(list(request.groups_names))
+    # Kafka's handleDeleteGroupsRequest: DELETE on each group.
+    allowed, denied = authz.filter_authorized(ctx, AclOperation.DELETE, ResourceType.GROUP,
+                                              list(request.groups_names))
+    results = await ctx.broker.group_coordinator.delete_groups(allowed) if allowed else {}
+    results.update(dict.fromkeys(denied, ErrorCode.group_authorization_failed))
     return ctx.respond(results=[{"group_id": g, "error_code": e} for g, e in results.items()])

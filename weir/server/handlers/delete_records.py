@@ -6,6 +6,9 @@ from __future__ import annotations
 from typing import Any
 
 from weir.common import TopicPartition
+from weir.protocol.errors import ErrorCode
+from weir.security.acls import AclOperation, ResourceType
+from weir.server import authz
 
 API_KEY = 21
 MIN_VERSION = 0
@@ -14,12 +17,19 @@ MAX_VERSION = 2
 
 async def handle(ctx, request) -> Any:
     broker = ctx.broker
+    # Kafka's handleDeleteRecordsRequest: DELETE on each topic.
+    allowed, denied = authz.filter_authorized(ctx, AclOperation.DELETE, ResourceType.TOPIC,
+                                              request.topics, lambda t: t.name)
     offsets = {TopicPartition(t.name, int(p.partition_index)): int(p.offset)
-               for t in request.topics for p in t.partitions}
+               for t in allowed for p in t.partitions}
     timeout_ms = int(request.timeout.total_seconds() * 1000)
     results = await broker.replica_manager.delete_records(
-        offsets, timeout_ms, lambda: set(broker.metadata.brokers))
+        offsets, timeout_ms, lambda: set(broker.metadata.brokers)) if offsets else {}
     by_topic: dict[str, list[dict[str, Any]]] = {}
+    for t in denied:
+        by_topic.setdefault(t.name, []).extend(
+            {"partition_index": int(p.partition_index), "low_watermark": -1,
+             "error_code": ErrorCode.topic_authorization_failed} for p in t.partitions)
     for tp, (code, low) in results.items():
         code = ctx.partition_error(tp, code)
         by_topic.setdefault(tp.topic, []).append(

@@ -7,10 +7,11 @@ import asyncio
 from typing import Any
 
 from weir.protocol.errors import ErrorCode
-from weir.server import admin
+from weir.security.acls import AclOperation, ResourceType
+from weir.server import admin, authz
 
 API_KEY = 20
-MIN_VERSION = 1
+MIN_VERSION = 0
 MAX_VERSION = 6
 
 
@@ -29,7 +30,13 @@ async def handle(ctx, request) -> Any:
             name = cache.topic_by_id(topic_id)
         entry: dict[str, Any] = {"name": name, "topic_id": topic_id or cache.topic_ids.get(name),
                                  "error_code": ErrorCode.none, "error_message": None}
-        if name is None or name not in cache.topics:
+        if name is not None and not authz.authorize(ctx, AclOperation.DELETE,
+                                                    ResourceType.TOPIC, name):
+            # Kafka's handleDeleteTopicsRequest: DELETE on the topic, asked before its
+            # existence so that an unauthorized principal learns nothing.
+            entry.update(error_code=ErrorCode.topic_authorization_failed,
+                         name=name if topic_id is None else None)
+        elif name is None or name not in cache.topics:
             entry["error_code"] = (ErrorCode.unknown_topic_id if name is None
                                    else ErrorCode.unknown_topic_or_partition)
         elif not broker.config.delete_topic_enable:

@@ -6,6 +6,8 @@ from typing import Any
 
 from weir.groups.state import GroupState
 from weir.protocol.errors import ErrorCode, KafkaError
+from weir.security.acls import AclOperation, ResourceType
+from weir.server import authz
 
 API_KEY = 15
 MIN_VERSION = 0
@@ -19,6 +21,9 @@ def _describe(ctx, group_id: str) -> dict[str, Any]:
                              "group_state": GroupState.DEAD.value, "protocol_type": "",
                              "protocol_data": "", "members": [],
                              "authorized_operations": _NO_OPERATIONS}
+    if not authz.authorize(ctx, AclOperation.DESCRIBE, ResourceType.GROUP, group_id):
+        entry["error_code"] = ErrorCode.group_authorization_failed
+        return entry
     try:
         group = ctx.broker.group_coordinator.group(group_id)
     except KafkaError as exc:
@@ -40,4 +45,10 @@ def _describe(ctx, group_id: str) -> dict[str, Any]:
 
 
 async def handle(ctx, request) -> Any:
-    return ctx.respond(groups=[_describe(ctx, g) for g in request.groups])
+    groups = [_describe(ctx, g) for g in request.groups]
+    if getattr(request, "include_authorized_operations", False):  # KIP-430 (v3+)
+        for entry in groups:
+            if entry["error_code"] != ErrorCode.group_authorization_failed:
+                entry["authorized_operations"] = authz.authorized_operations(
+                    ctx, ResourceType.GROUP, entry["group_id"])
+    return ctx.respond(groups=groups)

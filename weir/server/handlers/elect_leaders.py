@@ -10,6 +10,8 @@ from typing import Any
 
 from weir.controller.rpc import elect_leaders_partitions
 from weir.protocol.errors import ErrorCode, KafkaError
+from weir.security.acls import AclOperation
+from weir.server import authz
 
 API_KEY = 43
 MIN_VERSION = 0
@@ -35,7 +37,9 @@ async def handle(ctx, request) -> Any:
     controller = ctx.broker.controller
     error: ErrorCode | None = None
     outcome: dict = {}
-    if election_type not in (0, 1):
+    if not authz.authorize_cluster(ctx, AclOperation.ALTER):
+        error = ErrorCode.cluster_authorization_failed  # Kafka: ALTER on the cluster
+    elif election_type not in (0, 1):
         error = ErrorCode.invalid_request
     elif controller is None or not controller.is_active:
         error = ErrorCode.not_controller

@@ -5,15 +5,24 @@ from __future__ import annotations
 from typing import Any
 
 from weir.protocol.errors import ErrorCode, KafkaError
+from weir.security.acls import AclOperation, ResourceType
+from weir.server import authz
 
 API_KEY = 22
 MIN_VERSION = 0
-MAX_VERSION = 4
+MAX_VERSION = 5
 
 _MAX_EPOCH = 32767
 
 
 async def handle(ctx, request) -> Any:
+    if request.transactional_id is None and not (
+            authz.authorize_cluster(ctx, AclOperation.IDEMPOTENT_WRITE, log_if_denied=False)
+            or authz.authorize_by_resource_type(ctx, AclOperation.WRITE, ResourceType.TOPIC)):
+        # Kafka's handleInitProducerIdRequest: an idempotent producer needs
+        # IDEMPOTENT_WRITE on the cluster or WRITE on some topic (KIP-679).
+        return ctx.respond(error_code=ErrorCode.cluster_authorization_failed,
+                           producer_id=-1, producer_epoch=-1)
     if request.transactional_id is not None:
         return ctx.respond(error_code=ErrorCode.transactional_id_authorization_failed,
                            producer_id=-1, producer_epoch=-1)

@@ -9,6 +9,9 @@ from __future__ import annotations
 from typing import Any
 
 from weir.groups.state import JoinRequest
+from weir.protocol.errors import ErrorCode
+from weir.security.acls import AclOperation, ResourceType
+from weir.server import authz
 
 API_KEY = 11
 MIN_VERSION = 0
@@ -20,6 +23,11 @@ def client_host(peer: str) -> str:
 
 
 async def handle(ctx, request) -> Any:
+    if not authz.authorize(ctx, AclOperation.READ, ResourceType.GROUP, request.group_id):
+        return ctx.respond(error_code=ErrorCode.group_authorization_failed, generation_id=-1,
+                           protocol_type=None, protocol_name=None if ctx.version >= 7 else "",
+                           leader="", skip_assignment=False, member_id=request.member_id,
+                           members=[])
     session_ms = int(request.session_timeout.total_seconds() * 1000)
     rebalance = getattr(request, "rebalance_timeout", None)
     req = JoinRequest(

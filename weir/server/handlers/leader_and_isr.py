@@ -9,7 +9,7 @@ from weir.protocol.errors import ErrorCode, KafkaError
 from weir.replication.fetcher import LeaderEndpoint
 from weir.replication.partition import LeaderState
 from weir.replication.replica_manager import PartitionStateUpdate
-from weir.server.handlers._controller_requests import stale_broker_epoch
+from weir.server.handlers._controller_requests import cluster_action_refused, stale_broker_epoch
 
 API_KEY = 4
 MIN_VERSION = 7
@@ -19,7 +19,7 @@ FULL = 1
 
 
 async def handle(ctx, request) -> Any:
-    error = await stale_broker_epoch(ctx, request)
+    error = cluster_action_refused(ctx) or await stale_broker_epoch(ctx, request)
     if error is not None:
         return ctx.respond(error_code=error, topics=[])
     updates: dict[TopicPartition, PartitionStateUpdate] = {}

@@ -5,6 +5,8 @@ from __future__ import annotations
 from typing import Any
 
 from weir.protocol.errors import ErrorCode
+from weir.security.acls import AclOperation, ResourceType
+from weir.server import authz
 
 API_KEY = 13
 MIN_VERSION = 0
@@ -13,6 +15,8 @@ MAX_VERSION = 5
 
 async def handle(ctx, request) -> Any:
     coordinator = ctx.broker.group_coordinator
+    if not authz.authorize(ctx, AclOperation.READ, ResourceType.GROUP, request.group_id):
+        return ctx.respond(error_code=ErrorCode.group_authorization_failed, members=[])
     if ctx.version < 3:
         _group_error, errors = coordinator.leave(request.group_id, [(request.member_id, None)])
         return ctx.respond(error_code=errors[0])

@@ -10,6 +10,8 @@ from typing import Any
 
 from weir.common import TopicPartition
 from weir.protocol.errors import ErrorCode, KafkaError
+from weir.security.acls import AclOperation
+from weir.server import authz
 
 API_KEY = 46
 MIN_VERSION = 0
@@ -22,6 +24,9 @@ async def handle(ctx, request) -> Any:
     if request.topics is not None:
         wanted = [TopicPartition(t.name, int(p)) for t in request.topics
                   for p in t.partition_indexes]
+    if not authz.authorize_cluster(ctx, AclOperation.DESCRIBE):  # Kafka: DESCRIBE on cluster
+        return ctx.respond(error_code=ErrorCode.cluster_authorization_failed,
+                           error_message="Cluster authorization failed.", topics=[])
     if controller is None or not controller.is_active:
         return ctx.respond(error_code=ErrorCode.not_controller,
                            error_message="this broker is not the controller", topics=[])

@@ -5,6 +5,9 @@ from __future__ import annotations
 from typing import Any
 
 from weir.common import TopicPartition
+from weir.protocol.errors import ErrorCode
+from weir.security.acls import AclOperation, ResourceType
+from weir.server import authz
 
 API_KEY = 47
 MIN_VERSION = 0
@@ -12,9 +15,19 @@ MAX_VERSION = 0
 
 
 async def handle(ctx, request) -> Any:
+    if not authz.authorize(ctx, AclOperation.DELETE, ResourceType.GROUP, request.group_id):
+        return ctx.respond(error_code=ErrorCode.group_authorization_failed, topics=[])
+    # Kafka's handleOffsetDeleteRequest: DELETE on the group, READ on each topic.
+    allowed, denied = authz.filter_authorized(ctx, AclOperation.READ, ResourceType.TOPIC,
+                                              request.topics, lambda t: t.name)
     tps = [TopicPartition(t.name, int(p.partition_index))
-           for t in request.topics for p in t.partitions]
+           for t in allowed for p in t.partitions]
     error, results = await ctx.broker.group_coordinator.delete_offsets(request.group_id, tps)
+    results = dict(results)
+    for t in denied:
+        for p in t.partitions:
+            results[TopicPartition(t.name, int(p.partition_index))] = (
+                ErrorCode.topic_authorization_failed)
     by_topic: dict[str, list[dict[str, Any]]] = {}
     for tp, code in results.items():
         by_topic.setdefault(tp.topic, []).append({"partition_index": tp.partition,

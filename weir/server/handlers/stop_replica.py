@@ -6,7 +6,7 @@ from typing import Any
 
 from weir.common import TopicPartition
 from weir.protocol.errors import ErrorCode, KafkaError
-from weir.server.handlers._controller_requests import stale_broker_epoch
+from weir.server.handlers._controller_requests import cluster_action_refused, stale_broker_epoch
 
 API_KEY = 5
 MIN_VERSION = 4
@@ -14,7 +14,7 @@ MAX_VERSION = 4
 
 
 async def handle(ctx, request) -> Any:
-    error = await stale_broker_epoch(ctx, request)
+    error = cluster_action_refused(ctx) or await stale_broker_epoch(ctx, request)
     if error is not None:
         return ctx.respond(error_code=error, partition_errors=[])
     wanted = {

@@ -4,12 +4,19 @@ from __future__ import annotations
 
 from typing import Any
 
+from weir.protocol.errors import ErrorCode
+from weir.security.acls import AclOperation, ResourceType
+from weir.server import authz
+
 API_KEY = 14
 MIN_VERSION = 0
 MAX_VERSION = 5
 
 
 async def handle(ctx, request) -> Any:
+    if not authz.authorize(ctx, AclOperation.READ, ResourceType.GROUP, request.group_id):
+        return ctx.respond(error_code=ErrorCode.group_authorization_failed,
+                           protocol_type=None, protocol_name=None, assignment=b"")
     result = await ctx.broker.group_coordinator.sync(
         request.group_id, request.member_id, getattr(request, "group_instance_id", None),
         int(request.generation_id), getattr(request, "protocol_type", None),
