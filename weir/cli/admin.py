@@ -42,6 +42,9 @@ def _common(p: argparse.ArgumentParser) -> argparse.ArgumentParser:
                         f"(default {DEFAULT_DATA_DIR})")
     p.add_argument("--json", action="store_true", help="print JSON for scripts")
     p.add_argument("--timeout", type=float, default=30, help="seconds per request (default 30)")
+    p.add_argument("--command-config", default=None, metavar="FILE",
+                   help="client settings in Kafka's client.properties format (security.protocol,"
+                        " sasl.*, ssl.*); default: DIR/client.properties of weir up --secure")
     return p
 
 
@@ -79,18 +82,9 @@ def add_parsers(sub: Any) -> None:
 
     admin_groups.add_parsers(gsub, _common)
 
-    config = sub.add_parser("config", help="get, set and delete topic configs")
-    csub = config.add_subparsers(dest="config_command", required=True, metavar="ACTION")
-    p = _common(csub.add_parser("get", help="a topic's overrides (--all: every key)"))
-    p.add_argument("--topic", required=True)
-    p.add_argument("keys", nargs="*", metavar="KEY", help="only these keys")
-    p.add_argument("--all", action="store_true", help="every key with its source")
-    p = _common(csub.add_parser("set", help="set topic config overrides"))
-    p.add_argument("--topic", required=True)
-    p.add_argument("pairs", nargs="+", type=_key_value, metavar="KEY=VALUE")
-    p = _common(csub.add_parser("delete", help="remove overrides (back to the broker default)"))
-    p.add_argument("--topic", required=True)
-    p.add_argument("keys", nargs="+", metavar="KEY")
+    from weir.cli import admin_configs  # topics, brokers, the broker default, loggers
+
+    admin_configs.add_parsers(sub, _common)
 
 
 def _alter_args(p: argparse.ArgumentParser) -> None:
@@ -118,7 +112,28 @@ def admin_client(args: argparse.Namespace) -> Any:
     except ImportError as exc:  # pragma: no cover - a runtime dependency
         raise AdminCliError(f"confluent-kafka is needed for this command: {exc}") from exc
     return AdminClient({"bootstrap.servers": bootstrap_of(args), "log_level": 2,
-                        "socket.timeout.ms": int(args.timeout * 1000)})
+                        "socket.timeout.ms": int(args.timeout * 1000),
+                        **client_settings(args)})
+
+
+def client_settings(args: argparse.Namespace) -> dict[str, str]:
+    """Security settings for the clients: ``--command-config``, else the
+    ``client.properties`` a ``weir up --secure`` cluster in ``--data-dir`` wrote (only when
+    its brokers are the ones talked to)."""
+    from weir.cli.secure import librdkafka_settings
+
+    path = getattr(args, "command_config", None)
+    if path is None and not args.bootstrap_server:
+        found = Path(args.data_dir) / "client.properties"
+        path = found if found.exists() else None
+    if path is None:
+        return {}
+    try:
+        settings = librdkafka_settings(path)
+    except OSError as exc:
+        raise AdminCliError(f"cannot read --command-config {path}: {exc}") from exc
+    settings.pop("bootstrap.servers", None)
+    return settings
 
 
 def kafka_error_text(exc: BaseException) -> str:
@@ -292,49 +307,9 @@ def alter_topic(args: argparse.Namespace, topic: str, sets: list[tuple[str, str]
 
 
 def cmd_config(args: argparse.Namespace) -> int:
-    if args.config_command == "set":
-        return alter_topic(args, args.topic, list(args.pairs), [])
-    if args.config_command == "delete":
-        return alter_topic(args, args.topic, [], list(args.keys))
-    return config_get(args)
+    from weir.cli import admin_configs
 
-
-_SOURCE_NAMES = {0: "UNKNOWN", 1: "DYNAMIC_TOPIC_CONFIG", 2: "DYNAMIC_BROKER_CONFIG",
-                 3: "DYNAMIC_DEFAULT_BROKER_CONFIG", 4: "STATIC_BROKER_CONFIG",
-                 5: "DEFAULT_CONFIG", 6: "DYNAMIC_BROKER_LOGGER_CONFIG"}
-
-
-def config_get(args: argparse.Namespace) -> int:
-    from confluent_kafka.admin import ConfigResource
-
-    admin = admin_client(args)
-    res = ConfigResource(ConfigResource.Type.TOPIC, args.topic)
-    futures = admin.describe_configs([res], request_timeout=args.timeout)
-    configs = wait(futures[res], args, f"describing configs of topic {args.topic}")
-    unknown = [k for k in args.keys if k not in configs]
-    if unknown:
-        raise AdminCliError(f"unknown topic config key(s): {', '.join(unknown)}")
-    rows = []
-    for name, entry in sorted(configs.items()):
-        if args.keys and name not in args.keys:
-            continue
-        if not (args.all or args.keys) and not _is_override(entry):
-            continue
-        rows.append({"name": name, "value": entry.value,
-                     "source": _SOURCE_NAMES.get(int(entry.source), str(entry.source)),
-                     "sensitive": bool(entry.is_sensitive),
-                     "read_only": bool(entry.is_read_only),
-                     "synonyms": [f"{_SOURCE_NAMES.get(int(s.source), s.source)}:{n}="
-                                  f"{s.value}" for n, s in entry.synonyms.items()]})
-    doc = {"topic": args.topic, "configs": rows}
-
-    def text() -> str:
-        if not rows:
-            return f"Topic {args.topic} has no config overrides (--all lists every key)."
-        return table(("KEY", "VALUE", "SOURCE"),
-                     [(r["name"], r["value"], r["source"]) for r in rows])
-
-    return emit(args, doc, text)
+    return admin_configs.cmd_config(args)
 
 
 # -- groups -------------------------------------------------------------------------------------

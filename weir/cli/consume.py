@@ -22,7 +22,14 @@ import sys
 import time
 from typing import Any
 
-from weir.cli.admin import AdminCliError, _common, _key_value, bootstrap_of, kafka_error_text
+from weir.cli.admin import (
+    AdminCliError,
+    _common,
+    _key_value,
+    bootstrap_of,
+    client_settings,
+    kafka_error_text,
+)
 from weir.cli.offset_reset import ResetError, parse_datetime_ms
 from weir.cli.record_format import ENCODINGS, FormatError, Formatter, Record, record_json
 
@@ -106,7 +113,7 @@ def _consumer(args: argparse.Namespace) -> Any:
               "auto.offset.reset": "earliest" if args.from_beginning else "latest",
               "isolation.level": args.isolation_level,
               "socket.timeout.ms": int(args.timeout * 1000),
-              **dict(args.consumer_properties)}
+              **client_settings(args), **dict(args.consumer_properties)}
     return Consumer(config)
 
 

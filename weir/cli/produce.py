@@ -17,7 +17,14 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import IO, Any
 
-from weir.cli.admin import AdminCliError, _common, _key_value, bootstrap_of, kafka_error_text
+from weir.cli.admin import (
+    AdminCliError,
+    _common,
+    _key_value,
+    bootstrap_of,
+    client_settings,
+    kafka_error_text,
+)
 from weir.cli.record_format import ENCODINGS, FormatError, LineReader, Record, read_json_line
 
 
@@ -68,7 +75,7 @@ def cmd_produce(args: argparse.Namespace) -> int:
               "acks": args.acks, "compression.type": args.compression_type,
               "message.timeout.ms": int(args.timeout * 1000),
               "socket.timeout.ms": int(args.timeout * 1000),
-              **dict(args.producer_properties)}
+              **client_settings(args), **dict(args.producer_properties)}
     try:
         producer = Producer(config)
         producer.list_topics(timeout=args.timeout)  # fail fast on an unreachable cluster
