@@ -140,6 +140,12 @@ def test_group_delete_refuses_a_group_with_members(cluster, topic_name):
     try:
         consumer.subscribe([topic_name])
         consumer.commit(message=_poll(consumer, 1)[0], asynchronous=False)
+        members = ok(weir(cluster, "group", "describe", group, "--members", "--verbose"))
+        [row] = members.stdout.splitlines()[3:]
+        assert row.split()[-2:] == ["1", f"{topic_name}(0)"]  # #PARTITIONS, ASSIGNMENT
+        state = ok(weir(cluster, "group", "describe", group, "--state")).stdout.splitlines()
+        assert state[0].split()[:2] == ["GROUP", "COORDINATOR"]
+        assert state[1].split()[-2:] == ["Stable", "1"]
         busy = weir(cluster, "group", "delete", group)
         assert busy.returncode == 1
         assert f"* Group '{group}' could not be deleted due to: NON_EMPTY_GROUP" in busy.stderr

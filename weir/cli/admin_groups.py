@@ -84,6 +84,12 @@ def group_describe(args: argparse.Namespace) -> int:
         head = (f"Group {group}: state {state}, {len(members)} member(s), "
                 f"assignor {desc.partition_assignor or '-'}, coordinator "
                 f"{doc['coordinator']}")
+        if getattr(args, "state", False):  # kafka-consumer-groups --describe --state
+            return table(("GROUP", "COORDINATOR (ID)", "ASSIGNMENT-STRATEGY", "STATE",
+                          "#MEMBERS"), [(group, _dash(doc["coordinator"]),
+                                         desc.partition_assignor or "-", state, len(members))])
+        if getattr(args, "members", False):  # --describe --members [--verbose]
+            return head + "\n\n" + _members_table(members, args.verbose)
         lines = [(r["topic"], r["partition"], _dash(r["current_offset"]),
                   _dash(r["log_end_offset"]), _dash(r["lag"]), _dash(r["member_id"]),
                   _dash(r["host"]), _dash(r["client_id"])) for r in rows]
@@ -94,6 +100,21 @@ def group_describe(args: argparse.Namespace) -> int:
         return head + "\n\n" + body
 
     return emit(args, doc, text)
+
+
+def _members_table(members: list[dict[str, Any]], verbose: bool) -> str:
+    headers = ["CONSUMER-ID", "HOST", "CLIENT-ID", "#PARTITIONS"]
+    rows = []
+    for m in members:
+        row = [m["member_id"], m["host"], m["client_id"], len(m["assignment"])]
+        if verbose:
+            by_topic: dict[str, list[int]] = {}
+            for a in m["assignment"]:
+                by_topic.setdefault(a["topic"], []).append(a["partition"])
+            row.append(",".join(f"{t}({','.join(map(str, ps))})"
+                                for t, ps in sorted(by_topic.items())) or "-")
+        rows.append(row)
+    return table(headers + (["ASSIGNMENT"] if verbose else []), rows)
 
 
 def _dash(value: Any) -> Any:
@@ -281,7 +302,15 @@ def _keyed(offsets: dict[tuple[str, int], int]) -> dict[Tp, int]:
 
 
 def add_parsers(gsub: Any, common: Any) -> None:
-    """``group delete`` and ``group reset-offsets`` (``common`` adds the connection options)."""
+    """``group delete`` and ``group reset-offsets`` (``common`` adds the connection options),
+    and ``describe``'s views."""
+    describe = gsub.choices["describe"]
+    view = describe.add_mutually_exclusive_group()
+    view.add_argument("--members", action="store_true",
+                      help="one row per member (--verbose: with its partitions)")
+    view.add_argument("--state", action="store_true",
+                      help="coordinator, assignor, state and member count")
+    describe.add_argument("--verbose", action="store_true", help="with --members")
     p = common(gsub.add_parser("delete", help="delete consumer groups without members"))
     p.add_argument("groups", nargs="+", metavar="GROUP")
     p = common(gsub.add_parser(

@@ -9,9 +9,11 @@ Same JSON plan format (``{"version": 1, "partitions": [{"topic", "partition",
   current assignment first (the rollback plan); ``--throttle B`` (bytes/s) sets
   ``leader/follower.replication.throttled.rate`` on the brokers and the
   ``*.replication.throttled.replicas`` of the moving topics (needs ``--zookeeper``);
-* ``--verify``: per-partition status, progress (replicas caught up, bytes, with
-  ``--data-dir`` of a local cluster), ``--wait`` until done; throttles are removed when
-  every move completed;
+* ``--verify``: per-partition status and, per replica being added, how far it caught up
+  (log end offsets and bytes from the brokers' metrics endpoints, or bytes on disk with
+  ``--data-dir`` of a local cluster; ``weir/cli/reassign_progress.py``); ``--wait`` follows
+  the move until done, redrawing in place on a terminal; throttles are removed when every
+  move completed;
 * ``--cancel``: cancel the plan's moves.
 
 Requests go to the controller, found through Metadata.
@@ -25,13 +27,15 @@ import datetime
 import json
 import sys
 import time
+import urllib.request
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from kio.index import load_request_schema
 
+from weir.cli import reassign_progress
 from weir.common import TopicPartition
 from weir.controller.assignment import assign_replicas
 from weir.protocol import codec
@@ -107,13 +111,6 @@ def throttled_replicas(plan: Plan, current: Plan) -> dict[str, tuple[str, str]]:
     return {t: (",".join(lead), ",".join(follow)) for t, (lead, follow) in out.items()}
 
 
-def progress_bar(done: float, total: float, width: int = 30) -> str:
-    """``[#########.........]  30%`` (a plain text bar)."""
-    share = 1.0 if total <= 0 else max(0.0, min(done / total, 1.0))
-    filled = round(share * width)
-    return f"[{'#' * filled}{'.' * (width - filled)}] {share * 100:3.0f}%"
-
-
 # -- talking to the cluster ----------------------------------------------------------------------
 
 
@@ -125,6 +122,7 @@ class ClusterView:
     controller_id: int
     replicas: Plan
     isrs: Plan
+    leaders: dict[TopicPartition, int] = field(default_factory=dict)
 
 
 class AdminSession:
@@ -133,6 +131,7 @@ class AdminSession:
     def __init__(self, bootstrap: str, timeout_s: float = 30.0) -> None:
         self._bootstrap = [b.strip() for b in bootstrap.split(",") if b.strip()]
         self._timeout_s = timeout_s
+        self._metrics_ports: dict[int, int | None] = {}
 
     async def _connect(self, host: str, port: int) -> BrokerConnection:
         conn = BrokerConnection(host, port, client_id="weir-reassign")
@@ -159,6 +158,7 @@ class AdminSession:
             await conn.close()
         replicas: Plan = {}
         isrs: Plan = {}
+        leaders: dict[TopicPartition, int] = {}
         for topic in response.topics:
             if topic.error_code != ErrorCode.none:
                 continue
@@ -166,8 +166,51 @@ class AdminSession:
                 tp = TopicPartition(topic.name, int(part.partition_index))
                 replicas[tp] = [int(r) for r in part.replica_nodes]
                 isrs[tp] = [int(r) for r in part.isr_nodes]
+                leaders[tp] = int(part.leader_id)
         return ClusterView({int(b.node_id): (b.host, int(b.port)) for b in response.brokers},
-                           int(response.controller_id), replicas, isrs)
+                           int(response.controller_id), replicas, isrs, leaders)
+
+    async def metrics_port(self, broker_id: int, endpoint: tuple[str, int]) -> int | None:
+        """The broker's ``metrics.http.port`` (DescribeConfigs to the broker itself), or None
+        when it serves no metrics or chose a free port we cannot know."""
+        cls = load_request_schema(32, 1)
+        request = codec.build(cls, include_synonyms=False, resources=[
+            {"resource_type": 4, "resource_name": str(broker_id),
+             "configuration_keys": ["metrics.http.port"]}])
+        try:
+            conn = await self._connect(*endpoint)
+            try:
+                response = await conn.request(request, self._timeout_s)
+            finally:
+                await conn.close()
+        except (OSError, TimeoutError):
+            return None
+        for result in response.results:
+            for entry in result.configs if result.error_code == ErrorCode.none else ():
+                if entry.name == "metrics.http.port" and entry.value:
+                    port = int(entry.value)
+                    return port if port > 0 else None
+        return None
+
+    async def log_figures(self, view: ClusterView, brokers: Iterable[int]
+                          ) -> dict[int, reassign_progress.LogFigures]:
+        """Log end offsets and sizes per broker, from the metrics endpoints that answer."""
+        out = {}
+        for broker_id in sorted(set(brokers)):
+            endpoint = view.brokers.get(broker_id)
+            if endpoint is None:
+                continue
+            if broker_id not in self._metrics_ports:
+                self._metrics_ports[broker_id] = await self.metrics_port(broker_id, endpoint)
+            port = self._metrics_ports[broker_id]
+            if port is None:
+                continue
+            try:
+                text = await asyncio.to_thread(_scrape, endpoint[0], port, self._timeout_s)
+            except (OSError, ValueError):
+                continue
+            out[broker_id] = reassign_progress.parse_log_metrics(text)
+        return out
 
     async def _controller_request(self, payload: Any) -> Any:
         for _ in range(5):
@@ -254,6 +297,12 @@ def _with_zk(connect: str | None, fn: Any) -> Any:
         close_zk(zk)
 
 
+def _scrape(host: str, port: int, timeout_s: float) -> str:
+    with urllib.request.urlopen(f"http://{host}:{port}/metrics",
+                                timeout=min(timeout_s, 5)) as response:
+        return response.read().decode("utf-8", errors="replace")
+
+
 def replica_bytes(data_dir: Path, tp: TopicPartition) -> dict[int, int]:
     """Bytes of ``tp``'s log on each broker of a local cluster (``broker-<id>/logs``)."""
     out = {}
@@ -305,22 +354,12 @@ async def run_execute(session: AdminSession, args: argparse.Namespace) -> int:
     return 0
 
 
-def _status_lines(plan: Plan, view: ClusterView, moving: Mapping[TopicPartition, Any],
-                  data_dir: Path | None) -> tuple[list[str], bool]:
+def _status_lines(plan: Plan, view: ClusterView, moving: Mapping[TopicPartition, Any]
+                  ) -> tuple[list[str], bool]:
     lines, all_done = [], True
-    caught, total, copied, to_copy = 0, 0, 0, 0
     for tp, target in sorted(plan.items()):
         if tp in moving:
             all_done = False
-            _, adding, _ = moving[tp]
-            isr = set(view.isrs.get(tp, []))
-            caught += sum(1 for r in adding if r in isr)
-            total += len(adding)
-            if data_dir is not None:
-                sizes = replica_bytes(data_dir, tp)
-                size = max(sizes.values(), default=0)
-                to_copy += size * len(adding)
-                copied += sum(min(sizes.get(r, 0), size) for r in adding)
             lines.append(f"Reassignment of partition {tp} is still in progress.")
         elif view.replicas.get(tp) == target:
             lines.append(f"Reassignment of partition {tp} is completed.")
@@ -328,24 +367,35 @@ def _status_lines(plan: Plan, view: ClusterView, moving: Mapping[TopicPartition,
             all_done = False
             lines.append(f"There is no active reassignment of partition {tp}, but replica "
                          f"set is {view.replicas.get(tp)} rather than {target}.")
-    if total:
-        lines.append(f"Replicas caught up: {caught}/{total} {progress_bar(caught, total)}")
-    if to_copy:
-        lines.append(f"Bytes moved: {copied}/{to_copy} (to move: {to_copy - copied}) "
-                     f"{progress_bar(copied, to_copy)}")
     return lines, all_done
+
+
+async def _progress_lines(session: AdminSession, plan: Plan, view: ClusterView,
+                          moving: Mapping[TopicPartition, Any], data_dir: Path | None
+                          ) -> list[str]:
+    """Per adding replica: how far it caught up (see reassign_progress)."""
+    mine = {tp: m for tp, m in moving.items() if tp in plan}
+    if not mine:
+        return []
+    involved = {view.leaders.get(tp, -1) for tp in mine} | {
+        b for _, adding, _ in mine.values() for b in adding}
+    logs = await session.log_figures(view, involved)
+    local = {tp: replica_bytes(data_dir, tp) for tp in mine} if data_dir else None
+    progress = reassign_progress.measure(mine, view.leaders, view.isrs, logs, local)
+    return ["Progress of the replicas being added:", *reassign_progress.render(progress)]
 
 
 async def run_verify(session: AdminSession, args: argparse.Namespace) -> int:
     plan = parse_plan(Path(args.reassignment_json_file).read_text())
     data_dir = Path(args.data_dir) if args.data_dir else None
     deadline = time.monotonic() + args.wait
+    live = reassign_progress.LiveView(stamp=args.wait > 0)
     while True:
         moving = await session.list()
         view = await session.describe({tp.topic for tp in plan})
-        lines, done = _status_lines(plan, view, moving, data_dir)
-        print("Status of partition reassignment:")
-        print("\n".join(lines), flush=True)
+        lines, done = _status_lines(plan, view, moving)
+        lines += await _progress_lines(session, plan, view, moving, data_dir)
+        live.show(["Status of partition reassignment:", *lines])
         if done or time.monotonic() >= deadline:
             break
         await asyncio.sleep(args.interval)
@@ -392,7 +442,8 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--zookeeper", default=None,
                    help="ZooKeeper connect string (with chroot), to set/remove throttles")
     p.add_argument("--data-dir", default=None,
-                   help="local cluster directory: show bytes moved in --verify")
+                   help="local cluster directory: bytes on disk per replica in --verify "
+                        "(where the brokers serve no metrics.http.port)")
     p.add_argument("--wait", type=float, default=0,
                    help="--verify: keep checking up to this many seconds")
     p.add_argument("--interval", type=float, default=1.0, help="--verify --wait period")
