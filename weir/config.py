@@ -383,6 +383,8 @@ BROKER_CONFIGS: tuple[ConfigDef, ...] = (
        "Leader-side replication throttle, bytes/s."),
     _d("follower.replication.throttled.rate", "long", LONG_MAX, _AT_LEAST_0,
        "Follower-side replication throttle, bytes/s."),
+    _d("replica.alter.log.dirs.io.max.bytes.per.second", "long", LONG_MAX, _AT_LEAST_1,
+       "Copy rate of replica moves between this broker's log dirs (KIP-113), bytes/s."),
     _d("num.network.threads", "int", 3, _AT_LEAST_1, "Network threads (informational)."),
     _d("num.io.threads", "int", 8, _AT_LEAST_1, "I/O threads (informational)."),
     _d("background.threads", "int", 10, _AT_LEAST_1, "Background threads (informational)."),

@@ -109,10 +109,11 @@ def test_invalid_values_are_refused_naming_the_key(cluster, admin, topic_name):
 
     broker = ConfigResource(ConfigResource.Type.BROKER, str(cluster.broker_ids[0]),
                             incremental_configs=[ConfigEntry(
-                                "log.retention.ms", "1000",
+                                "num.partitions", "2",
                                 incremental_operation=AlterConfigOpType.SET)])
-    with pytest.raises(KafkaException, match="dynamic broker configs are not supported"):
+    with pytest.raises(KafkaException, match="Cannot update these configs dynamically") as bad:
         admin.incremental_alter_configs([broker], request_timeout=30)[broker].result(30)
+    assert bad.value.args[0].name() == "INVALID_REQUEST"
 
 
 def test_max_message_bytes_applies_live(cluster, admin, topic_name):

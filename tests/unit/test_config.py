@@ -314,7 +314,9 @@ def test_describe_broker_config() -> None:
     assert entries["log.segment.bytes"].source == ConfigSource.DEFAULT_CONFIG
     assert entries["log.segment.bytes"].is_default
     assert entries["broker.rack"].value is None
-    assert all(e.read_only for e in entries.values())
+    assert entries["num.partitions"].read_only and entries["broker.id"].read_only
+    assert not entries["log.segment.bytes"].read_only  # dynamic (DynamicLogConfig)
+    assert not entries["max.connections"].read_only
 
 
 def test_describe_topic_config_synonyms_in_kafka_order() -> None:

@@ -36,6 +36,7 @@ __all__ = [
     "TopicChange",
     "TopicConfigChange",
     "TopicDeletion",
+    "UncleanLeaderElectionEnable",
     "ZkReassignmentChange",
 ]
 
@@ -82,6 +83,15 @@ class TopicConfigChange:
     overrides of each topic named by the new notifications."""
 
     configs: Mapping[str, Mapping[str, str]]
+
+
+@dataclass(frozen=True, slots=True)
+class UncleanLeaderElectionEnable:
+    """The broker default of ``unclean.leader.election.enable`` changed (a dynamic broker
+    config, Kafka's UncleanLeaderElectionEnable event): the new value.  Handled even while
+    inactive, so that a later failover starts with it."""
+
+    enabled: bool
 
 
 @dataclass(frozen=True, slots=True)
@@ -223,4 +233,5 @@ ControllerEvent = (
     | ControllerResigned | StopReplicaResult | LeaderAndIsrResult | ControlledShutdown
     | AlterPartition | ElectLeaders | PreferredReplicaElection | AutoLeaderRebalance
     | AlterReassignments | ListReassignments | ZkReassignmentChange | TopicConfigChange
+    | UncleanLeaderElectionEnable
 )

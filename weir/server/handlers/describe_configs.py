@@ -1,4 +1,5 @@
-"""DescribeConfigs (32): topic and broker configurations with their sources."""
+"""DescribeConfigs (32): topic and broker configurations with their sources and synonyms
+(ConfigHelper.describeConfigs), and the log levels of a BROKER_LOGGER."""
 
 from __future__ import annotations
 
@@ -6,14 +7,19 @@ import asyncio
 from typing import Any
 
 from weir.config import describe_broker_config, describe_topic_config
-from weir.protocol.errors import ErrorCode
+from weir.protocol.errors import ErrorCode, KafkaError
+from weir.security.acls import AclOperation
+from weir.server import authz
+from weir.server.dynamic_config import check_describe_name, describe_logger_resource
 
 API_KEY = 32
-MIN_VERSION = 1
+MIN_VERSION = 0
 MAX_VERSION = 4
 
 TOPIC = 2
 BROKER = 4
+BROKER_LOGGER = 8
+DYNAMIC_BROKER_LOGGER_CONFIG = 6  # ConfigSource of a logger's level
 
 
 async def handle(ctx, request) -> Any:
@@ -24,7 +30,11 @@ async def handle(ctx, request) -> Any:
                                  "resource_name": res.resource_name,
                                  "error_code": ErrorCode.none, "error_message": None,
                                  "configs": []}
-        if res.resource_type == TOPIC:
+        refused = authz.config_refusal(ctx, int(res.resource_type), res.resource_name,
+                                       AclOperation.DESCRIBE_CONFIGS)
+        if refused is not None:
+            entry.update(error_code=refused[0], error_message=refused[1])
+        elif res.resource_type == TOPIC:
             if res.resource_name not in broker.metadata.topics:
                 entry.update(error_code=ErrorCode.unknown_topic_or_partition,
                              error_message=f"topic {res.resource_name!r} not found")
@@ -34,16 +44,23 @@ async def handle(ctx, request) -> Any:
                 entries = describe_topic_config(broker.config, overrides)
                 entry["configs"] = _render(entries, res.configuration_keys, request)
         elif res.resource_type == BROKER:
-            if res.resource_name not in ("", str(broker.broker_id)):
-                entry.update(error_code=ErrorCode.invalid_request,
-                             error_message=f"broker {res.resource_name} is not this broker "
-                                           f"({broker.broker_id})")
+            try:
+                per_broker = check_describe_name(res.resource_name, broker.broker_id)
+            except KafkaError as exc:
+                entry.update(error_code=exc.code, error_message=exc.message)
             else:
-                entries = describe_broker_config(broker.config)
+                entries = describe_broker_config(broker.config, per_broker)
                 entry["configs"] = _render(entries, res.configuration_keys, request)
+        elif res.resource_type == BROKER_LOGGER:
+            try:
+                levels = describe_logger_resource(res.resource_name, broker.broker_id)
+            except KafkaError as exc:
+                entry.update(error_code=exc.code, error_message=exc.message)
+            else:
+                entry["configs"] = _render_loggers(levels, res.configuration_keys)
         else:
             entry.update(error_code=ErrorCode.invalid_request,
-                         error_message=f"resource type {res.resource_type} is not supported")
+                         error_message=f"Unsupported resource type: {res.resource_type}")
         results.append(entry)
     return ctx.respond(results=results)
 
@@ -65,3 +82,11 @@ def _render(entries, keys, request) -> list[dict[str, Any]]:
             "config_type": e.type, "documentation": e.doc if docs else None,
         })
     return out
+
+
+def _render_loggers(levels: dict[str, str], keys) -> list[dict[str, Any]]:
+    wanted = set(keys) if keys else None
+    return [{"name": name, "value": level, "read_only": False,
+             "config_source": DYNAMIC_BROKER_LOGGER_CONFIG, "is_default": False,
+             "is_sensitive": False, "synonyms": [], "config_type": 0, "documentation": None}
+            for name, level in levels.items() if wanted is None or name in wanted]

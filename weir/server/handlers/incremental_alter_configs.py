@@ -1,13 +1,14 @@
-"""IncrementalAlterConfigs (44, KIP-339): SET / DELETE / APPEND / SUBTRACT on a topic's
-config overrides.
+"""IncrementalAlterConfigs (44, KIP-339): SET / DELETE / APPEND / SUBTRACT on the config
+overrides of a topic or a broker, and log levels of a BROKER_LOGGER.
 
-Kafka's ConfigAdminManager checks the request, AdminZkClient.changeTopicConfig stores the
-result: the whole override set in ``/config/topics/<t>`` and a sequential
-``/config/changes/config_change_`` notification that every broker watches, so the new
-values apply live (retention, segment rolling, ``min.insync.replicas``, ...).  Errors name
-the key: INVALID_CONFIG for an unknown key or a bad value, INVALID_REQUEST for a malformed
-request.  Broker resources are refused with INVALID_REQUEST: Weir has no dynamic broker
-configs yet.  :func:`alter_topic_configs` is shared with AlterConfigs (33).
+Kafka's ConfigAdminManager checks the request; topics are stored as
+AdminZkClient.changeTopicConfig does: the whole override set in ``/config/topics/<t>`` and a
+sequential ``/config/changes/config_change_`` notification that every broker watches, so the
+new values apply live (retention, segment rolling, ``min.insync.replicas``, ...).  Topic
+errors name the key: INVALID_CONFIG for an unknown key or a bad value, INVALID_REQUEST for a
+malformed request.  Broker resources (``/config/brokers/<id>`` or ``<default>``) and
+BROKER_LOGGER resources are :mod:`weir.server.dynamic_config`'s.  :func:`alter_resource` is
+shared with AlterConfigs (33).
 """
 
 from __future__ import annotations
@@ -17,8 +18,17 @@ import weakref
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from weir.config import TOPIC_CONFIGS, format_value, topic_config, validate_topic_configs
+from weir.config import (
+    BROKER_CONFIG_DEFS,
+    TOPIC_CONFIGS,
+    format_value,
+    topic_config,
+    validate_topic_configs,
+)
 from weir.protocol.errors import ErrorCode, KafkaError
+from weir.security.acls import AclOperation
+from weir.server import authz
+from weir.server.dynamic_config import alter_loggers
 
 API_KEY = 44
 MIN_VERSION = 0
@@ -39,10 +49,21 @@ async def handle(ctx, request) -> Any:
     responses = []
     for res in request.resources:
         ops = [(c.name, int(c.config_operation), c.value) for c in res.configs]
-        code, message = await alter_resource(
-            ctx.broker, int(res.resource_type), res.resource_name,
-            lambda current, effective, ops=ops: incremental(current, effective, ops),
-            bool(request.validate_only))
+        rtype = int(res.resource_type)
+        refused = authz.config_refusal(ctx, rtype, res.resource_name,
+                                       AclOperation.ALTER_CONFIGS)
+        if refused is not None:
+            code, message = refused
+        elif rtype == BROKER_LOGGER:
+            code, message = _alter_loggers(ctx.broker, res.resource_name, ops,
+                                           bool(request.validate_only))
+        else:
+            kind = "broker" if rtype == BROKER else "topic"
+            code, message = await alter_resource(
+                ctx.broker, rtype, res.resource_name,
+                lambda current, effective, ops=ops, kind=kind:
+                    incremental(current, effective, ops, kind),
+                bool(request.validate_only))
         responses.append({"error_code": code, "error_message": message,
                           "resource_type": res.resource_type,
                           "resource_name": res.resource_name})
@@ -57,12 +78,20 @@ async def alter_resource(broker, resource_type: int, name: str,
     try:
         if resource_type == TOPIC:
             await alter_topic_configs(broker, name, change, validate_only)
-        elif resource_type in (BROKER, BROKER_LOGGER):
-            raise KafkaError(ErrorCode.invalid_request,
-                             "dynamic broker configs are not supported yet")
+        elif resource_type == BROKER:
+            await broker.dynamic_configs.alter(name, change, validate_only)
         else:
             raise KafkaError(ErrorCode.invalid_request,
-                             f"resource type {resource_type} is not supported")
+                             f"Unknown resource type {resource_type}")
+    except KafkaError as exc:
+        return exc.code, exc.message
+    return ErrorCode.none, None
+
+
+def _alter_loggers(broker, name: str, ops: list[tuple[str, int, str | None]],
+                   validate_only: bool) -> tuple[ErrorCode, str | None]:
+    try:
+        alter_loggers(name, broker.broker_id, ops, validate_only)
     except KafkaError as exc:
         return exc.code, exc.message
     return ErrorCode.none, None
@@ -102,8 +131,11 @@ def _valid_only(overrides: Mapping[str, str]) -> dict[str, str]:
 
 
 def incremental(current: dict[str, str], effective: Mapping[str, Any],
-                ops: list[tuple[str, int, str | None]]) -> dict[str, str]:
-    """The overrides after ``ops`` (ConfigAdminManager.prepareIncrementalConfigs)."""
+                ops: list[tuple[str, int, str | None]], kind: str = "topic"
+                ) -> dict[str, str]:
+    """The overrides after ``ops`` (ConfigAdminManager.prepareIncrementalConfigs); ``kind``
+    says whose keys they are: ``topic`` (topic-level names) or ``broker``."""
+    defs: Mapping[str, Any] = TOPIC_CONFIGS if kind == "topic" else BROKER_CONFIG_DEFS
     names = [name for name, _, _ in ops]
     if len(set(names)) != len(names):
         dup = sorted({n for n in names if names.count(n) > 1})
@@ -111,9 +143,9 @@ def incremental(current: dict[str, str], effective: Mapping[str, Any],
                          f"Error due to duplicate config keys: {', '.join(dup)}")
     new = dict(current)
     for name, op, value in ops:
-        tdef = TOPIC_CONFIGS.get(name)
+        tdef = defs.get(name)
         if tdef is None:
-            raise KafkaError(ErrorCode.invalid_config, f"Unknown topic config name: {name}")
+            raise KafkaError(ErrorCode.invalid_config, f"Unknown {kind} config name: {name}")
         if op not in _OP_NAMES:
             raise KafkaError(ErrorCode.invalid_request,
                              f"Unknown config operation {op} for config key {name}")

@@ -1,0 +1,352 @@
+"""Dynamic broker configs on a real 3-broker cluster: confluent-kafka's and kafka-python's
+admin clients alter BROKER resources (one broker and the cluster default, stored in
+``/config/brokers/<id>`` / ``<default>``), every broker applies them live through the
+``/config/changes`` notification, DescribeConfigs reports the dynamic sources, bad changes
+are refused with Kafka's codes, a restarted broker keeps its dynamic value, and
+BROKER_LOGGER resources change log levels."""
+
+from __future__ import annotations
+
+import json
+import socket
+import subprocess
+import sys
+
+import pytest
+from confluent_kafka import KafkaException, Producer
+from confluent_kafka.admin import (
+    AdminClient,
+    AlterConfigOpType,
+    ConfigEntry,
+    ConfigResource,
+    ConfigSource,
+)
+
+from tests.conftest import wait_for
+from tests.integration.clients import create_topic, produce, raw_request
+from tests.integration.conftest import serve_cluster
+
+pytestmark = pytest.mark.integration
+
+WEIR = [sys.executable, "-m", "weir"]
+BROKER = ConfigResource.Type.BROKER
+SET, DELETE = AlterConfigOpType.SET, AlterConfigOpType.DELETE
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory):
+    """Three brokers; retention checked every half second so that a retention change shows."""
+    for cluster in serve_cluster(tmp_path_factory, 3, {"log.retention.check.interval.ms": "500",
+                                                       "min.insync.replicas": "1"}):
+        for slot in cluster.brokers:  # every broker's metadata cache knows all three
+            one = AdminClient({"bootstrap.servers": f"{slot.host}:{slot.port}"})
+            wait_for(lambda one=one: len(one.list_topics(timeout=5).brokers) == 3, 30,
+                     what=f"broker {slot.id} knowing 3 brokers")
+        yield cluster
+
+
+@pytest.fixture(scope="module")
+def admin(cluster):
+    return AdminClient({"bootstrap.servers": cluster.bootstrap})
+
+
+def _alter(admin, rtype, name: str, *ops: tuple[str, str | None, AlterConfigOpType],
+           validate_only: bool = False) -> None:
+    res = ConfigResource(rtype, name, incremental_configs=[
+        ConfigEntry(key, value, incremental_operation=op) for key, value, op in ops])
+    admin.incremental_alter_configs([res], request_timeout=30,
+                                    validate_only=validate_only)[res].result(30)
+
+
+def _alter_default(cluster, *ops: tuple[str, str | None, AlterConfigOpType],
+                   via: int = 0) -> tuple[int, str | None]:
+    """IncrementalAlterConfigs on the cluster default (an empty BROKER name, which neither
+    librdkafka nor kafka-python sends) to broker ``via``; (error code, message)."""
+    slot = cluster.brokers[via]
+    response = raw_request(slot.host, slot.port, 44, 1, validate_only=False, resources=[{
+        "resource_type": 4, "resource_name": "", "configs": [
+            {"name": k, "config_operation": 0 if op == SET else 1, "value": v}
+            for k, v, op in ops]}])
+    result = response.responses[0]
+    return int(result.error_code), result.error_message
+
+
+def _default_ok(cluster, *ops, via: int = 0) -> None:
+    assert _alter_default(cluster, *ops, via=via) == (0, None)
+
+
+def _describe_default(cluster, via: int = 0) -> dict[str, tuple[str, int, list]]:
+    slot = cluster.brokers[via]
+    response = raw_request(slot.host, slot.port, 32, 4, include_synonyms=True, resources=[{
+        "resource_type": 4, "resource_name": "", "configuration_keys": None}])
+    result = response.results[0]
+    assert result.error_code == 0, result.error_message
+    return {c.name: (c.value, int(c.config_source), [(s.name, s.value, int(s.source))
+                                                      for s in c.synonyms])
+            for c in result.configs}
+
+
+def _describe(admin, rtype, name: str) -> dict[str, ConfigEntry]:
+    res = ConfigResource(rtype, name)
+    return admin.describe_configs([res], request_timeout=30)[res].result(30)
+
+
+def _error_of(fn, *args, **kw) -> KafkaException:
+    with pytest.raises(KafkaException) as info:
+        fn(*args, **kw)
+    return info.value
+
+
+def _produce_error(cluster, topic: str, partition: int) -> str | None:
+    """Produce one 5000-byte record (acks=all); None when acknowledged, else the error."""
+    errors: list = []
+    producer = Producer({"bootstrap.servers": cluster.bootstrap, "acks": "all", "retries": 0,
+                         "message.timeout.ms": 8000})
+    producer.produce(topic, bytes(5000), partition=partition,
+                     on_delivery=lambda err, _m: errors.append(err))
+    producer.flush(15)
+    if not errors:
+        return "no delivery report"
+    return None if errors[0] is None else errors[0].name()
+
+
+TOO_LARGE = "MSG_SIZE_TOO_LARGE"
+
+
+def _leaders(admin, topic: str) -> dict[int, int]:
+    meta = admin.list_topics(topic, timeout=10).topics[topic]
+    return {p.id: p.leader for p in meta.partitions.values()}
+
+
+@pytest.fixture
+def clean_dynamic(cluster, admin):
+    """Remove every dynamic broker config the test left behind."""
+    yield
+    zk = cluster.zk()
+    for entity in ["<default>", *map(str, cluster.broker_ids)]:
+        if zk.get_entity_config("brokers", entity):
+            zk.set_entity_config("brokers", entity, {})
+
+
+def test_cluster_default_applies_live_on_every_broker(
+        cluster, admin, topic_name, clean_dynamic):
+    """message.max.bytes (the default of the topic's max.message.bytes) and
+    min.insync.replicas as cluster defaults: every leader, one per broker, applies them."""
+    create_topic(cluster.bootstrap, topic_name, partitions=3, replication=2)
+    leaders = wait_for(lambda: (ls := _leaders(admin, topic_name)) and
+                       len(set(ls.values())) == 3 and ls, 30, what="a leader on each broker")
+    assert all(_produce_error(cluster, topic_name, p) is None for p in leaders)
+
+    _default_ok(cluster, ("message.max.bytes", "1000", SET), ("min.insync.replicas", "2", SET))
+    assert cluster.zk().get_entity_config("brokers", "<default>") == {
+        "message.max.bytes": "1000", "min.insync.replicas": "2"}
+    for p in leaders:
+        wait_for(lambda p=p: _produce_error(cluster, topic_name, p) == TOO_LARGE,
+                 30, interval_s=0.2, what=f"partition {p} refusing 5000 bytes")
+    for b in cluster.broker_ids:
+        entry = _describe(admin, BROKER, str(b))["min.insync.replicas"]
+        assert (entry.value, entry.source) == (
+            "2", ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG.value)
+        topic_entry = _describe(admin, ConfigResource.Type.TOPIC, topic_name)[
+            "max.message.bytes"]
+        assert (topic_entry.value, topic_entry.source) == (
+            "1000", ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG.value)
+
+    described = _describe_default(cluster, via=2)  # the default resource: only its keys
+    assert described["message.max.bytes"] == ("1000", 3, [("message.max.bytes", "1000", 3)])
+    assert set(described) == {"message.max.bytes", "min.insync.replicas"}
+
+    _default_ok(cluster, ("message.max.bytes", None, DELETE))
+    for p in leaders:
+        wait_for(lambda p=p: _produce_error(cluster, topic_name, p) is None, 30,
+                 interval_s=0.2, what=f"partition {p} accepting 5000 bytes again")
+
+
+def test_per_broker_value_wins_on_that_broker_only(cluster, admin, topic_name, clean_dynamic):
+    create_topic(cluster.bootstrap, topic_name, partitions=3, replication=2)
+    leaders = wait_for(lambda: (ls := _leaders(admin, topic_name)) and
+                       len(set(ls.values())) == 3 and ls, 30, what="a leader on each broker")
+    target = cluster.broker_ids[0]
+    _default_ok(cluster, ("message.max.bytes", "2000000", SET))
+    _alter(admin, BROKER, str(target), ("message.max.bytes", "1000", SET))
+    assert cluster.zk().get_entity_config("brokers", str(target)) == {
+        "message.max.bytes": "1000"}
+
+    own = _describe(admin, BROKER, str(target))["message.max.bytes"]
+    assert (own.value, own.source) == ("1000", ConfigSource.DYNAMIC_BROKER_CONFIG.value)
+    other = cluster.broker_ids[1]
+    theirs = _describe(admin, BROKER, str(other))["message.max.bytes"]
+    assert (theirs.value, theirs.source) == (
+        "2000000", ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG.value)
+
+    for p, leader in leaders.items():
+        expected = TOO_LARGE if leader == target else None
+        wait_for(lambda p=p, e=expected: _produce_error(cluster, topic_name, p) == e, 30,
+                 interval_s=0.2, what=f"partition {p} led by {leader}: {expected}")
+
+
+def test_segment_and_retention_defaults_apply_to_existing_logs(
+        cluster, admin, topic_name, clean_dynamic):
+    """log.segment.bytes and log.retention.bytes as cluster defaults reach every replica
+    of a topic without overrides: segments roll small and old ones are deleted."""
+    create_topic(cluster.bootstrap, topic_name, partitions=1, replication=3)
+    _default_ok(cluster, ("log.segment.bytes", "2048", SET))
+
+    def segments(broker_id: int) -> int:
+        part = cluster.broker_dir(broker_id) / "logs" / f"{topic_name}-0"
+        return len(list(part.glob("*.log")))
+
+    for _ in range(12):  # one batch per call: a segment rolls before an append
+        produce(cluster.bootstrap, topic_name, [bytes(1000)], acks="all")
+    for b in cluster.broker_ids:
+        wait_for(lambda b=b: segments(b) >= 10, 30, what=f"small segments on broker {b}")
+    _default_ok(cluster, ("log.retention.bytes", "4096", SET))
+    for b in cluster.broker_ids:  # ~1 KiB segments: at most 4096 bytes kept + the active one
+        wait_for(lambda b=b: segments(b) <= 5, 30, what=f"retention on broker {b}")
+
+
+def test_refusals_use_kafka_error_codes(cluster, admin):
+    broker = str(cluster.broker_ids[0])
+    exc = _error_of(_alter, admin, BROKER, broker, ("broker.id", "9", SET))
+    assert exc.args[0].name() == "INVALID_REQUEST"
+    assert "Cannot update these configs dynamically: broker.id" in exc.args[0].str()
+    code, message = _alter_default(cluster, ("log.retention.bytes", "lots", SET))
+    assert code == 42 and "log.retention.bytes" in message  # INVALID_REQUEST (KAFKA-13609)
+    exc = _error_of(_alter, admin, BROKER, broker, ("log.retention.bytes", "-", SET))
+    assert exc.args[0].name() == "INVALID_REQUEST" and "log.retention.bytes" in str(exc)
+    exc = _error_of(_alter, admin, BROKER, broker, ("no.such.key", "1", SET))
+    assert exc.args[0].name() == "INVALID_CONFIG"
+    assert _alter_default(cluster, ("broker.rack", "r1", SET))[0] == 42
+    _alter(admin, BROKER, broker, ("log.retention.bytes", "123", SET), validate_only=True)
+    assert cluster.zk().get_entity_config("brokers", broker) == {}
+
+    # A per-broker change sent to another broker (clients route it to the named one).
+    other = next(b for b in cluster.brokers if b.id != int(broker))
+    response = raw_request(other.host, other.port, 44, 1, validate_only=False, resources=[{
+        "resource_type": 4, "resource_name": broker, "configs": [
+            {"name": "log.retention.bytes", "config_operation": 0, "value": "1"}]}])
+    assert response.responses[0].error_code == 42  # INVALID_REQUEST
+    assert "Unexpected broker id" in response.responses[0].error_message
+
+
+@pytest.fixture(scope="module")
+def kadmin(cluster):
+    from kafka.admin import KafkaAdminClient
+
+    client = KafkaAdminClient(bootstrap_servers=cluster.bootstrap, request_timeout_ms=30000)
+    yield client
+    client.close()
+
+
+def test_kafka_python_alter_configs_on_a_broker(cluster, kadmin, clean_dynamic):
+    """kafka-python's admin, legacy AlterConfigs and IncrementalAlterConfigs."""
+    from kafka.admin import ConfigResource as KResource
+    from kafka.admin import ConfigResourceType
+
+    broker = str(cluster.broker_ids[1])
+    for incremental in (False, True):
+        value = "7200000" if incremental else "3600000"
+        res = KResource(ConfigResourceType.BROKER, broker, configs={"log.retention.ms": value})
+        assert kadmin.alter_configs([res], incremental=incremental) == {
+            "broker": {broker: "OK"}}
+        described = kadmin.describe_configs([KResource(ConfigResourceType.BROKER, broker)],
+                                            include_synonyms=True)
+        entry = described["broker"][broker]["log.retention.ms"]
+        assert (entry["value"], entry["config_source"]) == (value, "DYNAMIC_BROKER_CONFIG")
+        assert entry["synonyms"][0] == {"name": "log.retention.ms", "value": value,
+                                        "source": "DYNAMIC_BROKER_CONFIG"}
+    assert cluster.zk().get_entity_config("brokers", broker) == {"log.retention.ms": "7200000"}
+    bad = KResource(ConfigResourceType.BROKER, broker, configs={"broker.id": "3"})
+    result = kadmin.alter_configs([bad], raise_on_unknown=False)["broker"][broker]
+    assert "Error 42" in str(result) and "broker.id" in str(result)
+
+
+def test_restarted_broker_keeps_its_dynamic_value(cluster, admin, clean_dynamic):
+    broker = cluster.broker_ids[2]
+    _alter(admin, BROKER, str(broker), ("log.retention.bytes", "777777", SET))
+    cluster.stop_broker(broker)
+    cluster.start_broker(broker)
+    cluster.wait_for_brokers(cluster.broker_ids)
+    entry = wait_for(lambda: _describe(admin, BROKER, str(broker))["log.retention.bytes"], 30,
+                     interval_s=0.5, what="the restarted broker answering DescribeConfigs")
+    assert (entry.value, entry.source) == ("777777", ConfigSource.DYNAMIC_BROKER_CONFIG.value)
+
+
+def test_connection_limit_per_ip_applies_live(cluster, admin, clean_dynamic):
+    """max.connections.per.ip.overrides as a dynamic default: 127.0.0.2 may open none."""
+    target = cluster.brokers[0]
+
+    def closed_at_once() -> bool:
+        with socket.create_connection((target.host, target.port), timeout=5,
+                                      source_address=("127.0.0.2", 0)) as sock:
+            sock.settimeout(1.0)
+            try:
+                return sock.recv(1) == b""
+            except TimeoutError:
+                return False
+
+    assert not closed_at_once()
+    _default_ok(cluster, ("max.connections.per.ip.overrides", "127.0.0.2:0", SET))
+    wait_for(closed_at_once, 30, interval_s=0.2, what="connections from 127.0.0.2 refused")
+    _default_ok(cluster, ("max.connections.per.ip.overrides", None, DELETE))
+    wait_for(lambda: not closed_at_once(), 30, interval_s=0.2, what="127.0.0.2 accepted")
+
+
+def test_broker_logger_levels(cluster, kadmin):
+    """BROKER_LOGGER through kafka-python (librdkafka has no such resource): levels change
+    live on the broker named, nothing is stored in ZooKeeper."""
+    from kafka.admin import ConfigResource as KResource
+    from kafka.admin import ConfigResourceType
+
+    broker = str(cluster.broker_ids[0])
+    name = "weir.server.broker"
+
+    def level() -> str:
+        got = kadmin.describe_configs(
+            [KResource(ConfigResourceType.BROKER_LOGGER, broker, configs=[name, "root"])],
+            config_filter="all")["broker_logger"][broker]
+        assert got["root"]["value"] == "INFO"
+        assert got[name]["config_source"] == "DYNAMIC_BROKER_LOGGER_CONFIG"
+        return got[name]["value"]
+
+    def alter(value, op="SET"):
+        res = KResource(ConfigResourceType.BROKER_LOGGER, broker, configs={name: (op, value)})
+        return kadmin.alter_configs([res], incremental=True)["broker_logger"][broker]
+
+    assert level() == "INFO"
+    assert alter("DEBUG") == "OK" and level() == "DEBUG"
+    assert alter(None, "DELETE") == "OK" and level() == "INFO"
+    assert "Error 40" in str(alter("LOUD"))  # INVALID_CONFIG
+    assert cluster.zk().get_entity_config("brokers", broker) == {}
+
+
+def test_cli_config_for_brokers(cluster, clean_dynamic):
+    def weir(*args: str) -> subprocess.CompletedProcess:
+        return subprocess.run([*WEIR, *args, "--bootstrap-server", cluster.bootstrap],
+                              check=False, capture_output=True, text=True, timeout=60)
+
+    broker = str(cluster.broker_ids[0])
+    done = weir("config", "set", "--broker-default", "log.retention.bytes=5000000")
+    assert done.returncode == 0, done.stderr
+    done = weir("config", "set", "--broker", broker, "log.retention.bytes=6000000")
+    assert done.returncode == 0, done.stderr
+    got = json.loads(weir("config", "get", "--broker", broker, "log.retention.bytes",
+                          "--json").stdout)
+    assert got["broker"] == broker
+    [entry] = got["configs"]
+    assert (entry["value"], entry["source"]) == ("6000000", "DYNAMIC_BROKER_CONFIG")
+    assert entry["synonyms"][:2] == ["DYNAMIC_BROKER_CONFIG:log.retention.bytes=6000000",
+                                     "DYNAMIC_DEFAULT_BROKER_CONFIG:log.retention.bytes=5000000"]
+    table = weir("config", "get", "--broker-default").stdout
+    assert "log.retention.bytes" in table and "5000000" in table
+    done = weir("config", "delete", "--broker", broker, "log.retention.bytes")
+    assert done.returncode == 0, done.stderr
+    done = weir("config", "set", "--broker", broker, "broker.id=7")
+    assert done.returncode != 0 and "Cannot update these configs dynamically" in done.stderr
+    done = weir("config", "set", "--broker-logger", broker, "weir.server.network=WARN")
+    assert done.returncode == 0, done.stderr
+    got = json.loads(weir("config", "get", "--broker-logger", broker, "weir.server.network",
+                          "--json").stdout)
+    assert [(r["name"], r["value"]) for r in got["configs"]] == [("weir.server.network", "WARN")]
+    assert weir("config", "delete", "--broker-logger", broker,
+                "weir.server.network").returncode == 0

@@ -1,0 +1,193 @@
+"""Dynamic broker configs: precedence, validation, describe sources, log levels, and the
+reconfiguration of the running parts (weir/server/dynamic_config.py)."""
+
+from __future__ import annotations
+
+import logging
+from types import SimpleNamespace
+
+import pytest
+
+from weir.config import BrokerConfig, ConfigSource, describe_broker_config, describe_topic_config
+from weir.protocol.errors import ErrorCode, KafkaError
+from weir.server.dynamic_config import (
+    APPEND,
+    DEFAULT_ENTITY,
+    DELETE,
+    SET,
+    DynamicBrokerConfigs,
+    alter_loggers,
+    broker_entity,
+    changed_keys,
+    check_describe_name,
+    describe_logger_resource,
+    usable_stored,
+    validated_config,
+)
+from weir.server.handlers.incremental_alter_configs import incremental
+
+STATIC = {"broker.id": "1", "zookeeper.connect": "zk:2181", "log.retention.ms": "1000",
+          "min.insync.replicas": "2", "num.partitions": "3"}
+
+
+def static(**extra: str) -> BrokerConfig:
+    return BrokerConfig({**STATIC, **extra})
+
+
+def error_of(fn, *args) -> KafkaError:
+    with pytest.raises(KafkaError) as info:
+        fn(*args)
+    return info.value
+
+
+def test_precedence_per_broker_over_default_over_static_over_builtin() -> None:
+    cfg = static().with_dynamic({"min.insync.replicas": "3", "log.segment.bytes": "4096"},
+                                {"min.insync.replicas": "4"})
+    assert cfg.get("min.insync.replicas") == 4          # per broker
+    assert cfg.get("log.segment.bytes") == 4096         # cluster default
+    assert cfg.get("num.partitions") == 3               # server.properties
+    assert cfg.get("log.retention.bytes") == -1         # built-in
+    back = cfg.with_dynamic({"min.insync.replicas": "3"}, {})
+    assert back.get("min.insync.replicas") == 3 and back.get("log.segment.bytes") == 1073741824
+
+
+def test_a_dynamic_unit_synonym_hides_the_static_one() -> None:
+    """DynamicBrokerConfig.overrideProps: a key set at a higher tier removes its synonyms
+    set lower down, so dynamic log.retention.hours beats static log.retention.ms."""
+    cfg = static().with_dynamic({"log.retention.hours": "2"}, {})
+    assert cfg.get("log.retention.ms") == 2 * 3600000
+    assert cfg.originals["log.retention.ms"] == "1000"  # the file is unchanged
+
+
+def test_describe_reports_dynamic_sources_and_synonyms_in_order() -> None:
+    cfg = static().with_dynamic({"min.insync.replicas": "3"}, {"min.insync.replicas": "4"})
+    entry = {e.name: e for e in describe_broker_config(cfg)}["min.insync.replicas"]
+    assert entry.value == "4" and entry.source == ConfigSource.DYNAMIC_BROKER_CONFIG
+    assert [(s.value, s.source) for s in entry.synonyms] == [
+        ("4", ConfigSource.DYNAMIC_BROKER_CONFIG),
+        ("3", ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG),
+        ("2", ConfigSource.STATIC_BROKER_CONFIG),
+        ("1", ConfigSource.DEFAULT_CONFIG)]
+    assert not entry.read_only
+    topic = {e.name: e for e in describe_topic_config(cfg, {})}["min.insync.replicas"]
+    assert topic.value == "4" and topic.source == ConfigSource.DYNAMIC_BROKER_CONFIG
+    assert [s.name for s in topic.synonyms] == ["min.insync.replicas"] * 4
+
+
+def test_describe_of_the_default_resource_lists_only_default_keys() -> None:
+    cfg = static().with_dynamic({"log.segment.bytes": "4096"}, {"min.insync.replicas": "4"})
+    entries = describe_broker_config(cfg, per_broker=False)
+    assert [(e.name, e.value, e.source) for e in entries] == [
+        ("log.segment.bytes", "4096", ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG)]
+    assert [s.source for s in entries[0].synonyms] == [
+        ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG]
+
+
+def test_validation_errors_follow_kafka() -> None:
+    cfg = static()
+    exc = error_of(validated_config, cfg, {"broker.id": "2", "num.partitions": "4"}, "1")
+    assert exc.code == ErrorCode.invalid_request
+    assert exc.message == "Cannot update these configs dynamically: broker.id, num.partitions"
+    exc = error_of(validated_config, cfg, {"no.such.key": "1"}, DEFAULT_ENTITY)
+    assert exc.code == ErrorCode.invalid_config and "no.such.key" in exc.message
+    exc = error_of(validated_config, cfg, {"log.retention.bytes": "lots"}, "1")
+    assert exc.code == ErrorCode.invalid_request and "log.retention.bytes" in exc.message
+    exc = error_of(validated_config, cfg, {"min.insync.replicas": "0"}, "1")
+    assert exc.code == ErrorCode.invalid_request and "at least 1" in exc.message
+    new = validated_config(cfg, {"log.retention.bytes": "100"}, DEFAULT_ENTITY)
+    assert new.get("log.retention.bytes") == 100 and new.dynamic_default
+
+
+def test_resource_names() -> None:
+    assert broker_entity("", 1) == DEFAULT_ENTITY
+    assert broker_entity("1", 1) == "1"
+    exc = error_of(broker_entity, "2", 1)
+    assert exc.code == ErrorCode.invalid_request
+    assert exc.message == "Unexpected broker id, expected 1, but received 2"
+    assert error_of(broker_entity, "x", 1).message == \
+        "Broker id must be an integer, but it is: x"
+    assert check_describe_name("1", 1) is True and check_describe_name("", 1) is False
+    assert error_of(check_describe_name, "3", 1).code == ErrorCode.invalid_request
+
+
+def test_stored_entries_that_cannot_apply_are_ignored() -> None:
+    stored = {"broker.id": "5", "bogus": "1", "log.retention.bytes": "x",
+              "log.segment.bytes": "4096"}
+    assert usable_stored(stored, "1") == {"log.segment.bytes": "4096"}
+
+
+def test_incremental_ops_on_broker_keys() -> None:
+    cfg = static()
+    new = incremental({}, cfg.as_dict(), [("log.cleanup.policy", APPEND, "compact")], "broker")
+    assert new == {"log.cleanup.policy": "delete,compact"}
+    new = incremental({"log.segment.bytes": "4096"}, cfg.as_dict(),
+                      [("log.segment.bytes", DELETE, None)], "broker")
+    assert new == {}
+    exc = error_of(incremental, {}, cfg.as_dict(), [("nope", SET, "1")], "broker")
+    assert exc.code == ErrorCode.invalid_config and exc.message.startswith("Unknown broker")
+
+
+def test_changed_keys_are_the_effective_differences() -> None:
+    cfg = static()
+    assert changed_keys(cfg, cfg.with_dynamic({}, {})) == set()
+    assert changed_keys(cfg, cfg.with_dynamic({"log.retention.hours": "1"}, {})) >= {
+        "log.retention.ms", "log.retention.hours"}
+
+
+def test_logger_levels() -> None:
+    name = "weir.test.dynamic.logger"
+    logger = logging.getLogger(name)
+    parent = logging.getLogger("weir.test.dynamic")
+    parent.setLevel(logging.ERROR)
+    try:
+        assert describe_logger_resource("1", 1)[name] == "ERROR"
+        alter_loggers("1", 1, [(name, SET, "TRACE")], validate_only=True)
+        assert logger.level == logging.NOTSET
+        alter_loggers("1", 1, [(name, SET, "DEBUG")], validate_only=False)
+        assert describe_logger_resource("1", 1)[name] == "DEBUG"
+        alter_loggers("1", 1, [(name, DELETE, None)], validate_only=False)
+        assert describe_logger_resource("1", 1)[name] == "ERROR"
+    finally:
+        parent.setLevel(logging.NOTSET)
+    assert error_of(alter_loggers, "1", 1, [("no.such.logger", SET, "INFO")], False).code == \
+        ErrorCode.invalid_config
+    exc = error_of(alter_loggers, "1", 1, [(name, SET, "LOUD")], False)
+    assert exc.code == ErrorCode.invalid_config and "Valid log levels are" in exc.message
+    assert error_of(alter_loggers, "1", 1, [("root", DELETE, None)], False).code == \
+        ErrorCode.invalid_request
+    assert error_of(alter_loggers, "1", 1, [(name, APPEND, "INFO")], False).code == \
+        ErrorCode.invalid_request
+    assert error_of(alter_loggers, "2", 1, [(name, SET, "INFO")], False).code == \
+        ErrorCode.invalid_request
+    assert error_of(describe_logger_resource, "", 1).code == ErrorCode.invalid_request
+
+
+class _Recorder:
+    def __init__(self) -> None:
+        self.calls: list[tuple] = []
+
+    def __getattr__(self, name: str):
+        return lambda *args: self.calls.append((name, *args))
+
+
+def test_apply_reconfigures_only_what_changed() -> None:
+    """BrokerReconfigurables: log defaults, throttles, connection limits, the controller."""
+    log_defaults, throttles, sockets, controller = (_Recorder() for _ in range(4))
+    broker = SimpleNamespace(
+        broker_id=1, config=static(), log_defaults_changed=lambda: log_defaults.calls.append(1),
+        replica_manager=SimpleNamespace(throttles=throttles), socket_server=sockets,
+        controller=controller)
+    dynamic = DynamicBrokerConfigs(broker)
+    dynamic.apply(broker.config.with_dynamic({}, {}))
+    assert not (log_defaults.calls or throttles.calls or sockets.calls or controller.calls)
+    dynamic.apply(broker.config.with_dynamic(
+        {"log.retention.bytes": "10", "follower.replication.throttled.rate": "1000"}, {}))
+    assert log_defaults.calls == [1]
+    assert throttles.calls == [("configure", 2**63 - 1, 1000)]
+    assert not sockets.calls and not controller.calls
+    dynamic.apply(broker.config.with_dynamic(
+        broker.config.dynamic_default, {"max.connections": "5",
+                                        "unclean.leader.election.enable": "true"}))
+    assert sockets.calls[0][0] == "update_limits" and sockets.calls[0][1].max_connections == 5
+    assert controller.calls == [("set_unclean_leader_election_enable", True)]
+    assert broker.config.get("log.retention.bytes") == 10
