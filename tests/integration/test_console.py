@@ -46,6 +46,27 @@ def api(url: str, path: str, body: dict | None = None) -> tuple[int, dict]:
         return exc.code, json.loads(exc.read() or b"{}")
 
 
+def commit_offset(bootstrap: str, topic: str, partition: int, offset: int) -> None:
+    """Commit ``offset`` for GROUP as a consumer does (its coordinator lookup retries while
+    the fresh cluster creates __consumer_offsets)."""
+    from confluent_kafka import Consumer, KafkaException, TopicPartition
+
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": GROUP,
+                         "enable.auto.commit": False})
+    try:
+        def committed() -> bool:
+            try:
+                consumer.commit(offsets=[TopicPartition(topic, partition, offset)],
+                                asynchronous=False)
+            except KafkaException:
+                return False
+            return True
+
+        wait_for(committed, 60, interval_s=0.5, what="the group's offset commit")
+    finally:
+        consumer.close()
+
+
 @pytest.fixture
 def cluster(tmp_path):
     c = LocalCluster(tmp_path / "data", brokers=3, port_base=0,
@@ -88,12 +109,7 @@ def test_console_shows_the_cluster_and_an_under_replicated_partition(cluster, br
              what="the controller leading partition 0")
     produce(cluster.bootstrap, topic_name, [b"v%d" % i for i in range(10)], partition=0,
             acks="all")
-    from confluent_kafka import ConsumerGroupTopicPartitions, TopicPartition
-    from confluent_kafka.admin import AdminClient
-
-    admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
-    admin.alter_consumer_group_offsets([ConsumerGroupTopicPartitions(
-        GROUP, [TopicPartition(topic_name, 0, 3)])])[GROUP].result(timeout=30)
+    commit_offset(cluster.bootstrap, topic_name, 0, 3)  # the group's lag is then 7
 
     # Read-only by default: the actions are refused.
     assert api(url, "/api/elect", {})[0] == 403
@@ -130,6 +146,8 @@ def test_console_shows_the_cluster_and_an_under_replicated_partition(cluster, br
                            timeout=60_000)
     page.wait_for_selector(f'{row}[data-partition="1"][data-status="under-replicated"]',
                            timeout=30_000)
+    page.wait_for_selector(f'#brokers tr.down[data-broker="{follower}"]', timeout=30_000)
+    assert page.text_content("#brokers-count .value") == "2 / 3"
     urp = int(page.text_content("#urp-count .value"))
     assert urp >= 2
     isr_cell = f'{row}[data-partition="0"] td:nth-child(5)'

@@ -53,6 +53,7 @@ class ConsoleState:
         self.zk = zk
         self.allow_actions = allow_actions
         self.view: dict[str, Any] = {"ready": False, "error": None}
+        self.known: dict[int, dict[str, Any]] = {}  # every broker Metadata has listed
         self.history: deque[tuple[float, dict[int, dict[str, float]]]] = deque(maxlen=HISTORY)
 
     async def refresh(self, http: aiohttp.ClientSession) -> None:
@@ -79,9 +80,9 @@ class ConsoleState:
                 zk_view = await asyncio.to_thread(collect.read_zookeeper, self.zk)
             except Exception as exc:  # noqa: BLE001 - keep the rest of the page alive
                 zk_view = {"error": str(exc)}
-        view["brokers"] = [
-            {**b, "metrics_url": endpoints.get(b["id"]), "metrics": metrics.get(b["id"])}
-            for b in view.get("brokers", [])]
+        view["brokers"] = with_down_brokers(view.get("brokers", []), self.known)
+        for b in view["brokers"]:
+            b.update(metrics_url=endpoints.get(b["id"]), metrics=metrics.get(b["id"]))
         view["controller"] = _controller_view(view.get("controller_id"), zk_view, controllers)
         view["generated_s"] = collect.now_s()
         self.view = view
@@ -101,6 +102,21 @@ class ConsoleState:
 
     def charts(self) -> dict[str, Any]:
         return collect.rate_series(list(self.history))
+
+
+def with_down_brokers(live: list[dict[str, Any]], known: dict[int, dict[str, Any]]
+                      ) -> list[dict[str, Any]]:
+    """Metadata lists live brokers only: one seen before and missing now is shown as down
+    (``known`` is updated with the live ones)."""
+    for b in live:
+        known[b["id"]] = {k: b[k] for k in ("id", "host", "port")}
+    live_ids = {b["id"] for b in live}
+    rows = [{**b, "down": False} for b in live]
+    rows += [{**b, "down": True} for i, b in known.items() if i not in live_ids]
+    return sorted(rows, key=lambda b: b["id"])
+
+
+STATE_KEY = web.AppKey("console", ConsoleState)
 
 
 def _controller_view(metadata_id: int | None, zk_view: dict[str, Any] | None,
@@ -131,7 +147,7 @@ def _controller_view(metadata_id: int | None, zk_view: dict[str, Any] | None,
 
 
 def _state(request: web.Request) -> ConsoleState:
-    return request.app["console"]
+    return request.app[STATE_KEY]
 
 
 async def index(_request: web.Request) -> web.FileResponse:
@@ -225,7 +241,7 @@ async def api_reassign(request: web.Request) -> web.Response:
 
 def make_app(state: ConsoleState, interval_s: float = 2.0) -> web.Application:
     app = web.Application()
-    app["console"] = state
+    app[STATE_KEY] = state
     app.router.add_get("/", index)
     app.router.add_get("/api/state", api_state)
     app.router.add_get("/api/charts", api_charts)

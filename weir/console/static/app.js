@@ -37,8 +37,10 @@ function renderSummary(state) {
   const lag = (state.groups || []).reduce((a, g) => a + (g.total_lag || 0), 0);
   const card = (label, value, cls, id) => el("div", {class: "card " + (cls || ""), id},
     el("div", {class: "muted"}, label), el("div", {class: "value"}, value));
+  const brokers = state.brokers || [];
+  const down = brokers.filter((b) => b.down).length;
   document.getElementById("summary").replaceChildren(
-    card("brokers", (state.brokers || []).length, "", "brokers-count"),
+    card("brokers up", `${brokers.length - down} / ${brokers.length}`, down ? "bad" : "", "brokers-count"),
     card("controller", dash(state.controller && state.controller.id), "", "controller-id"),
     card("topics", topics.length),
     card("partitions", parts.length),
@@ -54,9 +56,9 @@ function renderBrokers(state, charts) {
     const m = b.metrics;
     const lags = (lagSeries[String(b.id)] || []).filter((v) => v !== null);
     const lag = lags.length ? lags[lags.length - 1].toFixed(1) : "–";
-    return el("tr", {"data-broker": String(b.id), class: m ? "" : (b.metrics_url ? "down" : "")},
+    return el("tr", {"data-broker": String(b.id), class: b.down ? "down" : ""},
       el("td", {}, b.id), el("td", {}, `${b.host}:${b.port}`),
-      el("td", {}, b.id === controllerId ? "controller" : "broker"),
+      el("td", {}, b.down ? "down (not in Metadata)" : (b.id === controllerId ? "controller" : "broker")),
       el("td", {}, m ? (BROKER_STATES[m.state] || dash(m.state)) : (b.metrics_url ? "no answer" : "–")),
       el("td", {}, m ? dash(m.partitions) : "–"), el("td", {}, m ? dash(m.leaders) : "–"),
       el("td", {}, m ? dash(m.under_replicated) : "–"), el("td", {}, lag),

@@ -1,0 +1,193 @@
+"""The console without a cluster: the pure shaping functions (rates, partition flags, group
+lag, metrics summary, endpoint discovery) and the HTTP API against a scripted reader —
+the actions answer 403 unless --allow-actions, bad bodies 400."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from types import SimpleNamespace
+
+import aiohttp
+import pytest
+from aiohttp.test_utils import TestClient, TestServer
+
+from weir.common import TopicPartition
+from weir.config import write_properties
+from weir.console import collect
+from weir.console.server import ConsoleState, make_app, with_down_brokers
+from weir.server.metrics import MetricsSnapshot, PartitionSnapshot, render
+
+# -- pure functions -----------------------------------------------------------------------------
+
+
+def test_rate_series_sums_brokers_and_survives_restarts():
+    history = [
+        (10.0, {1: {"bytesin": 100, "isrshrinks": 0, "looplagsum": 5, "looplagcount": 10},
+                2: {"bytesin": 50}}),
+        (12.0, {1: {"bytesin": 300, "isrshrinks": 2, "looplagsum": 25, "looplagcount": 20},
+                2: {"bytesin": 150}}),
+        (14.0, {1: {"bytesin": 40, "isrshrinks": 2, "looplagsum": 25, "looplagcount": 20}}),
+    ]
+    out = collect.rate_series(history)
+    assert out["t"] == [12.0, 14.0]
+    assert out["bytesin"] == [150.0, 20.0]  # (200 + 100) / 2; then broker 1 restarted: 40 / 2
+    assert out["isrshrinks"] == [1.0, 0.0]
+    assert out["loop_lag_ms"] == {"1": [2.0, None], "2": [None, None]}
+    assert collect.rate_series([]) == {"t": [], **{k: [] for k in collect.RATE_SERIES},
+                                       "loop_lag_ms": {}}
+
+
+def test_partition_flags():
+    row = collect.partition_row("t", 0, 1, [1, 2, 3], [1, 2], live=[1, 2, 3])
+    assert row["under_replicated"] and not row["offline"]
+    assert collect.partition_row("t", 0, -1, [1], [1], live=[2])["offline"]
+    assert collect.partition_row("t", 0, 4, [4], [4], live=[1])["offline"]  # leader gone
+    healthy = collect.partition_row("t", 1, 2, [2, 1], [1, 2], live=[1, 2])
+    assert not healthy["under_replicated"] and not healthy["offline"]
+
+
+def test_topic_rows_from_confluent_metadata():
+    part = lambda i, leader, replicas, isr: SimpleNamespace(
+        id=i, leader=leader, replicas=replicas, isrs=isr)
+    md = SimpleNamespace(brokers={1: None, 2: None}, topics={
+        "b": SimpleNamespace(error=None, partitions={1: part(1, 2, [2, 1], [2]),
+                                                     0: part(0, 1, [1, 2], [1, 2])}),
+        "__consumer_offsets": SimpleNamespace(error=None, partitions={0: part(0, -1, [3], [])}),
+    })
+    rows = collect.topic_rows(md)
+    assert [t["name"] for t in rows] == ["__consumer_offsets", "b"]
+    assert rows[0]["internal"] and rows[0]["offline"] == 1
+    assert [p["partition"] for p in rows[1]["partitions"]] == [0, 1]
+    assert rows[1]["under_replicated"] == 1 and rows[1]["offline"] == 0
+
+
+def test_group_lag_rows():
+    rows = collect.group_lag_rows({("t", 0): 3, ("t", 1): 5}, {("t", 0): 10},
+                                  {("t", 1): "client-1", ("t", 2): "client-2"})
+    assert [(r["partition"], r["lag"], r["member"]) for r in rows] == [
+        (0, 7, None), (1, None, "client-1"), (2, None, "client-2")]
+
+
+def test_broker_metrics_reads_weir_exposition():
+    text = render(MetricsSnapshot(
+        partitions=[PartitionSnapshot(TopicPartition("a", 0), True, 1, 3, 2, 2, 0, 5, 10)],
+        bytes_in=42))
+    m = collect.broker_metrics(text)
+    assert m["under_replicated"] == 1 and m["leaders"] == 1 and m["bytesin"] == 42
+    assert "looplagcount" not in m  # no lag histogram in a bare snapshot
+
+
+def test_endpoints_from_a_local_cluster_and_the_command_line(tmp_path):
+    configs = {}
+    for broker_id, port in ((1, "9404"), (2, "0"), (3, None)):
+        path = tmp_path / f"broker-{broker_id}" / "server.properties"
+        path.parent.mkdir()
+        write_properties(path, {"broker.id": str(broker_id),
+                                **({"metrics.http.port": port} if port else {})})
+        configs[broker_id] = path
+    (tmp_path / "cluster.json").write_text(json.dumps({"brokers": [
+        {"id": i, "host": "127.0.0.1", "port": 9092, "config": str(p)}
+        for i, p in configs.items()]}))
+    assert collect.endpoints_from_data_dir(tmp_path) == {1: "http://127.0.0.1:9404"}
+    assert collect.parse_endpoint("2=http://h:1/metrics") == (2, "http://h:1")
+    with pytest.raises(ValueError):
+        collect.parse_endpoint("x=http://h:1")
+
+
+def test_brokers_missing_from_metadata_are_shown_down():
+    known: dict = {}
+    live = [{"id": 1, "host": "h", "port": 1}, {"id": 2, "host": "h", "port": 2}]
+    assert [b["down"] for b in with_down_brokers(live, known)] == [False, False]
+    rows = with_down_brokers(live[:1], known)
+    assert [(b["id"], b["down"]) for b in rows] == [(1, False), (2, True)]
+
+
+# -- the HTTP API --------------------------------------------------------------------------------
+
+
+class ScriptedReader:
+    bootstrap = "127.0.0.1:1"
+
+    def __init__(self) -> None:
+        self.elected: list = []
+
+    def read(self):
+        return {"brokers": [{"id": 1, "host": "127.0.0.1", "port": 1}], "controller_id": 1,
+                "topics": [], "groups": []}
+
+    def elect_preferred(self, partitions):
+        self.elected.append(partitions)
+        return {"t-0": None}
+
+
+def run_with_client(state: ConsoleState, scenario):
+    async def main():
+        async with TestClient(TestServer(make_app(state, interval_s=0.05))) as client:
+            return await scenario(client)
+
+    return asyncio.run(main())
+
+
+def test_read_only_console_refuses_actions():
+    reader = ScriptedReader()
+    state = ConsoleState(reader, lambda brokers: {})
+
+    async def scenario(client):
+        for path, body in (("/api/elect", {}), ("/api/reassign", {"topic": "t", "partition": 0,
+                                                                    "replicas": [1]})):
+            response = await client.post(path, json=body)
+            assert response.status == 403
+            assert "--allow-actions" in (await response.json())["error"]
+        for _ in range(100):  # the poller's first refresh
+            doc = await (await client.get("/api/state")).json()
+            if doc["ready"]:
+                break
+            await asyncio.sleep(0.02)
+        assert doc["brokers"][0]["id"] == 1 and doc["allow_actions"] is False
+        assert doc["controller"]["id"] == 1
+        page = await client.get("/")
+        assert page.status == 200 and "Weir console" in await page.text()
+        script = await client.get("/static/app.js")
+        assert script.status == 200
+        charts = await (await client.get("/api/charts")).json()
+        assert "bytesin" in charts
+
+    run_with_client(state, scenario)
+    assert reader.elected == []
+
+
+def test_actions_when_allowed_and_bad_bodies():
+    reader = ScriptedReader()
+    state = ConsoleState(reader, lambda brokers: {}, allow_actions=True)
+
+    async def scenario(client):
+        response = await client.post("/api/elect",
+                                     json={"partitions": [{"topic": "t", "partition": 0}]})
+        assert response.status == 200
+        assert (await response.json())["results"] == {"t-0": None}
+        response = await client.post("/api/elect", json={"partitions": [{"topic": 1}]})
+        assert response.status == 400
+        response = await client.post("/api/elect", data=b"not json",
+                                     headers={"Content-Type": "application/json"})
+        assert response.status == 400
+        response = await client.post("/api/reassign", json={"topic": "t", "partition": 0,
+                                                            "replicas": []})
+        assert response.status == 400
+
+    run_with_client(state, scenario)
+    assert reader.elected == [[("t", 0)]]
+
+
+def test_unreachable_metrics_endpoint_is_skipped():
+    reader = ScriptedReader()
+    state = ConsoleState(reader, lambda brokers: {1: "http://127.0.0.1:9"})
+
+    async def main():
+        async with aiohttp.ClientSession() as http:
+            await state.refresh(http)
+
+    asyncio.run(main())
+    assert state.view["brokers"][0]["metrics"] is None
+    assert state.view["brokers"][0]["metrics_url"] == "http://127.0.0.1:9"
+    assert len(state.history) == 1
