@@ -10,6 +10,10 @@ stays truncating and asks again, as Kafka's AbstractFetcherThread.  A response i
 only if the partition is still fetched with the same state object (same leader epoch) and
 offset it was asked for, so a partition removed or re-added while a request was in flight is
 never corrupted.
+
+Fetches use an incremental fetch session (KIP-227, :mod:`weir.replication.fetch_session_handler`)
+as Kafka's fetcher does: after the first full request only partitions whose fetch offset or
+epochs changed are named, and the leader answers only partitions with news.
 """
 
 from __future__ import annotations
@@ -29,6 +33,7 @@ from weir.protocol import codec
 from weir.protocol.client import BrokerConnection
 from weir.protocol.errors import ErrorCode, KafkaError
 from weir.replication import truncation
+from weir.replication.fetch_session_handler import FetchSessionHandler
 from weir.replication.truncation import after_leader_epoch_answer
 
 if TYPE_CHECKING:
@@ -92,6 +97,7 @@ class ReplicaFetcher:
     _task: asyncio.Task | None = None
     _conn: BrokerConnection | None = None
     _wakeup: asyncio.Event = field(default_factory=asyncio.Event)
+    session: FetchSessionHandler = field(default_factory=FetchSessionHandler)
 
     # -- membership --------------------------------------------------------------------
 
@@ -165,6 +171,7 @@ class ReplicaFetcher:
         return self._conn
 
     async def _drop_connection(self) -> None:
+        self.session.handle_error()
         if self._conn is not None:
             await self._conn.close()
             self._conn = None
@@ -250,7 +257,7 @@ class ReplicaFetcher:
     async def _fetch(self, conn: BrokerConnection) -> None:
         states = self._ready(FETCHING)
         asked: dict[TopicPartition, tuple[FetchState, int]] = {}
-        by_topic: dict[str, list[dict[str, Any]]] = {}
+        wanted: dict[TopicPartition, dict[str, Any]] = {}
         throttled = False
         for st in states:
             plog = self.rm.follower_log(st.tp)
@@ -261,29 +268,42 @@ class ReplicaFetcher:
                 throttled = True
                 continue
             asked[st.tp] = (st, st.fetch_offset)
-            by_topic.setdefault(st.tp.topic, []).append({
+            wanted[st.tp] = {
                 "partition": st.tp.partition,
                 "current_leader_epoch": st.leader_epoch,
                 "fetch_offset": st.fetch_offset,
                 "last_fetched_epoch": plog.epoch_cache.latest_epoch,
                 "log_start_offset": plog.log_start_offset,
                 "partition_max_bytes": self.settings.partition_max_bytes,
-            })
-        if not by_topic:
+            }
+        if not wanted:
             if throttled:
                 await asyncio.sleep(THROTTLE_PAUSE_S)
             return
+        data = self.session.build(wanted)
+        by_topic: dict[str, list[dict[str, Any]]] = {}
+        for tp, fields in data.to_send.items():
+            by_topic.setdefault(tp.topic, []).append(fields)
+        forgotten: dict[str, list[int]] = {}
+        for tp in data.to_forget:
+            forgotten.setdefault(tp.topic, []).append(tp.partition)
         cls = load_request_schema(1, FETCH_VERSION)
         s = self.settings
         request = codec.build(
             cls, replica_id=s.replica_id, max_wait=datetime.timedelta(milliseconds=s.max_wait_ms),
             min_bytes=s.min_bytes, max_bytes=s.max_bytes, isolation_level=0,
-            session_id=0, session_epoch=-1, rack_id="",
-            topics=[{"topic": t, "partitions": parts} for t, parts in by_topic.items()])
+            session_id=data.session_id, session_epoch=data.epoch, rack_id="",
+            topics=[{"topic": t, "partitions": parts} for t, parts in by_topic.items()],
+            forgotten_topics_data=[{"topic": t, "partitions": parts}
+                                   for t, parts in forgotten.items()])
         timeout_s = (s.socket_timeout_ms + s.max_wait_ms) / 1000
         response = await conn.request(request, timeout_s)
-        if response.error_code != ErrorCode.none:
-            raise ConnectionError(f"fetch failed: {response.error_code.name}")
+        if not self.session.handle_response(int(response.error_code), int(response.session_id)):
+            log.info("fetch session with broker %d: %s; the next fetch is full",
+                     self.source.broker_id, response.error_code.name)
+            if data.full:  # not a session problem: do not spin on it
+                await asyncio.sleep(s.backoff_ms / 1000)
+            return
         for topic in response.responses:
             for part in topic.partitions:
                 tp = TopicPartition(topic.topic, int(part.partition_index))
