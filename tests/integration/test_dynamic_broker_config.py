@@ -318,6 +318,11 @@ def test_broker_logger_levels(cluster, kadmin):
     assert alter(None, "DELETE") == "OK" and level() == "INFO"
     assert "Error 40" in str(alter("LOUD"))  # INVALID_CONFIG
     assert cluster.zk().get_entity_config("brokers", broker) == {}
+    slot = next(b for b in cluster.brokers if b.id == int(broker))
+    legacy = raw_request(slot.host, slot.port, 33, 2, validate_only=False, resources=[{
+        "resource_type": 8, "resource_name": broker,
+        "configs": [{"name": name, "value": "DEBUG"}]}]).responses[0]
+    assert legacy.error_code == 42 and level() == "INFO"  # AlterConfigs: INVALID_REQUEST
 
 
 def test_cli_config_for_brokers(cluster, clean_dynamic):
@@ -350,3 +355,30 @@ def test_cli_config_for_brokers(cluster, clean_dynamic):
     assert [(r["name"], r["value"]) for r in got["configs"]] == [("weir.server.network", "WARN")]
     assert weir("config", "delete", "--broker-logger", broker,
                 "weir.server.network").returncode == 0
+
+
+@pytest.mark.slow
+def test_unclean_election_enabled_as_cluster_default_elects_offline_partition(
+        tmp_path, topic_name):
+    """The controller sees the dynamic default too (KafkaController
+    .enableDefaultUncleanLeaderElection): an offline partition whose only live replica is out
+    of sync gets it as leader as soon as the default turns true."""
+    from tests.integration.replication_checks import partition_leaders
+    from tests.integration.test_unclean_election import leave_only_out_of_sync_replica
+    from weir.cli.cluster import LocalCluster
+
+    cluster = LocalCluster(tmp_path / "data", brokers=2, port_base=0)
+    cluster.start(timeout_s=90)
+    try:
+        create_topic(cluster.bootstrap, topic_name, 1, 2, {"min.insync.replicas": "1"})
+        _, survivor = leave_only_out_of_sync_replica(cluster, topic_name)
+        wait_for(lambda: partition_leaders(cluster.bootstrap, topic_name)[0] == -1, 30,
+                 what="partition offline")
+        via = cluster.broker_ids.index(survivor)
+        _default_ok(cluster, ("unclean.leader.election.enable", "true", SET), via=via)
+        wait_for(lambda: partition_leaders(cluster.bootstrap, topic_name)[0] == survivor, 60,
+                 what="unclean leader elected after the default changed")
+        assert "Unclean leader election enabled as the broker default" in \
+            cluster.log_path(survivor).read_text()
+    finally:
+        cluster.stop()

@@ -1,6 +1,8 @@
-"""AlterConfigs (33): replace a topic's whole override set (the pre-KIP-339 API; keys not
-named go back to their defaults).  Validation, storage and errors are IncrementalAlterConfigs'
-(:func:`~weir.server.handlers.incremental_alter_configs.alter_resource`)."""
+"""AlterConfigs (33): replace the whole override set of a topic or of a broker's dynamic
+configs (the pre-KIP-339 API; keys not named go back to their defaults).  Validation, storage
+and errors are IncrementalAlterConfigs'
+(:func:`~weir.server.handlers.incremental_alter_configs.alter_resource`); BROKER_LOGGER is
+refused with INVALID_REQUEST, as in Kafka."""
 
 from __future__ import annotations
 
