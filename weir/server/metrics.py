@@ -98,6 +98,9 @@ class MetricsSnapshot:
     bytes_out: int = 0
     replication_bytes_out: int = 0
     controller: ControllerSnapshot = field(default_factory=ControllerSnapshot)
+    fetch_sessions: int = 0
+    fetch_session_partitions: int = 0
+    fetch_session_evictions: int = 0
 
 
 # -- collection -----------------------------------------------------------------------------
@@ -163,7 +166,16 @@ def collect(broker: Any) -> MetricsSnapshot:
         bytes_out=getattr(rm, "bytes_out", 0),
         replication_bytes_out=getattr(rm, "replication_bytes_out", 0),
         controller=controller_snapshot(broker.controller),
+        **_fetch_session_counts(getattr(broker, "fetch_sessions", None)),
     )
+
+
+def _fetch_session_counts(cache: Any) -> dict[str, int]:
+    if cache is None:
+        return {}
+    return {"fetch_sessions": len(cache.sessions),
+            "fetch_session_partitions": cache.num_partitions,
+            "fetch_session_evictions": cache.evictions}
 
 
 # -- families (prometheus_client) --------------------------------------------------------------
@@ -319,6 +331,23 @@ def families(snap: MetricsSnapshot) -> list[Metric]:
         *_partition_families(snap),
         *_log_families(snap),
         *_controller_families(snap),
+        *_fetch_session_families(snap),
+    ]
+
+
+def _fetch_session_families(snap: MetricsSnapshot) -> list[Metric]:
+    """kafka.server:type=FetchSessionCache (incremental fetch sessions, KIP-227)."""
+    prefix = "kafka_server_fetchsessioncache_"
+    return [
+        _gauge(prefix + "numincrementalfetchsessions",
+               "Incremental fetch sessions in the cache (NumIncrementalFetchSessions).",
+               snap.fetch_sessions),
+        _gauge(prefix + "numincrementalfetchpartitionscached",
+               "Partitions in all cached fetch sessions (NumIncrementalFetchPartitionsCached).",
+               snap.fetch_session_partitions),
+        _counter(prefix + "incrementalfetchsessionevictions",
+                 "Fetch sessions evicted to make room for new ones "
+                 "(IncrementalFetchSessionEvictionsPerSec count).", snap.fetch_session_evictions),
     ]
 
 
