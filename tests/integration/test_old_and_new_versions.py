@@ -181,3 +181,59 @@ def test_list_groups_v5_type_filter_and_find_coordinator_v6_share_keys(cluster1,
     assert int(share.coordinators[0].error_code) == ErrorCode.coordinator_not_available
     old = raw_request(*_addr(cluster1), 10, 5, key_type=2, coordinator_keys=["sg"])
     assert int(old.coordinators[0].error_code) == ErrorCode.invalid_request
+
+
+@pytest.mark.parametrize("api_version", [(0, 10, 1), (0, 9)])
+def test_old_message_formats_with_kafka_python(cluster1, topic_name, api_version):
+    """kafka-python pinned to an old broker version: Produce v2/Fetch v2 (message format v1)
+    for 0.10.1, Produce v1/Fetch v1 (format v0) for 0.9; new clients read them and old
+    clients read what new clients wrote."""
+    from kafka import KafkaConsumer, KafkaProducer
+    from kafka import TopicPartition as KpTopicPartition
+
+    create_topic(cluster1.bootstrap, topic_name, 1, 1)
+    _led(cluster1, topic_name)
+    producer = KafkaProducer(bootstrap_servers=cluster1.bootstrap, api_version=api_version,
+                             acks=1)
+    try:
+        for i in range(5):
+            producer.send(topic_name, key=b"k%d" % i, value=b"old-%d" % i,
+                          partition=0).get(timeout=30)
+    finally:
+        producer.close()
+    produce(cluster1.bootstrap, topic_name, [b"new-%d" % i for i in range(5)], partition=0,
+            acks="all")
+    consumer = KafkaConsumer(bootstrap_servers=cluster1.bootstrap, api_version=api_version,
+                             auto_offset_reset="earliest", enable_auto_commit=False)
+    got: list[tuple[int, bytes | None, bytes]] = []
+    try:
+        consumer.assign([KpTopicPartition(topic_name, 0)])
+
+        def drained():
+            for records in consumer.poll(timeout_ms=500).values():
+                got.extend((r.offset, r.key, r.value) for r in records)
+            return len(got) >= 10
+        wait_until(drained, 60, "ten records through an old consumer")
+    finally:
+        consumer.close()
+    assert [o for o, _, _ in got] == list(range(10))
+    assert [v for _, _, v in got] == [b"old-%d" % i for i in range(5)] + [
+        b"new-%d" % i for i in range(5)]
+    assert got[0][1] == b"k0"
+    # And a current client reads what the old one wrote.
+    from tests.integration.clients import consume_assigned
+
+    values = [m.value() for m in consume_assigned(cluster1.bootstrap, topic_name, [0], 10)]
+    assert values[:5] == [b"old-%d" % i for i in range(5)]
+
+
+def test_fetch_v0_of_a_zstd_topic_is_unsupported_compression(cluster1, topic_name):
+    create_topic(cluster1.bootstrap, topic_name, 1, 1, config={"compression.type": "zstd"})
+    _led(cluster1, topic_name)
+    produce(cluster1.bootstrap, topic_name, [b"z"], partition=0, acks="all")
+    r = raw_request(*_addr(cluster1), 1, 0, replica_id=-1,
+                    max_wait=datetime.timedelta(0), min_bytes=0,
+                    topics=[{"topic": topic_name, "partitions": [
+                        {"partition": 0, "fetch_offset": 0, "partition_max_bytes": 1 << 20}]}])
+    p = r.responses[0].partitions[0]
+    assert int(p.error_code) == ErrorCode.unsupported_compression_type and not p.records

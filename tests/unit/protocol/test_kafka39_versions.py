@@ -78,9 +78,6 @@ KAFKA_3_9: dict[int, tuple[str, int, int]] = {
 
 # Where Weir serves less than Kafka 3.9, on purpose: the range Weir serves, and why.
 NARROWER: dict[int, tuple[int, int, str]] = {
-    0: (3, 11, ("Produce v0-2 carry message format v0/v1 record sets, which Weir does not "
-               "up-convert (it stores magic 2 batches only)")),
-    1: (4, 17, "Fetch v0-3 need down-conversion of magic 2 batches to message format v0/v1"),
     4: (7, 7, "inter-broker: only Weir's own controller sends it, at the newest ZK version"),
     5: (4, 4, "inter-broker: only Weir's own controller sends it, at the newest ZK version"),
     6: (8, 8, "inter-broker: only Weir's own controller sends it, at the newest ZK version"),

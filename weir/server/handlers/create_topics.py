@@ -6,19 +6,23 @@ from typing import Any
 
 from weir.config import describe_topic_config
 from weir.protocol.errors import ErrorCode, KafkaError
-from weir.server import admin
+from weir.security.acls import AclOperation, ResourceType
+from weir.server import admin, authz
 
 API_KEY = 19
-MIN_VERSION = 2
+MIN_VERSION = 0
 MAX_VERSION = 7
 
 
 async def handle(ctx, request) -> Any:
     broker = ctx.broker
     timeout_ms = int(request.timeout.total_seconds() * 1000)
+    validate_only = bool(getattr(request, "validate_only", False))  # v1+
     results: list[dict[str, Any]] = []
     created: dict[str, int] = {}
     seen: set[str] = set()
+    # Kafka's handleCreateTopicsRequest: CREATE on the cluster, or on each topic.
+    cluster = authz.authorize_cluster(ctx, AclOperation.CREATE, log_if_denied=False)
     for topic in request.topics:
         entry: dict[str, Any] = {"name": topic.name, "error_code": ErrorCode.none,
                                  "error_message": None, "num_partitions": -1,
@@ -28,6 +32,9 @@ async def handle(ctx, request) -> Any:
                 raise KafkaError(ErrorCode.invalid_request,
                                  f"topic {topic.name!r} appears twice in the request")
             seen.add(topic.name)
+            if not cluster and not authz.authorize(ctx, AclOperation.CREATE,
+                                                   ResourceType.TOPIC, topic.name):
+                raise KafkaError(ErrorCode.topic_authorization_failed, "Authorization failed.")
             manual = {int(a.partition_index): [int(b) for b in a.broker_ids]
                       for a in topic.assignments}
             if manual and (topic.num_partitions != -1 or topic.replication_factor != -1):
@@ -36,7 +43,7 @@ async def handle(ctx, request) -> Any:
             configs = admin.config_entries(topic.configs)
             topic_id, assignment = await admin.create_topic(
                 broker, topic.name, int(topic.num_partitions), int(topic.replication_factor),
-                manual or None, configs, validate_only=bool(request.validate_only),
+                manual or None, configs, validate_only=validate_only,
             )
             entry.update(
                 topic_id=topic_id,
@@ -48,7 +55,12 @@ async def handle(ctx, request) -> Any:
                     for e in describe_topic_config(broker.config, configs)
                 ],
             )
-            if not request.validate_only:
+            if not authz.authorize(ctx, AclOperation.DESCRIBE_CONFIGS, ResourceType.TOPIC,
+                                   topic.name, log_if_denied=False):
+                # Kafka: the configs are left out for a principal that may not see them.
+                entry.update(configs=None,
+                             topic_config_error_code=ErrorCode.topic_authorization_failed)
+            if not validate_only:
                 created[topic.name] = len(assignment)
         except KafkaError as exc:
             entry.update(error_code=exc.code, error_message=exc.message)

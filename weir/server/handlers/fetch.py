@@ -3,19 +3,24 @@
 Fetch v7+ may use incremental fetch sessions (KIP-227, :mod:`weir.server.fetch_session`):
 a full fetch creates one, an incremental fetch names only what changed and is answered only
 for partitions with something new. Fetch v13+ names topics by id (KIP-516): an id this
-broker does not know is answered UNKNOWN_TOPIC_ID for its partitions.
+broker does not know is answered UNKNOWN_TOPIC_ID for its partitions. Fetch v0-3 get their
+records down-converted to message format v0 (v0-1) or v1 (v2-3), as Kafka's
+``RecordsUtil.downConvert`` (:mod:`weir.records.legacy`); a zstd topic or batch is
+UNSUPPORTED_COMPRESSION_TYPE for them.
 """
 
 from __future__ import annotations
 
+import asyncio
 import time
 import uuid
 from typing import Any
 
 from weir.common import TopicPartition
 from weir.protocol import fetch_response
-from weir.protocol.errors import ErrorCode
-from weir.protocol.fetch_response import PartitionData
+from weir.protocol.errors import ErrorCode, KafkaError
+from weir.protocol.fetch_response import FileRegion, PartitionData
+from weir.records import legacy
 from weir.replication.read_replica import rack_aware_enabled
 from weir.replication.replica_manager import FetchPartition, FetchResult
 from weir.security.acls import AclOperation, ResourceType
@@ -24,7 +29,7 @@ from weir.server.context import RawResponse
 from weir.server.fetch_session import PartitionRequest
 
 API_KEY = 1
-MIN_VERSION = 4
+MIN_VERSION = 0
 MAX_VERSION = 17
 
 
@@ -131,6 +136,13 @@ async def handle(ctx, request) -> Any:
             data.current_leader = (meta.leader, meta.leader_epoch)
             leaders.add(meta.leader)
         answers.append((req, data))
+    if version < 4:
+        await _down_convert(ctx, answers)
+    elif version <= 5:
+        for _req, data in answers:
+            # Kafka's maybeDownConvertStorageError: old clients do not know the code.
+            if data.error_code == ErrorCode.kafka_storage_error:
+                data.error_code = int(ErrorCode.not_leader_or_follower)
     error, session_id, kept = context.respond(answers, _now_ms())
     by_topic: dict[Any, list[PartitionData]] = {}
     for req, data in kept:
@@ -155,6 +167,49 @@ def _unauthorized_topics(ctx, consumer: bool, partitions) -> set[str]:
         return set() if authz.authorize_cluster(ctx, AclOperation.CLUSTER_ACTION) else topics
     return {t for t in topics
             if not authz.authorize(ctx, AclOperation.READ, ResourceType.TOPIC, t)}
+
+
+async def _down_convert(ctx, answers: list[tuple[PartitionRequest, PartitionData]]) -> None:
+    """Records of Fetch v0-3 in message format v0/v1 (read and converted off the loop)."""
+    magic = 0 if ctx.version <= 1 else 1
+    work = []
+    for req, data in answers:
+        if data.error_code == ErrorCode.kafka_storage_error:
+            data.error_code = int(ErrorCode.not_leader_or_follower)
+        if data.error_code or req.topic is None:
+            continue
+        if ctx.broker.topic_config(req.topic).get("compression.type") == "zstd":
+            data.error_code = int(ErrorCode.unsupported_compression_type)
+            data.records = b""
+            continue
+        if data.records:
+            work.append((data, data.records, req.fetch_offset))
+    if not work:
+        return
+
+    def convert() -> list[tuple[bytes, int]]:
+        out = []
+        for _data, records, fetch_offset in work:
+            try:
+                raw = _read(records) if isinstance(records, FileRegion) else bytes(records)
+                out.append((legacy.down_convert(raw, magic, fetch_offset), 0))
+            except KafkaError as exc:
+                out.append((b"", int(exc.code)))
+            except OSError:  # the segment went away meanwhile: nothing this time
+                out.append((b"", 0))
+        return out
+
+    for (data, _records, _offset), (converted, code) in zip(
+            work, await asyncio.to_thread(convert), strict=True):
+        data.records = converted
+        if code:
+            data.error_code = code
+
+
+def _read(region: FileRegion) -> bytes:
+    with open(region.path, "rb") as f:
+        f.seek(region.position)
+        return f.read(region.size)
 
 
 def _now_ms() -> int:

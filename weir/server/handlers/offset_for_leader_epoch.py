@@ -6,23 +6,34 @@ from typing import Any
 
 from weir.common import TopicPartition
 from weir.protocol.errors import ErrorCode, KafkaError
+from weir.security.acls import AclOperation, ResourceType
+from weir.server import authz
 
 API_KEY = 23
-MIN_VERSION = 2
+MIN_VERSION = 0
 MAX_VERSION = 4
 
 
 async def handle(ctx, request) -> Any:
     rm = ctx.broker.replica_manager
     topics = []
+    # Kafka's handleOffsetForLeaderEpochRequest: CLUSTER_ACTION (followers) covers every
+    # topic; consumers (KIP-320) need DESCRIBE on each.
+    cluster = authz.authorize_cluster(ctx, AclOperation.CLUSTER_ACTION, log_if_denied=False)
     for topic in request.topics:
         parts = []
+        allowed = cluster or authz.authorize(ctx, AclOperation.DESCRIBE, ResourceType.TOPIC,
+                                             topic.topic)
         for part in topic.partitions:
             tp = TopicPartition(topic.topic, int(part.partition))
             entry: dict[str, Any] = {"partition": tp.partition, "leader_epoch": -1,
                                      "end_offset": -1, "error_code": ErrorCode.none}
+            if not allowed:
+                entry["error_code"] = ErrorCode.topic_authorization_failed
+                parts.append(entry)
+                continue
             try:
-                _p, plog = rm.leader_log(tp, int(part.current_leader_epoch))
+                _p, plog = rm.leader_log(tp, int(getattr(part, "current_leader_epoch", -1)))
                 epoch, end = plog.epoch_cache.end_offset_for(int(part.leader_epoch),
                                                              plog.log_end_offset)
                 entry.update(leader_epoch=epoch, end_offset=end)

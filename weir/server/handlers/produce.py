@@ -1,4 +1,8 @@
-"""Produce (0): append record batches as leader; acks 0, 1 or all (-1)."""
+"""Produce (0): append record batches as leader; acks 0, 1 or all (-1).
+
+v0-2 carry message format v0/v1 message sets, up-converted to one v2 batch each
+(:mod:`weir.records.legacy`), as Kafka's LogValidator does for a log of format v2.
+"""
 
 from __future__ import annotations
 
@@ -7,13 +11,16 @@ from typing import Any
 from weir.common import TopicPartition
 from weir.groups.codec import OFFSETS_TOPIC
 from weir.protocol import produce_response
-from weir.protocol.errors import ErrorCode
+from weir.protocol.errors import ErrorCode, KafkaError
+from weir.records import legacy
 from weir.replication.replica_manager import ProduceResult
+from weir.security.acls import AclOperation, ResourceType
+from weir.server import authz
 from weir.server.context import RawResponse
 
 API_KEY = 0
-MIN_VERSION = 3
-MAX_VERSION = 9
+MIN_VERSION = 0
+MAX_VERSION = 11
 INTERNAL_TOPICS = frozenset({OFFSETS_TOPIC, "__transaction_state"})
 
 
@@ -22,13 +29,18 @@ async def handle(ctx, request) -> Any:
     acks = int(request.acks)
     entries: dict[TopicPartition, bytes] = {}
     results: dict[TopicPartition, ProduceResult] = {}
+    # Kafka's handleProduceRequest: WRITE on each topic, asked once per topic.
+    allowed = {t.name: authz.authorize(ctx, AclOperation.WRITE, ResourceType.TOPIC, t.name)
+               for t in request.topic_data} if authz.enabled(ctx) else None
     for topic in request.topic_data:
         for part in topic.partition_data:
             tp = TopicPartition(topic.name, int(part.index))
             if acks not in (-1, 0, 1):
                 results[tp] = ProduceResult(ErrorCode.invalid_required_acks,
                                             message=f"acks={acks} is not one of -1, 0, 1")
-            elif request.transactional_id is not None:
+            elif allowed is not None and not allowed[topic.name]:
+                results[tp] = ProduceResult(ErrorCode.topic_authorization_failed)
+            elif getattr(request, "transactional_id", None) is not None:
                 results[tp] = ProduceResult(ErrorCode.transactional_id_authorization_failed,
                                             message="transactions are not supported")
             elif topic.name in INTERNAL_TOPICS:
@@ -39,6 +51,11 @@ async def handle(ctx, request) -> Any:
                                                     f"{topic.name}")
             elif not part.records:
                 results[tp] = ProduceResult(ErrorCode.corrupt_message, message="no records")
+            elif ctx.version < 3:
+                try:
+                    entries[tp] = legacy.up_convert(part.records)
+                except KafkaError as exc:
+                    results[tp] = ProduceResult(exc.code, message=exc.message)
             else:
                 entries[tp] = part.records
     if entries:
@@ -47,7 +64,8 @@ async def handle(ctx, request) -> Any:
     if acks == 0:
         return None
     for tp, result in results.items():
-        result.error = ctx.partition_error(tp, result.error)
+        if result.error != ErrorCode.topic_authorization_failed:
+            result.error = ctx.partition_error(tp, result.error)
     by_topic: dict[str, list[produce_response.PartitionResult]] = {}
     for tp, r in results.items():
         by_topic.setdefault(tp.topic, []).append((
