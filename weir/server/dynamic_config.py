@@ -272,11 +272,16 @@ class DynamicBrokerConfigs:
 
     def __init__(self, broker: Any) -> None:
         self._broker = broker
-        self._lock = asyncio.Lock()
+        self._lock = asyncio.Lock()  # one read-modify-write of a znode at a time
+        self._reload_lock = asyncio.Lock()  # reloads in order: a later one reads newer data
 
     async def reload(self) -> None:
         """Re-read both znodes and apply what changed (startup and every change
         notification)."""
+        async with self._reload_lock:
+            await self._reload()
+
+    async def _reload(self) -> None:
         broker = self._broker
         zk = broker.zk
         default = usable_stored(

@@ -191,3 +191,65 @@ def test_apply_reconfigures_only_what_changed() -> None:
     assert sockets.calls[0][0] == "update_limits" and sockets.calls[0][1].max_connections == 5
     assert controller.calls == [("set_unclean_leader_election_enable", True)]
     assert broker.config.get("log.retention.bytes") == 10
+
+
+class _FakeZk:
+    """``/config/brokers/<entity>`` in memory; writes are recorded as notifications."""
+
+    def __init__(self, stored: dict[str, dict[str, str]]) -> None:
+        self.stored = stored
+        self.notifications: list[str] = []
+
+    def get_entity_config(self, entity_type: str, name: str) -> dict[str, str]:
+        assert entity_type == "brokers"
+        return dict(self.stored.get(name, {}))
+
+    def set_entity_config(self, entity_type: str, name: str, configs) -> None:
+        self.stored[name] = dict(configs)
+        self.notifications.append(f"{entity_type}/{name}")
+
+
+def _shell(stored: dict[str, dict[str, str]]):
+    zk = _FakeZk(stored)
+    broker = SimpleNamespace(broker_id=1, config=static(), zk=zk, controller=None,
+                             log_defaults_changed=lambda: None,
+                             replica_manager=SimpleNamespace(throttles=_Recorder()),
+                             socket_server=_Recorder())
+    return broker, zk, DynamicBrokerConfigs(broker)
+
+
+def test_reload_reads_both_tiers_and_skips_what_cannot_apply() -> None:
+    import asyncio
+
+    broker, _zk, dynamic = _shell({"<default>": {"log.segment.bytes": "4096",
+                                                 "num.partitions": "9"},
+                                   "1": {"min.insync.replicas": "x",
+                                         "log.retention.bytes": "50"}})
+    asyncio.run(dynamic.reload())
+    assert broker.config.dynamic_default == {"log.segment.bytes": "4096"}
+    assert broker.config.dynamic_broker == {"log.retention.bytes": "50"}
+    assert broker.config.get("num.partitions") == 3
+    assert broker.config.get("min.insync.replicas") == 2
+
+
+def test_alter_stores_with_a_notification_and_applies_here() -> None:
+    import asyncio
+
+    broker, zk, dynamic = _shell({})
+
+    def set_segment(current, effective):
+        assert effective["log.segment.bytes"] == 1073741824
+        return {**current, "log.segment.bytes": "8192"}
+
+    asyncio.run(dynamic.alter("", set_segment, validate_only=True))
+    assert zk.notifications == [] and broker.config.get("log.segment.bytes") == 1073741824
+    asyncio.run(dynamic.alter("", set_segment, validate_only=False))
+    assert zk.stored == {"<default>": {"log.segment.bytes": "8192"}}
+    assert zk.notifications == ["brokers/<default>"]
+    assert broker.config.get("log.segment.bytes") == 8192
+    with pytest.raises(KafkaError) as info:
+        asyncio.run(dynamic.alter("2", set_segment, validate_only=False))
+    assert info.value.code == ErrorCode.invalid_request
+    with pytest.raises(KafkaError):
+        asyncio.run(dynamic.alter("1", lambda c, e: {"broker.rack": "r"}, validate_only=False))
+    assert zk.notifications == ["brokers/<default>"]
