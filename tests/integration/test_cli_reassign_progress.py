@@ -60,3 +60,13 @@ def test_verify_shows_each_added_replica_catching_up(cluster, topic_name, tmp_pa
     assert [d for d, _ in figures] == sorted(d for d, _ in figures)  # only forward
     assert "is still in progress" in snapshots[0]
     assert "is completed" in snapshots[-1] and "Throttle was removed." in out
+
+    # for scripts; the cluster found through --data-dir (weir up's cluster.json)
+    doc = subprocess.run([*WEIR, "reassign", "--verify", "--json", "--data-dir",
+                          str(cluster.data_dir), "--reassignment-json-file", str(plan)],
+                         capture_output=True, text=True, timeout=60, check=False)
+    assert doc.returncode == 0, doc.stdout + doc.stderr
+    assert json.loads(doc.stdout) == {
+        "done": True, "progress": [], "throttle_removed": False, "partitions": [
+            {"topic": topic_name, "partition": 0, "status": "completed", "replicas": [1, 3],
+             "target": [1, 3]}]}

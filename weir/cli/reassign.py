@@ -354,25 +354,26 @@ async def run_execute(session: AdminSession, args: argparse.Namespace) -> int:
     return 0
 
 
-def _status_lines(plan: Plan, view: ClusterView, moving: Mapping[TopicPartition, Any]
-                  ) -> tuple[list[str], bool]:
-    lines, all_done = [], True
+def _statuses(plan: Plan, view: ClusterView, moving: Mapping[TopicPartition, Any]
+              ) -> list[tuple[TopicPartition, str, str]]:
+    """(partition, in_progress | completed | mismatch, Kafka's status line) per plan entry."""
+    out = []
     for tp, target in sorted(plan.items()):
         if tp in moving:
-            all_done = False
-            lines.append(f"Reassignment of partition {tp} is still in progress.")
+            status, line = "in_progress", f"Reassignment of partition {tp} is still in progress."
         elif view.replicas.get(tp) == target:
-            lines.append(f"Reassignment of partition {tp} is completed.")
+            status, line = "completed", f"Reassignment of partition {tp} is completed."
         else:
-            all_done = False
-            lines.append(f"There is no active reassignment of partition {tp}, but replica "
-                         f"set is {view.replicas.get(tp)} rather than {target}.")
-    return lines, all_done
+            status = "mismatch"
+            line = (f"There is no active reassignment of partition {tp}, but replica set is "
+                    f"{view.replicas.get(tp)} rather than {target}.")
+        out.append((tp, status, line))
+    return out
 
 
-async def _progress_lines(session: AdminSession, plan: Plan, view: ClusterView,
-                          moving: Mapping[TopicPartition, Any], data_dir: Path | None
-                          ) -> list[str]:
+async def _progress(session: AdminSession, plan: Plan, view: ClusterView,
+                    moving: Mapping[TopicPartition, Any], data_dir: Path | None
+                    ) -> list[reassign_progress.ReplicaProgress]:
     """Per adding replica: how far it caught up (see reassign_progress)."""
     mine = {tp: m for tp, m in moving.items() if tp in plan}
     if not mine:
@@ -381,8 +382,19 @@ async def _progress_lines(session: AdminSession, plan: Plan, view: ClusterView,
         b for _, adding, _ in mine.values() for b in adding}
     logs = await session.log_figures(view, involved)
     local = {tp: replica_bytes(data_dir, tp) for tp in mine} if data_dir else None
-    progress = reassign_progress.measure(mine, view.leaders, view.isrs, logs, local)
-    return ["Progress of the replicas being added:", *reassign_progress.render(progress)]
+    return reassign_progress.measure(mine, view.leaders, view.isrs, logs, local)
+
+
+def _verify_doc(plan: Plan, view: ClusterView, statuses: list[tuple[TopicPartition, str, str]],
+                progress: list[reassign_progress.ReplicaProgress]) -> dict[str, Any]:
+    return {"done": all(status == "completed" for _, status, _ in statuses),
+            "partitions": [{"topic": tp.topic, "partition": tp.partition, "status": status,
+                            "replicas": view.replicas.get(tp), "target": plan[tp]}
+                           for tp, status, _ in statuses],
+            "progress": [{"topic": r.tp.topic, "partition": r.tp.partition,
+                          "broker": r.broker, "in_isr": r.in_isr, "share": r.share(),
+                          "offsets": list(r.offsets) if r.offsets else None,
+                          "bytes": list(r.size) if r.size else None} for r in progress]}
 
 
 async def run_verify(session: AdminSession, args: argparse.Namespace) -> int:
@@ -393,17 +405,27 @@ async def run_verify(session: AdminSession, args: argparse.Namespace) -> int:
     while True:
         moving = await session.list()
         view = await session.describe({tp.topic for tp in plan})
-        lines, done = _status_lines(plan, view, moving)
-        lines += await _progress_lines(session, plan, view, moving, data_dir)
-        live.show(["Status of partition reassignment:", *lines])
+        statuses = _statuses(plan, view, moving)
+        progress = await _progress(session, plan, view, moving, data_dir)
+        done = all(status == "completed" for _, status, _ in statuses)
+        if not args.json:
+            lines = ["Status of partition reassignment:", *(line for *_, line in statuses)]
+            if progress:
+                lines += ["Progress of the replicas being added:",
+                          *reassign_progress.render(progress)]
+            live.show(lines)
         if done or time.monotonic() >= deadline:
             break
         await asyncio.sleep(args.interval)
+    removed = False
     if done and args.zookeeper is not None:
         removed = _with_zk(args.zookeeper, lambda zk: clear_throttles(
             zk, view.brokers, {tp.topic for tp in plan}))
-        if removed:
-            print("Throttle was removed.")
+    if args.json:
+        print(json.dumps({**_verify_doc(plan, view, statuses, progress),
+                          "throttle_removed": removed}, indent=2))
+    elif removed:
+        print("Throttle was removed.")
     return 0 if done else 1
 
 
@@ -430,7 +452,9 @@ async def run_cancel(session: AdminSession, args: argparse.Namespace) -> int:
 def add_parser(sub: Any) -> None:
     """The ``reassign`` subcommand (kafka-reassign-partitions.sh options)."""
     p = sub.add_parser("reassign", help="move partition replicas between brokers")
-    p.add_argument("--bootstrap-server", required=True, help="host:port[,host:port...]")
+    p.add_argument("--bootstrap-server", default=None,
+                   help="host:port[,host:port...] (default: the cluster of --data-dir, or of "
+                        "./weir-data)")
     action = p.add_mutually_exclusive_group(required=True)
     for name in ("generate", "execute", "verify", "cancel"):
         action.add_argument(f"--{name}", action="store_true")
@@ -448,9 +472,27 @@ def add_parser(sub: Any) -> None:
                    help="--verify: keep checking up to this many seconds")
     p.add_argument("--interval", type=float, default=1.0, help="--verify --wait period")
     p.add_argument("--timeout", type=float, default=30.0, help="request timeout, seconds")
+    p.add_argument("--json", action="store_true",
+                   help="--verify: one JSON document (statuses and per-replica progress)")
+
+
+def _local_cluster(args: argparse.Namespace) -> None:
+    """Without --bootstrap-server: the brokers (and ZooKeeper, for throttles) that ``weir up``
+    recorded in --data-dir (default ./weir-data)."""
+    from weir.cli.cluster import read_cluster_file
+
+    data_dir = args.data_dir or "./weir-data"
+    state = read_cluster_file(data_dir)
+    if not state or not state.get("bootstrap"):
+        raise ReassignError(f"no cluster recorded in {data_dir}; use --bootstrap-server")
+    args.bootstrap_server = state["bootstrap"]
+    if args.zookeeper is None:
+        args.zookeeper = state.get("zookeeper")
 
 
 def cmd_reassign(args: argparse.Namespace) -> int:
+    if args.bootstrap_server is None:
+        _local_cluster(args)
     session = AdminSession(args.bootstrap_server, args.timeout)
     if args.generate:
         if not (args.topics_to_move_json_file and args.broker_list):
