@@ -229,3 +229,59 @@ def test_a_failed_log_dir_moves_only_its_replicas_leadership(tmp_path, topic_nam
         raise
     finally:
         cluster.stop()
+
+
+@pytest.mark.slow
+def test_sigkill_during_a_move_leaves_one_complete_log(tmp_path, topic_name):
+    """The copy is throttled (replica.alter.log.dirs.io.max.bytes.per.second) so that the
+    broker is killed while the future log is incomplete; after the restart the move resumes
+    from the future log on disk and completes, and every acknowledged record is there."""
+    data = tmp_path / "data"
+    cluster = _start(data, **{"replica.alter.log.dirs.io.max.bytes.per.second": "150000"})
+    try:
+        _create(cluster, topic_name, [[1, 2]], {"min.insync.replicas": "2"})
+        with BackgroundProducer(cluster.bootstrap, topic_name, 1) as producer:
+            wait_for_progress(producer, 20000, 90, "about 0.5 MB acknowledged")
+            producer.stop()
+        admin = KafkaAdminClient(bootstrap_servers=cluster.bootstrap)
+        try:
+            current = _placement(admin, topic_name)[(1, 0)][0][0]
+            target = next(str(d) for d in _dirs(data, 1) if str(d) != current)
+            result = admin.alter_replica_log_dirs({(topic_name, 0, 1): target})
+            assert [e.errno for e in result.values()] == [0]
+            wait_until(lambda: any(f for _d, f, _s, _l in
+                                   _placement(admin, topic_name).get((1, 0), [])),
+                       30, "the future log on broker 1")
+        finally:
+            admin.close()
+        cluster.kill_broker(1)
+        on_disk = {d: sorted(p.name for p in d.iterdir() if p.name.startswith(topic_name))
+                   for d in _dirs(data, 1)}
+        names = [n for ns in on_disk.values() for n in ns]
+        assert f"{topic_name}-0" in names, on_disk  # never neither
+        assert any(n.endswith("-future") for n in names), on_disk  # killed mid-copy
+        cluster.start_broker(1)
+        slot = next(s for s in cluster.brokers if s.id == 1)
+
+        def finished():
+            try:
+                described = raw_request(slot.host, slot.port, 35, 4, topics=None)
+            except OSError:
+                return False  # still starting
+            where = [(r.log_dir, p.is_future_key) for r in described.results
+                     for t in r.topics if t.name == topic_name for p in t.partitions]
+            return where == [(target, False)]
+
+        wait_until(finished, 90, "the move resumed and finished")
+        # Broker 1 leads again or not: either way every acked record is readable, and the
+        # moved replica on broker 1 serves them when it leads (its log is the one read).
+        verify_exactly_once(cluster.bootstrap, topic_name, 1, producer)
+        cluster.kill_broker(2)
+        wait_until(lambda: partition_leaders(cluster.bootstrap, topic_name) == {0: 1}, 60,
+                   "broker 1 (the moved replica) leading")
+        verify_exactly_once(cluster.bootstrap, topic_name, 1, producer)
+    except BaseException:
+        _dump_logs(cluster)
+        raise
+    finally:
+        cluster.stop()

@@ -19,6 +19,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
+import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -33,7 +34,7 @@ from weir.storage.log_manager import LogManager
 if TYPE_CHECKING:
     from weir.replication.replica_manager import ReplicaManager
 
-__all__ = ["LogDirMover", "alter_replica_log_dirs"]
+__all__ = ["CopyQuota", "LogDirMover", "alter_replica_log_dirs"]
 
 log = logging.getLogger(__name__)
 
@@ -44,14 +45,46 @@ ON_LOOP_BYTES = 64 << 10
 follows in the same step."""
 IDLE_S = 0.05
 """Pause between steps that made no progress (the current log is offline or empty)."""
+UNLIMITED = 2**63 - 1
+
+
+class CopyQuota:
+    """``replica.alter.log.dirs.io.max.bytes.per.second``: one rate for all moves of the
+    broker (Kafka's alter-log-dirs replication quota); unlimited by default."""
+
+    def __init__(self, bytes_per_second: int = UNLIMITED, clock=time.monotonic) -> None:
+        self.rate = bytes_per_second
+        self._clock = clock
+        self._start = clock()
+        self._bytes = 0
+
+    @property
+    def limited(self) -> bool:
+        return 0 < self.rate < UNLIMITED
+
+    def chunk(self, wanted: int) -> int:
+        """How many bytes one step may copy (a tenth of a second's worth when limited)."""
+        return min(wanted, max(self.rate // 10, 1)) if self.limited else wanted
+
+    def record(self, size: int) -> float:
+        """Count ``size`` copied bytes; the seconds to wait before copying more."""
+        if not self.limited:
+            return 0.0
+        now = self._clock()
+        if now - self._start > 1.0 and self._bytes <= self.rate * (now - self._start):
+            self._start, self._bytes = now, 0  # idle for a while: no credit is carried
+        self._bytes += size
+        return max(0.0, self._bytes / self.rate - (now - self._start))
 
 
 class LogDirMover:
     """One task per partition whose replica moves to another log dir of this broker."""
 
-    def __init__(self, replica_manager: ReplicaManager, log_manager: LogManager) -> None:
+    def __init__(self, replica_manager: ReplicaManager, log_manager: LogManager,
+                 quota: CopyQuota | None = None) -> None:
         self.rm = replica_manager
         self.lm = log_manager
+        self.quota = quota or CopyQuota()
         self._tasks: dict[TopicPartition, asyncio.Task] = {}
         self._closing = False
         # Called after a swap as listener(tp, old log dir, new log dir).
@@ -99,7 +132,10 @@ class LogDirMover:
                     await asyncio.sleep(IDLE_S)
                     continue
                 source_dir, dest_dir, current, future = step
-                await self._copy_chunk(tp, current, future, source_dir, dest_dir)
+                copied = await self._copy_chunk(tp, current, future, source_dir, dest_dir)
+                delay = self.quota.record(copied)
+                if delay:
+                    await asyncio.sleep(delay)
         except asyncio.CancelledError:
             raise
         except Exception:
@@ -124,7 +160,7 @@ class LogDirMover:
             return _IDLE
         try:
             _reconcile(current, future)
-            if self._close_gap_on_loop(current, future):
+            if self._close_gap_on_loop(current, future, self.quota.chunk(ON_LOOP_BYTES)):
                 self._swap(tp, current, future, source_dir, dest_dir)
                 return None
         except KafkaError as exc:
@@ -132,56 +168,72 @@ class LogDirMover:
             return _IDLE
         return source_dir, dest_dir, current, future
 
-    @staticmethod
-    def _close_gap_on_loop(current: Log, future: Log) -> bool:
-        """Copy up to ON_LOOP_BYTES (or one larger batch) without yielding to the event loop;
-        True if the future log then ends where the current log does."""
+    def _close_gap_on_loop(self, current: Log, future: Log, limit: int) -> bool:
+        """Copy up to ``limit`` bytes (or one larger batch) without yielding to the event
+        loop; True if the future log then ends where the current log does."""
         copied = 0
-        while future.log_end_offset < current.log_end_offset:
-            if copied >= ON_LOOP_BYTES:
-                return False
-            read = current.read(future.log_end_offset, ON_LOOP_BYTES - copied,
-                                max_offset=None)
-            if read.size == 0 or read.first_offset != future.log_end_offset:
-                return False
-            future.append_as_follower(read.read_bytes())
-            copied += read.size
-        return future.log_end_offset == current.log_end_offset
+        try:
+            while future.log_end_offset < current.log_end_offset:
+                if copied >= limit:
+                    return False
+                read = current.read(future.log_end_offset, limit - copied, max_offset=None)
+                if read.size == 0 or read.first_offset != future.log_end_offset:
+                    return False
+                future.append_as_follower(read.read_bytes())
+                copied += read.size
+            return future.log_end_offset == current.log_end_offset
+        finally:
+            self.quota.record(copied)
 
     async def _copy_chunk(self, tp: TopicPartition, current: Log, future: Log,
-                          source_dir: Path, dest_dir: Path) -> None:
+                          source_dir: Path, dest_dir: Path) -> int:
         """Read a chunk of the current log and append it to the future log, both on worker
-        threads (only this task mutates the future log)."""
+        threads (only this task mutates the future log); returns the bytes copied."""
         try:
-            read = current.read(future.log_end_offset, CHUNK_BYTES, max_offset=None)
+            read = current.read(future.log_end_offset, self.quota.chunk(CHUNK_BYTES),
+                                max_offset=None)
         except KafkaError as exc:
             if exc.code == ErrorCode.offset_out_of_range:
-                return  # retention moved the start: the next step reconciles
+                return 0  # retention moved the start: the next step reconciles
             self._storage_failure(exc, source_dir, dest_dir, future)
-            return
+            return 0
         if read.size == 0 or read.file_path is None:
-            return
+            return 0
         if read.first_offset != future.log_end_offset:
             future.truncate_to(read.first_offset)
-            return
+            return 0
         path, position, size = read.file_path, read.position, read.size
         try:
             data = await asyncio.to_thread(_pread_path, path, position, size)
         except FileNotFoundError:
-            return  # the segment was deleted meanwhile (retention): try again
+            return 0  # the segment was deleted meanwhile (retention): try again
         except OSError as exc:
-            self._storage_failure(KafkaError(ErrorCode.kafka_storage_error, str(exc)),
-                                  source_dir, dest_dir, future)
-            return
-        if self.lm.future_log(tp) is not future or future.log_end_offset != read.first_offset:
-            return  # cancelled, or reconciled meanwhile
+            if self._still_moving(tp, current, future):
+                self._storage_failure(KafkaError(ErrorCode.kafka_storage_error, str(exc)),
+                                      source_dir, dest_dir, future)
+            return 0
+        if not self._still_moving(tp, current, future) \
+                or future.log_end_offset != read.first_offset:
+            return 0  # cancelled, deleted or reconciled meanwhile
         try:
             await asyncio.to_thread(future.append_as_follower, data)
+            return len(data)
         except KafkaError as exc:
-            if exc.code == ErrorCode.kafka_storage_error:
+            # A storage error counts only if the logs are still the ones being moved (a
+            # deleted partition's files vanish under the copy); any other error means the
+            # bytes changed under the read (truncation): the next step reads again.
+            if exc.code == ErrorCode.kafka_storage_error \
+                    and self._still_moving(tp, current, future):
                 self._storage_failure(exc, source_dir, dest_dir, future)
-            # Otherwise the bytes changed under the read (truncation): the next step
-            # reconciles and reads again.
+            return 0
+
+    def _still_moving(self, tp: TopicPartition, current: Log, future: Log) -> bool:
+        if self.lm.future_log(tp) is not future:
+            return False
+        try:
+            return self.lm.get_log(tp) is current
+        except KafkaError:
+            return False  # the current log's dir failed: that is already recorded
 
     def _swap(self, tp: TopicPartition, current: Log, future: Log, source_dir: Path,
               dest_dir: Path) -> None:

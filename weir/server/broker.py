@@ -28,7 +28,7 @@ from weir.protocol.errors import ErrorCode
 from weir.protocol.interbroker import ControlledShutdownRequest
 from weir.replication.fetcher import FetcherSettings
 from weir.replication.log_dir_failure import take_dir_offline
-from weir.replication.log_dir_mover import LogDirMover
+from weir.replication.log_dir_mover import CopyQuota, LogDirMover
 from weir.replication.replica_manager import ReplicaManager, ReplicationSettings
 from weir.security.credentials import ScramCredentialStore
 from weir.server import admin, listeners
@@ -96,7 +96,8 @@ class Broker:
         self.replica_manager.leadership_listeners.append(self.group_coordinator.on_leadership)
         # JBOD (KIP-113): replica moves between this broker's log dirs; a future log left
         # on disk resumes copying once LeaderAndIsr brings its partition online.
-        self.log_dir_mover = LogDirMover(self.replica_manager, self.log_manager)
+        self.log_dir_mover = LogDirMover(self.replica_manager, self.log_manager, CopyQuota(
+            config.get("replica.alter.log.dirs.io.max.bytes.per.second")))
         self.replica_manager.leadership_listeners.append(
             lambda tp, _leader, _epoch: self.log_dir_mover.start(tp))
         self.metrics_server: Any = None  # weir.server.metrics.MetricsServer when enabled

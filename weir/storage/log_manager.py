@@ -484,7 +484,7 @@ class LogManager:
     def update_config(self, topic: str, config: LogConfig) -> None:
         """Apply a topic's new config to its existing and future logs."""
         self._topic_configs[topic] = config
-        for tp, lg in self._logs.items():
+        for tp, lg in [*self._logs.items(), *self._future_logs.items()]:
             if tp.topic == topic:
                 lg.update_config(config)
 

@@ -186,3 +186,16 @@ def test_a_failed_dir_takes_only_its_replicas_offline(rm, dirs):
             rm.partition(TP)
 
     asyncio.run(scenario())
+
+
+def test_copy_quota_paces_bytes_per_second():
+    now = [0.0]
+    quota = log_dir_mover.CopyQuota(1000, clock=lambda: now[0])
+    assert quota.limited and quota.chunk(1 << 20) == 100
+    assert quota.record(100) == pytest.approx(0.1)
+    now[0] = 0.1
+    assert quota.record(100) == pytest.approx(0.1)
+    now[0] = 5.0  # idle: no credit carried over
+    assert quota.record(500) == pytest.approx(0.5)
+    unlimited = log_dir_mover.CopyQuota()
+    assert not unlimited.limited and unlimited.chunk(123) == 123 and unlimited.record(10**9) == 0
