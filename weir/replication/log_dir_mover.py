@@ -110,21 +110,20 @@ class LogDirMover:
         if task is not None:
             task.cancel()
 
-    async def stop(self, tp: TopicPartition) -> None:
-        """Stop copying (the future log stays as it is)."""
-        task = self._tasks.pop(tp, None)
-        if task is not None:
-            await cancel_and_wait(task)
-
-    async def close(self) -> None:
+    async def close(self, grace_s: float = 5.0) -> None:
+        """Stop every move between two steps (a copy on a worker thread cannot be
+        interrupted, and the logs are closed after this); the future logs stay on disk and
+        the moves resume after the restart."""
         self._closing = True
         tasks, self._tasks = list(self._tasks.values()), {}
+        if tasks:
+            await asyncio.wait(tasks, timeout=grace_s)
         await cancel_and_wait(*tasks)
 
     # -- the copy loop -------------------------------------------------------------------
     async def _run(self, tp: TopicPartition) -> None:
         try:
-            while True:
+            while not self._closing:
                 step = self._step(tp)
                 if step is None:
                     return
