@@ -228,6 +228,15 @@ def test_refusals_use_kafka_error_codes(cluster, admin):
     assert response.responses[0].error_code == 42  # INVALID_REQUEST
     assert "Unexpected broker id" in response.responses[0].error_message
 
+    # The same resource twice in one request: both refused, nothing stored.
+    twice = {"resource_type": 4, "resource_name": "", "configs": [
+        {"name": "log.retention.bytes", "config_operation": 0, "value": "1"}]}
+    response = raw_request(other.host, other.port, 44, 1, validate_only=False,
+                           resources=[twice, twice])
+    assert [(r.error_code, r.error_message) for r in response.responses] == [
+        (42, "Each resource must appear at most once.")] * 2
+    assert cluster.zk().get_entity_config("brokers", "<default>") == {}
+
 
 @pytest.fixture(scope="module")
 def kadmin(cluster):

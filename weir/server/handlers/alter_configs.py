@@ -11,7 +11,11 @@ from typing import Any
 from weir.protocol.errors import ErrorCode, KafkaError
 from weir.security.acls import AclOperation
 from weir.server import authz
-from weir.server.handlers.incremental_alter_configs import alter_resource
+from weir.server.handlers.incremental_alter_configs import (
+    REPEATED,
+    alter_resource,
+    repeated_resources,
+)
 
 API_KEY = 33
 MIN_VERSION = 0
@@ -20,9 +24,12 @@ MAX_VERSION = 2
 
 async def handle(ctx, request) -> Any:
     responses = []
+    repeated = repeated_resources(request.resources)
     for res in request.resources:
         entries = [(c.name, c.value) for c in res.configs]
-        code, message = authz.config_refusal(
+        code, message = (
+            REPEATED if (int(res.resource_type), res.resource_name) in repeated else None
+        ) or authz.config_refusal(
             ctx, int(res.resource_type), res.resource_name, AclOperation.ALTER_CONFIGS
         ) or await alter_resource(
             ctx.broker, int(res.resource_type), res.resource_name,

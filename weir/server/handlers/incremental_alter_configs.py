@@ -45,13 +45,28 @@ _OP_NAMES = {SET: "SET", DELETE: "DELETE", APPEND: "APPEND", SUBTRACT: "SUBTRACT
 _LOCKS: weakref.WeakKeyDictionary[Any, asyncio.Lock] = weakref.WeakKeyDictionary()
 
 
+def repeated_resources(resources: Any) -> set[tuple[int, str]]:
+    """(type, name) of the resources named more than once in one request: each of them is
+    answered INVALID_REQUEST (ConfigAdminManager.preprocess)."""
+    seen: set[tuple[int, str]] = set()
+    repeated = set()
+    for res in resources:
+        key = (int(res.resource_type), res.resource_name)
+        (repeated if key in seen else seen).add(key)
+    return repeated
+
+
+REPEATED = (ErrorCode.invalid_request, "Each resource must appear at most once.")
+
+
 async def handle(ctx, request) -> Any:
     responses = []
+    repeated = repeated_resources(request.resources)
     for res in request.resources:
         ops = [(c.name, int(c.config_operation), c.value) for c in res.configs]
         rtype = int(res.resource_type)
-        refused = authz.config_refusal(ctx, rtype, res.resource_name,
-                                       AclOperation.ALTER_CONFIGS)
+        refused = REPEATED if (rtype, res.resource_name) in repeated else \
+            authz.config_refusal(ctx, rtype, res.resource_name, AclOperation.ALTER_CONFIGS)
         if refused is not None:
             code, message = refused
         elif rtype == BROKER_LOGGER:
