@@ -175,6 +175,16 @@ def group_lag_rows(committed: Mapping[tuple[str, int], int],
 # -- the AdminClient reader ---------------------------------------------------------------------
 
 
+def _error_text(exc: Any) -> str | None:
+    """``NAME: message`` of a confluent-kafka KafkaException (None for no error)."""
+    if exc is None:
+        return None
+    err = exc.args[0] if getattr(exc, "args", None) else exc
+    if hasattr(err, "name") and hasattr(err, "str"):
+        return f"{err.name()}: {err.str()}"
+    return str(err)
+
+
 def _enum_name(value: Any) -> str:
     name = getattr(value, "name", None)
     return str(name if name is not None else value)
@@ -267,14 +277,13 @@ class AdminReader:
         from confluent_kafka import ElectionType, KafkaException, TopicPartition
 
         tps = None if partitions is None else [TopicPartition(t, p) for t, p in partitions]
-        future = self._admin.elect_leaders(ElectionType.PREFERRED, tps,
-                                           request_timeout=self.timeout_s)
+        # No keyword options: confluent-kafka 2.x passes them on wrongly (a SystemError).
+        future = self._admin.elect_leaders(ElectionType.PREFERRED, tps)
         try:
             result = self._wait(future)
         except KafkaException as exc:
             return {"*": str(exc.args[0])}
-        return {f"{tp.topic}-{tp.partition}": (None if err is None else str(err))
-                for tp, err in result.items()}
+        return {f"{tp.topic}-{tp.partition}": _error_text(err) for tp, err in result.items()}
 
 
 # -- ZooKeeper -----------------------------------------------------------------------------------

@@ -205,7 +205,10 @@ async def api_elect(request: web.Request) -> web.Response:
         partitions = parse_partitions(await _json_body(request))
     except ValueError as exc:
         return web.json_response({"error": str(exc)}, status=400)
-    results = await asyncio.to_thread(state.reader.elect_preferred, partitions)
+    try:
+        results = await asyncio.to_thread(state.reader.elect_preferred, partitions)
+    except Exception as exc:  # noqa: BLE001 - reported to the page, not a server error
+        return web.json_response({"error": f"ElectLeaders failed: {exc}"}, status=502)
     return web.json_response({"results": results})
 
 
