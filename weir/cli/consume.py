@@ -183,9 +183,10 @@ def cmd_consume(args: argparse.Namespace) -> int:
     except FormatError as exc:
         raise AdminCliError(str(exc)) from None
     consumer = _consumer(args)
-    count = 0
+    count, started = 0, False
     try:
         _position(args, consumer, _partitions(args, consumer))
+        started = True
         idle_s = None if args.timeout_ms is None else args.timeout_ms / 1000
         last = time.monotonic()
         while args.max_messages is None or count < args.max_messages:
@@ -216,5 +217,6 @@ def cmd_consume(args: argparse.Namespace) -> int:
         pass
     finally:
         consumer.close()  # commits the consumed offsets when --group is given
-        print(f"Processed a total of {count} messages", file=sys.stderr)
+        if started:
+            print(f"Processed a total of {count} messages", file=sys.stderr)
     return 0
