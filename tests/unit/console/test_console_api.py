@@ -15,7 +15,7 @@ from aiohttp.test_utils import TestClient, TestServer
 from weir.common import TopicPartition
 from weir.config import write_properties
 from weir.console import collect
-from weir.console.server import ConsoleState, make_app, with_down_brokers
+from weir.console.server import ConsoleState, _controller_view, make_app, with_down_brokers
 from weir.server.metrics import MetricsSnapshot, PartitionSnapshot, render
 
 # -- pure functions -----------------------------------------------------------------------------
@@ -101,6 +101,23 @@ def test_brokers_missing_from_metadata_are_shown_down():
     assert [b["down"] for b in with_down_brokers(live, known)] == [False, False]
     rows = with_down_brokers(live[:1], known)
     assert [(b["id"], b["down"]) for b in rows] == [(1, False), (2, True)]
+
+
+def test_controller_view_prefers_zookeeper_and_the_newest_controller_report():
+    old = {"broker_id": 1, "active": True, "epoch": 3, "event_queue_size": 9,
+           "state_changes": [{"message": "a"}]}
+    new = {"broker_id": 2, "active": True, "epoch": 4, "event_queue_size": 1,
+           "current_event": "BrokerChange", "events_processed": 7,
+           "state_changes": [{"message": "a"}, {"message": "b"}]}
+    view = _controller_view(5, None, [old, new])
+    assert (view["id"], view["epoch"], view["event_queue_size"]) == (2, 4, 1)
+    assert [c["message"] for c in view["state_changes"]] == ["b", "a"]  # newest first
+    zk = {"controller_id": 2, "epoch": 5, "registered": [1, 2]}
+    view = _controller_view(5, zk, [new])
+    assert (view["id"], view["epoch"], view["source"]) == (2, 5, "zookeeper")
+    bare = _controller_view(3, {"error": "connection lost"}, [])
+    assert bare["id"] == 3 and bare["zookeeper_error"] == "connection lost"
+    assert bare["source"] == "metadata" and bare["state_changes"] == []
 
 
 # -- the HTTP API --------------------------------------------------------------------------------

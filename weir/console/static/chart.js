@@ -57,7 +57,7 @@ function drawLines(svg, times, series, format) {
     });
     if (d) svg.appendChild(svgEl("path", {d, fill: "none", stroke: color, "stroke-width": 1.6}));
     const last = [...s.values].reverse().find((v) => v !== null && v !== undefined);
-    svg.appendChild(svgEl("text", {x: left + 6 + k * 120, y: top + 8, fill: color},
+    svg.appendChild(svgEl("text", {x: left + 6, y: top + 8 + k * 11, fill: color},
                           `${s.name}: ${fmt(last)}`));
   });
 }
