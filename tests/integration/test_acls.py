@@ -243,6 +243,19 @@ def _delete_acls(slot, _name: str) -> int:
     return int(r.filter_results[0].error_code)
 
 
+def _describe_log_dirs(slot, _name: str) -> int:
+    return int(_req(slot, 35, 4, topics=None).error_code)
+
+
+def _describe_scram_users(slot, _name: str) -> int:
+    return int(_req(slot, 50, 0, users=None).error_code)
+
+
+def _alter_scram_users(slot, _name: str) -> int:
+    r = _req(slot, 51, 0, upsertions=[], deletions=[{"name": "nobody", "mechanism": 1}])
+    return int(r.results[0].error_code)
+
+
 # (request, resource type, resource name, the operation that serves it, refusal, served)
 CASES: list[tuple[Callable[..., int], RT, str, Op, int, int]] = [
     (_metadata, RT.TOPIC, TOPIC, Op.DESCRIBE, TOPIC_AUTH, NONE),
@@ -276,6 +289,10 @@ CASES: list[tuple[Callable[..., int], RT, str, Op, int, int]] = [
     (_describe_acls, RT.CLUSTER, "kafka-cluster", Op.DESCRIBE, CLUSTER_AUTH, NONE),
     (_create_acls, RT.CLUSTER, "kafka-cluster", Op.ALTER, CLUSTER_AUTH, NONE),
     (_delete_acls, RT.CLUSTER, "kafka-cluster", Op.ALTER, CLUSTER_AUTH, NONE),
+    (_describe_log_dirs, RT.CLUSTER, "kafka-cluster", Op.DESCRIBE, CLUSTER_AUTH, NONE),
+    (_describe_scram_users, RT.CLUSTER, "kafka-cluster", Op.DESCRIBE, CLUSTER_AUTH, NONE),
+    (_alter_scram_users, RT.CLUSTER, "kafka-cluster", Op.ALTER, CLUSTER_AUTH,
+     int(ErrorCode.resource_not_found)),
 ]
 
 

@@ -107,6 +107,25 @@ def test_acl_apis_need_the_cluster_operation_and_an_authorizer():
         .error_code == ErrorCode.cluster_authorization_failed
 
 
+def test_credential_and_log_dir_apis_need_cluster_operations():
+    broker = _broker()
+    r = _call(broker, 51, 0, "User:alice", deletions=[{"name": "bob", "mechanism": 1}],
+              upsertions=[{"name": "alice", "mechanism": 1, "iterations": 4096,
+                           "salt": b"s", "salted_password": b"p"}])
+    assert [(x.user, x.error_code) for x in r.results] == [
+        ("alice", ErrorCode.cluster_authorization_failed),
+        ("bob", ErrorCode.cluster_authorization_failed)]
+    r = _call(broker, 50, 0, "User:alice", users=[{"name": "bob"}])
+    assert r.error_code == ErrorCode.cluster_authorization_failed
+    assert [x.error_code for x in r.results] == [ErrorCode.cluster_authorization_failed]
+    r = _call(broker, 35, 4, "User:alice", topics=None)
+    assert r.error_code == ErrorCode.cluster_authorization_failed and r.results == ()
+    r = _call(broker, 34, 2, "User:alice", dirs=[
+        {"path": "/elsewhere", "topics": [{"name": "t", "partitions": [0, 1]}]}])
+    assert [p.error_code for p in r.results[0].partitions] == [
+        ErrorCode.cluster_authorization_failed] * 2
+
+
 def test_describe_acls_v0_filters_literal_patterns():
     seen = []
     broker = _broker(super_users={"User:ops"})

@@ -6,7 +6,10 @@ from __future__ import annotations
 from typing import Any
 
 from weir.common import TopicPartition
+from weir.protocol.errors import ErrorCode
 from weir.replication.log_dir_mover import alter_replica_log_dirs
+from weir.security.acls import AclOperation
+from weir.server import authz
 
 API_KEY = 34
 MIN_VERSION = 0
@@ -20,8 +23,13 @@ async def handle(ctx, request) -> Any:
         for t in d.topics:
             for p in t.partitions:
                 destinations[TopicPartition(t.name, int(p))] = d.path
-    await broker.load_topic_configs({tp.topic for tp in destinations})
-    results = alter_replica_log_dirs(broker.replica_manager, broker.log_dir_mover, destinations)
+    if not authz.authorize_cluster(ctx, AclOperation.ALTER):
+        # Kafka's handleAlterReplicaLogDirsRequest: ALTER on the cluster.
+        results = dict.fromkeys(destinations, ErrorCode.cluster_authorization_failed)
+    else:
+        await broker.load_topic_configs({tp.topic for tp in destinations})
+        results = alter_replica_log_dirs(broker.replica_manager, broker.log_dir_mover,
+                                         destinations)
     by_topic: dict[str, list[dict[str, Any]]] = {}
     for tp, code in results.items():
         by_topic.setdefault(tp.topic, []).append(

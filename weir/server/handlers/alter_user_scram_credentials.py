@@ -18,6 +18,8 @@ from typing import Any
 
 from weir.protocol.errors import ErrorCode
 from weir.security import scram
+from weir.security.acls import AclOperation
+from weir.server import authz
 
 API_KEY = 51
 MIN_VERSION = 0
@@ -43,6 +45,12 @@ def _check(name: str, code: int, counts: Counter, iterations: int | None
 
 
 async def handle(ctx, request) -> Any:
+    if not authz.authorize_cluster(ctx, AclOperation.ALTER):
+        # Kafka's handleAlterUserScramCredentialsRequest: ALTER on the cluster.
+        users = sorted({d.name for d in request.deletions} | {u.name for u in request.upsertions})
+        return ctx.respond(results=[{"user": user,
+                                     "error_code": ErrorCode.cluster_authorization_failed,
+                                     "error_message": "Cluster authorization failed."} for user in users])
     store = ctx.broker.scram_credentials
     counts = Counter([(d.name, int(d.mechanism)) for d in request.deletions]
                      + [(u.name, int(u.mechanism)) for u in request.upsertions])

@@ -8,6 +8,8 @@ from typing import Any
 
 from weir.common import TopicPartition
 from weir.protocol.errors import ErrorCode, KafkaError
+from weir.security.acls import AclOperation
+from weir.server import authz
 from weir.storage.log_dirs import DiskUsage, disk_usage
 
 API_KEY = 35
@@ -18,6 +20,9 @@ INVALID_OFFSET_LAG = -1
 
 
 async def handle(ctx, request) -> Any:
+    if not authz.authorize_cluster(ctx, AclOperation.DESCRIBE):
+        # Kafka's handleDescribeLogDirsRequest: DESCRIBE on the cluster.
+        return ctx.respond(error_code=ErrorCode.cluster_authorization_failed, results=[])
     lm = ctx.broker.log_manager
     wanted: set[TopicPartition] | None = None
     if request.topics is not None:

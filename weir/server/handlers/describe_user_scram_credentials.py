@@ -10,6 +10,8 @@ from collections import Counter
 from typing import Any
 
 from weir.protocol.errors import ErrorCode
+from weir.security.acls import AclOperation
+from weir.server import authz
 
 API_KEY = 50
 MIN_VERSION = 0
@@ -19,6 +21,12 @@ _CODES = {"SCRAM-SHA-256": 1, "SCRAM-SHA-512": 2}
 
 
 async def handle(ctx, request) -> Any:
+    if not authz.authorize_cluster(ctx, AclOperation.DESCRIBE):
+        # Kafka's handleDescribeUserScramCredentialsRequest: DESCRIBE on the cluster.
+        refused = ErrorCode.cluster_authorization_failed
+        return ctx.respond(error_code=refused, error_message="Cluster authorization failed.", results=[
+            {"user": u.name, "error_code": refused, "error_message": "Cluster authorization failed."}
+            for u in request.users or ()])
     store = ctx.broker.scram_credentials
     requested = [u.name for u in request.users] if request.users else None
     return ctx.respond(error_code=ErrorCode.none,
