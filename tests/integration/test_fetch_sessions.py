@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import datetime
 import threading
+import urllib.request
 import uuid
 
 import pytest
@@ -12,9 +13,11 @@ from kafka import KafkaConsumer
 from kafka import TopicPartition as KpTopicPartition
 
 from tests.integration.clients import create_topic, produce, raw_request
-from tests.integration.conftest import serve_cluster
 from tests.integration.replication_checks import partition_leaders, wait_until
+from weir.cli.cluster import LocalCluster
+from weir.config import read_properties
 from weir.protocol.errors import ErrorCode
+from weir.server.metrics import parse
 
 pytestmark = pytest.mark.integration
 
@@ -23,7 +26,24 @@ PARTITIONS = 8
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory):
-    yield from serve_cluster(tmp_path_factory, 3, {})
+    cluster = LocalCluster(tmp_path_factory.mktemp("sessions") / "data", brokers=3,
+                           port_base=0)
+    cluster.serve_metrics = True  # each broker gets a metrics.http.port
+    try:
+        cluster.start(timeout_s=90)
+        yield cluster
+    finally:
+        cluster.stop()
+
+
+def _session_metrics(cluster, broker_id: int) -> tuple[float, float]:
+    """(sessions, partitions cached) from the broker's /metrics."""
+    port = int(read_properties(cluster.config_path(broker_id))["metrics.http.port"])
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as r:
+        samples = parse(r.read().decode())
+    prefix = "kafka_server_fetchsessioncache_"
+    return (samples[(prefix + "numincrementalfetchsessions", ())],
+            samples[(prefix + "numincrementalfetchpartitionscached", ())])
 
 
 def _addr(cluster, broker_id: int) -> tuple[str, int]:
@@ -195,3 +215,26 @@ def test_kafka_python_consumer_uses_sessions_and_sees_every_record_across_a_lead
         assert sorted(seen) == sorted(first + second)
     finally:
         consumer.close()
+
+
+def test_followers_replicate_through_incremental_sessions(cluster, topic_name):
+    """A follower's fetcher keeps one session with each leader: the partitions of a new
+    replication-3 topic join the sessions of the two followers of each one, so the partitions
+    cached on each leader grow by twice the partitions it leads."""
+    def scraped():
+        try:
+            return {b: _session_metrics(cluster, b)[1] for b in cluster.broker_ids}
+        except OSError:  # a broker restarted by an earlier test may still be starting
+            return None
+    before = wait_until(scraped, 60, "every broker's /metrics")
+    partitions = 6
+    create_topic(cluster.bootstrap, topic_name, partitions, 3)
+    produce(cluster.bootstrap, topic_name, [b"r%d" % i for i in range(60)], acks="all")
+    led: dict[int, int] = {}
+    for leader in partition_leaders(cluster.bootstrap, topic_name).values():
+        led[leader] = led.get(leader, 0) + 1
+
+    def grown():
+        now = {b: _session_metrics(cluster, b)[1] for b in led}
+        return all(now[b] - before[b] >= 2 * k for b, k in led.items()) or None
+    wait_until(grown, 60, "the new partitions in the followers' sessions on every leader")
