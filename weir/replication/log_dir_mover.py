@@ -239,6 +239,11 @@ class LogDirMover:
         if current.log_start_offset > future.log_start_offset:
             future.update_high_watermark(current.high_watermark)
             future.delete_records_before(min(current.log_start_offset, future.high_watermark))
+        # Epochs with no batch yet (a leader elected that has not written) exist only in
+        # the current log's cache: OffsetForLeaderEpoch must still know them.
+        for epoch, start in current.epoch_cache.entries:
+            if epoch > future.epoch_cache.latest_epoch:
+                future.epoch_cache.assign(epoch, start)
         old = self.lm.replace_current_with_future(tp)
         p = self.rm.partitions.get(tp)
         if p is not None and p.log is old:

@@ -119,6 +119,16 @@ def test_future_log_follows_a_truncation_of_the_current_log(rm, dirs):
         assert b"".join(offsets_and_values(lm.get_log(TP))) == expected
         assert lm.get_log(TP).epoch_cache.entries == [(0, 0), (1, 3)]
         await mover.close()
+        # A leader elected at epoch 7 that wrote nothing yet: the moved log knows epoch 7.
+        lead(rm, tp=TP, epoch=7)
+        moved = lm.get_log(TP)
+        assert moved.epoch_cache.latest_epoch == 7
+        lm.create_future_log(TP, dirs[0])
+        mover = LogDirMover(rm, lm)
+        mover.start(TP)
+        await wait_for(lambda: lm.log_dir_of(TP) == dirs[0])
+        assert lm.get_log(TP).epoch_cache.entries == [(0, 0), (1, 3), (7, 4)]
+        await mover.close()
 
     asyncio.run(scenario())
 
