@@ -458,3 +458,37 @@ def test_scram_users_are_managed_with_the_admin_api(secured):
         assert _scram_authenticate(conn, "SCRAM-SHA-512", user, "pw-1").error_code == 0
     finally:
         conn.close()
+
+
+def test_librdkafka_reauthenticates_before_its_session_ends(secured):
+    """KIP-368 with a real client: over SASL_PLAINTEXT (connections.max.reauth.ms=4000)
+    confluent-kafka keeps producing on its connections for more than two session
+    lifetimes; had it not re-authenticated, the broker would have closed a connection with
+    "SASL session expired"."""
+    from confluent_kafka import Producer
+
+    cluster, material, ports = secured
+    topic = _topic(cluster)
+
+    def expired() -> int:
+        return sum(cluster.log_path(b).read_text(errors="replace").count("SASL session expired")
+                   for b in cluster.broker_ids)
+
+    before = expired()
+    errors: list = []
+    producer = Producer({"bootstrap.servers": _bootstrap(ports, "SASL_PLAINTEXT"),
+                         **_librdkafka(material, "SASL_PLAINTEXT", "SCRAM-SHA-256"),
+                         "error_cb": errors.append})
+    start = time.monotonic()
+    sent = 0
+    while time.monotonic() - start < 9:
+        producer.produce(topic, f"r{sent}".encode(),
+                         on_delivery=lambda err, _m: err and errors.append(err))
+        sent += 1
+        producer.flush(10)
+        time.sleep(0.3)
+    assert producer.flush(10) == 0
+    assert not errors, errors[:3]
+    assert expired() == before
+    got = consume_assigned(cluster.bootstrap, topic, [0], sent)
+    assert len(got) == sent
