@@ -11,6 +11,7 @@ import json
 import socket
 import subprocess
 import sys
+import time
 
 import pytest
 from confluent_kafka import KafkaException, Producer
@@ -35,9 +36,12 @@ SET, DELETE = AlterConfigOpType.SET, AlterConfigOpType.DELETE
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory):
-    """Three brokers; retention checked every half second so that a retention change shows."""
+    """Three brokers; retention checked every half second so that a retention change shows,
+    followers fetching at most 16 KiB per partition so that a throttled copy takes many
+    fetches."""
     for cluster in serve_cluster(tmp_path_factory, 3, {"log.retention.check.interval.ms": "500",
-                                                       "min.insync.replicas": "1"}):
+                                                       "min.insync.replicas": "1",
+                                                       "replica.fetch.max.bytes": "16384"}):
         for slot in cluster.brokers:  # every broker's metadata cache knows all three
             one = AdminClient({"bootstrap.servers": f"{slot.host}:{slot.port}"})
             wait_for(lambda one=one: len(one.list_topics(timeout=5).brokers) == 3, 30,
@@ -203,6 +207,41 @@ def test_segment_and_retention_defaults_apply_to_existing_logs(
     _default_ok(cluster, ("log.retention.bytes", "4096", SET))
     for b in cluster.broker_ids:  # ~1 KiB segments: at most 4096 bytes kept + the active one
         wait_for(lambda b=b: segments(b) <= 5, 30, what=f"retention on broker {b}")
+
+
+def test_follower_throttle_applies_live(cluster, admin, kadmin, topic_name, clean_dynamic):
+    """follower.replication.throttled.rate set dynamically on the broker receiving a new
+    replica (a reassignment; the replica is outside the ISR and listed in the topic's
+    follower.replication.throttled.replicas): the copy is held to a trickle, and removing
+    the rate lets it finish."""
+    from confluent_kafka.admin import NewTopic
+    from kafka import TopicPartition as KTopicPartition
+
+    source, target = cluster.broker_ids[0], cluster.broker_ids[1]
+    fs = admin.create_topics([NewTopic(topic_name, 1, replica_assignment=[[source]])],
+                             request_timeout=30)
+    fs[topic_name].result(30)
+    for _ in range(40):
+        produce(cluster.bootstrap, topic_name, [bytes(10000)], partition=0)
+    _alter(admin, ConfigResource.Type.TOPIC, topic_name,
+           ("follower.replication.throttled.replicas", "*", SET))
+    _alter(admin, BROKER, str(target), ("follower.replication.throttled.rate", "1", SET))
+
+    def size(broker_id: int) -> int:
+        part = cluster.broker_dir(broker_id) / "logs" / f"{topic_name}-0"
+        return sum(f.stat().st_size for f in part.glob("*.log")) if part.exists() else 0
+
+    total = size(source)
+    assert total >= 400000
+    result = kadmin.alter_partition_reassignments({KTopicPartition(topic_name, 0):
+                                                   [source, target]})
+    assert all(err is None for err in result.values()), result
+    wait_for(lambda: size(target) > 0, 30, what="the new replica's first fetch")
+    for _ in range(15):  # one 16 KiB fetch per quota window at most: far from done
+        assert size(target) < total // 2
+        time.sleep(0.2)
+    _alter(admin, BROKER, str(target), ("follower.replication.throttled.rate", None, DELETE))
+    wait_for(lambda: size(target) >= total, 60, what="the copy finishing unthrottled")
 
 
 def test_refusals_use_kafka_error_codes(cluster, admin):
