@@ -27,6 +27,7 @@ from weir.security.acls import (
     AclOperation,
     ResourcePattern,
     ResourceType,
+    pascal_name,
     validate_binding,
 )
 from weir.security.authorizer import Authorizer, Session, parse_super_users
@@ -49,6 +50,7 @@ AUTHORIZATION_ERRORS = {
 }
 
 _T = TypeVar("_T")
+_RETRY_S = 1.0
 
 
 class AclAuthorizerService:
@@ -95,9 +97,11 @@ class AclAuthorizerService:
             try:
                 await self.process_notifications()
             except Exception:
-                # ZooKeeper unreachable for now: the next watch event (after reconnecting)
-                # retries; until then the cache keeps the last known ACLs.
-                log.exception("processing ACL change notifications failed")
+                # ZooKeeper unreachable for now: try again shortly (a reconnect also fires
+                # the watches); until then the cache keeps the last known ACLs.
+                log.exception("processing ACL change notifications failed; retrying")
+                await asyncio.sleep(_RETRY_S)
+                self._changed.set()
 
     async def process_notifications(self) -> None:
         """Re-read the resources named by notifications not yet processed."""
@@ -224,8 +228,9 @@ def authorize(ctx: Any, operation: AclOperation, resource_type: ResourceType, na
     allowed = service.core.authorize(session, operation, resource_type, name)
     if not allowed and log_if_denied:
         audit.info("Principal = %s is Denied Operation = %s from host = %s on resource = "
-                   "%s:LITERAL:%s for request = %s", session.principal, operation.name,
-                   session.host, resource_type.name, name, ctx.request_cls.__name__)
+                   "%s:LITERAL:%s for request = %s", session.principal, pascal_name(operation),
+                   session.host, pascal_name(resource_type), name,
+                   ctx.request_cls.__name__.removesuffix("Request"))
     return allowed
 
 
