@@ -42,7 +42,10 @@ class ScramCredentialStore:
         cached = self._cache.get(user)
         if cached is None:
             cached = dict(self.zk.get_entity_config(ENTITY, sanitize(user)))
-            self._cache[user] = cached
+            # Only users that exist are cached: names tried by unauthenticated clients must
+            # not grow the cache (Kafka's CredentialCache holds existing users only).
+            if cached:
+                self._cache[user] = cached
         return cached
 
     def credential(self, user: str, mechanism: str) -> ScramCredential | None:
@@ -59,12 +62,8 @@ class ScramCredentialStore:
 
     def users(self) -> list[str]:
         """Users with at least one SCRAM credential (blocking)."""
-        try:
-            nodes = self.zk.get_children(f"/config/{ENTITY}")
-        except Exception:  # noqa: BLE001 - no node yet: no users
-            nodes = []
         out = []
-        for node in sorted(nodes):
+        for node in self.zk.get_children(f"/config/{ENTITY}"):  # [] when there is none
             user = desanitize(node)
             if any(m in HASHES for m in self._config(user)):
                 out.append(user)

@@ -96,3 +96,48 @@ def test_iterations_bounds() -> None:
         scram.make_credential("SCRAM-SHA-256", "x", 100)
     with pytest.raises(ScramError):
         scram.make_credential("SCRAM-SHA-1", "x")
+
+
+class _FakeZk:
+    """The three ZkClient calls the credential store makes, over a dict of znodes."""
+
+    def __init__(self) -> None:
+        self.nodes: dict[str, dict[str, str]] = {}
+        self.reads = 0
+        self.changes: list[str] = []
+
+    def get_entity_config(self, entity: str, name: str) -> dict[str, str]:
+        self.reads += 1
+        return dict(self.nodes.get(f"{entity}/{name}", {}))
+
+    def set_entity_config(self, entity: str, name: str, config: dict[str, str]) -> None:
+        self.nodes[f"{entity}/{name}"] = dict(config)
+        self.changes.append(f"{entity}/{name}")
+
+    def get_children(self, path: str) -> list[str]:
+        prefix = path.removeprefix("/config/") + "/"
+        return sorted(k[len(prefix):] for k in self.nodes if k.startswith(prefix))
+
+
+def test_credential_store_in_kafkas_layout():
+    from weir.security.credentials import ScramCredentialStore
+
+    zk = _FakeZk()
+    store = ScramCredentialStore(zk)
+    cred = scram.make_credential("SCRAM-SHA-512", "pw")
+    store.alter("bob@corp", {"SCRAM-SHA-512": cred}, set())
+    assert zk.changes == ["users/bob%40corp"]  # Kafka's Sanitizer: URL-encoded node names
+    assert zk.nodes["users/bob%40corp"] == {"SCRAM-SHA-512": cred.to_kafka_string()}
+    assert store.credential("bob@corp", "SCRAM-SHA-512") == cred
+    assert store.credential("bob@corp", "SCRAM-SHA-256") is None
+    assert store.users() == ["bob@corp"] and store.mechanisms("bob@corp") == {
+        "SCRAM-SHA-512": 4096}
+    reads = zk.reads
+    for i in range(50):  # unknown names are read, not cached
+        assert store.credential(f"nobody{i}", "SCRAM-SHA-512") is None
+    assert zk.reads == reads + 50 and set(store._cache) <= {"bob@corp"}
+    store.alter("bob@corp", {}, {"SCRAM-SHA-512"})
+    assert store.credential("bob@corp", "SCRAM-SHA-512") is None
+    zk.nodes["users/bob%40corp"] = {"SCRAM-SHA-512": "garbage"}
+    store.invalidate()
+    assert store.credential("bob@corp", "SCRAM-SHA-512") is None  # logged, not raised
