@@ -8,6 +8,7 @@ other dir's partitions keep their leader, clients go on through the new leaders.
 
 from __future__ import annotations
 
+import json
 import shutil
 import time
 from pathlib import Path
@@ -285,3 +286,41 @@ def test_sigkill_during_a_move_leaves_one_complete_log(tmp_path, topic_name):
         raise
     finally:
         cluster.stop()
+
+
+def test_weir_log_dirs_cli_describes_and_moves(jbod, topic_name, capsys):
+    from weir.cli.main import main
+
+    cluster, data = jbod
+    _create(cluster, topic_name, [[2]])
+    base = ["--bootstrap-server", cluster.bootstrap, "--json"]
+
+    def describe() -> dict:
+        capsys.readouterr()
+        assert main(["log-dirs", "describe", *base, "--broker-list", "2",
+                     "--topic-list", topic_name]) == 0
+        return json.loads(capsys.readouterr().out)
+
+    doc = describe()
+    assert doc["version"] == 1 and [b["broker"] for b in doc["brokers"]] == [2]
+    dirs = doc["brokers"][0]["logDirs"]
+    assert sorted(d["logDir"] for d in dirs) == sorted(str(d) for d in _dirs(data, 2))
+    assert all(d["error"] is None and d["totalBytes"] > 0 for d in dirs)
+    (here,) = [d["logDir"] for d in dirs if d["partitions"]]
+    assert dirs[[d["logDir"] for d in dirs].index(here)]["partitions"] == [
+        {"partition": f"{topic_name}-0", "size": 0, "offsetLag": 0, "isFuture": False}]
+    there = next(str(d) for d in _dirs(data, 2) if str(d) != here)
+    capsys.readouterr()
+    assert main(["log-dirs", "move", *base, "--topic", topic_name, "--partition", "0",
+                 "--broker", "2", "--dir", there]) == 0
+    assert json.loads(capsys.readouterr().out)["error"] is None
+
+    def moved():
+        found = {d["logDir"]: d["partitions"] for d in describe()["brokers"][0]["logDirs"]}
+        return found[there] and not found[here] and not found[there][0]["isFuture"]
+
+    wait_until(moved, 30, "the replica in its new dir")
+    capsys.readouterr()
+    assert main(["log-dirs", "move", *base, "--topic", topic_name, "--partition", "0",
+                 "--broker", "2", "--dir", "/no/such/dir"]) == 1
+    assert "LOG_DIR_NOT_FOUND" in capsys.readouterr().err
