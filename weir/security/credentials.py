@@ -21,8 +21,9 @@ ENTITY = "users"
 
 
 def sanitize(user: str) -> str:
-    """Kafka's ``Sanitizer``: a user name as a znode name (URL-encoded)."""
-    return quote(user, safe="-._")
+    """Kafka's ``Sanitizer``: a user name as a znode name, URL-encoded as Java's URLEncoder
+    does (only letters, digits and ``.-_`` are kept; a space is %20, ``*`` is %2A)."""
+    return quote(user, safe="-._").replace("~", "%7E")
 
 
 def desanitize(node: str) -> str:

@@ -127,6 +127,9 @@ def test_credential_store_in_kafkas_layout():
     cred = scram.make_credential("SCRAM-SHA-512", "pw")
     store.alter("bob@corp", {"SCRAM-SHA-512": cred}, set())
     assert zk.changes == ["users/bob%40corp"]  # Kafka's Sanitizer: URL-encoded node names
+    from weir.security.credentials import sanitize
+
+    assert sanitize("a b*c~d.e-f_g") == "a%20b%2Ac%7Ed.e-f_g"  # as Java's URLEncoder
     assert zk.nodes["users/bob%40corp"] == {"SCRAM-SHA-512": cred.to_kafka_string()}
     assert store.credential("bob@corp", "SCRAM-SHA-512") == cred
     assert store.credential("bob@corp", "SCRAM-SHA-256") is None
