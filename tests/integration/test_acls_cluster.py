@@ -186,6 +186,15 @@ def test_weir_acl_cli(secure3):
     everything = _weir("acl", "remove", *bootstrap, "--json", "--topic", topic,
                        "--resource-pattern-type", "any")
     assert len(json.loads(everything.stdout)["removed"]) == 4
+    # kafka-acls.sh's shorthands.
+    producer = _weir("acl", "add", *bootstrap, "--json", "--producer", "--topic", topic,
+                     "--allow-principal", "User:app")
+    assert producer.returncode == 0, producer.stderr
+    assert sorted(r["operation"] for r in json.loads(producer.stdout)["added"]) == [
+        "Create", "Describe", "Write"]
+    gone = _weir("acl", "remove", *bootstrap, "--json", "--producer", "--topic", topic,
+                 "--allow-principal", "User:app")
+    assert len(json.loads(gone.stdout)["removed"]) == 3
     # Bad input: a clear message and exit code 1, nothing sent.
     bad = _weir("acl", "add", *bootstrap, "--group", "g", "--allow-principal", "User:x",
                 "--operation", "Write")

@@ -5,8 +5,10 @@ Kafka's ``kafka-acls.sh --bootstrap-server`` does (confluent-kafka's AdminClient
 ``--allow-principal`` with ``--allow-host`` (default ``*``) and ``--deny-principal`` with
 ``--deny-host`` (default ``*``). ``remove`` takes the same options and removes exactly those
 ACLs; without principals or operations it removes every ACL on the resources named (a
-filter, as kafka-acls.sh --remove). ``list`` shows the ACLs on the resources named (all of
-them by default), ``--principal`` narrowing them to one principal.
+filter, as kafka-acls.sh --remove). ``--producer`` and ``--consumer`` stand for the
+operations a producer or a consumer needs, as in kafka-acls.sh. ``list`` shows the ACLs on
+the resources named (all of them by default), ``--principal`` narrowing them to one
+principal.
 """
 
 from __future__ import annotations
@@ -70,6 +72,13 @@ def _entries(p: argparse.ArgumentParser) -> None:
                    metavar="OP", help="Read, Write, Create, Delete, Alter, Describe, "
                                       "ClusterAction, DescribeConfigs, AlterConfigs, "
                                       "IdempotentWrite or All (repeatable)")
+    p.add_argument("--producer", action="store_true",
+                   help="a producer's ACLs: Write, Describe, Create on the topics (Write, "
+                        "Describe on --transactional-id; --idempotent: IdempotentWrite on "
+                        "the cluster)")
+    p.add_argument("--idempotent", action="store_true", help="with --producer")
+    p.add_argument("--consumer", action="store_true",
+                   help="a consumer's ACLs: Read, Describe on the topics, Read on the groups")
 
 
 def cmd_acl(args: argparse.Namespace) -> int:
@@ -77,6 +86,42 @@ def cmd_acl(args: argparse.Namespace) -> int:
 
 
 # -- argument checks (kafka-acls.sh's AclCommand) -------------------------------------------------
+
+
+def _plan(args: argparse.Namespace, ops_required: bool
+          ) -> list[tuple[ResourceType, str, AclOperation | None]]:
+    """(resource type, name, operation) of every ACL the options name; operation None: any
+    (``remove`` without ``--operation``). kafka-acls.sh's --producer and --consumer expand
+    to their fixed operations per resource type."""
+    resources = _named_resources(args, required=True)
+    if not (getattr(args, "producer", False) or getattr(args, "consumer", False)):
+        if getattr(args, "idempotent", False):
+            raise AdminCliError("--idempotent needs --producer")
+        ops: list[AclOperation | None] = list(
+            _operations(args, resources, required=ops_required)) or [None]
+        return [(rtype, name, op) for rtype, name in resources for op in ops]
+    if args.operations or args.cluster:
+        raise AdminCliError("--producer/--consumer name their own operations: leave out "
+                            "--operation and --cluster")
+    if args.consumer and not args.groups:
+        raise AdminCliError("--consumer needs --group")
+    if not args.topics:
+        raise AdminCliError("--producer/--consumer need --topic")
+    wanted: dict[ResourceType, list[AclOperation]] = {}
+    if args.producer:
+        wanted[ResourceType.TOPIC] = [AclOperation.WRITE, AclOperation.DESCRIBE,
+                                      AclOperation.CREATE]
+        wanted[ResourceType.TRANSACTIONAL_ID] = [AclOperation.WRITE, AclOperation.DESCRIBE]
+        if args.idempotent:
+            wanted[ResourceType.CLUSTER] = [AclOperation.IDEMPOTENT_WRITE]
+    if args.consumer:
+        topic_ops = wanted.setdefault(ResourceType.TOPIC, [])
+        topic_ops += [op for op in (AclOperation.READ, AclOperation.DESCRIBE)
+                      if op not in topic_ops]
+        wanted[ResourceType.GROUP] = [AclOperation.READ]
+    if args.idempotent:
+        resources = [*resources, (ResourceType.CLUSTER, CLUSTER_NAME)]
+    return [(rtype, name, op) for rtype, name in resources for op in wanted.get(rtype, [])]
 
 
 def _named_resources(args: argparse.Namespace, required: bool) -> list[tuple[ResourceType, str]]:
@@ -93,6 +138,7 @@ def _named_resources(args: argparse.Namespace, required: bool) -> list[tuple[Res
 
 def _operations(args: argparse.Namespace, resources: list[tuple[ResourceType, str]],
                 required: bool) -> list[AclOperation]:
+    """The ``--operation`` values, each checked against the resource types named."""
     if not args.operations:
         if required:
             raise AdminCliError("give at least one --operation")
@@ -189,14 +235,13 @@ def _sorted(rows: list[dict[str, str]]) -> list[dict[str, str]]:
 def acl_add(args: argparse.Namespace) -> int:
     from confluent_kafka.admin import AclBinding
 
-    resources = _named_resources(args, required=True)
+    plan = _plan(args, ops_required=True)
     pattern = _pattern(args, exact=True)
-    ops = _operations(args, resources, required=True)
     specs = _entry_specs(args, required=True)
     bindings = [AclBinding(_ck("resource", rtype), name, _ck("pattern", pattern), principal,
                            host, _ck("operation", op), _ck("permission", perm))
-                for (rtype, name), (principal, host, perm), op
-                in itertools.product(resources, specs, ops)]
+                for (rtype, name, op), (principal, host, perm)
+                in itertools.product(plan, specs)]
     admin = admin_client(args)
     futures = admin.create_acls(bindings, request_timeout=args.timeout)
     rows = []
@@ -229,16 +274,15 @@ def acl_list(args: argparse.Namespace) -> int:
 def acl_remove(args: argparse.Namespace) -> int:
     from confluent_kafka.admin import AclBindingFilter
 
-    resources = _named_resources(args, required=True)
+    plan = _plan(args, ops_required=False)
     pattern = _pattern(args, exact=False)
-    ops: list[Any] = _operations(args, resources, required=False) or ["ANY"]
     specs: list[tuple[Any, Any, str]] = _entry_specs(args, required=False) or [
         (None, None, "ANY")]
     filters = [AclBindingFilter(_ck("resource", rtype), name, _ck("pattern", pattern),
-                                principal, host, _ck("operation", op),
+                                principal, host, _ck("operation", op or "ANY"),
                                 _ck("permission", perm))
-               for (rtype, name), (principal, host, perm), op
-               in itertools.product(resources, specs, ops)]
+               for (rtype, name, op), (principal, host, perm)
+               in itertools.product(plan, specs)]
     admin = admin_client(args)
     futures = admin.delete_acls(filters, request_timeout=args.timeout)
     rows = []
