@@ -492,3 +492,24 @@ def test_librdkafka_reauthenticates_before_its_session_ends(secured):
     assert expired() == before
     got = consume_assigned(cluster.bootstrap, topic, [0], sent)
     assert len(got) == sent
+
+
+def test_fuzzed_requests_before_authentication_never_reach_a_handler(secured):
+    """Every API and version, valid and mutated, sent first on a SASL connection: only
+    ApiVersions, SaslHandshake and SaslAuthenticate may be answered (SaslAuthenticate with
+    ILLEGAL_SASL_STATE); anything else is closed unanswered — an answer would mean a
+    handler ran for an unauthenticated client."""
+    from fuzz.cases import cases
+    from fuzz.live import run_cases
+
+    cluster, material, ports = secured
+    batch = list(cases(3, 4))
+    pre_auth = [c for c in batch if c.target.api_key not in (17, 18, 36)]
+    allowed = [c for c in batch if c.target.api_key in (17, 18, 36)]
+    port = ports[1]["SASL_PLAINTEXT"]
+    outcomes, bad = asyncio.run(run_cases("127.0.0.1", port, pre_auth, wait_s=3.0))
+    assert not bad
+    assert set(outcomes) == {"closed"}, outcomes
+    outcomes, bad = asyncio.run(run_cases("127.0.0.1", port, allowed, wait_s=3.0))
+    assert not bad and outcomes["answered"] > 0, outcomes
+    _still_serves(cluster, material, ports)
