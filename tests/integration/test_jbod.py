@@ -35,14 +35,14 @@ BROKERS = (1, 2)
 
 
 def _dirs(data: Path, broker_id: int) -> list[Path]:
-    return [data / f"broker-{broker_id}" / "logs-a", data / f"broker-{broker_id}" / "logs-b"]
+    """What ``LocalCluster(log_dirs=2)`` (``weir up --log-dirs 2``) gives each broker."""
+    return [data / f"broker-{broker_id}" / "logs-1", data / f"broker-{broker_id}" / "logs-2"]
 
 
 def _start(data: Path, **overrides: str) -> LocalCluster:
-    cluster = LocalCluster(
-        data, brokers=len(BROKERS), port_base=0, overrides=overrides,
-        broker_overrides={b: {"log.dirs": ",".join(str(d) for d in _dirs(data, b))}
-                          for b in BROKERS})
+    cluster = LocalCluster(data, brokers=len(BROKERS), port_base=0, overrides=overrides,
+                           log_dirs=2)
+    assert cluster.broker_log_dirs(1) == _dirs(data.resolve(), 1)
     try:
         cluster.start(timeout_s=90)
     except BaseException:

@@ -93,7 +93,7 @@ class LocalCluster:
                  port_base: int = 9092, overrides: Mapping[str, str] | None = None,
                  *, session_timeout_ms: int = LOCAL_SESSION_TIMEOUT_MS,
                  broker_overrides: Mapping[int, Mapping[str, str]] | None = None,
-                 first_broker_id: int | None = None) -> None:
+                 first_broker_id: int | None = None, log_dirs: int = 1) -> None:
         if brokers < 1:
             raise ValueError("a cluster needs at least one broker")
         if first_broker_id is not None and first_broker_id < 0:
@@ -105,6 +105,9 @@ class LocalCluster:
         self.broker_overrides = {int(b): {k: str(v) for k, v in o.items()}
                                  for b, o in (broker_overrides or {}).items()}
         self.session_timeout_ms = session_timeout_ms
+        if log_dirs < 1:
+            raise ValueError("a broker needs at least one log dir")
+        self.log_dirs = log_dirs  # per new broker: logs/, or logs-1/ ... logs-N/ (JBOD)
         self.zookeeper_connect: str | None = None
         self.zookeeper_pid = 0
         self._zk_server: Any = None
@@ -128,6 +131,13 @@ class LocalCluster:
 
     def broker_dir(self, broker_id: int) -> Path:
         return self.data_dir / f"broker-{broker_id}"
+
+    def broker_log_dirs(self, broker_id: int) -> list[Path]:
+        """The ``log.dirs`` a new broker gets: ``logs/``, or ``logs-1/`` ... with JBOD."""
+        base = self.broker_dir(broker_id)
+        if self.log_dirs == 1:
+            return [base / "logs"]
+        return [base / f"logs-{i}" for i in range(1, self.log_dirs + 1)]
 
     def config_path(self, broker_id: int) -> Path:
         return self.broker_dir(broker_id) / "server.properties"
@@ -209,7 +219,7 @@ class LocalCluster:
             managed = {
                 "broker.id": str(broker_id),
                 "listeners": f"PLAINTEXT://{LOOPBACK}:{port}",
-                "log.dirs": str(self.broker_dir(broker_id) / "logs"),
+                "log.dirs": ",".join(str(d) for d in self.broker_log_dirs(broker_id)),
                 "zookeeper.connect": self.zookeeper_connect,
                 "zookeeper.session.timeout.ms": str(self.session_timeout_ms),
                 "offsets.topic.replication.factor": replicas,

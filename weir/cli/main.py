@@ -47,6 +47,8 @@ def build_parser() -> argparse.ArgumentParser:
     up.add_argument("--first-broker-id", type=int, default=None, metavar="K",
                     help="broker ids K..K+N-1 (default 1, or what the data dir has; Kafka's "
                          "quickstart uses 0)")
+    up.add_argument("--log-dirs", type=int, default=1, metavar="N",
+                    help="log dirs per new broker (JBOD, docs/jbod.md; default 1)")
     up.add_argument("--detach", action="store_true", help="return once the cluster is up")
     up.add_argument("--set", dest="overrides", type=key_value, action="append", default=[],
                     metavar="KEY=VALUE", help="broker config override (repeatable)")
@@ -106,8 +108,11 @@ def cmd_up(args: argparse.Namespace) -> int:
     if args.first_broker_id is not None and args.first_broker_id < 0:
         print("weir: --first-broker-id must be 0 or more", file=sys.stderr)
         return EXIT_CONFIG
+    if args.log_dirs < 1:
+        print("weir: --log-dirs must be 1 or more", file=sys.stderr)
+        return EXIT_CONFIG
     cluster = LocalCluster(Path(args.data_dir), args.brokers, args.port_base, overrides,
-                           first_broker_id=args.first_broker_id)
+                           first_broker_id=args.first_broker_id, log_dirs=args.log_dirs)
     cluster.serve_metrics = args.console
     from weir.cli.secure import SecureCluster
 
