@@ -76,7 +76,10 @@ KAFKA_3_9: dict[int, tuple[str, int, int]] = {
     67: ("AllocateProducerIds", 0, 0),
 }
 
-# Where Weir serves less than Kafka 3.9, on purpose: the range Weir serves, and why.
+# Where Weir serves less than Kafka 3.9, on purpose: the range Weir serves, and why. The
+# inter-broker APIs are served at the versions a Kafka 3.9 controller or broker at
+# inter.broker.protocol.version 3.4+ sends (ControllerChannelManager, MetadataVersion);
+# older ones come only from brokers at an older IBP.
 NARROWER: dict[int, tuple[int, int, str]] = {
     4: (7, 7, "inter-broker: only Weir's own controller sends it, at the newest ZK version"),
     5: (4, 4, "inter-broker: only Weir's own controller sends it, at the newest ZK version"),
