@@ -86,6 +86,7 @@ class LogDirMover:
         self.lm = log_manager
         self.quota = quota or CopyQuota()
         self._tasks: dict[TopicPartition, asyncio.Task] = {}
+        self._deletions: set[asyncio.Task] = set()
         self._closing = False
         # Called after a swap as listener(tp, old log dir, new log dir).
         self.moved_listeners: list[Callable[[TopicPartition, Path, Path], None]] = []
@@ -119,6 +120,8 @@ class LogDirMover:
         if tasks:
             await asyncio.wait(tasks, timeout=grace_s)
         await cancel_and_wait(*tasks)
+        if self._deletions:  # old copies being deleted: let them finish
+            await asyncio.wait(list(self._deletions), timeout=grace_s)
 
     # -- the copy loop -------------------------------------------------------------------
     async def _run(self, tp: TopicPartition) -> None:
@@ -163,7 +166,10 @@ class LogDirMover:
                 self._swap(tp, current, future, source_dir, dest_dir)
                 return None
         except KafkaError as exc:
-            self._storage_failure(exc, source_dir, dest_dir, future)
+            if exc.code == ErrorCode.kafka_storage_error:
+                self._storage_failure(exc, source_dir, dest_dir, future)
+            else:  # the current log changed under the copy (retention, truncation): retry
+                log.debug("moving %s: %s; trying again", tp, exc.message)
             return _IDLE
         return source_dir, dest_dir, current, future
 
@@ -251,7 +257,10 @@ class LogDirMover:
         # Waiters re-check against the new log (nothing changed for them otherwise).
         self.rm.produce_purgatory.notify(tp)
         self.rm.fetch_purgatory.notify(tp)
-        asyncio.get_running_loop().create_task(asyncio.to_thread(_delete_quietly, old))
+        deletion = asyncio.get_running_loop().create_task(
+            asyncio.to_thread(_delete_quietly, old))
+        self._deletions.add(deletion)  # a reference until it is done
+        deletion.add_done_callback(self._deletions.discard)
         for listener in self.moved_listeners:
             listener(tp, source_dir, dest_dir)
 

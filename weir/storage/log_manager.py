@@ -207,8 +207,10 @@ class LogManager:
         # memory (its files stay); a move into a failed dir is abandoned.
         for tp, d in list(self._future_dir_of.items()):
             if d == log_dir:
-                self._future_logs.pop(tp).offline_reason = reason
                 del self._future_dir_of[tp]
+                future = self._future_logs.pop(tp, None)
+                if future is not None:
+                    future.offline_reason = reason
         for listener in self.dir_failure_listeners:
             listener(log_dir, reason)
 
@@ -317,7 +319,7 @@ class LogManager:
         return self._future_logs.get(tp)
 
     def future_dir_of(self, tp: TopicPartition) -> Path | None:
-        return self._future_dir_of.get(tp)
+        return self._future_dir_of.get(tp) if tp in self._future_logs else None
 
     def future_logs(self) -> dict[TopicPartition, Log]:
         return dict(self._future_logs)

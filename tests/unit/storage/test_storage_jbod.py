@@ -246,3 +246,19 @@ def test_checkpoints_cover_future_logs(manager, dirs):
     m.checkpoint_recovery_points()
     assert read_offset_checkpoint(dirs[1] / "recovery-point-offset-checkpoint") == {TP0: 3}
     assert read_offset_checkpoint(dirs[0] / "recovery-point-offset-checkpoint") == {TP0: 0}
+
+
+def test_a_future_log_that_cannot_be_opened_takes_only_its_dir_offline(manager, dirs):
+    m = manager()
+    m.startup(now_ms=0)
+    produce(m.get_or_create_log(TP0))
+    m.get_or_create_log(TP1)  # in d2
+    m.create_future_log(TP0, dirs[1])
+    m.shutdown()
+    (future_dir,) = [p for p in dirs[1].iterdir() if p.name.endswith("-future")]
+    (future_dir / "leader-epoch-checkpoint").mkdir()  # unreadable as a file: an I/O error
+    m2 = manager()
+    m2.startup(now_ms=0)
+    assert set(m2.offline_dirs) == {dirs[1]}
+    assert m2.future_log(TP0) is None and m2.future_dir_of(TP0) is None
+    assert m2.get_log(TP0).log_end_offset == 3  # d1 serves
