@@ -17,6 +17,7 @@ from tests.integration.replication_checks import partition_leaders, wait_until
 from weir.cli.cluster import LocalCluster
 from weir.config import read_properties
 from weir.protocol.errors import ErrorCode
+from weir.records.builder import build_batch
 from weir.server.metrics import parse
 
 pytestmark = pytest.mark.integration
@@ -238,3 +239,29 @@ def test_followers_replicate_through_incremental_sessions(cluster, topic_name):
         now = {b: _session_metrics(cluster, b)[1] for b in led}
         return all(now[b] - before[b] >= 2 * k for b, k in led.items()) or None
     wait_until(grown, 60, "the new partitions in the followers' sessions on every leader")
+
+
+def test_leader_hints_from_a_broker_that_does_not_lead(cluster, topic_name):
+    """KIP-951 (Produce v10+, Fetch v16+): a partition refused as not led here names its
+    current leader and that leader's endpoint."""
+    broker, mine = _one_leader_topic(cluster, topic_name)
+    other = next(b for b in cluster.broker_ids if b != broker)
+    addr = _addr(cluster, other)
+    batch = build_batch([b"hint"])
+    produced = raw_request(*addr, 0, 10, transactional_id=None, acks=1,
+                           timeout=datetime.timedelta(seconds=10), topic_data=[
+                               {"name": topic_name, "partition_data": [
+                                   {"index": mine[0], "records": batch}]}])
+    p = produced.responses[0].partition_responses[0]
+    assert int(p.error_code) == ErrorCode.not_leader_or_follower
+    assert p.current_leader.leader_id == broker and p.current_leader.leader_epoch >= 0
+    assert [(n.node_id, n.port) for n in produced.node_endpoints] == [
+        (broker, _addr(cluster, broker)[1])]
+    md = raw_request(*addr, 3, 12, topics=[{"name": topic_name, "topic_id": None}])
+    topics = [{"topic_id": md.topics[0].topic_id, "partitions": [
+        {"partition": mine[0], "fetch_offset": 0, "partition_max_bytes": 1 << 20}]}]
+    fetched = _fetch(addr, 16, topics, 0, -1)
+    f = fetched.responses[0].partitions[0]
+    assert int(f.error_code) == ErrorCode.not_leader_or_follower
+    assert f.current_leader.leader_id == broker
+    assert [n.node_id for n in fetched.node_endpoints] == [broker]

@@ -35,12 +35,17 @@ PartitionResult = tuple[int, int, int, int, int, str | None]
 """(partition index, error code, base offset, log append time ms, log start offset, message)"""
 
 
-def encode(version: int, topics: Iterable[tuple[str, list[PartitionResult]]]) -> bytes:
+def encode(version: int, topics: Iterable[tuple[str, list[PartitionResult]]],
+           leaders: dict[tuple[str, int], tuple[int, int]] | None = None,
+           node_endpoints: list[tuple[int, str, int, str | None]] = ()) -> bytes:
     """The body of a ProduceResponse of ``version`` (0-11); throttle time 0 (v1+).
 
-    v10+ may carry KIP-951 leader hints (tagged fields); they are left out, which clients
-    read as "refresh metadata", as before v10.
+    v10+ carry KIP-951 leader hints: ``leaders`` maps (topic, partition) to the current
+    (leader id, leader epoch) of partitions refused with NOT_LEADER_OR_FOLLOWER, ``node_endpoints`` the
+    ``(node id, host, port, rack)`` of those leaders.
     """
+    hints = version >= 10
+    leaders = leaders or {}
     flexible = version >= 9
     topics = list(topics)
     parts = [_count(len(topics), flexible)]
@@ -56,12 +61,22 @@ def encode(version: int, topics: Iterable[tuple[str, list[PartitionResult]]]) ->
             if version >= 8:
                 parts.append(_count(0, flexible))  # record errors
                 parts.append(_string(message, flexible))
-            if flexible:
+            leader = leaders.get((name, index)) if hints else None
+            if leader is not None:  # tagged field 0: CurrentLeader
+                data = _I32.pack(leader[0]) + _I32.pack(leader[1]) + b"\x00"
+                parts.append(b"\x01\x00" + encode_uvarint(len(data)) + data)
+            elif flexible:
                 parts.append(b"\x00")
         if flexible:
             parts.append(b"\x00")
     if version >= 1:
         parts.append(_I32.pack(0))  # throttle time
-    if flexible:
+    if hints and node_endpoints:  # tagged field 0: NodeEndpoints
+        data = bytearray(_count(len(node_endpoints), True))
+        for node_id, host, port, rack in node_endpoints:
+            data += _I32.pack(node_id) + _string(host, True) + _I32.pack(port)
+            data += _string(rack, True) + b"\x00"
+        parts.append(b"\x01\x00" + encode_uvarint(len(data)) + bytes(data))
+    elif flexible:
         parts.append(b"\x00")
     return b"".join(parts)

@@ -102,8 +102,17 @@ def test_hand_encoded_produce_response_matches_kio(version):
     _, response_cls = REGISTRY[0].schemas(version)
     topics = [("alpha", [(0, 0, 42, -1, 7, None), (3, 6, -1, -1, -1, "not the leader")]),
               ("beta-é", [(1, 0, 0, 1_700_000_000_000, 0, None)])]
-    decoded = codec.decode_body(response_cls, produce_response.encode(version, topics))
+    leaders = {("alpha", 3): (2, 7)}
+    endpoints = [(2, "h2", 9093, None)]
+    decoded = codec.decode_body(response_cls,
+                                produce_response.encode(version, topics, leaders, endpoints))
     assert [t.name for t in decoded.responses] == ["alpha", "beta-é"]
+    if version >= 10:  # KIP-951 leader hints
+        hint = decoded.responses[0].partition_responses[1].current_leader
+        assert (hint.leader_id, hint.leader_epoch) == (2, 7)
+        assert decoded.responses[0].partition_responses[0].current_leader.leader_id == -1
+        assert [(n.node_id, n.host, n.port, n.rack) for n in decoded.node_endpoints] == \
+            endpoints
     p0, p1 = decoded.responses[0].partition_responses
     assert (p0.index, int(p0.error_code), p0.base_offset) == (0, 0, 42)
     assert (p1.index, int(p1.error_code), p1.base_offset) == (3, 6, -1)

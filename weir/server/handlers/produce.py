@@ -72,4 +72,17 @@ async def handle(ctx, request) -> Any:
             tp.partition, int(r.error), r.base_offset, r.log_append_time_ms,
             r.log_start_offset, r.message if r.error != ErrorCode.none else None,
         ))
-    return RawResponse(produce_response.encode(ctx.version, by_topic.items()))
+    leaders: dict[tuple[str, int], tuple[int, int]] = {}
+    endpoints = []
+    if ctx.version >= 10:  # KIP-951: where the partitions refused here are led now
+        for tp, r in results.items():
+            meta = broker.metadata.partition(tp)
+            if r.error == ErrorCode.not_leader_or_follower and meta is not None \
+                    and meta.leader >= 0:
+                leaders[(tp.topic, tp.partition)] = (meta.leader, meta.leader_epoch)
+        for leader_id in sorted({leader for leader, _ in leaders.values()}):
+            b = broker.metadata.broker_on(leader_id, ctx.listener)
+            if b is not None:
+                endpoints.append((b.id, b.host, b.port, b.rack))
+    return RawResponse(produce_response.encode(ctx.version, by_topic.items(), leaders,
+                                               endpoints))
