@@ -9,6 +9,8 @@ a SASL login module's options from ``listener.name.<name>.<mechanism>.sasl.jaas.
 
 from __future__ import annotations
 
+import dataclasses
+import logging
 import ssl
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -21,6 +23,7 @@ SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
 MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
 
 Lookup = Callable[[str], Any]
+log = logging.getLogger(__name__)
 
 
 class SecurityConfigError(ValueError):
@@ -123,6 +126,14 @@ def listener_security(name: str, protocol: str, get: Lookup) -> ListenerSecurity
     if sec.uses_tls:
         try:
             settings = tls.TlsSettings.from_lookup(value)
+            if sec.sasl and get(prefixed(name, "ssl.client.auth")) is None:
+                # Kafka's ChannelBuilders: on SASL_SSL only the listener-prefixed
+                # ssl.client.auth asks for client certificates (the plain key is for SSL).
+                if settings.client_auth != "none":
+                    log.warning("ssl.client.auth applies to SSL listeners only; use "
+                                "%s to ask for certificates on %s",
+                                prefixed(name, "ssl.client.auth"), name)
+                settings = dataclasses.replace(settings, client_auth="none")
             sec.ssl_context = tls.server_context(settings)
             sec.principal_mapper = tls.SslPrincipalMapper(settings.principal_mapping_rules)
         except tls.TlsConfigError as exc:

@@ -113,3 +113,23 @@ def test_listener_prefixed_settings_win():
              'org.apache.kafka.common.security.plain.PlainLoginModule required '
              'username="a" password="b" user_a="b";'}.get)
     assert (client.mechanism, client.username, client.password) == ("PLAIN", "a", "b")
+
+
+def test_sasl_ssl_asks_for_certificates_only_with_the_listener_prefix(tmp_path):
+    import ssl
+
+    from weir.security.certs import CertificateAuthority
+
+    ca = CertificateAuthority.create()
+    ca.write(tmp_path / "ca.key", tmp_path / "ca.pem")
+    ca.issue("b", hosts=("127.0.0.1",)).write_keystore(tmp_path / "b.pem")
+    props = {"ssl.keystore.location": str(tmp_path / "b.pem"),
+             "ssl.truststore.location": str(tmp_path / "ca.pem"),
+             "ssl.client.auth": "required", "sasl.enabled.mechanisms": ["SCRAM-SHA-256"]}
+    assert listener_security("SSL", "SSL", props.get).ssl_context.verify_mode \
+        == ssl.CERT_REQUIRED
+    assert listener_security("SASL_SSL", "SASL_SSL", props.get).ssl_context.verify_mode \
+        == ssl.CERT_NONE
+    props["listener.name.sasl_ssl.ssl.client.auth"] = "requested"
+    assert listener_security("SASL_SSL", "SASL_SSL", props.get).ssl_context.verify_mode \
+        == ssl.CERT_OPTIONAL
