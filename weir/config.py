@@ -105,6 +105,15 @@ class OneOf:
         return None
 
 
+def _principal_list(value: Any) -> str | None:
+    """``super.users``: ``Type:name`` principals separated by ';' (Kafka's parseKafkaPrincipal)."""
+    for item in str(value or "").split(";"):
+        kind, sep, name = item.strip().partition(":")
+        if item.strip() and (not sep or not kind or not name):
+            return "principals of the form Type:name separated by ';' (User:admin;User:broker)"
+    return None
+
+
 def _non_empty(value: Any) -> str | None:
     return "a non-empty value" if value is None or value == "" or value == [] else None
 
@@ -238,7 +247,7 @@ BROKER_CONFIGS: tuple[ConfigDef, ...] = (
     _d("authorizer.class.name", "string", "",
        OneOf(("", "kafka.security.authorizer.AclAuthorizer")),
        "Authorizer: kafka.security.authorizer.AclAuthorizer (ACLs in ZooKeeper) or empty."),
-    _d("super.users", "string", None, None,
+    _d("super.users", "string", None, _principal_list,
        "Principals allowed everything, separated by ';' (User:admin;User:broker)."),
     _d("allow.everyone.if.no.acl.found", "bool", False, None,
        "Allow a resource that has no ACL at all to everyone."),

@@ -217,3 +217,19 @@ def test_change_events_are_kafkas():
         decode_change(b"nocolon", extended=False)
     with pytest.raises(AclError):
         decode_change(b'{"version":1}', extended=True)
+
+
+def test_authorizer_configs_are_checked_at_startup():
+    from weir.config import BrokerConfig, ConfigError
+
+    base = {"broker.id": "1", "zookeeper.connect": "127.0.0.1:2181"}
+    cfg = BrokerConfig({**base, "authorizer.class.name":
+                        "kafka.security.authorizer.AclAuthorizer",
+                        "super.users": "User:admin; User:broker"})
+    assert parse_super_users(cfg.get("super.users")) == {"User:admin", "User:broker"}
+    assert cfg.get("allow.everyone.if.no.acl.found") is False
+    assert BrokerConfig(base).get("authorizer.class.name") == ""
+    with pytest.raises(ConfigError, match="super.users"):
+        BrokerConfig({**base, "super.users": "admin"})
+    with pytest.raises(ConfigError, match="authorizer.class.name"):
+        BrokerConfig({**base, "authorizer.class.name": "com.example.MyAuthorizer"})
