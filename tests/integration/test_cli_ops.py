@@ -5,12 +5,14 @@ and headers, ``weir elect`` after a preferred leader came back, ``weir up --firs
 
 from __future__ import annotations
 
+import contextlib
 import json
 import subprocess
 import sys
 
 import pytest
 from confluent_kafka import Consumer, TopicPartition
+from confluent_kafka.admin import AdminClient
 
 from tests.conftest import wait_for
 from tests.integration.clients import create_topic, produce
@@ -25,7 +27,16 @@ WEIR = [sys.executable, "-m", "weir"]
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory):
     """Two brokers; leaders stay where an election puts them (no automatic rebalance)."""
-    yield from serve_cluster(tmp_path_factory, 2, {"auto.leader.rebalance.enable": "false"})
+    served = serve_cluster(tmp_path_factory, 2, {"auto.leader.rebalance.enable": "false"})
+    with contextlib.closing(served):  # the cluster stops even if a wait below fails
+        for c in served:
+            # registered in ZooKeeper is not yet known everywhere: wait until every broker's
+            # metadata (the controller's UpdateMetadata) lists both, or RF 2 is refused
+            for slot in c.brokers:
+                admin = AdminClient({"bootstrap.servers": f"{slot.host}:{slot.port}"})
+                wait_for(lambda a=admin: len(a.list_topics(timeout=5).brokers) == 2, 30,
+                         what=f"broker {slot.id} knowing both brokers")
+            yield c
 
 
 def weir(cluster, *args: str, stdin: str | None = None) -> subprocess.CompletedProcess:
@@ -125,6 +136,15 @@ def test_reset_offsets_round_trip_with_a_real_consumer_group(cluster, topic_name
     latest = ok_json(weir(cluster, "group", "reset-offsets", group, "--all-topics",
                           "--to-latest", "--execute", "--json"))
     assert {r["partition"]: r["new_offset"] for r in latest["partitions"]} == {0: 6, 1: 6}
+    # --export saves a plan, --from-file applies it later (Kafka's CSV)
+    saved = ok(weir(cluster, "group", "reset-offsets", group, "--topic", f"{topic_name}:1",
+                    "--to-offset", "4", "--export")).stdout
+    assert saved.strip() == f"{topic_name},1,4"
+    plan_file = cluster.data_dir / f"{group}.csv"
+    plan_file.write_text(saved)
+    ok(weir(cluster, "group", "reset-offsets", group, "--from-file", str(plan_file),
+            "--execute"))
+    assert _committed(cluster, group) == {0: 6, 1: 4}
     bad = weir(cluster, "group", "reset-offsets", group, "--topic", "no-such-topic",
                "--to-latest")
     assert bad.returncode == 1 and "no-such-topic" in bad.stderr

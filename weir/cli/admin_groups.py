@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from pathlib import Path
 from typing import Any
 
 from weir.cli import offset_reset
@@ -208,6 +209,8 @@ def _scenario(args: argparse.Namespace) -> tuple[str, Any]:
 
 def _reset_partitions(args: argparse.Namespace, admin: Any,
                       committed: dict[tuple[str, int], int]) -> list[tuple[str, int]]:
+    if args.from_file is not None:  # the file names the partitions (a scope is ignored)
+        return sorted((tp.topic, tp.partition) for tp in args.from_file_plan)
     if args.all_topics == bool(args.topics):
         raise AdminCliError("One of the reset scopes should be defined: --all-topics, --topic.")
     if args.all_topics:
@@ -238,6 +241,14 @@ def group_reset_offsets(args: argparse.Namespace) -> int:
 
     group = _group_of(args)
     scenario, value = _scenario(args)
+    if scenario == "from-file":
+        try:
+            text = Path(value).read_text(encoding="utf-8")
+            value = args.from_file_plan = offset_reset.parse_reset_csv(text, group)
+        except OSError as exc:
+            raise AdminCliError(f"cannot read {value}: {exc}") from None
+        except offset_reset.ResetError as exc:
+            raise AdminCliError(str(exc)) from None
     if args.dry_run and args.execute:
         raise AdminCliError("--dry-run and --execute exclude each other")
     admin = admin_client(args)
@@ -286,6 +297,8 @@ def group_reset_offsets(args: argparse.Namespace) -> int:
            "partitions": rows, "warnings": plan.warnings}
 
     def text() -> str:
+        if args.export:
+            return offset_reset.export_csv(plan.offsets).rstrip("\n")
         if not rows:
             return f"Group {group} has no partitions to reset."
         out = table(("GROUP", "TOPIC", "PARTITION", "NEW-OFFSET"),
@@ -336,5 +349,9 @@ def add_parsers(gsub: Any, common: Any) -> None:
                      help="committed offset + N (may be negative; clamped)")
     how.add_argument("--to-current", action="store_true",
                      help="the committed offset (log end where none)")
+    how.add_argument("--from-file", metavar="CSV",
+                     help="a plan saved with --export (topic,partition,offset lines)")
+    p.add_argument("--export", action="store_true",
+                   help="print the plan as CSV (topic,partition,offset) for --from-file")
     p.add_argument("--dry-run", action="store_true", help="only print the plan (the default)")
     p.add_argument("--execute", action="store_true", help="commit the new offsets")

@@ -8,7 +8,9 @@ timestamp) into the new offset of each partition.  Kafka's rules (ConsumerGroupC
 * ``--shift-by`` needs a committed offset for every partition it moves;
 * ``--to-datetime`` / ``--by-duration`` take the first offset whose timestamp is at or after
   the time; a partition with no such record falls back to its log end offset;
-* ``--to-current`` keeps the committed offset, or the log end offset where none is committed.
+* ``--to-current`` keeps the committed offset, or the log end offset where none is committed;
+* ``--from-file`` applies a plan saved with ``--export`` (CSV ``topic,partition,offset``, or
+  ``group,topic,partition,offset``), clamped like ``--to-offset``.
 
 The time arguments follow Kafka's formats: ``--to-datetime`` is ISO-8601
 (``2024-01-31T12:00:00.000``, UTC unless it names a zone), ``--by-duration`` an ISO-8601
@@ -25,7 +27,7 @@ from dataclasses import dataclass, field
 from weir.common import TopicPartition
 
 SCENARIOS = ("to-earliest", "to-latest", "to-offset", "to-datetime", "by-duration",
-             "shift-by", "to-current")
+             "shift-by", "to-current", "from-file")
 # which lookups a scenario needs from the cluster
 NEEDS_TIMESTAMP = ("to-datetime", "by-duration")
 
@@ -93,6 +95,36 @@ def parse_topic_partitions(spec: str) -> tuple[str, list[int] | None]:
     return topic, partitions
 
 
+def parse_reset_csv(text: str, group: str) -> dict[TopicPartition, int]:
+    """A reset plan as ``--export`` writes it: ``topic,partition,offset`` lines, or
+    ``group,topic,partition,offset`` (then only ``group``'s lines)."""
+    plan: dict[TopicPartition, int] = {}
+    for number, line in enumerate(text.splitlines(), start=1):
+        if not line.strip():
+            continue
+        cells = [c.strip() for c in line.split(",")]
+        if len(cells) == 4:
+            if cells[0] != group:
+                continue
+            cells = cells[1:]
+        try:
+            topic, partition, offset = cells[0], int(cells[1]), int(cells[2])
+        except (ValueError, IndexError):
+            raise ResetError(f"line {number} of the reset plan is not "
+                             f"topic,partition,offset: {line!r}") from None
+        if not topic or partition < 0 or offset < 0:
+            raise ResetError(f"line {number} of the reset plan is out of range: {line!r}")
+        plan[TopicPartition(topic, partition)] = offset
+    if not plan:
+        raise ResetError(f"No reset plan for group {group} found")
+    return plan
+
+
+def export_csv(offsets: Mapping[TopicPartition, int]) -> str:
+    """The plan as kafka-consumer-groups --export writes it for one group."""
+    return "".join(f"{tp.topic},{tp.partition},{o}\n" for tp, o in sorted(offsets.items()))
+
+
 def target_time_ms(scenario: str, value: str, now_ms: int) -> int:
     """The timestamp a time-based scenario looks offsets up for."""
     if scenario == "to-datetime":
@@ -114,7 +146,8 @@ def _clamp(tp: TopicPartition, wanted: int, starts: Mapping[TopicPartition, int]
     return wanted
 
 
-def plan_reset(scenario: str, value: int | str | None, partitions: Iterable[TopicPartition],
+def plan_reset(scenario: str, value: int | str | Mapping[TopicPartition, int] | None,
+               partitions: Iterable[TopicPartition],
                committed: Mapping[TopicPartition, int], starts: Mapping[TopicPartition, int],
                ends: Mapping[TopicPartition, int],
                by_time: Mapping[TopicPartition, int | None] | None = None) -> ResetPlan:
@@ -138,7 +171,8 @@ def _need(lookup: Mapping[TopicPartition, int], tp: TopicPartition, what: str) -
     return found
 
 
-def _one(scenario: str, value: int | str | None, tp: TopicPartition,
+def _one(scenario: str, value: int | str | Mapping[TopicPartition, int] | None,
+         tp: TopicPartition,
          committed: Mapping[TopicPartition, int], starts: Mapping[TopicPartition, int],
          ends: Mapping[TopicPartition, int], by_time: Mapping[TopicPartition, int | None],
          plan: ResetPlan) -> int:
@@ -161,6 +195,11 @@ def _one(scenario: str, value: int | str | None, tp: TopicPartition,
                                  f"Falling back to latest known offset.")
             return _need(ends, tp, "ending")
         return found
+    if scenario == "from-file":
+        wanted = value.get(tp) if isinstance(value, Mapping) else None
+        if wanted is None:
+            raise ResetError(f"No offset for {tp} in the reset plan")
+        return _clamp(tp, wanted, starts, ends, plan)
     if scenario == "to-current":
         current = committed.get(tp)
         return current if current is not None else _need(ends, tp, "ending")

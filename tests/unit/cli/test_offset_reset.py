@@ -6,8 +6,10 @@ import pytest
 
 from weir.cli.offset_reset import (
     ResetError,
+    export_csv,
     parse_datetime_ms,
     parse_duration_ms,
+    parse_reset_csv,
     parse_topic_partitions,
     plan_reset,
     target_time_ms,
@@ -88,3 +90,17 @@ def test_topic_partition_specs():
     for bad in (":1", "orders:", "orders:x", "orders:-1"):
         with pytest.raises(ResetError):
             parse_topic_partitions(bad)
+
+
+def test_reset_plans_from_a_file_round_trip_and_are_clamped():
+    csv = export_csv({A1: 3, A0: 99})
+    assert csv == "a,0,99\na,1,3\n"
+    plan = parse_reset_csv(csv, "g")
+    result = plan_reset("from-file", plan, plan, {}, STARTS, ENDS)
+    assert result.offsets == {A0: 50, A1: 3} and "Value will be set to 50" in result.warnings[0]
+    grouped = parse_reset_csv("g,a,0,12\nother,a,1,1\n", "g")
+    assert grouped == {A0: 12}
+    with pytest.raises(ResetError, match="No reset plan for group g"):
+        parse_reset_csv("other,a,1,1\n", "g")
+    with pytest.raises(ResetError, match="line 2"):
+        parse_reset_csv("a,0,1\na,x,1\n", "g")
