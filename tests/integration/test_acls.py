@@ -10,6 +10,7 @@ make itself, without a restart.
 
 from __future__ import annotations
 
+import asyncio
 import uuid
 from collections.abc import Callable
 from datetime import timedelta
@@ -431,3 +432,31 @@ def test_real_producer_gets_topic_authorization_failed(secure):
     finally:
         admin.revoke(binding(RT.TOPIC, TOPIC, Op.WRITE))
     eventually(lambda: _metadata(slot, TOPIC), TOPIC_AUTH)
+
+
+def test_fuzzed_requests_against_the_authorizer(secure):
+    """Every API and version, valid and mutated, through the authorization checks (last in
+    the module: a fuzzed request may change the broker's state). The broker answers or
+    closes each connection, stays up, and still decides by its ACLs."""
+    from fuzz.cases import cases, make_case, targets
+    from fuzz.live import run_cases
+
+    cluster, admin = secure
+    slot = cluster.brokers[0]
+    pid = cluster.broker_pid(slot.id)
+    valid = [make_case(t, "valid", i) for t in targets() for i in range(2)]
+    outcomes, bad = asyncio.run(run_cases(slot.host, slot.port, valid, wait_s=5.0))
+    assert not bad
+    assert set(outcomes) <= {"answered", "pending"}, outcomes
+    outcomes, bad = asyncio.run(run_cases(slot.host, slot.port, list(cases(3, 4))))
+    assert not bad, [(c.target.name, c.target.version, c.mutation, c.seed, o) for c, o in bad]
+    assert cluster.broker_pid(slot.id) == pid, "the broker process restarted or died"
+    log = cluster.log_path(slot.id).read_text(errors="replace")
+    assert "Traceback" not in log, log[log.index("Traceback") - 2000:][:6000]
+    acl = binding(RT.TOPIC, TOPIC, Op.DESCRIBE)
+    assert _metadata(slot, TOPIC) == TOPIC_AUTH
+    admin.grant(acl)
+    try:
+        eventually(lambda: _metadata(slot, TOPIC), NONE)
+    finally:
+        admin.revoke(acl)

@@ -171,12 +171,23 @@ def validate_binding(binding: AclBinding) -> None:
         raise AclError(f"The only valid name for the CLUSTER resource is {CLUSTER_NAME}")
     if not p.name:
         raise AclError("Invalid empty resource name")
-    if "/" in p.name or p.name in (".", "..") or "\x00" in p.name:
-        # The name is a znode name under /kafka-acl: ZooKeeper refuses these.
+    if not storable_name(p.name):
         raise AclError(f"ACL binding contains invalid resource name: {p.name}")
     if not e.host:
         raise AclError("Invalid empty host")
     parse_principal(e.principal)
+
+
+def storable_name(name: str) -> bool:
+    """Can ``name`` be a znode name under ``/kafka-acl/<type>/``? (ZooKeeper refuses ``/``,
+    ``.``, ``..``, NUL, and text that is not UTF-8.)"""
+    if not name or "/" in name or name in (".", "..") or "\x00" in name:
+        return False
+    try:
+        name.encode("utf-8")
+    except UnicodeEncodeError:  # a lone surrogate
+        return False
+    return True
 
 
 @dataclass(frozen=True, slots=True)
@@ -225,7 +236,7 @@ class AclBindingFilter:
         """The patterns a filter names exactly (Kafka's ``matchesAtMostOne`` filters), so
         that a delete also reaches ACLs stored but not yet in this broker's cache."""
         if (self.resource_type in (ResourceType.ANY, ResourceType.UNKNOWN)
-                or self.name is None):
+                or self.name is None or not storable_name(self.name)):
             return []
         if self.pattern_type in (PatternType.LITERAL, PatternType.PREFIXED):
             return [ResourcePattern(self.resource_type, self.name, self.pattern_type)]

@@ -170,6 +170,7 @@ def test_filters():
     assert AclBindingFilter(resource_type=T, name="n").exact_patterns() == [topic("n"),
                                                                             topic("n", PRE)]
     assert AclBindingFilter(resource_type=T).exact_patterns() == []
+    assert AclBindingFilter(resource_type=T, name="a/b").exact_patterns() == []
     with pytest.raises(AclError):
         AclBindingFilter(pattern_type=PatternType.UNKNOWN).validate()
 
@@ -178,6 +179,8 @@ def test_filters():
     (AclBinding(ResourcePattern(C, "other", LIT), ace(op=Op.ALTER)), "kafka-cluster"),
     (AclBinding(topic(""), ace()), "empty"),
     (AclBinding(topic("a/b"), ace()), "invalid resource name"),
+    (AclBinding(topic(".."), ace()), "invalid resource name"),
+    (AclBinding(topic("bad\ud800"), ace()), "invalid resource name"),
     (AclBinding(topic("t", PatternType.MATCH), ace()), "LITERAL or PREFIXED"),
     (AclBinding(ResourcePattern(ResourceType.ANY, "t", LIT), ace()), "resource type"),
     (AclBinding(topic("t"), ace(op=Op.ANY)), "operation"),
