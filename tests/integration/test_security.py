@@ -26,6 +26,7 @@ from confluent_kafka.admin import (
     UserScramCredentialUpsertion,
 )
 
+from tests.conftest import wait_for
 from tests.integration.clients import consume_assigned, produce
 from tests.integration.security_cluster import (
     PLAIN_USERS,
@@ -46,6 +47,7 @@ def secured(tmp_path_factory):
     cluster, material, ports = start_cluster(tmp_path_factory.mktemp("weir-sec"))
     try:
         cluster.start(timeout_s=90)
+        _wait_for_metadata(cluster)
     except BaseException:
         _dump(cluster)
         cluster.stop()
@@ -64,6 +66,19 @@ def _dump(cluster) -> None:
             print("\n".join(path.read_text(errors="replace").splitlines()[-60:]))
 
 
+def _wait_for_metadata(cluster) -> None:
+    """Until every broker knows every broker (the controller's UpdateMetadata went out over
+    the inter-broker listener): topics created earlier could find too few brokers."""
+    def known() -> bool:
+        for slot in cluster.brokers:
+            admin = AdminClient({"bootstrap.servers": f"{slot.host}:{slot.port}"})
+            if len(admin.list_topics(timeout=10).brokers) < len(cluster.broker_ids):
+                return False
+        return True
+
+    wait_for(known, 60, what="every broker in every broker's metadata")
+
+
 def _bootstrap(ports, listener: str) -> str:
     return ",".join(f"127.0.0.1:{p[listener]}" for p in ports.values())
 
@@ -75,9 +90,21 @@ def _credentials(mechanism: str, user: str = "alice") -> tuple[str, str]:
 def _topic(cluster, replication: int = 2) -> str:
     name = f"sec-{uuid.uuid4().hex[:8]}"
     admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
-    admin.create_topics([NewTopic(name, 1, replication,
-                                  config={"min.insync.replicas": str(replication)})],
-                        operation_timeout=30)[name].result(30)
+
+    def created() -> bool:
+        future = admin.create_topics(
+            [NewTopic(name, 1, replication, config={"min.insync.replicas": str(replication)})],
+            operation_timeout=30)[name]
+        try:
+            future.result(30)
+        except KafkaException as exc:
+            # A broker whose metadata does not list every broker yet (just started).
+            if exc.args[0].name() != "INVALID_REPLICATION_FACTOR":
+                raise
+            return False
+        return True
+
+    wait_for(created, 60, interval_s=0.5, what=f"topic {name} created")
     return name
 
 
@@ -513,3 +540,36 @@ def test_fuzzed_requests_before_authentication_never_reach_a_handler(secured):
     outcomes, bad = asyncio.run(run_cases("127.0.0.1", port, allowed, wait_s=3.0))
     assert not bad and outcomes["answered"] > 0, outcomes
     _still_serves(cluster, material, ports)
+
+
+def test_replication_over_mutual_tls(tmp_path):
+    """inter.broker.listener.name=SSL with ssl.client.auth=required: the brokers present
+    their own certificates to each other (the inter-broker client's keystore)."""
+    from tests.integration.security_cluster import broker_settings, make_material
+    from weir.cli.cluster import LocalCluster
+
+    certs = tmp_path / "certs"
+    certs.mkdir()
+    ca, _material = make_material(certs)
+    overrides = {}
+    for broker_id in (1, 2):
+        settings, _ = broker_settings(ca, certs, broker_id)
+        settings["inter.broker.listener.name"] = "SSL"
+        overrides[broker_id] = settings
+    cluster = LocalCluster(tmp_path / "cluster", brokers=2, port_base=0,
+                           broker_overrides=overrides,
+                           overrides={"offsets.topic.replication.factor": "2"})
+    try:
+        cluster.start(timeout_s=90)
+        _wait_for_metadata(cluster)
+        topic = _topic(cluster, replication=2)
+        assert len(produce(cluster.bootstrap, topic, [b"m1", b"m2"], acks="all")) == 2
+        meta = AdminClient({"bootstrap.servers": cluster.bootstrap}).list_topics(topic,
+                                                                                timeout=30)
+        partition = meta.topics[topic].partitions[0]
+        assert sorted(partition.isrs) == [1, 2]
+    except BaseException:
+        _dump(cluster)
+        raise
+    finally:
+        cluster.stop()
