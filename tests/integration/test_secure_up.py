@@ -11,6 +11,7 @@ import uuid
 import pytest
 from confluent_kafka import KafkaException
 
+from tests.conftest import wait_for
 from tests.integration.clients import consume_assigned, produce
 from weir.cli.secure import librdkafka_settings
 from weir.config import read_properties
@@ -55,9 +56,14 @@ def test_client_properties_reach_a_secured_cluster(secure_dir):
         assert "User:admin" in config["super.users"]
 
     topic = f"s-{uuid.uuid4().hex[:8]}"
-    created = run("topic", "create", topic, "--partitions", "1", "--replication-factor", "2",
-                  "--config", "min.insync.replicas=2", "--data-dir", str(data))
-    assert created.returncode == 0, created.stderr
+    def created() -> bool:  # retried while a just-started broker knows too few brokers
+        result = run("topic", "create", topic, "--partitions", "1", "--replication-factor",
+                     "2", "--config", "min.insync.replicas=2", "--data-dir", str(data))
+        assert result.returncode == 0 or "INVALID_REPLICATION_FACTOR" in result.stderr, \
+            result.stderr
+        return result.returncode == 0
+
+    wait_for(created, 60, interval_s=0.5, what="topic created")
     conf = librdkafka_settings(data / "client.properties")
     bootstrap = conf.pop("bootstrap.servers")
     produce(bootstrap, topic, [b"secret-1", b"secret-2"], acks="all", **conf)
