@@ -17,7 +17,7 @@ import pytest
 from kafka import KafkaAdminClient
 from kafka.admin import NewTopic
 
-from tests.integration.clients import raw_request
+from tests.integration.clients import consume_assigned, raw_request
 from tests.integration.conftest import _dump_logs
 from tests.integration.replication_checks import (
     BackgroundProducer,
@@ -324,3 +324,40 @@ def test_weir_log_dirs_cli_describes_and_moves(jbod, topic_name, capsys):
     assert main(["log-dirs", "move", *base, "--topic", topic_name, "--partition", "0",
                  "--broker", "2", "--dir", "/no/such/dir"]) == 1
     assert "LOG_DIR_NOT_FOUND" in capsys.readouterr().err
+
+
+def test_weir_reassign_places_replicas_in_named_log_dirs(jbod, topic_name, tmp_path, capsys):
+    """kafka-reassign-partitions' ``log_dirs``: a new replica is created in the named dir
+    (REPLICA_NOT_AVAILABLE is retried until it exists), an existing one moves there."""
+    from weir.cli.main import main
+
+    cluster, data = jbod
+    _create(cluster, topic_name, [[1]])
+    from tests.integration.clients import produce as produce_values
+
+    produce_values(cluster.bootstrap, topic_name, [b"r%d" % i for i in range(50)])
+    admin = KafkaAdminClient(bootstrap_servers=cluster.bootstrap)
+    try:
+        current = _placement(admin, topic_name)[(1, 0)][0][0]
+    finally:
+        admin.close()
+    target1 = next(str(d) for d in _dirs(data, 1) if str(d) != current)
+    target2 = str(_dirs(data, 2)[1])
+    plan = tmp_path / "plan.json"
+    plan.write_text(json.dumps({"version": 1, "partitions": [
+        {"topic": topic_name, "partition": 0, "replicas": [1, 2],
+         "log_dirs": [target1, target2]}]}))
+    base = ["reassign", "--bootstrap-server", cluster.bootstrap,
+            "--reassignment-json-file", str(plan)]
+    capsys.readouterr()
+    assert main([*base, "--execute"]) == 0
+    out = capsys.readouterr().out
+    assert f"Successfully started moving log directory to {target2} for replica " \
+           f"{topic_name}-0 with broker 2" in out
+    assert main([*base, "--verify", "--wait", "60", "--interval", "0.5"]) == 0
+    out = capsys.readouterr().out
+    assert f"Reassignment of replica {topic_name}-0-1 completed successfully." in out
+    assert f"Reassignment of replica {topic_name}-0-2 completed successfully." in out
+    assert (Path(target2) / f"{topic_name}-0").is_dir()
+    got = consume_assigned(cluster.bootstrap, topic_name, [0], 50)
+    assert [m.value() for m in got] == [b"r%d" % i for i in range(50)]

@@ -16,6 +16,11 @@ Same JSON plan format (``{"version": 1, "partitions": [{"topic", "partition",
   move completed;
 * ``--cancel``: cancel the plan's moves.
 
+A plan entry's optional ``log_dirs`` (one per replica, ``"any"`` or an absolute log dir of
+that broker) also moves replicas between log dirs (KIP-113): ``--execute`` sends
+AlterReplicaLogDirs after starting the partition moves and ``--verify`` reports each
+replica's log dir move (``weir/cli/reassign_log_dirs.py``).
+
 Requests go to the controller, found through Metadata.
 """
 
@@ -35,7 +40,7 @@ from typing import Any
 
 from kio.index import load_request_schema
 
-from weir.cli import reassign_progress
+from weir.cli import reassign_log_dirs, reassign_progress
 from weir.common import TopicPartition
 from weir.controller.assignment import assign_replicas
 from weir.protocol import codec
@@ -169,6 +174,28 @@ class AdminSession:
                 leaders[tp] = int(part.leader_id)
         return ClusterView({int(b.node_id): (b.host, int(b.port)) for b in response.brokers},
                            int(response.controller_id), replicas, isrs, leaders)
+
+    async def broker_request(self, broker_id: int, request: Any) -> Any:
+        """One request to one broker (found through Metadata); OSError if unreachable."""
+        endpoint = (await self.describe(())).brokers.get(broker_id)
+        if endpoint is None:
+            raise OSError(f"broker {broker_id} is not alive")
+        conn = await self._connect(*endpoint)
+        try:
+            return await conn.request(request, self._timeout_s)
+        finally:
+            await conn.close()
+
+    async def describe_log_dirs(self, brokers: Iterable[int]) -> dict[int, Any]:
+        """DescribeLogDirs of each reachable broker (KIP-113)."""
+        found = {}
+        for broker_id in sorted(set(brokers)):
+            try:
+                found[broker_id] = await self.broker_request(
+                    broker_id, reassign_log_dirs.describe_request())
+            except (OSError, TimeoutError):
+                continue
+        return found
 
     async def metrics_port(self, broker_id: int, endpoint: tuple[str, int]) -> int | None:
         """The broker's ``metrics.http.port`` (DescribeConfigs to the broker itself), or None
@@ -329,8 +356,18 @@ async def run_generate(session: AdminSession, args: argparse.Namespace) -> int:
     return 0
 
 
+def _log_dir_moves(text: str) -> dict[reassign_log_dirs.Replica, str]:
+    """The plan's ``log_dirs`` (KIP-113): replicas to place in a named log dir."""
+    try:
+        return reassign_log_dirs.parse_log_dirs(text)
+    except (ValueError, KeyError, TypeError) as exc:
+        raise ReassignError(str(exc)) from None
+
+
 async def run_execute(session: AdminSession, args: argparse.Namespace) -> int:
-    plan = parse_plan(Path(args.reassignment_json_file).read_text())
+    text = Path(args.reassignment_json_file).read_text()
+    plan = parse_plan(text)
+    moves = _log_dir_moves(text)
     view = await session.describe({tp.topic for tp in plan})
     current = {tp: view.replicas[tp] for tp in plan if tp in view.replicas}
     print("Current partition replica assignment\n")
@@ -351,6 +388,14 @@ async def run_execute(session: AdminSession, args: argparse.Namespace) -> int:
         return 1
     print(f"Successfully started partition reassignment{'s' if len(plan) > 1 else ''} for "
           + ",".join(str(tp) for tp in sorted(plan)))
+    if moves:  # Kafka's executeMoves: after the partition moves have started
+        lines, errors = await reassign_log_dirs.execute_moves(
+            session.broker_request, moves, args.timeout)
+        print("\n".join(lines))
+        for error in errors:
+            print(f"Error moving a replica to its log dir: {error}", file=sys.stderr)
+        if errors:
+            return 1
     return 0
 
 
@@ -398,7 +443,9 @@ def _verify_doc(plan: Plan, view: ClusterView, statuses: list[tuple[TopicPartiti
 
 
 async def run_verify(session: AdminSession, args: argparse.Namespace) -> int:
-    plan = parse_plan(Path(args.reassignment_json_file).read_text())
+    text = Path(args.reassignment_json_file).read_text()
+    plan = parse_plan(text)
+    moves = _log_dir_moves(text)
     data_dir = Path(args.data_dir) if args.data_dir else None
     deadline = time.monotonic() + args.wait
     live = reassign_progress.LiveView(stamp=args.wait > 0)
@@ -408,11 +455,18 @@ async def run_verify(session: AdminSession, args: argparse.Namespace) -> int:
         statuses = _statuses(plan, view, moving)
         progress = await _progress(session, plan, view, moving, data_dir)
         done = all(status == "completed" for _, status, _ in statuses)
+        dir_lines: list[str] = []
+        if moves:  # KIP-113: where each named replica's log is (Kafka's findLogDirMoveStates)
+            described = await session.describe_log_dirs({r[2] for r in moves})
+            dir_lines, dirs_done = reassign_log_dirs.move_states(described, moves)
+            done = done and dirs_done
         if not args.json:
             lines = ["Status of partition reassignment:", *(line for *_, line in statuses)]
             if progress:
                 lines += ["Progress of the replicas being added:",
                           *reassign_progress.render(progress)]
+            if dir_lines:
+                lines += ["", *dir_lines]
             live.show(lines)
         if done or time.monotonic() >= deadline:
             break
@@ -423,6 +477,7 @@ async def run_verify(session: AdminSession, args: argparse.Namespace) -> int:
             zk, view.brokers, {tp.topic for tp in plan}))
     if args.json:
         print(json.dumps({**_verify_doc(plan, view, statuses, progress),
+                          "done": done, "log_dir_moves": dir_lines,
                           "throttle_removed": removed}, indent=2))
     elif removed:
         print("Throttle was removed.")
