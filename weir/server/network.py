@@ -40,6 +40,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import socket
 import struct
 import time
@@ -420,11 +421,18 @@ class _Pipeline:
                 raise CloseConnection(f"authentication failed: {self.security.failure}")
 
     async def _send_chunks(self, chunks: list[bytes | FileRegion]) -> None:
-        """Bytes are written; file regions go from the page cache to the socket (sendfile)."""
+        """Bytes are written; file regions go from the page cache to the socket (sendfile).
+        On a TLS connection the kernel cannot encrypt, so a region is read and written
+        (one read, as Kafka's SslTransportLayer copies through its buffers) instead of
+        asyncio's sendfile fallback, which reads in a thread block by block."""
         loop = asyncio.get_running_loop()
+        tls = self.writer.get_extra_info("ssl_object") is not None
         for chunk in chunks:
             if not isinstance(chunk, FileRegion):
                 self.writer.write(chunk)
+                continue
+            if tls:
+                self._write_region(chunk)
                 continue
             try:
                 with open(chunk.path, "rb") as f:  # noqa: ASYNC230 - storage I/O is synchronous by design
@@ -437,6 +445,16 @@ class _Pipeline:
             if sent != chunk.size:
                 # The log was truncated under the read: the frame cannot be completed.
                 raise ConnectionError(f"sent {sent} of {chunk.size} bytes of {chunk.path}")
+
+    def _write_region(self, chunk: FileRegion) -> None:
+        try:
+            with open(chunk.path, "rb") as f:  # page cache, as the rest of storage
+                data = os.pread(f.fileno(), chunk.size, chunk.position)
+        except FileNotFoundError as exc:  # a segment deleted since the read
+            raise ConnectionError(f"segment {chunk.path} is gone") from exc
+        if len(data) != chunk.size:
+            raise ConnectionError(f"read {len(data)} of {chunk.size} bytes of {chunk.path}")
+        self.writer.write(data)
 
     async def close(self) -> None:
         await cancel_and_wait(self._responder, *(task for _, task in self.in_flight))
