@@ -476,8 +476,8 @@ async def run_verify(session: AdminSession, args: argparse.Namespace) -> int:
         removed = _with_zk(args.zookeeper, lambda zk: clear_throttles(
             zk, view.brokers, {tp.topic for tp in plan}))
     if args.json:
-        print(json.dumps({**_verify_doc(plan, view, statuses, progress),
-                          "done": done, "log_dir_moves": dir_lines,
+        print(json.dumps({**_verify_doc(plan, view, statuses, progress), "done": done,
+                          **({"log_dir_moves": dir_lines} if moves else {}),
                           "throttle_removed": removed}, indent=2))
     elif removed:
         print("Throttle was removed.")
