@@ -81,6 +81,10 @@ class OffsetsPartition:
     epoch: int
     status: Loading = Loading.LOADING
     groups: dict[str, Group] = field(default_factory=dict)
+    # Transactional offset commits (TxnOffsetCommit) written but not yet decided, per
+    # producer id → group → partition, as Kafka's GroupMetadata.pendingTransactionalOffsetCommits.
+    pending_txn: dict[int, dict[str, dict[TopicPartition, OffsetAndMetadata]]] = field(
+        default_factory=dict)
 
 
 class GroupCoordinator:
@@ -181,7 +185,7 @@ class GroupCoordinator:
         started = time.monotonic()
         await asyncio.sleep(0)  # let the LeaderAndIsr that made us leader finish first
         try:
-            groups = await self._scan(tp)
+            groups, pending = await self._scan(tp)
         except Exception:
             log.exception("loading %s failed", tp)
             if self.partitions.get(part.index) is part:
@@ -190,15 +194,19 @@ class GroupCoordinator:
         if self.partitions.get(part.index) is not part:
             return  # leadership moved on while we read
         part.groups = groups
+        part.pending_txn = pending
         part.status = Loading.LOADED
         log.info("loaded %s: %d groups in %.0f ms", tp, len(groups),
                  (time.monotonic() - started) * 1000)
 
-    async def _scan(self, tp: TopicPartition) -> dict[str, Group]:
-        """Replay the partition's log (the latest record of each key wins)."""
+    async def _scan(self, tp: TopicPartition) -> tuple[dict[str, Group], dict]:
+        """Replay the partition's log (the latest record of each key wins); transactional
+        offset commits wait for their transaction's marker (Kafka's loadGroupsAndOffsets).
+        Returns the groups and the transactional commits still undecided."""
         plog = self.broker.replica_manager.partition(tp).log
         offsets: dict[str, dict[TopicPartition, OffsetAndMetadata]] = {}
         records: dict[str, codec.GroupRecord | None] = {}
+        pending: dict[int, dict[str, dict[TopicPartition, OffsetAndMetadata]]] = {}
         pos, end = plog.log_start_offset, plog.log_end_offset
         while pos < end:
             read = plog.read(pos, LOAD_CHUNK_BYTES, max_offset=end, min_one_batch=True)
@@ -207,8 +215,14 @@ class GroupCoordinator:
                 break
             for batch in _whole_batches(data):
                 try:
+                    header = parse_header(batch)
+                    if header.is_control:
+                        _replay_marker(batch, header.producer_id, pending, offsets)
+                        continue
+                    txn = (pending.setdefault(header.producer_id, {})
+                           if header.is_transactional else None)
                     for rec in iter_records(batch):
-                        self._replay(rec, offsets, records)
+                        self._replay(rec, offsets if txn is None else txn, records)
                 except (KafkaError, codec.CorruptGroupRecord) as exc:
                     # Kafka's GroupMetadataManager skips keys it cannot read; a record that
                     # cannot be decoded at all is skipped the same way, loudly.
@@ -225,7 +239,11 @@ class GroupCoordinator:
                      else Group(group_id, self.group_config, now))
             group.offsets = offsets.get(group_id, {})
             groups[group_id] = group
-        return groups
+        for per_producer in pending.values():  # undecided commits need their group too
+            for group_id in per_producer:
+                if group_id not in groups:
+                    groups[group_id] = Group(group_id, self.group_config, now)
+        return groups, {pid: txn for pid, txn in pending.items() if txn}
 
     @staticmethod
     def _replay(rec: Any, offsets: dict, records: dict) -> None:
@@ -242,6 +260,71 @@ class GroupCoordinator:
         elif isinstance(key, GroupKey):
             records[key.group] = (None if rec.value is None
                                   else codec.decode_group_value(rec.value))
+
+    # -- transactional offset commits (KIP-98) ----------------------------------------------
+
+    async def commit_txn_offsets(self, group_id: str, producer_id: int, producer_epoch: int,
+                                 member_id: str, instance_id: str | None, generation: int,
+                                 offsets: dict[TopicPartition, OffsetAndMetadata]) -> dict[TopicPartition, ErrorCode]:
+        """TxnOffsetCommit: the commits are written as a transactional batch of the producer
+        and stay pending until the transaction's marker decides them (Kafka's
+        GroupCoordinator.handleTxnCommitOffsets / GroupMetadata.prepareTxnOffsetCommit)."""
+        try:
+            group = self.group(group_id, create=True)
+        except KafkaError as exc:
+            return dict.fromkeys(offsets, exc.code)
+        assert group is not None
+        if group.state == GroupState.DEAD:
+            return dict.fromkeys(offsets, ErrorCode.coordinator_not_available)
+        if generation >= 0 or member_id or instance_id is not None:
+            # KIP-447: a producer naming its consumer's generation is checked like a commit.
+            error = group.validate_commit(member_id, instance_id, generation, now_ms())
+            if error != ErrorCode.none:
+                return dict.fromkeys(offsets, error)
+        results: dict[TopicPartition, ErrorCode] = {}
+        valid = self._valid_commits(offsets, results)
+        if not valid:
+            return results
+        index = self.partition_for(group_id)
+        entries = [(codec.encode_offset_key(group_id, tp), codec.encode_offset_value(o))
+                   for tp, o in valid.items()]
+        error, base = await self._write(index, entries,
+                                        txn=(producer_id, producer_epoch))
+        part = self.partitions.get(index)
+        for i, (tp, o) in enumerate(valid.items()):
+            results[tp] = error
+            if error == ErrorCode.none and part is not None:
+                pending = part.pending_txn.setdefault(producer_id, {}).setdefault(group_id, {})
+                pending[tp] = replace(o, record_offset=base + i)
+        return results
+
+    def on_txn_marker(self, tp: TopicPartition, producer_id: int, committed: bool) -> None:
+        """Hook for the WriteTxnMarkers handler, called once a transaction marker is appended
+        to a ``__consumer_offsets`` partition: the producer's pending transactional offsets
+        there become committed offsets (COMMIT) or are dropped (ABORT), as Kafka's
+        GroupMetadata.completePendingTxnOffsetCommit."""
+        if tp.topic != OFFSETS_TOPIC:
+            return
+        part = self.partitions.get(tp.partition)
+        if part is None:
+            return
+        pending = part.pending_txn.pop(producer_id, {})
+        if not committed:
+            return
+        for group_id, per_tp in pending.items():
+            group = part.groups.get(group_id)
+            if group is None:
+                group = part.groups[group_id] = Group(group_id, self.group_config, now_ms())
+            for commit_tp, o in per_tp.items():
+                group.apply_offset(commit_tp, o)
+
+    def has_pending_txn_offsets(self, group_id: str, tp: TopicPartition) -> bool:
+        """Whether a transaction has an undecided commit of ``tp`` for the group (OffsetFetch's
+        ``require_stable``, KIP-447: UNSTABLE_OFFSET_COMMIT)."""
+        part = self.partitions.get(self.partition_for(group_id))
+        if part is None:
+            return False
+        return any(tp in txn.get(group_id, {}) for txn in part.pending_txn.values())
 
     # -- looking groups up ---------------------------------------------------------------
 
@@ -407,13 +490,17 @@ class GroupCoordinator:
         self._apply(group, group.on_stored(generation, error, now_ms()))
 
     async def _write(self, index: int, entries: list[tuple[bytes, bytes | None]],
-                     errors: dict[ErrorCode, ErrorCode] = _WRITE_ERRORS) -> tuple[ErrorCode, int]:
-        """Append keyed records to our partition ``index``: (mapped error, base offset)."""
+                     errors: dict[ErrorCode, ErrorCode] = _WRITE_ERRORS,
+                     txn: tuple[int, int] | None = None) -> tuple[ErrorCode, int]:
+        """Append keyed records to our partition ``index``: (mapped error, base offset).
+        ``txn`` (producer id, epoch) makes it a transactional batch of that producer."""
         tp = TopicPartition(OFFSETS_TOPIC, index)
         if index not in self.partitions:
             return ErrorCode.not_coordinator, -1
+        pid, epoch = txn if txn is not None else (-1, -1)
         batch = build_batch([v for _, v in entries], keys=[k for k, _ in entries],
-                            timestamp_ms=now_ms())
+                            timestamp_ms=now_ms(), producer_id=pid, producer_epoch=epoch,
+                            transactional=txn is not None)
         timeout = self.broker.config.offsets_commit_timeout_ms
         result = (await self.broker.replica_manager.append(-1, timeout, {tp: batch}))[tp]
         return errors.get(result.error, result.error), result.base_offset
@@ -566,6 +653,23 @@ def _optional_config(config: Any, key: str, default: int) -> int:
     except KeyError:
         return default
     return default if value is None else int(value)
+
+
+def _replay_marker(batch: bytes, producer_id: int, pending: dict, offsets: dict) -> None:
+    """A transaction marker while loading: the producer's pending commits are applied
+    (COMMIT, unless a later plain commit is already there) or dropped (ABORT)."""
+    committed = False
+    for rec in iter_records(batch, skip_control=False):
+        # Kafka's EndTransactionMarker key: int16 version, int16 type (0 ABORT, 1 COMMIT).
+        committed = rec.key is not None and len(rec.key) >= 4 and rec.key[2:4] == b"\x00\x01"
+    txn = pending.pop(producer_id, {})
+    if not committed:
+        return
+    for group_id, per_tp in txn.items():
+        current = offsets.setdefault(group_id, {})
+        for tp, o in per_tp.items():
+            if tp not in current or current[tp].record_offset < o.record_offset:
+                current[tp] = o
 
 
 def _whole_batches(data: bytes) -> list[bytes]:
