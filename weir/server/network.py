@@ -432,7 +432,7 @@ class _Pipeline:
                 self.writer.write(chunk)
                 continue
             if tls:
-                self._write_region(chunk)
+                await self._write_region(chunk)
                 continue
             try:
                 with open(chunk.path, "rb") as f:  # noqa: ASYNC230 - storage I/O is synchronous by design
@@ -446,15 +446,23 @@ class _Pipeline:
                 # The log was truncated under the read: the frame cannot be completed.
                 raise ConnectionError(f"sent {sent} of {chunk.size} bytes of {chunk.path}")
 
-    def _write_region(self, chunk: FileRegion) -> None:
+    async def _write_region(self, chunk: FileRegion) -> None:
+        """A file region on a TLS connection, 1 MiB at a time (at most that much buffered)."""
         try:
-            with open(chunk.path, "rb") as f:  # page cache, as the rest of storage
-                data = os.pread(f.fileno(), chunk.size, chunk.position)
+            with open(chunk.path, "rb") as f:  # noqa: ASYNC230 - storage I/O is synchronous by design
+                done = 0
+                while done < chunk.size:
+                    data = os.pread(f.fileno(), min(chunk.size - done, 1 << 20),
+                                    chunk.position + done)
+                    if not data:  # the log was truncated under the read
+                        raise ConnectionError(
+                            f"read {done} of {chunk.size} bytes of {chunk.path}")
+                    self.writer.write(data)
+                    done += len(data)
+                    if self.writer.transport.get_write_buffer_size() > (1 << 20):
+                        await self.writer.drain()
         except FileNotFoundError as exc:  # a segment deleted since the read
             raise ConnectionError(f"segment {chunk.path} is gone") from exc
-        if len(data) != chunk.size:
-            raise ConnectionError(f"read {len(data)} of {chunk.size} bytes of {chunk.path}")
-        self.writer.write(data)
 
     async def close(self) -> None:
         await cancel_and_wait(self._responder, *(task for _, task in self.in_flight))
