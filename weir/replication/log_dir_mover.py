@@ -221,7 +221,8 @@ class LogDirMover:
                 or future.log_end_offset != read.first_offset:
             return 0  # cancelled, deleted or reconciled meanwhile
         try:
-            await asyncio.to_thread(future.append_as_follower, data)
+            # fsynced here too, so that the swap's flush on the event loop is small.
+            await asyncio.to_thread(_append_and_flush, future, data)
             return len(data)
         except KafkaError as exc:
             # A storage error counts only if the logs are still the ones being moved (a
@@ -291,6 +292,11 @@ def _reconcile(current: Log, future: Log) -> None:
     if future.log_end_offset < current.log_start_offset:
         future.truncate_fully_and_start_at(current.log_start_offset)
     future.update_high_watermark(min(current.high_watermark, future.log_end_offset))
+
+
+def _append_and_flush(future: Log, data: bytes) -> None:
+    future.append_as_follower(data)
+    future.flush()
 
 
 def _pread_path(path: Path, position: int, size: int) -> bytes:
