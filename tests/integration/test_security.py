@@ -573,3 +573,18 @@ def test_replication_over_mutual_tls(tmp_path):
         raise
     finally:
         cluster.stop()
+
+
+def test_large_fetches_over_tls(secured):
+    """Fetch responses of several MiB per partition over SASL_SSL (file regions written in
+    slices on a TLS connection) arrive whole and in order."""
+    cluster, material, ports = secured
+    topic = _topic(cluster)
+    conf = _librdkafka(material, "SASL_SSL", "SCRAM-SHA-512")
+    bootstrap = _bootstrap(ports, "SASL_SSL")
+    values = [f"{i:06d}".encode() * 400 for i in range(3000)]  # 2.4 KB each, 7 MB in all
+    produce(bootstrap, topic, values, acks="all", **conf)
+    got = consume_assigned(bootstrap, topic, [0], len(values), **conf,
+                           **{"max.partition.fetch.bytes": 8 << 20,
+                              "fetch.max.bytes": 16 << 20})
+    assert [m.value() for m in got] == values
