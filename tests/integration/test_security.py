@@ -588,3 +588,29 @@ def test_large_fetches_over_tls(secured):
                            **{"max.partition.fetch.bytes": 8 << 20,
                               "fetch.max.bytes": 16 << 20})
     assert [m.value() for m in got] == values
+
+
+@pytest.mark.parametrize(("lines", "key"), [
+    (["listeners=SSL://127.0.0.1:0", "security.inter.broker.protocol=SSL"],
+     "ssl.keystore.location"),
+    (["listeners=SASL_PLAINTEXT://127.0.0.1:0",
+      "security.inter.broker.protocol=SASL_PLAINTEXT", "sasl.enabled.mechanisms=PLAIN"],
+     "listener.name.sasl_plaintext.plain.sasl.jaas.config"),
+    (["listeners=SASL_PLAINTEXT://127.0.0.1:0",
+      "security.inter.broker.protocol=SASL_PLAINTEXT"],
+     "listener.name.sasl_plaintext.scram-sha-512.sasl.jaas.config"),
+    (["listeners=SSL://127.0.0.1:0", "security.inter.broker.protocol=SSL",
+      "ssl.keystore.location=/nonexistent.pem"], "ssl.keystore.location"),
+])
+def test_bad_security_settings_stop_the_broker_naming_the_key(tmp_path, lines, key):
+    import subprocess
+    import sys
+
+    config = tmp_path / "server.properties"
+    config.write_text("\n".join(["broker.id=1", "zookeeper.connect=127.0.0.1:1",
+                                 f"log.dirs={tmp_path / 'logs'}", *lines]) + "\n")
+    result = subprocess.run([sys.executable, "-m", "weir", "broker", "start", "--config",
+                             str(config)], capture_output=True, text=True, timeout=60,
+                            check=False)
+    assert result.returncode == 2, result.stderr
+    assert key in result.stderr and "Traceback" not in result.stderr

@@ -223,8 +223,11 @@ def cmd_broker_start(args: argparse.Namespace) -> int:
     logging.basicConfig(
         level=os.environ.get("WEIR_LOG_LEVEL", "INFO").upper(),
         format="[%(asctime)s] %(levelname)s %(name)s: %(message)s")
+    from weir.server.listeners import check_security
+
     try:
         cfg = BrokerConfig.from_file(args.config)
+        check_security(cfg)  # key and trust stores readable, SASL settings complete
     except ConfigError as exc:
         print(f"weir: invalid configuration in {args.config}: {exc}", file=sys.stderr)
         return EXIT_CONFIG

@@ -42,6 +42,18 @@ def socket_servers(broker: Broker, config: BrokerConfig) -> list[SocketServer]:
     return servers
 
 
+def check_security(config: BrokerConfig) -> None:
+    """Build every listener's security and the inter-broker client's once, so that a bad
+    setting stops the start with a ConfigError naming the key."""
+    for lst in config.listeners_parsed:
+        try:
+            listener_security(lst.name, config.listener_protocols[lst.name],
+                              config.security_value)
+        except (SecurityConfigError, ValueError) as exc:
+            raise ConfigError(str(exc)) from None
+    inter_broker_security(config)
+
+
 def inter_broker_security(config: BrokerConfig) -> InterBrokerSecurity:
     name = config.inter_broker_listener_name
     try:
