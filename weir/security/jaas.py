@@ -60,6 +60,48 @@ def parse_jaas_config(text: str) -> JaasConfig:
     return JaasConfig(match.group(1), options)
 
 
+def parse_jaas_config_entries(text: str) -> list[JaasConfig]:
+    """Several login module entries, each ending with ';' (a JAAS file section's body)."""
+    entries = []
+    rest = text.strip()
+    while rest:
+        match = _MODULE.match(rest)
+        if match is None:
+            raise ValueError(f"expected a login module at {rest[:40]!r}")
+        end = match.end()
+        while True:  # the entry ends at the first ';' outside quotes
+            opt = _OPTION.match(rest, end)
+            if opt is None:
+                break
+            end = opt.end()
+        if not rest[end:].lstrip().startswith(";"):
+            raise ValueError(f"missing ';' after {rest[:40]!r}")
+        semicolon = rest.index(";", end)
+        entries.append(parse_jaas_config(rest[:semicolon + 1]))
+        rest = rest[semicolon + 1:].strip()
+    return entries
+
+
+_SECTION = re.compile(r"([\w.\-]+)\s*\{(.*?)\}\s*;", re.DOTALL)
+
+
+def parse_jaas_file(text: str) -> dict[str, list[JaasConfig]]:
+    """A JAAS file (Kafka's ``java.security.auth.login.config``): section name → entries,
+    e.g. ``KafkaServer`` and ``sasl_ssl.KafkaServer`` (ValueError when malformed)."""
+    # Comments on lines of their own (inside a quoted value // is part of the value).
+    text = re.sub(r"^\s*(//[^\n]*|/\*.*?\*/)", "", text, flags=re.DOTALL | re.MULTILINE)
+    sections: dict[str, list[JaasConfig]] = {}
+    pos = 0
+    for match in _SECTION.finditer(text):
+        if text[pos:match.start()].strip():
+            raise ValueError(f"unexpected text {text[pos:match.start()].strip()[:40]!r}")
+        sections[match.group(1)] = parse_jaas_config_entries(match.group(2))
+        pos = match.end()
+    if text[pos:].strip():
+        raise ValueError(f"unexpected text {text[pos:].strip()[:40]!r}")
+    return sections
+
+
 def client_jaas_config(mechanism: str, username: str, password: str) -> str:
     """The ``sasl.jaas.config`` a Java client uses for these credentials."""
     module = PLAIN_MODULE if mechanism == "PLAIN" else SCRAM_MODULE

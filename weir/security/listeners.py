@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import os
+import shlex
 import ssl
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -54,6 +56,10 @@ def jaas_key(listener: str, mechanism: str) -> str:
 
 
 def _jaas(get: Lookup, listener: str, mechanism: str) -> jaas.JaasConfig | None:
+    """The login module of ``mechanism`` on ``listener``: Kafka's
+    ``listener.name.<l>.<mechanism>.sasl.jaas.config``, then ``sasl.jaas.config``, then the
+    static JAAS file (sections ``<l>.KafkaServer``, then ``KafkaServer``)."""
+    expected = jaas.PLAIN_MODULE if mechanism == "PLAIN" else jaas.SCRAM_MODULE
     for key in (jaas_key(listener, mechanism), "sasl.jaas.config"):
         text = get(key)
         if text:
@@ -62,10 +68,34 @@ def _jaas(get: Lookup, listener: str, mechanism: str) -> jaas.JaasConfig | None:
             except ValueError as exc:
                 raise SecurityConfigError(f"Invalid value for configuration {key}: {exc}") \
                     from exc
-            expected = jaas.PLAIN_MODULE if mechanism == "PLAIN" else jaas.SCRAM_MODULE
             if key != "sasl.jaas.config" or parsed.module == expected:
                 return parsed
+    sections = static_jaas_file()
+    for section in (f"{listener.lower()}.KafkaServer", "KafkaServer"):
+        for entry in sections.get(section, []):
+            if entry.module == expected:
+                return entry
     return None
+
+
+JAAS_FILE_PROPERTY = "java.security.auth.login.config"
+
+
+def static_jaas_file(environ: dict[str, str] | None = None) -> dict[str, list[jaas.JaasConfig]]:
+    """Kafka's static JAAS file: the path is the JVM property
+    ``-Djava.security.auth.login.config=<path>`` in ``KAFKA_OPTS``, as kafka-server-start.sh
+    passes it (no such option: no file)."""
+    opts = (os.environ if environ is None else environ).get("KAFKA_OPTS", "")
+    prefix = f"-D{JAAS_FILE_PROPERTY}="
+    paths = [item[len(prefix):] for item in shlex.split(opts) if item.startswith(prefix)]
+    if not paths:
+        return {}
+    try:
+        with open(paths[-1]) as f:
+            return jaas.parse_jaas_file(f.read())
+    except (OSError, ValueError) as exc:
+        raise SecurityConfigError(f"Invalid JAAS file {paths[-1]} ({JAAS_FILE_PROPERTY} in "
+                                  f"KAFKA_OPTS): {exc}") from exc
 
 
 @dataclass

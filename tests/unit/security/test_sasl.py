@@ -133,3 +133,54 @@ def test_sasl_ssl_asks_for_certificates_only_with_the_listener_prefix(tmp_path):
     props["listener.name.sasl_ssl.ssl.client.auth"] = "requested"
     assert listener_security("SASL_SSL", "SASL_SSL", props.get).ssl_context.verify_mode \
         == ssl.CERT_OPTIONAL
+
+
+JAAS_FILE = """
+// Kafka's static JAAS file, as kafka-server-start.sh reads it
+KafkaServer {
+   org.apache.kafka.common.security.plain.PlainLoginModule required
+   username="admin"
+   password="admin;sec//ret"
+   user_admin="admin;sec//ret"
+   user_alice="alice-secret";
+   org.apache.kafka.common.security.scram.ScramLoginModule required
+   username="broker" password="b";
+};
+/* the listener's own section wins */
+sasl_ssl.KafkaServer {
+   org.apache.kafka.common.security.plain.PlainLoginModule required user_x="y";
+};
+"""
+
+
+def test_jaas_file_sections():
+    from weir.security.jaas import parse_jaas_file
+
+    sections = parse_jaas_file(JAAS_FILE)
+    assert set(sections) == {"KafkaServer", "sasl_ssl.KafkaServer"}
+    plain, scram = sections["KafkaServer"]
+    assert plain.plain_users() == {"admin": "admin;sec//ret", "alice": "alice-secret"}
+    assert (scram.username, scram.password) == ("broker", "b")
+    for bad in ("KafkaServer { x };", "KafkaServer { Module required a=b; }", "junk"):
+        with pytest.raises(ValueError):
+            parse_jaas_file(bad)
+
+
+def test_static_jaas_file_from_kafka_opts(tmp_path, monkeypatch):
+    from weir.security.listeners import static_jaas_file
+
+    path = tmp_path / "kafka_server_jaas.conf"
+    path.write_text(JAAS_FILE)
+    assert static_jaas_file({}) == {}
+    monkeypatch.setenv("KAFKA_OPTS", f"-Xmx1G -Djava.security.auth.login.config={path}")
+    props = {"sasl.enabled.mechanisms": ["PLAIN"], "sasl.mechanism.inter.broker.protocol":
+             "SCRAM-SHA-512"}
+    assert listener_security("SASL_PLAINTEXT", "SASL_PLAINTEXT", props.get).plain_users == {
+        "admin": "admin;sec//ret", "alice": "alice-secret"}
+    assert listener_security("SASL_SSL", "SASL_PLAINTEXT", props.get).plain_users == {
+        "x": "y"}
+    client = inter_broker_client("SASL_PLAINTEXT", "SASL_PLAINTEXT", props.get)
+    assert (client.username, client.password) == ("broker", "b")
+    monkeypatch.setenv("KAFKA_OPTS", f"-Djava.security.auth.login.config={tmp_path}/none")
+    with pytest.raises(SecurityConfigError, match="java.security.auth.login.config"):
+        listener_security("SASL_PLAINTEXT", "SASL_PLAINTEXT", props.get)
