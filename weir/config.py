@@ -388,6 +388,16 @@ BROKER_CONFIGS: tuple[ConfigDef, ...] = (
     _d("transaction.state.log.num.partitions", "int", 50, _AT_LEAST_1,
        "Partitions of __transaction_state."),
     _d("transaction.state.log.min.isr", "int", 2, _AT_LEAST_1, "min.insync.replicas of it."),
+    _d("transaction.state.log.segment.bytes", "int", 104857600, _AT_LEAST_1,
+       "Segment size of __transaction_state."),
+    _d("transaction.max.timeout.ms", "int", 900000, _AT_LEAST_1,
+       "Largest transaction.timeout.ms a producer may ask for (INVALID_TRANSACTION_TIMEOUT)."),
+    _d("transaction.abort.timed.out.transaction.cleanup.interval.ms", "int", 10000,
+       _AT_LEAST_1, "How often the transaction coordinator aborts timed-out transactions."),
+    _d("transactional.id.expiration.ms", "int", 604800000, _AT_LEAST_1,
+       "Idle time after which a transactional id's state is removed."),
+    _d("transaction.remove.expired.transaction.cleanup.interval.ms", "int", 3600000,
+       _AT_LEAST_1, "How often expired transactional ids are removed."),
     _d("leader.replication.throttled.rate", "long", LONG_MAX, _AT_LEAST_0,
        "Leader-side replication throttle, bytes/s."),
     _d("follower.replication.throttled.rate", "long", LONG_MAX, _AT_LEAST_0,
@@ -884,6 +894,7 @@ DYNAMIC_BROKER_CONFIGS: frozenset[str] = frozenset(
     [d.name for d in BROKER_CONFIGS
      if d.topic_key is not None and d.name != "log.message.format.version"]
     + ["leader.replication.throttled.rate", "follower.replication.throttled.rate",
+       "replica.alter.log.dirs.io.max.bytes.per.second",
        "max.connections", "max.connections.per.ip", "max.connections.per.ip.overrides"])
 
 

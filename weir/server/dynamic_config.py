@@ -59,6 +59,7 @@ DEFAULT_ENTITY = "<default>"
 _THROTTLES = ("leader.replication.throttled.rate", "follower.replication.throttled.rate")
 _CONNECTIONS = ("max.connections", "max.connections.per.ip", "max.connections.per.ip.overrides")
 _UNCLEAN = "unclean.leader.election.enable"
+_ALTER_LOG_DIRS_RATE = "replica.alter.log.dirs.io.max.bytes.per.second"  # JBOD moves (KIP-113)
 
 # -- sans-I/O core ----------------------------------------------------------------------------
 
@@ -320,6 +321,9 @@ class DynamicBrokerConfigs:
 
             for server in getattr(broker, "socket_servers", [broker.socket_server]):
                 server.update_limits(ConnectionLimits.from_config(new))
+        mover = getattr(broker, "log_dir_mover", None)
+        if _ALTER_LOG_DIRS_RATE in changed and mover is not None:
+            mover.quota.rate = int(new.get(_ALTER_LOG_DIRS_RATE))
         if _UNCLEAN in changed and broker.controller is not None:
             broker.controller.set_unclean_leader_election_enable(bool(new.get(_UNCLEAN)))
 
