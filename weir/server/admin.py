@@ -130,6 +130,28 @@ def config_entries(configs: Any) -> dict[str, str]:
     return out
 
 
+async def create_transaction_state_topic(broker) -> None:
+    """``__transaction_state`` with Kafka's settings (``transaction.state.log.*``,
+    compacted, unclean election off), for the transaction coordinator; an existing topic is
+    not an error."""
+    from weir.transactions.codec import TRANSACTION_STATE_TOPIC
+
+    cfg = broker.config
+    rf = min(cfg.transaction_state_log_replication_factor, len(live_broker_ids(broker)))
+    configs = {"cleanup.policy": "compact", "retention.ms": "-1",
+               "min.insync.replicas": str(cfg.transaction_state_log_min_isr),
+               "segment.bytes": str(cfg.transaction_state_log_segment_bytes),
+               "unclean.leader.election.enable": "false", "compression.type": "uncompressed"}
+    try:
+        await create_topic(broker, TRANSACTION_STATE_TOPIC,
+                           cfg.transaction_state_log_num_partitions, rf, None, configs)
+        log.info("created %s (%d partitions, RF %d)", TRANSACTION_STATE_TOPIC,
+                 cfg.transaction_state_log_num_partitions, rf)
+    except KafkaError as exc:
+        if exc.code != ErrorCode.topic_already_exists:
+            log.warning("cannot create %s: %s", TRANSACTION_STATE_TOPIC, exc.message)
+
+
 async def create_offsets_topic(broker) -> None:
     """``__consumer_offsets`` with Kafka's settings (``offsets.topic.*``), for the group
     coordinator; an existing topic is not an error."""

@@ -94,6 +94,12 @@ class Broker:
         self.group_coordinator = GroupCoordinator(
             self, create_offsets_topic=lambda: admin.create_offsets_topic(self))
         self.replica_manager.leadership_listeners.append(self.group_coordinator.on_leadership)
+        # Transaction coordinator (KIP-98): follows leadership of __transaction_state.
+        from weir.transactions.coordinator import TransactionCoordinator
+
+        self.txn_coordinator = TransactionCoordinator(
+            self, create_topic=lambda: admin.create_transaction_state_topic(self))
+        self.replica_manager.leadership_listeners.append(self.txn_coordinator.on_leadership)
         # JBOD (KIP-113): replica moves between this broker's log dirs; a future log left
         # on disk resumes copying once LeaderAndIsr brings its partition online.
         self.log_dir_mover = LogDirMover(self.replica_manager, self.log_manager, CopyQuota(
@@ -200,6 +206,7 @@ class Broker:
                                           security=self.inter_broker_security)))
         await self.controller.start()
         self.group_coordinator.start()  # group coordinator (issue 6): its clock
+        self.txn_coordinator.start()  # transaction timeouts and id expiry
         cfg = self.config
         self._tasks = [
             asyncio.create_task(self._every(
@@ -367,6 +374,7 @@ class Broker:
         if self.controller is not None:
             await self.controller.stop()
         await self.group_coordinator.stop()  # group coordinator (issue 6)
+        await self.txn_coordinator.stop()
         if self.metrics_server is not None:  # Prometheus /metrics (weir.server.metrics)
             await self.metrics_server.stop()
         for server in self.socket_servers:

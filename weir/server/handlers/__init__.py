@@ -58,6 +58,13 @@ _MODULES = (
     "describe_acls",
     "create_acls",
     "delete_acls",
+    # transactions, coordinator side (KIP-98, KIP-664)
+    "add_partitions_to_txn",
+    "add_offsets_to_txn",
+    "end_txn",
+    "txn_offset_commit",
+    "describe_transactions",
+    "list_transactions",
 )
 
 

@@ -1,7 +1,8 @@
 """FindCoordinator (10): the broker leading the group's ``__consumer_offsets`` partition.
 
-The first request creates the topic (COORDINATOR_NOT_AVAILABLE until it has leaders).
-Transaction coordinators are not implemented.
+Key type 0: the broker leading the group's ``__consumer_offsets`` partition; key type 1:
+the one leading the transactional id's ``__transaction_state`` partition. The first request
+creates the topic (COORDINATOR_NOT_AVAILABLE until it has leaders).
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ MIN_VERSION = 0
 MAX_VERSION = 6
 
 GROUP_KEY_TYPE = 0
+TRANSACTION_KEY_TYPE = 1
 SHARE_KEY_TYPE = 2  # KIP-932, FindCoordinator v6+
 
 
@@ -37,11 +39,15 @@ async def _lookup(ctx, key: str, key_type: int) -> dict[str, Any]:
         return {"key": key, "error_code": ErrorCode.coordinator_not_available,
                 "error_message": "share groups are not supported", "node_id": -1,
                 "host": "", "port": -1}
-    if key_type != GROUP_KEY_TYPE:
-        return {"key": key, "error_code": ErrorCode.coordinator_not_available,
-                "error_message": "transactions are not supported", "node_id": -1,
+    if key_type == TRANSACTION_KEY_TYPE:
+        error, node = await ctx.broker.txn_coordinator.find_coordinator(key)
+        host, port = "", -1
+    elif key_type == GROUP_KEY_TYPE:
+        error, node, host, port = await ctx.broker.group_coordinator.find_coordinator(key)
+    else:
+        return {"key": key, "error_code": ErrorCode.invalid_request,
+                "error_message": f"unknown coordinator key type {key_type}", "node_id": -1,
                 "host": "", "port": -1}
-    error, node, host, port = await ctx.broker.group_coordinator.find_coordinator(key)
     if error == ErrorCode.none:  # the coordinator's endpoint on this request's listener
         b = ctx.broker.metadata.broker_on(node, ctx.listener)
         if b is None:

@@ -1,4 +1,5 @@
-"""InitProducerId (22): producer ids for idempotent producers (no transactions)."""
+"""InitProducerId (22): producer ids for idempotent producers, and for transactional ones
+through the transaction coordinator (epoch bump, fencing, KIP-360 recovery)."""
 
 from __future__ import annotations
 
@@ -23,11 +24,21 @@ async def handle(ctx, request) -> Any:
         # IDEMPOTENT_WRITE on the cluster or WRITE on some topic (KIP-679).
         return ctx.respond(error_code=ErrorCode.cluster_authorization_failed,
                            producer_id=-1, producer_epoch=-1)
-    if request.transactional_id is not None:
-        return ctx.respond(error_code=ErrorCode.transactional_id_authorization_failed,
-                           producer_id=-1, producer_epoch=-1)
     pid = int(getattr(request, "producer_id", -1))
     epoch = int(getattr(request, "producer_epoch", -1))
+    if (pid == -1) != (epoch == -1):
+        return ctx.respond(error_code=ErrorCode.invalid_request, producer_id=-1,
+                           producer_epoch=-1)
+    if request.transactional_id is not None:
+        if not authz.authorize(ctx, AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID,
+                               request.transactional_id):
+            return ctx.respond(error_code=ErrorCode.transactional_id_authorization_failed,
+                               producer_id=-1, producer_epoch=-1)
+        timeout_ms = int(request.transaction_timeout.total_seconds() * 1000)
+        result = await ctx.broker.txn_coordinator.init_producer_id(
+            request.transactional_id, timeout_ms, pid, epoch)
+        return ctx.respond(error_code=result.error, producer_id=result.producer_id,
+                           producer_epoch=result.producer_epoch)
     try:
         if pid >= 0 and 0 <= epoch < _MAX_EPOCH - 1:
             # KIP-360: an idempotent producer may bump its own epoch to reset sequences.

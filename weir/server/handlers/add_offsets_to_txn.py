@@ -1,0 +1,30 @@
+"""AddOffsetsToTxn (25): the group's ``__consumer_offsets`` partition joins the producer's
+transaction, before TxnOffsetCommit (KIP-98; WRITE on the transactional id, READ on the
+group)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from weir.common import TopicPartition
+from weir.protocol.errors import ErrorCode
+from weir.security.acls import AclOperation, ResourceType
+from weir.server import authz
+from weir.server.handlers._txn import fenced_for_version
+
+API_KEY = 25
+MIN_VERSION = 0
+MAX_VERSION = 4
+
+
+async def handle(ctx, request) -> Any:
+    if not authz.authorize(ctx, AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID,
+                           request.transactional_id):
+        return ctx.respond(error_code=ErrorCode.transactional_id_authorization_failed)
+    if not authz.authorize(ctx, AclOperation.READ, ResourceType.GROUP, request.group_id):
+        return ctx.respond(error_code=ErrorCode.group_authorization_failed)
+    groups = ctx.broker.group_coordinator
+    tp = TopicPartition("__consumer_offsets", groups.partition_for(request.group_id))
+    error = await ctx.broker.txn_coordinator.add_partitions(
+        request.transactional_id, int(request.producer_id), int(request.producer_epoch), {tp})
+    return ctx.respond(error_code=fenced_for_version(error, ctx.version, 2))

@@ -1,0 +1,73 @@
+"""AddPartitionsToTxn (24): partitions join a producer's transaction (KIP-98).
+
+v0–3 come from clients (one transaction; WRITE on the transactional id and on each topic);
+v4+ batch transactions and come from brokers (CLUSTER_ACTION), usually ``verify_only``
+(KIP-890). One failing partition fails the whole transaction: the others get
+OPERATION_NOT_ATTEMPTED, as Kafka's handleAddPartitionsToTxnRequest.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from weir.common import TopicPartition
+from weir.protocol.errors import ErrorCode
+from weir.security.acls import AclOperation, ResourceType
+from weir.server import authz
+from weir.server.handlers._txn import fenced_for_version
+
+API_KEY = 24
+MIN_VERSION = 0
+MAX_VERSION = 5
+
+_INTERNAL = ("__consumer_offsets", "__transaction_state")
+
+
+def _results(errors: dict[TopicPartition, ErrorCode]) -> list[dict[str, Any]]:
+    by_topic: dict[str, list[dict[str, Any]]] = {}
+    for tp, error in errors.items():
+        by_topic.setdefault(tp.topic, []).append(
+            {"partition_index": tp.partition, "partition_error_code": error})
+    return [{"name": t, "results_by_partition": r} for t, r in by_topic.items()]
+
+
+async def _one(ctx, txn_id: str, pid: int, epoch: int, topics, verify_only: bool,
+               from_client: bool) -> dict[TopicPartition, ErrorCode]:
+    tps = {TopicPartition(t.name, int(p)) for t in topics for p in t.partitions}
+    if from_client and not authz.authorize(ctx, AclOperation.WRITE,
+                                           ResourceType.TRANSACTIONAL_ID, txn_id):
+        return dict.fromkeys(tps, ErrorCode.transactional_id_authorization_failed)
+    failed: dict[TopicPartition, ErrorCode] = {}
+    allowed: dict[str, bool] = {}
+    for tp in tps:
+        if from_client and tp.topic not in allowed:
+            allowed[tp.topic] = tp.topic in _INTERNAL or authz.authorize(
+                ctx, AclOperation.WRITE, ResourceType.TOPIC, tp.topic)
+        if from_client and not allowed[tp.topic]:
+            failed[tp] = ErrorCode.topic_authorization_failed
+        elif ctx.broker.metadata.partition(tp) is None:
+            failed[tp] = ErrorCode.unknown_topic_or_partition
+    if failed:
+        return {tp: failed.get(tp, ErrorCode.operation_not_attempted) for tp in tps}
+    coordinator = ctx.broker.txn_coordinator
+    if verify_only:
+        return coordinator.verify_partitions(txn_id, pid, epoch, tps)
+    error = await coordinator.add_partitions(txn_id, pid, epoch, tps)
+    return dict.fromkeys(tps, fenced_for_version(error, ctx.version, 2))
+
+
+async def handle(ctx, request) -> Any:
+    if ctx.version <= 3:
+        errors = await _one(ctx, request.v3_and_below_transactional_id,
+                            int(request.v3_and_below_producer_id),
+                            int(request.v3_and_below_producer_epoch),
+                            request.v3_and_below_topics, False, True)
+        return ctx.respond(results_by_topic_v3_and_below=_results(errors))
+    if not authz.authorize_cluster(ctx, AclOperation.CLUSTER_ACTION):
+        return ctx.respond(error_code=ErrorCode.cluster_authorization_failed)
+    results = []
+    for txn in request.transactions:
+        errors = await _one(ctx, txn.transactional_id, int(txn.producer_id),
+                            int(txn.producer_epoch), txn.topics, bool(txn.verify_only), False)
+        results.append({"transactional_id": txn.transactional_id, "topic_results": _results(errors)})
+    return ctx.respond(error_code=ErrorCode.none, results_by_transaction=results)

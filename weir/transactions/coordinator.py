@@ -1,0 +1,548 @@
+"""The transaction coordinator: the asyncio shell around :mod:`weir.transactions.state`
+(Kafka's TransactionCoordinator and TransactionStateManager).
+
+It owns the ``__transaction_state`` partitions this broker leads (loaded when leadership
+arrives, dropped when it goes), writes every state change of a transactional id to its
+partition with acks=all before answering, sends the markers of ending transactions to the
+partition leaders (:mod:`weir.transactions.markers`), resumes the markers of transactions
+found in PrepareCommit/PrepareAbort after a failover, and aborts transactions that outlive
+their timeout.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import enum
+import logging
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from weir.asyncutil import cancel_and_wait
+from weir.common import TopicPartition
+from weir.protocol.errors import ErrorCode, KafkaError
+from weir.records.batch import iter_headers, parse_header
+from weir.records.builder import build_batch
+from weir.records.records import iter_records
+from weir.transactions import codec
+from weir.transactions.codec import TRANSACTION_STATE_TOPIC
+from weir.transactions.markers import DONE, STOP, MarkerSender, classify
+from weir.transactions.state import (
+    NO_PRODUCER_EPOCH,
+    NO_PRODUCER_ID,
+    STATE_BY_NAME,
+    TransactionMetadata,
+    TxnState,
+    TxnTransit,
+    init_producer_id_valid,
+    prepare_add_partitions,
+    prepare_end,
+)
+
+log = logging.getLogger(__name__)
+
+LOAD_CHUNK_BYTES = 1 << 20
+RETRY_BACKOFF_S = 0.1
+
+# Kafka's TransactionStateManager.appendTransactionToLog error mapping.
+_WRITE_ERRORS = {
+    ErrorCode.unknown_topic_or_partition: ErrorCode.coordinator_not_available,
+    ErrorCode.not_enough_replicas: ErrorCode.coordinator_not_available,
+    ErrorCode.not_enough_replicas_after_append: ErrorCode.coordinator_not_available,
+    ErrorCode.request_timed_out: ErrorCode.coordinator_not_available,
+    ErrorCode.not_leader_or_follower: ErrorCode.not_coordinator,
+    ErrorCode.kafka_storage_error: ErrorCode.not_coordinator,
+    ErrorCode.message_too_large: ErrorCode.unknown_server_error,
+    ErrorCode.record_list_too_large: ErrorCode.unknown_server_error,
+}
+
+
+def now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+class Loading(enum.Enum):
+    LOADING = 1
+    LOADED = 2
+
+
+@dataclass
+class TxnPartition:
+    """One ``__transaction_state`` partition this broker leads; ``epoch`` is its leader
+    epoch, the coordinator epoch the markers carry."""
+
+    index: int
+    epoch: int
+    status: Loading = Loading.LOADING
+    txns: dict[str, TransactionMetadata] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class InitResult:
+    error: ErrorCode
+    producer_id: int = NO_PRODUCER_ID
+    producer_epoch: int = NO_PRODUCER_EPOCH
+
+
+class TransactionCoordinator:
+    def __init__(self, broker: Any,
+                 create_topic: Callable[[], Awaitable[None]] | None = None,
+                 sender: MarkerSender | None = None) -> None:
+        self.broker = broker
+        self._create_topic = create_topic
+        self.sender = sender or MarkerSender(broker)
+        self.partitions: dict[int, TxnPartition] = {}
+        self._tasks: set[asyncio.Task] = set()
+        self._loop_task: asyncio.Task | None = None
+        self._creating: asyncio.Task | None = None
+
+    # -- lifecycle ----------------------------------------------------------------------------
+
+    def start(self) -> None:
+        self._loop_task = asyncio.ensure_future(self._run())
+
+    async def stop(self) -> None:
+        await cancel_and_wait(self._loop_task, *self._tasks)
+        self.partitions.clear()
+        await self.sender.close()
+
+    def _spawn(self, coro: Any) -> asyncio.Task:
+        task = asyncio.ensure_future(coro)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+        return task
+
+    async def _run(self) -> None:
+        cfg = self.broker.config
+        abort_every = cfg.transaction_abort_timed_out_transaction_cleanup_interval_ms / 1000
+        expire_every = cfg.transaction_remove_expired_transaction_cleanup_interval_ms / 1000
+        last_expiry = time.monotonic()
+        while True:
+            await asyncio.sleep(abort_every)
+            try:
+                self.abort_timed_out(now_ms())
+                if time.monotonic() - last_expiry >= expire_every:
+                    last_expiry = time.monotonic()
+                    self.expire_transactional_ids(now_ms())
+            except Exception:
+                log.exception("transaction coordinator tick failed")
+
+    # -- placement and leadership -------------------------------------------------------------
+
+    def num_partitions(self) -> int:
+        parts = self.broker.metadata.topics.get(TRANSACTION_STATE_TOPIC)
+        return len(parts) if parts else self.broker.config.transaction_state_log_num_partitions
+
+    def partition_for(self, transactional_id: str) -> int:
+        return codec.partition_for(transactional_id, self.num_partitions())
+
+    def on_leadership(self, tp: TopicPartition, is_leader: bool, leader_epoch: int) -> None:
+        """Replica manager hook (Kafka's onElection / onResignation)."""
+        if tp.topic != TRANSACTION_STATE_TOPIC:
+            return
+        current = self.partitions.get(tp.partition)
+        if is_leader:
+            if current is not None and current.epoch == leader_epoch:
+                return
+            # A new epoch reloads: transactions in flight under the old one are resumed.
+            part = TxnPartition(tp.partition, leader_epoch)
+            self.partitions[tp.partition] = part
+            self._spawn(self._load(part))
+        elif current is not None:
+            log.info("resigned as transaction coordinator of %s", tp)
+            del self.partitions[tp.partition]
+
+    def _owns(self, part: TxnPartition) -> bool:
+        return self.partitions.get(part.index) is part
+
+    async def _load(self, part: TxnPartition) -> None:
+        tp = TopicPartition(TRANSACTION_STATE_TOPIC, part.index)
+        await asyncio.sleep(0)  # let the LeaderAndIsr that made us leader finish first
+        try:
+            txns = await self._scan(tp)
+        except Exception:
+            log.exception("loading %s failed", tp)
+            if self._owns(part):
+                del self.partitions[part.index]
+            return
+        if not self._owns(part):
+            return
+        part.txns = txns
+        part.status = Loading.LOADED
+        log.info("loaded %s at coordinator epoch %d: %d transactional ids", tp, part.epoch,
+                 len(txns))
+        for txn_id, meta in txns.items():
+            # Kafka's loadTransactionsForTxnTopicPartition: transactions that were ending
+            # when the previous coordinator stopped get their markers (again).
+            if meta.state in (TxnState.PREPARE_COMMIT, TxnState.PREPARE_ABORT):
+                transit = meta.prepare_complete(now_ms())
+                self._spawn(self._complete_txn(part, txn_id, meta, transit))
+
+    async def _scan(self, tp: TopicPartition) -> dict[str, TransactionMetadata]:
+        plog = self.broker.replica_manager.partition(tp).log
+        latest: dict[str, TxnTransit | None] = {}
+        pos, end = plog.log_start_offset, plog.log_end_offset
+        while pos < end:
+            read = plog.read(pos, LOAD_CHUNK_BYTES, max_offset=end, min_one_batch=True)
+            data = read.read_bytes()
+            if not data:
+                break
+            for h in iter_headers(data):
+                if h.position + h.size > len(data):
+                    break
+                batch = data[h.position:h.position + h.size]
+                try:
+                    for rec in iter_records(batch):
+                        if rec.key is None:
+                            continue
+                        txn_id = codec.decode_key(rec.key)
+                        if txn_id is not None:
+                            latest[txn_id] = (None if rec.value is None
+                                              else codec.decode_value(rec.value))
+                except (KafkaError, codec.CorruptTxnRecord, UnicodeDecodeError) as exc:
+                    log.error("%s: skipping a corrupt record batch at offset %d: %s", tp,
+                              parse_header(batch).base_offset, exc)
+            pos = read.last_offset + 1
+            await asyncio.sleep(0)
+        return {txn_id: TransactionMetadata.from_transit(txn_id, t)
+                for txn_id, t in latest.items() if t is not None and t.state != TxnState.DEAD}
+
+    # -- lookups --------------------------------------------------------------------------------
+
+    def _partition_of(self, transactional_id: str) -> TxnPartition:
+        part = self.partitions.get(self.partition_for(transactional_id))
+        if part is None:
+            raise KafkaError(ErrorCode.not_coordinator,
+                             f"broker {self.broker.broker_id} is not the coordinator of "
+                             f"transactional id {transactional_id!r}")
+        if part.status == Loading.LOADING:
+            raise KafkaError(ErrorCode.coordinator_load_in_progress,
+                             f"{TRANSACTION_STATE_TOPIC}-{part.index} is loading")
+        return part
+
+    def _existing(self, transactional_id: str) -> tuple[TxnPartition, TransactionMetadata]:
+        if not transactional_id:
+            raise KafkaError(ErrorCode.invalid_request, "the transactional id is empty")
+        part = self._partition_of(transactional_id)
+        meta = part.txns.get(transactional_id)
+        if meta is None or meta.state == TxnState.DEAD:
+            raise KafkaError(ErrorCode.invalid_producer_id_mapping,
+                             f"no producer id is mapped to {transactional_id!r}")
+        return part, meta
+
+    async def find_coordinator(self, transactional_id: str) -> tuple[ErrorCode, int]:
+        """(error, node id) of the transactional id's coordinator; the first lookup creates
+        ``__transaction_state``."""
+        cache = self.broker.metadata
+        parts = cache.topics.get(TRANSACTION_STATE_TOPIC)
+        if not parts:
+            await self._ensure_topic()
+            return ErrorCode.coordinator_not_available, -1
+        meta = parts.get(codec.partition_for(transactional_id, len(parts)))
+        if meta is None or meta.leader < 0 or meta.leader not in cache.brokers:
+            return ErrorCode.coordinator_not_available, -1
+        return ErrorCode.none, meta.leader
+
+    async def _ensure_topic(self) -> None:
+        if self._create_topic is None:
+            log.warning("%s does not exist and this coordinator cannot create it",
+                        TRANSACTION_STATE_TOPIC)
+            return
+        if self._creating is None or self._creating.done():
+            self._creating = asyncio.ensure_future(self._create_topic())
+        try:
+            await asyncio.shield(self._creating)
+        except Exception:  # e.g. ZooKeeper unreachable: the client simply retries
+            log.exception("cannot create %s", TRANSACTION_STATE_TOPIC)
+
+    # -- writing the log ------------------------------------------------------------------------
+
+    async def _append(self, part: TxnPartition, txn_id: str, meta: TransactionMetadata,
+                      transit: TxnTransit) -> ErrorCode:
+        """Persist ``transit`` and install it (Kafka's appendTransactionToLog); on failure
+        the metadata stays as it was."""
+        epoch = part.epoch
+        tp = TopicPartition(TRANSACTION_STATE_TOPIC, part.index)
+        batch = build_batch([codec.encode_value(transit)], keys=[codec.encode_key(txn_id)],
+                            timestamp_ms=now_ms())
+        timeout = self.broker.config.request_timeout_ms
+        try:
+            result = (await self.broker.replica_manager.append(-1, timeout, {tp: batch}))[tp]
+            error = _WRITE_ERRORS.get(result.error, result.error)
+        except KafkaError as exc:
+            error = _WRITE_ERRORS.get(exc.code, exc.code)
+        if error == ErrorCode.none and not (self._owns(part) and part.epoch == epoch
+                                            and part.txns.get(txn_id) is meta):
+            error = ErrorCode.not_coordinator  # leadership moved while we wrote
+        if error == ErrorCode.none:
+            meta.complete(transit)
+        else:
+            log.info("writing %s of %r failed: %s", transit.state.kafka_name, txn_id, error.name)
+            meta.abandon()
+        return error
+
+    # -- InitProducerId -------------------------------------------------------------------------
+
+    def _validate_timeout(self, timeout_ms: int) -> None:
+        if not 0 < timeout_ms <= self.broker.config.transaction_max_timeout_ms:
+            raise KafkaError(ErrorCode.invalid_transaction_timeout,
+                             f"transaction.timeout.ms {timeout_ms} is not in (0, "
+                             f"{self.broker.config.transaction_max_timeout_ms}]")
+
+    async def init_producer_id(self, transactional_id: str, timeout_ms: int,
+                               expected_pid: int = -1, expected_epoch: int = -1) -> InitResult:
+        """InitProducerId with a transactional id (Kafka's handleInitProducerId): a new epoch
+        fences older producers; an open transaction is aborted first (the client retries
+        after CONCURRENT_TRANSACTIONS). KIP-360: (pid, epoch) of the caller may be given."""
+        try:
+            if not transactional_id:
+                raise KafkaError(ErrorCode.invalid_request, "the transactional id is empty")
+            self._validate_timeout(timeout_ms)
+            part = self._partition_of(transactional_id)
+            meta = part.txns.get(transactional_id)
+            if meta is None:
+                pid = await self.broker.producer_ids.next_id()
+                part = self._partition_of(transactional_id)  # may have moved while we waited
+                meta = part.txns.setdefault(transactional_id, TransactionMetadata(
+                    transactional_id, pid, txn_timeout_ms=timeout_ms,
+                    txn_last_update_timestamp=now_ms()))
+            return await self._init_existing(part, meta, timeout_ms, expected_pid,
+                                             expected_epoch)
+        except KafkaError as exc:
+            return InitResult(exc.code)
+
+    async def _init_existing(self, part: TxnPartition, meta: TransactionMetadata,
+                             timeout_ms: int, expected_pid: int,
+                             expected_epoch: int) -> InitResult:
+        expected = expected_pid >= 0
+        if meta.pending:
+            raise KafkaError(ErrorCode.concurrent_transactions, "a state change is in progress")
+        if expected and not init_producer_id_valid(meta, expected_pid, expected_epoch):
+            raise KafkaError(ErrorCode.producer_fenced,
+                             f"producer id {expected_pid} is not {meta.transactional_id}'s")
+        state = meta.state
+        if state in (TxnState.PREPARE_COMMIT, TxnState.PREPARE_ABORT):
+            raise KafkaError(ErrorCode.concurrent_transactions, "a transaction is completing")
+        if state == TxnState.ONGOING:
+            # Fence the current producer and abort its transaction; the epoch of the fence is
+            # never returned: the client retries and gets the next one.
+            fence = meta.prepare_fence_producer_epoch()
+            error = await self._end(part, meta, fence.producer_id, fence.producer_epoch,
+                                    commit=False, from_client=False)
+            raise KafkaError(error if error != ErrorCode.none
+                             else ErrorCode.concurrent_transactions)
+        if state not in (TxnState.EMPTY, TxnState.COMPLETE_COMMIT, TxnState.COMPLETE_ABORT):
+            raise KafkaError(ErrorCode.invalid_txn_state, f"transactional id is {state.name}")
+        now = now_ms()
+        if meta.is_producer_epoch_exhausted() and (not expected
+                                                   or expected_epoch == meta.producer_epoch):
+            new_pid = await self.broker.producer_ids.next_id()
+            transit = meta.prepare_producer_id_rotation(new_pid, timeout_ms, now, expected)
+        else:
+            transit = meta.prepare_increment_producer_epoch(
+                timeout_ms, expected_epoch if expected else None, now)
+        error = await self._append(part, meta.transactional_id, meta, transit)
+        if error != ErrorCode.none:
+            return InitResult(error)
+        log.info("initialised transactional id %r: producer id %d epoch %d",
+                 meta.transactional_id, transit.producer_id, transit.producer_epoch)
+        return InitResult(ErrorCode.none, transit.producer_id, transit.producer_epoch)
+
+    # -- AddPartitionsToTxn / AddOffsetsToTxn --------------------------------------------------
+
+    async def add_partitions(self, transactional_id: str, producer_id: int,
+                             producer_epoch: int, tps: set[TopicPartition]) -> ErrorCode:
+        try:
+            part, meta = self._existing(transactional_id)
+            transit = prepare_add_partitions(meta, producer_id, producer_epoch, tps, now_ms())
+        except KafkaError as exc:
+            return exc.code
+        if transit is None:
+            return ErrorCode.none
+        return await self._append(part, transactional_id, meta, transit)
+
+    def verify_partitions(self, transactional_id: str, producer_id: int, producer_epoch: int,
+                          tps: set[TopicPartition]) -> dict[TopicPartition, ErrorCode]:
+        """AddPartitionsToTxn v4+ verify-only (KIP-890): are the partitions in the
+        transaction?"""
+        try:
+            _part, meta = self._existing(transactional_id)
+            if meta.producer_id != producer_id:
+                raise KafkaError(ErrorCode.invalid_producer_id_mapping)
+            if meta.producer_epoch != producer_epoch:
+                raise KafkaError(ErrorCode.producer_fenced)
+            if meta.state in (TxnState.PREPARE_COMMIT, TxnState.PREPARE_ABORT):
+                raise KafkaError(ErrorCode.concurrent_transactions)
+        except KafkaError as exc:
+            return dict.fromkeys(tps, exc.code)
+        return {tp: ErrorCode.none if tp in meta.partitions else ErrorCode.transaction_abortable
+                for tp in tps}
+
+    # -- EndTxn ---------------------------------------------------------------------------------
+
+    async def end_txn(self, transactional_id: str, producer_id: int, producer_epoch: int,
+                      commit: bool) -> ErrorCode:
+        try:
+            part, meta = self._existing(transactional_id)
+        except KafkaError as exc:
+            return exc.code
+        return await self._end(part, meta, producer_id, producer_epoch, commit, from_client=True)
+
+    async def _end(self, part: TxnPartition, meta: TransactionMetadata, producer_id: int,
+                   producer_epoch: int, commit: bool, from_client: bool) -> ErrorCode:
+        """Kafka's endTransaction: write PrepareCommit/PrepareAbort, answer, then send the
+        markers and write CompleteCommit/CompleteAbort."""
+        txn_id = meta.transactional_id
+        fencing = meta.pending_state == TxnState.PREPARE_EPOCH_FENCE
+        try:
+            transit = prepare_end(meta, producer_id, producer_epoch, commit, from_client,
+                                  now_ms())
+        except KafkaError as exc:
+            if fencing and meta.pending_state == TxnState.PREPARE_EPOCH_FENCE:
+                meta.abandon()
+            return exc.code
+        if transit is None:
+            return ErrorCode.none
+        error = await self._append(part, txn_id, meta, transit)
+        if error != ErrorCode.none:
+            if fencing:
+                meta.has_failed_epoch_fence = True
+            return error
+        complete = meta.prepare_complete(now_ms())
+        self._spawn(self._complete_txn(part, txn_id, meta, complete))
+        return ErrorCode.none
+
+    async def _complete_txn(self, part: TxnPartition, txn_id: str, meta: TransactionMetadata,
+                            complete: TxnTransit) -> None:
+        """Send the markers until every partition has one, then write the Complete state."""
+        commit = complete.state == TxnState.COMPLETE_COMMIT
+        remaining = set(meta.partitions)
+        pid, epoch = meta.producer_id, meta.producer_epoch
+        while remaining:
+            if not self._owns(part):
+                return  # the next coordinator reloads and resends
+            by_leader: dict[int, list[TopicPartition]] = {}
+            for tp in list(remaining):
+                leader = self.sender.leader_of(tp)
+                if leader == -2:
+                    remaining.discard(tp)  # the topic is gone: nothing to mark
+                elif leader is not None:
+                    by_leader.setdefault(leader, []).append(tp)
+            sends = [self.sender.send(leader, pid, epoch, commit, part.epoch, tps)
+                     for leader, tps in by_leader.items()]
+            for results in await asyncio.gather(*sends):
+                for tp, error in results.items():
+                    outcome = classify(error)
+                    if outcome == STOP:
+                        log.info("markers of %r stopped: %s", txn_id, error.name)
+                        if self._owns(part) and meta.pending_state == complete.state:
+                            meta.abandon()
+                        return
+                    if outcome == DONE:
+                        remaining.discard(tp)
+            if remaining:
+                await asyncio.sleep(RETRY_BACKOFF_S)
+        log.info("transaction of %r (producer id %d epoch %d) %s: markers written", txn_id,
+                 pid, epoch, "committed" if commit else "aborted")
+        while self._owns(part) and part.txns.get(txn_id) is meta:
+            # Kafka's maybeWriteTxnCompletion: retried until written or no longer ours.
+            if meta.pending_state != complete.state:
+                complete = meta.prepare_complete(now_ms())
+            error = await self._append(part, txn_id, meta, complete)
+            if error in (ErrorCode.none, ErrorCode.not_coordinator):
+                return
+            await asyncio.sleep(RETRY_BACKOFF_S)
+
+    # -- timeouts and expiry --------------------------------------------------------------------
+
+    def abort_timed_out(self, now: int) -> None:
+        """Kafka's abortTimedOutTransactions: an Ongoing transaction older than its timeout
+        is aborted with a bumped epoch (the producer is fenced)."""
+        for part in list(self.partitions.values()):
+            if part.status != Loading.LOADED:
+                continue
+            for meta in list(part.txns.values()):
+                if (meta.state == TxnState.ONGOING and not meta.pending
+                        and meta.txn_start_timestamp + meta.txn_timeout_ms <= now):
+                    log.info("aborting the timed-out transaction of %r (producer id %d)",
+                             meta.transactional_id, meta.producer_id)
+                    fence = meta.prepare_fence_producer_epoch()
+                    self._spawn(self._end(part, meta, fence.producer_id, fence.producer_epoch,
+                                          commit=False, from_client=False))
+
+    def expire_transactional_ids(self, now: int) -> None:
+        """``transactional.id.expiration.ms``: an idle id whose last transaction ended that
+        long ago is removed with a tombstone (Kafka's removeExpiredTransactionalIds)."""
+        expiry = self.broker.config.transactional_id_expiration_ms
+        for part in list(self.partitions.values()):
+            if part.status != Loading.LOADED:
+                continue
+            for txn_id, meta in list(part.txns.items()):
+                if (meta.state in (TxnState.EMPTY, TxnState.COMPLETE_COMMIT,
+                                   TxnState.COMPLETE_ABORT) and not meta.pending
+                        and meta.txn_last_update_timestamp + expiry <= now):
+                    self._spawn(self._tombstone(part, txn_id, meta))
+
+    async def _tombstone(self, part: TxnPartition, txn_id: str,
+                         meta: TransactionMetadata) -> None:
+        meta.prepare_dead()
+        tp = TopicPartition(TRANSACTION_STATE_TOPIC, part.index)
+        batch = build_batch([None], keys=[codec.encode_key(txn_id)], timestamp_ms=now_ms())
+        result = (await self.broker.replica_manager.append(
+            -1, self.broker.config.request_timeout_ms, {tp: batch}))[tp]
+        if result.error == ErrorCode.none and self._owns(part) and part.txns.get(txn_id) is meta:
+            del part.txns[txn_id]
+            meta.state, meta.pending_state = TxnState.DEAD, None
+            log.info("expired transactional id %r", txn_id)
+        else:
+            meta.abandon()
+
+    # -- DescribeTransactions / ListTransactions ------------------------------------------------
+
+    def describe(self, transactional_id: str) -> dict[str, Any]:
+        entry: dict[str, Any] = {"transactional_id": transactional_id, "producer_id": -1,
+                                 "producer_epoch": -1, "transaction_state": "",
+                                 "transaction_timeout_ms": 0,
+                                 "transaction_start_time_ms": -1, "topics": []}
+        try:
+            if not transactional_id:
+                raise KafkaError(ErrorCode.invalid_request)
+            meta = self._partition_of(transactional_id).txns.get(transactional_id)
+            if meta is None or meta.state == TxnState.DEAD:
+                raise KafkaError(ErrorCode.transactional_id_not_found)
+        except KafkaError as exc:
+            return {**entry, "error_code": exc.code}
+        by_topic: dict[str, list[int]] = {}
+        for tp in sorted(meta.partitions):
+            by_topic.setdefault(tp.topic, []).append(tp.partition)
+        return {**entry, "error_code": ErrorCode.none, "producer_id": meta.producer_id,
+                "producer_epoch": meta.producer_epoch,
+                "transaction_state": meta.state.kafka_name,
+                "transaction_timeout_ms": meta.txn_timeout_ms,
+                "transaction_start_time_ms": meta.txn_start_timestamp,
+                "topics": [{"topic": t, "partitions": p} for t, p in by_topic.items()]}
+
+    def list_transactions(self, producer_ids: set[int], states: set[str],
+                          min_duration_ms: int = -1) -> tuple[ErrorCode, set[str], list]:
+        """(error, unknown state filters, [(transactional id, producer id, state name)])."""
+        unknown = {s for s in states if s not in STATE_BY_NAME}
+        wanted = {STATE_BY_NAME[s] for s in states if s in STATE_BY_NAME}
+        if any(p.status != Loading.LOADED for p in self.partitions.values()):
+            return ErrorCode.coordinator_load_in_progress, unknown, []
+        error = ErrorCode.none
+        found = []
+        now = now_ms()
+        for part in self.partitions.values():
+            for txn_id, meta in part.txns.items():
+                if meta.state == TxnState.DEAD:
+                    continue
+                if producer_ids and meta.producer_id not in producer_ids:
+                    continue
+                if states and meta.state not in wanted:
+                    continue
+                if min_duration_ms >= 0 and now - meta.txn_start_timestamp < min_duration_ms:
+                    continue
+                found.append((txn_id, meta.producer_id, meta.state.kafka_name))
+        return error, unknown, found
+

@@ -1,0 +1,127 @@
+"""Sending transaction markers to partition leaders (Kafka's TransactionMarkerChannelManager
+and TransactionMarkerRequestCompletionHandler).
+
+One WriteTxnMarkers request (v1) per leader and round; each partition's answer decides
+whether it is done, retried at its (possibly new) leader, or ends the sending.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections import defaultdict
+from collections.abc import Callable
+from typing import Any
+
+from kio.schema.write_txn_markers.v1.request import WriteTxnMarkersRequest
+
+from weir.common import TopicPartition
+from weir.protocol.client import BrokerConnection
+from weir.protocol.codec import build
+from weir.protocol.errors import ErrorCode
+
+log = logging.getLogger(__name__)
+
+DONE = "done"
+RETRY = "retry"
+STOP = "stop"
+
+# Kafka's TransactionMarkerRequestCompletionHandler, per partition.
+_RETRIABLE = {
+    ErrorCode.unknown_topic_or_partition, ErrorCode.not_leader_or_follower,
+    ErrorCode.not_enough_replicas, ErrorCode.not_enough_replicas_after_append,
+    ErrorCode.request_timed_out, ErrorCode.kafka_storage_error,
+}
+# The producer or coordinator epoch moved on: this transaction's markers are no longer ours.
+_STOP = {ErrorCode.invalid_producer_epoch, ErrorCode.transaction_coordinator_fenced}
+# The producer could not have written there: nothing to mark.
+_SKIP = {ErrorCode.unsupported_for_message_format, ErrorCode.unsupported_version}
+
+
+def classify(error: ErrorCode) -> str:
+    if error == ErrorCode.none or error in _SKIP:
+        return DONE
+    if error in _STOP:
+        return STOP
+    if error not in _RETRIABLE:
+        log.error("unexpected error %s writing a transaction marker; retrying", error.name)
+    return RETRY
+
+
+class MarkerSender:
+    """Connections to the partition leaders over the inter-broker listener."""
+
+    def __init__(self, broker: Any, connect: Callable[..., BrokerConnection] | None = None,
+                 request_timeout_s: float = 30.0) -> None:
+        self.broker = broker
+        self._connect = connect or BrokerConnection
+        self._conns: dict[int, BrokerConnection] = {}
+        self._locks: dict[int, asyncio.Lock] = defaultdict(asyncio.Lock)
+        self.request_timeout_s = request_timeout_s
+
+    async def close(self) -> None:
+        conns, self._conns = list(self._conns.values()), {}
+        for conn in conns:
+            await conn.close()
+
+    def leader_of(self, tp: TopicPartition) -> int | None:
+        """The partition's leader, -2 when the topic is gone (nothing to mark), None while
+        unknown."""
+        cache = self.broker.metadata
+        if not cache.has_topic(tp.topic):
+            return -2
+        meta = cache.partition(tp)
+        if meta is None:
+            return -2
+        if meta.leader < 0 or meta.leader not in cache.brokers:
+            return None
+        return meta.leader
+
+    async def _connection(self, broker_id: int) -> BrokerConnection:
+        async with self._locks[broker_id]:
+            conn = self._conns.get(broker_id)
+            if conn is not None and conn.connected:
+                return conn
+            if conn is not None:
+                await conn.close()
+            listener = self.broker.config.inter_broker_listener_name
+            endpoint = self.broker.metadata.broker_on(broker_id, listener)
+            if endpoint is None:
+                raise ConnectionError(f"broker {broker_id} has no {listener} endpoint")
+            conn = self._connect(endpoint.host, endpoint.port,
+                                 client_id=f"broker-{self.broker.broker_id}-txn-markers",
+                                 security=self.broker.inter_broker_security)
+            await conn.connect(timeout_s=10)
+            self._conns[broker_id] = conn
+            return conn
+
+    async def send(self, broker_id: int, producer_id: int, producer_epoch: int, commit: bool,
+                   coordinator_epoch: int,
+                   tps: list[TopicPartition]) -> dict[TopicPartition, ErrorCode]:
+        """One WriteTxnMarkers request; a failed connection is retried as not-leader."""
+        by_topic: dict[str, list[int]] = defaultdict(list)
+        for tp in tps:
+            by_topic[tp.topic].append(tp.partition)
+        request = build(WriteTxnMarkersRequest, markers=[{
+            "producer_id": producer_id, "producer_epoch": producer_epoch,
+            "transaction_result": commit, "coordinator_epoch": coordinator_epoch,
+            "topics": [{"name": t, "partition_indexes": p} for t, p in by_topic.items()]}])
+        try:
+            conn = await self._connection(broker_id)
+            response = await conn.request(request, timeout_s=self.request_timeout_s)
+        except (TimeoutError, ConnectionError, OSError) as exc:
+            log.info("transaction markers to broker %d failed: %s", broker_id, exc)
+            conn = self._conns.pop(broker_id, None)
+            if conn is not None:
+                await conn.close()
+            return dict.fromkeys(tps, ErrorCode.not_leader_or_follower)
+        results = dict.fromkeys(tps, ErrorCode.unknown_server_error)
+        for marker in response.markers:
+            if int(marker.producer_id) != producer_id:
+                continue
+            for topic in marker.topics:
+                for p in topic.partitions:
+                    tp = TopicPartition(topic.name, int(p.partition_index))
+                    if tp in results:
+                        results[tp] = ErrorCode(p.error_code)
+        return results
