@@ -11,6 +11,7 @@ __all__ = ["LogConfig"]
 
 LONG_MAX = 2**63 - 1
 TIMESTAMP_TYPES = ("CreateTime", "LogAppendTime")
+CLEANUP_POLICIES = ("compact", "delete")
 
 
 @dataclass(frozen=True, slots=True)
@@ -28,6 +29,12 @@ class LogConfig:
     flush_messages: int = LONG_MAX
     flush_ms: int = LONG_MAX
     file_delete_delay_ms: int = 60000
+    # Log compaction (KIP-58, KIP-354, KIP-534): weir.storage.cleaner
+    cleanup_policy: tuple[str, ...] = ("delete",)
+    min_cleanable_dirty_ratio: float = 0.5
+    min_compaction_lag_ms: int = 0
+    max_compaction_lag_ms: int = LONG_MAX
+    delete_retention_ms: int = 86400000
 
     KEYS: ClassVar[dict[str, str]] = {
         "segment.bytes": "segment_bytes",
@@ -41,6 +48,11 @@ class LogConfig:
         "flush.messages": "flush_messages",
         "flush.ms": "flush_ms",
         "file.delete.delay.ms": "file_delete_delay_ms",
+        "cleanup.policy": "cleanup_policy",
+        "min.cleanable.dirty.ratio": "min_cleanable_dirty_ratio",
+        "min.compaction.lag.ms": "min_compaction_lag_ms",
+        "max.compaction.lag.ms": "max_compaction_lag_ms",
+        "delete.retention.ms": "delete_retention_ms",
     }
 
     @classmethod
@@ -68,12 +80,34 @@ class LogConfig:
     def log_append_time(self) -> bool:
         return self.message_timestamp_type == "LogAppendTime"
 
+    @property
+    def compact(self) -> bool:
+        """``cleanup.policy`` includes ``compact``: the log cleaner compacts the log."""
+        return "compact" in self.cleanup_policy
+
+    @property
+    def delete(self) -> bool:
+        """``cleanup.policy`` includes ``delete``: retention by time and size applies."""
+        return "delete" in self.cleanup_policy
+
 
 _FIELD_NAMES = {f.name for f in fields(LogConfig)}
 
 
 def _coerce(key: str, name: str, value: Any) -> Any:
     assert name in _FIELD_NAMES
+    if name == "cleanup_policy":
+        items = value.split(",") if isinstance(value, str) else list(value)
+        policy = tuple(sorted({str(v).strip() for v in items if str(v).strip()}))
+        if not policy or any(p not in CLEANUP_POLICIES for p in policy):
+            raise KafkaError(ErrorCode.invalid_config,
+                             f"{key} must be a list of {CLEANUP_POLICIES}, got {value!r}")
+        return policy
+    if name == "min_cleanable_dirty_ratio":
+        try:
+            return float(value)
+        except (TypeError, ValueError) as exc:
+            raise KafkaError(ErrorCode.invalid_config, f"{key} must be a number") from exc
     if name == "message_timestamp_type":
         if value not in TIMESTAMP_TYPES:
             raise KafkaError(

@@ -206,11 +206,14 @@ def test_follower_append(open_log):
     r = log.append_as_follower(bytes(batch))
     assert (r.first_offset, r.last_offset) == (0, 1)
     assert log.epoch_cache.entries == [(3, 0)]
-    with pytest.raises(KafkaError) as err:
-        log.append_as_follower(build_batch([b"c"], base_offset=5))
+    with pytest.raises(KafkaError) as err:  # below the log end
+        log.append_as_follower(build_batch([b"c"], base_offset=1))
     assert err.value.code == ErrorCode.unknown_server_error
     log.append_as_follower(build_batch([b"c"], base_offset=2, partition_leader_epoch=5))
     assert log.epoch_cache.entries == [(3, 0), (5, 2)]
+    # a gap is legal (a compacted leader's log), as Kafka's follower append
+    r = log.append_as_follower(build_batch([b"d"], base_offset=7, partition_leader_epoch=5))
+    assert (r.first_offset, log.log_end_offset) == (7, 8)
     batch[-1] ^= 1
     with pytest.raises(KafkaError) as err:
         log.append_as_follower(bytes(batch))

@@ -1,0 +1,249 @@
+"""The log cleaner's core: offset map, cleaning a log, checkpoints, the swap and its crash
+recovery at every step."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from weir.common import TopicPartition
+from weir.records.batch import iter_headers
+from weir.records.builder import build_batch
+from weir.records.records import iter_records
+from weir.storage import swap
+from weir.storage.cleaner import Cleaner
+from weir.storage.cleaner_manager import CLEANER_OFFSET_CHECKPOINT, LogCleanerManager
+from weir.storage.log import Log, LogConfig
+from weir.storage.log_cleaner import clean_now
+from weir.storage.offset_map import ENTRY_BYTES, OffsetMap
+
+TP = TopicPartition("topic", 0)
+COMPACT = {"cleanup.policy": "compact", "segment.bytes": 400, "min.cleanable.dirty.ratio": 0.01}
+
+
+def _open(log_dir: Path, clean: bool = True, **extra) -> Log:
+    cfg = LogConfig.from_dict({**COMPACT, **extra})
+    return Log.open(log_dir, cfg, clean_shutdown=clean, now_ms=0)
+
+
+def _write(log: Log, pairs, now=0, **kw):
+    for key, value in pairs:
+        log.append_as_leader(build_batch([value], keys=[key], timestamp_ms=now, **kw), 0, now)
+    log.roll()
+    log.update_high_watermark(log.log_end_offset)
+
+
+def _view(log: Log) -> list[tuple[int, bytes | None, bytes | None]]:
+    out = []
+    offset = log.log_start_offset
+    while offset < log.log_end_offset:
+        read = log.read(offset, 1 << 20, max_offset=None)
+        if read.size == 0:
+            break
+        data = read.read_bytes()
+        out += [(r.offset, r.key, r.value) for r in iter_records(data)]
+        offset = list(iter_headers(data))[-1].next_offset
+    return out
+
+
+def _latest(pairs):
+    latest = {}
+    for i, (k, v) in enumerate(pairs):
+        latest[k] = (i, v)
+    return sorted((i, k, v) for k, (i, v) in latest.items())
+
+
+def _clean(log: Log, log_dir: Path, mgr=None, now=0, buffer=1 << 20):
+    mgr = mgr or LogCleanerManager([log_dir.parent])
+    return clean_now(mgr, Cleaner(OffsetMap(buffer), 2**63), {TP: (log, log_dir.parent)}, now)
+
+
+PAIRS = [(b"k%d" % (i % 5), b"v%d" % i) for i in range(40)]
+
+
+def test_offset_map_bounds_and_latest():
+    omap = OffsetMap(ENTRY_BYTES * 10, load_factor=0.5)
+    assert (omap.slots, omap.max_entries) == (10, 5)
+    omap.put(b"a", 1)
+    omap.put(b"a", 7)
+    omap.put(b"b", 3)
+    assert (omap.get(b"a"), omap.get(b"b"), omap.get(b"zz"), omap.latest_offset) == (7, 3, -1, 7)
+    assert len(omap) == 2 and not omap.is_full and omap.utilization == 0.2
+    for k in (b"c", b"d", b"e"):
+        omap.put(k, 9)
+    assert omap.is_full
+    omap.clear()
+    assert len(omap) == 0 and omap.latest_offset == -1
+    with pytest.raises(ValueError):
+        OffsetMap(10)
+
+
+def test_clean_keeps_latest_value_per_key_with_offsets(log_dir):
+    log = _open(log_dir)
+    _write(log, PAIRS)
+    before = log.log_end_offset
+    result = _clean(log, log_dir)
+    assert result is not None and result.stats.records_kept < result.stats.records_read
+    view = _view(log)
+    assert [(o, k, v) for o, k, v in view] == _latest(PAIRS)
+    assert log.log_end_offset == before and log.log_start_offset == 0
+    checkpoint = (log_dir.parent / CLEANER_OFFSET_CHECKPOINT).read_text().split("\n")
+    assert checkpoint[2] == f"topic 0 {before}"
+    log.close()
+    # reloaded: the cleaned segments are valid, nothing to clean again
+    again = _open(log_dir, clean=False)
+    assert _view(again) == _latest(PAIRS)
+    assert _clean(again, log_dir) is None
+    again.close()
+
+
+def test_never_cleans_active_segment_or_above_high_watermark(log_dir):
+    log = _open(log_dir)
+    _write(log, PAIRS[:20])
+    hw = log.log_end_offset
+    for key, value in PAIRS[20:]:  # above the HW: must survive untouched
+        log.append_as_leader(build_batch([value], keys=[key]), 0, 0)
+    log.update_high_watermark(hw)
+    _clean(log, log_dir)
+    view = _view(log)
+    assert [x for x in view if x[0] >= hw] == [(i, k, v) for i, (k, v) in enumerate(PAIRS)
+                                                 if i >= hw]
+    assert [x for x in view if x[0] < hw] == _latest(PAIRS[:20])
+    log.close()
+
+
+def test_tombstones_kept_until_delete_retention(log_dir):
+    log = _open(log_dir, **{"delete.retention.ms": 1000})
+    _write(log, [(b"a", b"1"), (b"b", b"1"), (b"a", None)] * 5)
+    _clean(log, log_dir, now=10_000)
+    assert [(k, v) for _o, k, v in _view(log)] == [(b"b", b"1"), (b"a", None)]
+    _write(log, [(b"c", b"1")] * 3)  # more dirty data: another cleaning
+    mgr = LogCleanerManager([log_dir.parent])
+    _clean(log, log_dir, mgr, now=10_500)  # before the horizon: the tombstone stays
+    assert (b"a", None) in [(k, v) for _o, k, v in _view(log)]
+    _write(log, [(b"c", b"2")] * 3)
+    _clean(log, log_dir, mgr, now=11_001)
+    assert [(k, v) for _o, k, v in _view(log)] == [(b"b", b"1"), (b"c", b"2")]
+    log.close()
+
+
+def test_keyless_records_and_producer_last_batches(log_dir):
+    log = _open(log_dir)
+    # producer 7's last batch is superseded by a later non-idempotent write of its key
+    log.append_as_leader(build_batch([b"p0"], keys=[b"x"], producer_id=7, producer_epoch=0,
+                                     base_sequence=0), 0, 0)
+    log.append_as_leader(build_batch([b"p1"], keys=[b"y"], producer_id=7, producer_epoch=0,
+                                     base_sequence=1), 0, 0)
+    _write(log, [(b"y", b"new"), (b"x", b"new")] * 3)
+    _clean(log, log_dir)
+    headers = [h for seg in log.segments for h in seg.headers_from(0)]
+    kept = [h for h in headers if h.producer_id == 7]
+    assert len(kept) == 1 and kept[0].records_count == 0 and kept[0].base_sequence == 1
+    assert log.producer_state.entry(7).last_seq == 1
+    log.close()
+    reloaded = _open(log_dir, clean=False)
+    assert reloaded.producer_state.entry(7).last_seq == 1
+    # the producer goes on at sequence 2 without OUT_OF_ORDER_SEQUENCE
+    reloaded.append_as_leader(build_batch([b"p2"], keys=[b"z"], producer_id=7,
+                                          producer_epoch=0, base_sequence=2), 0, 0)
+    reloaded.close()
+
+
+def test_transactional_and_control_batches_untouched(log_dir):
+    log = _open(log_dir)
+    txn = build_batch([b"t"], keys=[b"a"], producer_id=9, producer_epoch=0, base_sequence=0,
+                      transactional=True)
+    log.append_as_leader(txn, 0, 0)
+    _write(log, [(b"a", b"later")] * 4)
+    _clean(log, log_dir)
+    assert (b"a", b"t") in [(k, v) for _o, k, v in _view(log)]
+    log.close()
+
+
+def test_follower_accepts_gaps_from_a_compacted_leader(log_dir, tmp_path):
+    log = _open(log_dir)
+    _write(log, PAIRS)
+    _clean(log, log_dir)
+    follower = Log.open(tmp_path / "f" / "topic-0", LogConfig.from_dict(COMPACT),
+                        clean_shutdown=True, now_ms=0)
+    offset = 0
+    while offset < log.log_end_offset:
+        data = log.read(offset, 1 << 20, max_offset=None).read_bytes()
+        follower.append_as_follower(data)
+        offset = follower.log_end_offset
+    assert _view(follower) == _view(log) and follower.log_end_offset == log.log_end_offset
+    follower.close()
+    log.close()
+
+
+def test_checkpoint_truncated_with_the_log(log_dir):
+    log = _open(log_dir)
+    _write(log, PAIRS)
+    mgr = LogCleanerManager([log_dir.parent])
+    _clean(log, log_dir, mgr)
+    log.truncate_to(10)
+    _write(log, PAIRS[:10])
+    _clean(log, log_dir, mgr)
+    assert mgr.checkpoints(log_dir.parent)[TP] == log.segments[-1].base_offset
+    log.close()
+
+
+def test_aborted_job_is_not_swapped(log_dir):
+    log = _open(log_dir)
+    _write(log, PAIRS)
+    mgr = LogCleanerManager([log_dir.parent])
+    chosen = mgr.grab_filthiest({TP: (log, log_dir.parent)}, 0)
+    job = mgr.make_job(chosen, 0)
+    result = Cleaner(OffsetMap(1 << 20), 2**63).clean(job)
+    log.truncate_to(5)  # the log changes under the job
+    for new, old in result.groups:
+        assert not log.replace_segments([new], old, job.generation)
+    assert not list(log_dir.glob("*.cleaned"))
+    mgr.done_cleaning(TP)
+    log.close()
+
+
+STEPS = ["renamed-to-swap", "swap-durable", "old-deleted", "swap-renamed"]
+
+
+class Crash(Exception):
+    pass
+
+
+@pytest.mark.parametrize("step", ["cleaned-written", *STEPS])
+@pytest.mark.parametrize("nth", [1, 2])
+def test_crash_at_every_swap_step_loses_nothing(log_dir, monkeypatch, step, nth):
+    log = _open(log_dir)
+    _write(log, PAIRS)
+    seen = {"n": 0}
+    real = swap.replace_files
+
+    def crashing(directory, cleaned, old, swap_in_memory, crash_at=None):
+        def hook(name):
+            if name == step:
+                seen["n"] += 1
+                if seen["n"] == nth:
+                    raise Crash(name)
+        if step == "cleaned-written":
+            raise Crash(step)
+        return real(directory, cleaned, old, swap_in_memory, crash_at=hook)
+
+    monkeypatch.setattr("weir.storage.log.replace_files", crashing)
+    with pytest.raises(Crash):
+        _clean(log, log_dir)
+    for seg in log.segments:  # the process dies: descriptors go, nothing is flushed
+        seg.release()
+    monkeypatch.setattr("weir.storage.log.replace_files", real)
+    reloaded = _open(log_dir, clean=False)
+    view = _view(reloaded)
+    latest = _latest(PAIRS)
+    # every key's latest value is there, at its offset; offsets increase
+    assert [x for x in view if (x[0], x[1], x[2]) in set(latest)] == latest
+    assert [o for o, _k, _v in view] == sorted({o for o, _k, _v in view})
+    assert not [p for p in log_dir.iterdir() if p.name.endswith((".cleaned", ".swap"))]
+    # and it can still be cleaned to the full compacted view
+    reloaded.update_high_watermark(reloaded.log_end_offset)
+    _clean(reloaded, log_dir)
+    assert _view(reloaded) == latest
+    reloaded.close()

@@ -1,0 +1,361 @@
+"""One cleaning of one compacted log — Kafka's ``Cleaner`` (``LogCleaner.scala``).
+
+Runs on a cleaner thread, never on the event loop.  The event loop prepares a
+:class:`CleanJob` (a snapshot of the log's non-active segments and offsets); the thread reads
+the old segments through descriptors of its own (a segment deleted meanwhile by retention
+stays readable) and writes new ``.cleaned`` segments no one else sees.  The event loop then
+swaps them in (:meth:`weir.storage.log.Log.replace_segments`, :mod:`weir.storage.swap`),
+after checking the log did not change under the job.
+
+A cleaning (Kafka's ``doClean``):
+
+1. **offset map** over the dirty section ``[first dirty, first uncleanable)``: key → latest
+   offset, batch by batch until the map is full (:class:`OffsetMap`); ``end`` is the next
+   offset after the last batch mapped — the next cleaning's first dirty offset;
+2. the segments below ``end`` are **grouped** so that each group fits one segment
+   (``segment.bytes``, ``segment.index.bytes``, offsets within 2**31 of the base), Kafka's
+   ``groupSegmentsBySize``;
+3. each group is **filtered** into one new segment (Kafka's ``cleanInto``/``filterTo``): a
+   record is kept if its offset is past the map, or it is the latest for its key and not an
+   expired tombstone (KIP-534 delete horizon, see :mod:`weir.records.filter`); keyless
+   records go.  A batch emptied of records is dropped, except (as an empty header) the last
+   batch of a producer still in the producer state (idempotence needs its sequence and
+   epoch) and the last batch of each group (so the new segment ends where the group ended:
+   the swap's crash recovery relies on it).
+
+Transactions: transactional data batches and control batches (markers) are copied
+untouched, their keys are not put in the offset map, and the aborted-transaction index
+entries of the group's segments are carried to the new segment.  This is a safe subset of
+Kafka's rules (which also drop aborted data and, after ``delete.retention.ms``, markers of
+finished transactions): nothing a read_committed or read_uncommitted consumer must see is
+lost, only less is reclaimed.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from weir.common import TopicPartition
+from weir.records.batch import HEADER_SIZE, BatchHeader, parse_header
+from weir.records.filter import (
+    BatchRetention,
+    RawRecord,
+    decode_raw_records,
+    delete_horizon_ms,
+    filter_batch,
+)
+from weir.storage.config import LogConfig
+from weir.storage.offset_map import OffsetMap
+from weir.storage.segment import LogSegment
+from weir.storage.swap import CLEANED_SUFFIX
+
+__all__ = [
+    "CleanJob",
+    "CleanResult",
+    "Cleaner",
+    "CleanerStats",
+    "CleaningAborted",
+    "SegmentView",
+    "Throttler",
+    "group_segments",
+]
+
+log = logging.getLogger(__name__)
+
+INT32_MAX = 2**31 - 1
+IO_BUFFER_BYTES = 512 * 1024  # Kafka's log.cleaner.io.buffer.size default
+_WRITE_CHUNK = 1 << 20
+
+
+class CleaningAborted(Exception):
+    """The job was aborted (truncation, deletion, a log dir move, shutdown)."""
+
+
+@dataclass(frozen=True, slots=True)
+class SegmentView:
+    """A non-active segment as it was when the job was made."""
+
+    segment: LogSegment
+    base_offset: int
+    next_offset: int
+    size: int
+    index_entries: int
+    path: Path
+
+
+@dataclass(slots=True)
+class CleanJob:
+    tp: TopicPartition
+    directory: Path
+    config: LogConfig
+    segments: list[SegmentView]  # every non-active segment, oldest first
+    first_dirty_offset: int
+    first_uncleanable_offset: int
+    producer_last_offsets: dict[int, int]  # active producers: id → last data offset
+    now_ms: int
+    generation: int  # the log's truncation count when the job was made
+    aborted: bool = False
+
+
+@dataclass(slots=True)
+class CleanerStats:
+    bytes_read: int = 0
+    bytes_written: int = 0
+    records_read: int = 0
+    records_kept: int = 0
+    map_records: int = 0
+    map_bytes: int = 0
+    start_s: float = field(default_factory=time.monotonic)
+    end_s: float = 0.0
+    buffer_utilization: float = 0.0
+
+    @property
+    def elapsed_s(self) -> float:
+        return (self.end_s or time.monotonic()) - self.start_s
+
+    @property
+    def recopy_percent(self) -> float:
+        return 100.0 * self.bytes_written / self.bytes_read if self.bytes_read else 0.0
+
+
+@dataclass(slots=True)
+class CleanResult:
+    groups: list[tuple[LogSegment, list[LogSegment]]]  # (new .cleaned segment, old ones)
+    end_offset: int
+    stats: CleanerStats
+
+
+class Throttler:
+    """Bytes per second at most (``log.cleaner.io.max.bytes.per.second``), Kafka's
+    ``Throttler``: after each chunk, sleep until the average rate is back under the limit."""
+
+    def __init__(self, max_bytes_per_s: float, check_cancel: Callable[[], bool] | None = None):
+        self.rate = max_bytes_per_s
+        self._start = time.monotonic()
+        self._bytes = 0
+        self._cancelled = check_cancel or (lambda: False)
+
+    def throttle(self, nbytes: int) -> None:
+        if self.rate <= 0 or self.rate >= 2**62:
+            return
+        self._bytes += nbytes
+        while True:
+            elapsed = time.monotonic() - self._start
+            wait = self._bytes / self.rate - elapsed
+            if wait <= 0 or self._cancelled():
+                break
+            time.sleep(min(wait, 0.1))
+        if elapsed > 1.0:  # a fresh window now and then: a past idle period is no credit
+            self._start, self._bytes = time.monotonic(), 0
+
+
+def group_segments(segments: list[SegmentView], max_size: int, max_index_bytes: int,
+                   first_uncleanable: int) -> list[list[SegmentView]]:
+    """Consecutive segments whose sizes, index sizes and offset span fit one segment
+    (Kafka's ``groupSegmentsBySize``)."""
+    groups: list[list[SegmentView]] = []
+    rest = list(segments)
+    while rest:
+        group = [rest.pop(0)]
+        size, index = group[0].size, group[0].index_entries * 8
+        while rest:
+            nxt = rest[0]
+            last_offset = (rest[1].base_offset - 1 if len(rest) > 1
+                           else min(nxt.next_offset, first_uncleanable) - 1)
+            if (size + nxt.size > max_size or index + nxt.index_entries * 8 > max_index_bytes
+                    or last_offset - group[0].base_offset > INT32_MAX):
+                break
+            size += nxt.size
+            index += nxt.index_entries * 8
+            group.append(rest.pop(0))
+        groups.append(group)
+    return groups
+
+
+def _batches(fd: int, size: int, chunk: int = IO_BUFFER_BYTES
+             ) -> Iterator[tuple[bytes, BatchHeader]]:
+    """(buffer, header) of every batch of a segment file of ``size`` bytes, reading
+    ``chunk`` bytes at a time (more for a bigger batch)."""
+    position = 0
+    while position < size:
+        buf = os.pread(fd, min(chunk, size - position), position)
+        if len(buf) < HEADER_SIZE:
+            return
+        pos = 0
+        while len(buf) - pos >= HEADER_SIZE:
+            header = parse_header(buf, pos)
+            if pos + header.size > len(buf):
+                if pos == 0:  # one batch larger than the chunk
+                    buf = os.pread(fd, header.size, position)
+                    if len(buf) < header.size:
+                        return
+                    header.position = 0
+                    yield buf, header
+                    pos = header.size
+                break
+            yield buf, header
+            pos += header.size
+        if pos == 0:
+            return
+        position += pos
+
+
+class Cleaner:
+    """Cleans one log at a time with its own offset map (one per cleaner thread)."""
+
+    def __init__(self, offset_map: OffsetMap, max_io_bytes_per_s: float) -> None:
+        self.offset_map = offset_map
+        self.max_io_bytes_per_s = max_io_bytes_per_s
+
+    def clean(self, job: CleanJob) -> CleanResult:
+        """Build the map, clean every group into ``.cleaned`` segments; the caller swaps
+        them in.  Raises CleaningAborted if ``job.aborted`` becomes true (new segments
+        removed)."""
+        stats = CleanerStats()
+        throttler = Throttler(self.max_io_bytes_per_s, lambda: job.aborted)
+        end = self._build_offset_map(job, stats, throttler)
+        stats.buffer_utilization = self.offset_map.utilization
+        to_clean = [v for v in job.segments if v.base_offset < end]
+        groups = group_segments(to_clean, job.config.segment_bytes,
+                                job.config.segment_index_bytes, job.first_uncleanable_offset)
+        done: list[tuple[LogSegment, list[LogSegment]]] = []
+        try:
+            for group in groups:
+                cleaned = self._clean_group(job, group, stats, throttler)
+                done.append((cleaned, [v.segment for v in group]))
+        except BaseException:
+            for cleaned, _old in done:
+                cleaned.delete()
+            raise
+        stats.end_s = time.monotonic()
+        self.offset_map.clear()
+        return CleanResult(done, end, stats)
+
+    def _check(self, job: CleanJob) -> None:
+        if job.aborted:
+            raise CleaningAborted(f"cleaning of {job.tp} aborted")
+
+    # -- 1. the offset map -------------------------------------------------------------
+    def _build_offset_map(self, job: CleanJob, stats: CleanerStats,
+                          throttler: Throttler) -> int:
+        omap = self.offset_map
+        omap.clear()
+        start, stop = job.first_dirty_offset, job.first_uncleanable_offset
+        end = start
+        for view in job.segments:
+            if view.next_offset <= start or view.base_offset >= stop:
+                continue
+            fd = os.open(view.path, os.O_RDONLY)
+            try:
+                for buf, header in _batches(fd, view.size):
+                    if header.last_offset < start:
+                        continue
+                    if header.next_offset > stop:  # never past the HW / LSO / lag bound
+                        break
+                    if len(omap) and len(omap) + header.records_count > omap.max_entries:
+                        return end  # full: the rest is the next cleaning's
+                    self._check(job)
+                    if not (header.is_control or header.is_transactional):
+                        for record in _keyed(buf, header):
+                            omap.put(record.key, record.offset)  # type: ignore[arg-type]
+                            stats.map_records += 1
+                    omap.update_latest(header.last_offset)
+                    end = header.next_offset
+                    stats.map_bytes += header.size
+                    throttler.throttle(header.size)
+            finally:
+                os.close(fd)
+        return end
+
+    # -- 3. filtering a group into one new segment -------------------------------------
+    def _clean_group(self, job: CleanJob, group: list[SegmentView], stats: CleanerStats,
+                     throttler: Throttler) -> LogSegment:
+        cfg = job.config
+        cleaned = LogSegment.create(job.directory, group[0].base_offset,
+                                    index_interval_bytes=cfg.index_interval_bytes,
+                                    max_index_bytes=cfg.segment_index_bytes, now_ms=job.now_ms,
+                                    suffix=CLEANED_SUFFIX)
+        try:
+            out = bytearray()
+            out_headers: list[BatchHeader] = []
+            last_view = group[-1]
+            for view in group:
+                fd = os.open(view.path, os.O_RDONLY)
+                try:
+                    for buf, header in _batches(fd, view.size):
+                        self._check(job)
+                        last = view is last_view and header.next_offset >= view.next_offset
+                        data = self._filter(job, buf, header, last, stats)
+                        stats.bytes_read += header.size
+                        if data:
+                            written = parse_header(data)
+                            written.position = len(out)
+                            out += data
+                            out_headers.append(written)
+                            stats.bytes_written += len(data)
+                        if len(out) >= _WRITE_CHUNK:
+                            cleaned.append(out, out_headers)
+                            out, out_headers = bytearray(), []
+                        throttler.throttle(header.size + len(data))
+                finally:
+                    os.close(fd)
+            if out_headers:
+                cleaned.append(out, out_headers)
+            entries = [e for v in group for e in v.segment.txn_index.entries]
+            if entries:
+                cleaned.txn_index.replace(entries)
+            cleaned.on_become_inactive()
+            cleaned.flush()
+            # Kafka keeps the last modified time of the group's newest segment.
+            mtime = os.stat(last_view.path).st_mtime if last_view.path.exists() else None
+            if mtime is not None:
+                os.utime(cleaned.log_path, (mtime, mtime))
+            return cleaned
+        except BaseException:
+            cleaned.delete()
+            raise
+
+    def _filter(self, job: CleanJob, buf: bytes, header: BatchHeader, last_of_group: bool,
+                stats: CleanerStats) -> bytes:
+        if header.is_control or header.is_transactional:
+            stats.records_read += header.records_count
+            stats.records_kept += header.records_count
+            return bytes(buf[header.position:header.position + header.size])
+        omap = self.offset_map
+        if header.base_offset > omap.latest_offset:  # past the map: nothing to decide
+            stats.records_read += header.records_count
+            stats.records_kept += header.records_count
+            return bytes(buf[header.position:header.position + header.size])
+        if header.has_producer_id and \
+                job.producer_last_offsets.get(header.producer_id) == header.last_offset or last_of_group:
+            retention = BatchRetention.RETAIN_EMPTY
+        else:
+            retention = BatchRetention.DELETE_EMPTY
+        horizon = delete_horizon_ms(header)
+        now = job.now_ms
+
+        def keep(record: RawRecord) -> bool:
+            if record.offset > omap.latest_offset:
+                return True
+            if record.key is None:
+                return False
+            if record.offset < omap.get(record.key):
+                return False
+            return record.value is not None or horizon is None or now < horizon
+
+        result = filter_batch(buf, header, retention, keep, now_ms=now,
+                              delete_retention_ms=job.config.delete_retention_ms)
+        stats.records_read += result.records_read
+        stats.records_kept += result.records_kept
+        return result.data
+
+
+def _keyed(buf: bytes, header: BatchHeader) -> Iterator[RawRecord]:
+    for record in decode_raw_records(buf, header):
+        if record.key is not None:
+            yield record

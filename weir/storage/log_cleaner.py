@@ -1,0 +1,242 @@
+"""The log cleaner's threads — Kafka's ``LogCleaner`` / ``CleanerThread`` — as asyncio tasks
+that hand each cleaning to a thread pool.
+
+``log.cleaner.threads`` tasks each loop: choose the filthiest compacted log
+(:class:`LogCleanerManager`, on the event loop), snapshot it into a job, run the
+:class:`Cleaner` on a worker thread (reading and writing files, decoding records: never the
+event loop), swap the result in on the event loop (a few renames and unlinks) and advance
+the ``cleaner-offset-checkpoint``.  With nothing to clean a task waits
+``log.cleaner.backoff.ms``.  The dedupe buffer (``log.cleaner.dedupe.buffer.size``) is split
+between the threads, as Kafka.  An I/O error takes the log's dir offline (Kafka marks the
+dir offline too); any other error marks the partition uncleanable (Kafka's
+``uncleanablePartitions``) and the cleaner goes on with other logs.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from weir.common import TopicPartition
+from weir.protocol.errors import ErrorCode, KafkaError
+from weir.storage.cleaner import Cleaner, CleanerStats, CleaningAborted, CleanResult
+from weir.storage.cleaner_manager import LogCleanerManager
+from weir.storage.log import Log
+from weir.storage.offset_map import OffsetMap
+
+__all__ = ["CleanerConfig", "CleanerMetrics", "LogCleaner"]
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True, slots=True)
+class CleanerConfig:
+    """The broker's ``log.cleaner.*`` keys (Kafka's ``CleanerConfig``)."""
+
+    num_threads: int = 1
+    dedupe_buffer_size: int = 134217728
+    io_buffer_load_factor: float = 0.9
+    max_io_bytes_per_second: float = float(2**63 - 1)
+    backoff_ms: int = 15000
+    enable_cleaner: bool = True
+
+
+@dataclass(slots=True)
+class CleanerMetrics:
+    """Kafka's LogCleaner / LogCleanerManager gauges."""
+
+    max_buffer_utilization_percent: float = 0.0
+    cleaner_recopy_percent: float = 0.0
+    max_clean_time_secs: float = 0.0
+    max_compaction_delay_secs: float = 0.0
+    dead_thread_count: int = 0
+    time_since_last_run_ms: float = 0.0
+    uncleanable_partitions_count: int = 0
+    max_dirty_percent: float = 0.0
+    cleanings: int = 0
+    bytes_read: int = 0
+    bytes_written: int = 0
+    last_run_monotonic: float = field(default_factory=time.monotonic)
+
+
+def _now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+class LogCleaner:
+    """Owns the manager, the worker threads and the loops; see the module docstring."""
+
+    def __init__(self, log_manager, config: CleanerConfig) -> None:
+        self.log_manager = log_manager
+        self.config = config
+        self.manager = LogCleanerManager(log_manager.log_dirs)
+        self.metrics = CleanerMetrics()
+        self._executor: ThreadPoolExecutor | None = None
+        self._tasks: list[asyncio.Task] = []
+        self._wake = asyncio.Event()
+        self._stopping = False
+        log_manager.cleaner = self.manager  # pause / forget hooks (Kafka's LogManager)
+
+    # -- lifecycle ---------------------------------------------------------------------
+    def start(self) -> None:
+        if not self.config.enable_cleaner or self._tasks:
+            return
+        n = max(1, self.config.num_threads)
+        self._executor = ThreadPoolExecutor(n, thread_name_prefix="kafka-log-cleaner-thread")
+        per_thread = max(self.config.dedupe_buffer_size // n, 24)
+        self._tasks = [asyncio.create_task(self._run(i, per_thread), name=f"log-cleaner-{i}")
+                       for i in range(n)]
+        log.info("log cleaner started with %d thread(s)", n)
+
+    async def stop(self) -> None:
+        self._stopping = True
+        self.manager.abort_all()
+        self._wake.set()
+        for task in self._tasks:
+            task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+        self._tasks = []
+        if self._executor is not None:
+            self._executor.shutdown(wait=True, cancel_futures=True)
+            self._executor = None
+
+    def wake(self) -> None:
+        """Look for work now (tests, config changes)."""
+        self._wake.set()
+
+    # -- the loop ----------------------------------------------------------------------
+    async def _run(self, index: int, buffer_bytes: int) -> None:
+        cleaner = Cleaner(OffsetMap(buffer_bytes, self.config.io_buffer_load_factor),
+                          self.config.max_io_bytes_per_second)
+        try:
+            while not self._stopping:
+                cleaned = await self._clean_one(cleaner)
+                if not cleaned:
+                    self._wake.clear()
+                    try:
+                        await asyncio.wait_for(self._wake.wait(),
+                                               self.config.backoff_ms / 1000)
+                    except TimeoutError:
+                        pass
+        except asyncio.CancelledError:
+            raise
+        except Exception:  # a bug: Kafka counts the dead thread
+            log.exception("log cleaner thread %d died", index)
+            self.metrics.dead_thread_count += 1
+
+    def _candidates(self) -> dict[TopicPartition, tuple[Log, Path]]:
+        lm = self.log_manager
+        out = {}
+        for tp, lg in lm.all_logs().items():
+            log_dir = lm.log_dir_of(tp)
+            if log_dir is not None:
+                out[tp] = (lg, log_dir)
+        return out
+
+    async def _clean_one(self, cleaner: Cleaner) -> bool:
+        now = _now_ms()
+        self.metrics.time_since_last_run_ms = (time.monotonic()
+                                               - self.metrics.last_run_monotonic) * 1000
+        chosen = self.manager.grab_filthiest(self._candidates(), now)
+        if chosen is None:
+            return False
+        self.metrics.max_dirty_percent = 100 * chosen.ratio
+        self.metrics.max_compaction_delay_secs = chosen.compaction_delay_ms / 1000
+        tp, log_dir = chosen.tp, chosen.log_dir
+        job = self.manager.make_job(chosen, now)
+        loop = asyncio.get_running_loop()
+        try:
+            assert self._executor is not None
+            result: CleanResult = await loop.run_in_executor(self._executor, cleaner.clean, job)
+            if job.aborted:
+                for new, _old in result.groups:
+                    new.delete()
+                return True
+            self._swap_in(chosen.log, log_dir, tp, result, job.generation)
+        except CleaningAborted:
+            log.info("cleaning of %s aborted", tp)
+        except OSError as exc:
+            if not job.aborted:  # an aborted job's files may vanish under it (deletion)
+                log.error("log cleaner I/O error on %s: %s", tp, exc)
+                self.log_manager.mark_dir_failed(log_dir, f"log cleaner: {exc}")
+        except KafkaError as exc:
+            if exc.code == ErrorCode.kafka_storage_error:
+                self.log_manager.mark_dir_failed(log_dir, exc.message)
+            elif not job.aborted:
+                log.error("cannot clean %s: %s; it is marked uncleanable", tp, exc.message)
+                self.manager.uncleanable.add(tp)
+        except Exception:
+            if not job.aborted:
+                log.exception("cannot clean %s; it is marked uncleanable", tp)
+                self.manager.uncleanable.add(tp)
+        finally:
+            self.manager.done_cleaning(tp)
+            self.metrics.uncleanable_partitions_count = len(self.manager.uncleanable)
+            self.metrics.last_run_monotonic = time.monotonic()
+        return True
+
+    def _swap_in(self, lg: Log, log_dir: Path, tp: TopicPartition, result: CleanResult,
+                 generation: int) -> None:
+        for i, (new, old) in enumerate(result.groups):
+            if not lg.replace_segments([new], old, generation):
+                for rest, _old in result.groups[i + 1:]:
+                    rest.delete()
+                log.info("cleaning of %s dropped: the log changed meanwhile", tp)
+                return
+        self.manager.update_checkpoint(log_dir, tp, result.end_offset)
+        self._record(tp, result.stats)
+
+    def _record(self, tp: TopicPartition, stats: CleanerStats) -> None:
+        m = self.metrics
+        m.cleanings += 1
+        m.bytes_read += stats.bytes_read
+        m.bytes_written += stats.bytes_written
+        m.cleaner_recopy_percent = stats.recopy_percent
+        m.max_clean_time_secs = max(m.max_clean_time_secs, stats.elapsed_s)
+        m.max_buffer_utilization_percent = 100 * stats.buffer_utilization
+        log.info("cleaned %s: %d of %d records kept, %.1f%% of %d bytes recopied in %.3f s",
+                 tp, stats.records_kept, stats.records_read, stats.recopy_percent,
+                 stats.bytes_read, stats.elapsed_s)
+
+
+def clean_now(manager: LogCleanerManager, cleaner: Cleaner,
+              logs: dict[TopicPartition, tuple[Log, Path]], now_ms: int,
+              force: bool = False) -> CleanResult | None:
+    """One cleaning on the calling thread (tests, benchmarks, tools): the filthiest log of
+    ``logs`` (with ``force``, any compacted log with a dirty section), swapped in and
+    checkpointed; None if there was nothing to clean."""
+    if force:
+        logs = {tp: (lg, d) for tp, (lg, d) in logs.items()
+                if lg.config.compact}
+        saved = {tp: lg.config for tp, (lg, _d) in logs.items()}
+        for lg, _d in logs.values():
+            lg.config = _with_ratio_zero(lg.config)
+        try:
+            chosen = manager.grab_filthiest(logs, now_ms)
+        finally:
+            for tp, (lg, _d) in logs.items():
+                lg.config = saved[tp]
+    else:
+        chosen = manager.grab_filthiest(logs, now_ms)
+    if chosen is None:
+        return None
+    try:
+        job = manager.make_job(chosen, now_ms)
+        result = cleaner.clean(job)
+        for new, old in result.groups:
+            if not chosen.log.replace_segments([new], old, job.generation):
+                raise CleaningAborted(f"{chosen.tp} changed during the cleaning")
+        manager.update_checkpoint(chosen.log_dir, chosen.tp, result.end_offset)
+        return result
+    finally:
+        manager.done_cleaning(chosen.tp)
+
+
+def _with_ratio_zero(config):
+    from dataclasses import replace
+
+    return replace(config, min_cleanable_dirty_ratio=0.0)

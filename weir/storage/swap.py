@@ -1,0 +1,100 @@
+"""Crash-safe replacement of segments by the log cleaner's output, and its recovery.
+
+Kafka's ``UnifiedLog.replaceSegments`` protocol with its file names:
+
+1. the cleaner writes each group of old segments into one new segment whose three files
+   are named ``<base>.log.cleaned``, ``.index.cleaned``, ``.timeindex.cleaned`` (``base``
+   = the group's first base offset) and fsyncs them;
+2. each is renamed ``.cleaned`` → ``.swap`` and the directory fsynced: from here the new
+   segment is the truth;
+3. the old segments' files are deleted (Kafka renames them ``.deleted`` first and deletes
+   them later; Weir deletes at once, the same as its retention);
+4. ``.swap`` → the final names (indexes first, the ``.log`` last), directory fsynced.
+
+Loading a partition (``complete_interrupted_swaps``, as Kafka's ``LogLoader``): ``.cleaned``
+files are deleted (the old segments are intact); every ``<base>.log.swap`` is validated
+(recovered) and replaces whatever segment files have a base offset in ``[base, its next
+offset)``: the old segments it was built from.  That range covers every old segment of the
+group because the cleaner keeps the last batch of each group (an empty header if all its
+records go), so the new segment ends where the group ended.  Index ``.swap`` files without
+their ``.log.swap`` are deleted (the ``.log`` was renamed last; its indexes are rebuilt).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from pathlib import Path
+
+from weir.storage.checkpoints import fsync_dir
+from weir.storage.segment import LogSegment, segment_file_name
+
+__all__ = ["CLEANED_SUFFIX", "SWAP_SUFFIX", "complete_interrupted_swaps", "replace_files"]
+
+log = logging.getLogger(__name__)
+
+CLEANED_SUFFIX = ".cleaned"
+SWAP_SUFFIX = ".swap"
+_KINDS = (".log", ".index", ".timeindex", ".txnindex")
+
+
+def _base_of(name: str) -> int | None:
+    stem = name.split(".", 1)[0]
+    return int(stem) if len(stem) == 20 and stem.isdigit() else None
+
+
+def replace_files(directory: Path, cleaned: list[LogSegment], old: list[LogSegment],
+                  swap_in_memory: Callable[[], None], *,
+                  crash_at: Callable[[str], None] | None = None) -> None:
+    """Steps 2-4 above for segments ``cleaned`` (flushed, suffix ``.cleaned``) replacing
+    ``old``; ``swap_in_memory`` replaces them in the log's segment list between steps 2 and 3.
+
+    ``crash_at(step)`` is a test hook called at each point a crash can interrupt."""
+    hook = crash_at or (lambda _step: None)
+    for seg in cleaned:
+        seg.change_suffix(SWAP_SUFFIX)
+        hook("renamed-to-swap")
+    fsync_dir(directory)
+    hook("swap-durable")
+    swap_in_memory()
+    for seg in old:
+        seg.delete()
+        hook("old-deleted")
+    for seg in cleaned:
+        seg.change_suffix("")
+        hook("swap-renamed")
+    fsync_dir(directory)
+
+
+def complete_interrupted_swaps(directory: Path, *, index_interval_bytes: int,
+                               max_index_bytes: int, now_ms: int) -> None:
+    """Finish or roll back what a crash during ``replace_files`` left (see above)."""
+    swaps: list[int] = []
+    for path in sorted(directory.iterdir()):
+        name = path.name
+        if name.endswith(CLEANED_SUFFIX):
+            log.info("deleting %s, left by an interrupted log cleaning", path)
+            path.unlink(missing_ok=True)
+        elif name.endswith(".log" + SWAP_SUFFIX) and _base_of(name) is not None:
+            swaps.append(_base_of(name) or 0)
+    for base in swaps:
+        seg, _ = LogSegment.open(directory, base, index_interval_bytes=index_interval_bytes,
+                                 max_index_bytes=max_index_bytes, now_ms=now_ms, recover=True,
+                                 suffix=SWAP_SUFFIX)
+        end = max(seg.next_offset, base + 1)
+        for path in list(directory.iterdir()):
+            other = _base_of(path.name)
+            if other is not None and base <= other < end and path.name.endswith(_KINDS):
+                log.info("deleting %s, replaced by %s", path, seg.log_path)
+                path.unlink(missing_ok=True)
+        seg.flush()
+        seg.change_suffix("")
+        seg.close()
+        log.warning("completed the interrupted swap of cleaned segment %s",
+                    directory / segment_file_name(base, ".log"))
+    for path in list(directory.iterdir()):
+        if path.name.endswith(SWAP_SUFFIX):  # an index whose .log was already renamed
+            path.unlink(missing_ok=True)
+    if swaps:
+        fsync_dir(directory)
+
