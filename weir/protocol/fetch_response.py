@@ -43,6 +43,9 @@ class PartitionData:
     records: bytes | FileRegion | None = b""
     diverging_epoch: tuple[int, int] | None = None  # (epoch, end offset)
     current_leader: tuple[int, int] | None = None  # (leader id, leader epoch)
+    # v4+: (producer id, first offset) of each aborted transaction a read_committed consumer
+    # must drop (KIP-98); None (null) for read_uncommitted.
+    aborted_transactions: list[tuple[int, int]] | None = None
 
 
 Chunk = bytes | FileRegion
@@ -126,7 +129,7 @@ def encode(version: int, topics: list[tuple[str | uuid.UUID, list[PartitionData]
                                        p.last_stable_offset))
             if version >= 5:
                 w.raw(_I64.pack(p.log_start_offset))
-            w.raw(b"\x00" if w.flexible else _I32.pack(-1))  # aborted transactions: null
+            w.raw(_aborted(p.aborted_transactions, w.flexible))
             if version >= 11:
                 w.raw(_I32.pack(p.preferred_read_replica))
             w.records(p.records)
@@ -140,6 +143,21 @@ def encode(version: int, topics: list[tuple[str | uuid.UUID, list[PartitionData]
         else:
             w.raw(b"\x00")
     return w.done()
+
+
+_ABORTED = struct.Struct(">qq")
+
+
+def _aborted(txns: list[tuple[int, int]] | None, flexible: bool) -> bytes:
+    """The AbortedTransactions array (v4+): null, or (producer id, first offset) entries."""
+    if txns is None:
+        return b"\x00" if flexible else _I32.pack(-1)
+    out = bytearray(encode_uvarint(len(txns) + 1) if flexible else _I32.pack(len(txns)))
+    for producer_id, first_offset in txns:
+        out += _ABORTED.pack(producer_id, first_offset)
+        if flexible:
+            out += b"\x00"
+    return bytes(out)
 
 
 def _node_endpoints(nodes: list[tuple[int, str, int, str | None]]) -> bytes:

@@ -26,6 +26,8 @@ from weir.replication.read_replica import preferred_read_replica as select_read_
 from weir.replication.throttle import ReplicationThrottles
 from weir.storage.log import Log, LogConfig
 from weir.storage.log_manager import LogManager
+from weir.storage.producer_state import AppendOrigin
+from weir.storage.txn_index import AbortedTxn
 
 log = logging.getLogger(__name__)
 
@@ -33,6 +35,8 @@ EARLIEST_TIMESTAMP = -2
 LATEST_TIMESTAMP = -1
 MAX_TIMESTAMP = -3
 CONSUMER_REPLICA_ID = -1
+READ_UNCOMMITTED = 0
+READ_COMMITTED = 1  # KIP-98 isolation.level: consumers read up to the LSO
 
 
 def now_ms() -> int:
@@ -66,6 +70,9 @@ class FetchResult:
     records: bytes | FileRegion | None = None  # a region of a segment file: sent with sendfile
     diverging_epoch: tuple[int, int] | None = None
     size: int = 0
+    last_stable_offset: int = -1
+    # read_committed only: the aborted transactions overlapping the records (KIP-98)
+    aborted_transactions: list[AbortedTxn] | None = None
 
 
 @dataclass(slots=True)
@@ -273,7 +280,12 @@ class ReplicaManager:
     # -- produce ---------------------------------------------------------------------
 
     async def append(self, acks: int, timeout_ms: int,
-                     entries: dict[TopicPartition, bytes]) -> dict[TopicPartition, ProduceResult]:
+                     entries: dict[TopicPartition, bytes],
+                     origin: AppendOrigin = AppendOrigin.CLIENT,
+                     ) -> dict[TopicPartition, ProduceResult]:
+        """Kafka's ``ReplicaManager.appendRecords``: ``origin`` CLIENT for Produce,
+        COORDINATOR for the group and transaction coordinators' writes and transaction
+        markers (no sequence checks, control batches allowed)."""
         results: dict[TopicPartition, ProduceResult] = {}
         waiting: dict[TopicPartition, int] = {}
         now = now_ms()
@@ -282,7 +294,7 @@ class ReplicaManager:
                 p, plog = self.leader_log(tp)
                 if acks == -1:
                     p.check_min_isr(self.topic_min_isr(tp.topic))
-                info = plog.append_as_leader(records, p.leader_epoch, now)
+                info = plog.append_as_leader(records, p.leader_epoch, now, origin)
                 results[tp] = ProduceResult(
                     base_offset=info.first_offset,
                     log_append_time_ms=info.log_append_time_ms,
@@ -329,24 +341,30 @@ class ReplicaManager:
 
     async def fetch(self, replica_id: int, max_wait_ms: int, min_bytes: int, max_bytes: int,
                     requests: list[FetchPartition],
-                    followers_serve_consumers: bool = False) -> dict[TopicPartition, FetchResult]:
+                    followers_serve_consumers: bool = False,
+                    isolation_level: int = READ_UNCOMMITTED) -> dict[TopicPartition, FetchResult]:
         """``followers_serve_consumers``: a consumer may read from a follower (KIP-392, Fetch
-        v11+), up to the follower's high watermark."""
+        v11+), up to the follower's high watermark.  ``isolation_level`` READ_COMMITTED: a
+        consumer reads up to the last stable offset and gets the aborted transactions."""
         followers_ok = followers_serve_consumers  # shorter name for the reads below
-        results = self._read_all(replica_id, max_bytes, requests, followers_ok)
+        committed = isolation_level == READ_COMMITTED and replica_id < 0
+        results = self._read_all(replica_id, max_bytes, requests, followers_ok,
+                                 committed=committed)
         total = sum(r.size for r in results.values())
         if max_wait_ms <= 0 or total >= min_bytes or _answer_now(results) or not requests:
             return self._count_out(replica_id, results)
 
         def enough() -> bool:
-            probe = self._read_all(replica_id, max_bytes, requests, followers_ok, sizes_only=True)
+            probe = self._read_all(replica_id, max_bytes, requests, followers_ok, sizes_only=True,
+                                   committed=committed)
             if _answer_now(probe):
                 return True
             return sum(r.size for r in probe.values()) >= min_bytes
 
         await self.fetch_purgatory.wait([r.tp for r in requests], enough, max_wait_ms / 1000)
         return self._count_out(replica_id,
-                               self._read_all(replica_id, max_bytes, requests, followers_ok))
+                               self._read_all(replica_id, max_bytes, requests, followers_ok,
+                                              committed=committed))
 
     def _count_out(self, replica_id: int, results: dict[TopicPartition, FetchResult]
                    ) -> dict[TopicPartition, FetchResult]:
@@ -359,26 +377,30 @@ class ReplicaManager:
         return results
 
     def _read_all(self, replica_id: int, max_bytes: int, requests: list[FetchPartition],
-                  followers_ok: bool, sizes_only: bool = False) -> dict[TopicPartition, FetchResult]:
+                  followers_ok: bool, sizes_only: bool = False, committed: bool = False,
+                  ) -> dict[TopicPartition, FetchResult]:
         results: dict[TopicPartition, FetchResult] = {}
         budget = max_bytes
         now = now_ms()
         for req in requests:
             try:
                 result = self._read_one(replica_id, req, budget, first=budget == max_bytes,
-                                        sizes_only=sizes_only, now=now, followers_ok=followers_ok)
+                                        sizes_only=sizes_only, now=now, followers_ok=followers_ok,
+                                        committed=committed)
             except KafkaError as exc:
                 result = FetchResult(error=exc.code)
                 p = self.partitions.get(req.tp)
                 if p is not None and p.log is not None:
                     result.high_watermark = p.log.high_watermark
+                    result.last_stable_offset = p.log.last_stable_offset
                     result.log_start_offset = p.log.log_start_offset
             budget -= result.size
             results[req.tp] = result
         return results
 
     def _read_one(self, replica_id: int, req: FetchPartition, budget: int, first: bool,
-                  sizes_only: bool, now: int, followers_ok: bool) -> FetchResult:
+                  sizes_only: bool, now: int, followers_ok: bool,
+                  committed: bool = False) -> FetchResult:
         is_follower = replica_id >= 0
         p = self.partition(req.tp)
         if not is_follower and not p.is_leader and followers_ok \
@@ -388,7 +410,10 @@ class ReplicaManager:
         else:
             plog = p.require_leader(req.current_leader_epoch)
         result = FetchResult(high_watermark=plog.high_watermark,
-                             log_start_offset=plog.log_start_offset)
+                             log_start_offset=plog.log_start_offset,
+                             last_stable_offset=plog.last_stable_offset)
+        if committed:
+            result.aborted_transactions = []
         if is_follower and req.last_fetched_epoch >= 0:
             epoch, end = plog.epoch_cache.end_offset_for(req.last_fetched_epoch,
                                                          plog.log_end_offset)
@@ -402,13 +427,15 @@ class ReplicaManager:
                 self.fetch_purgatory.notify(req.tp)  # the low watermark may have moved
             self._submit(p, p.propose_isr_expansion(replica_id))
             result.high_watermark = plog.high_watermark
+            result.last_stable_offset = plog.last_stable_offset
         # Leader-side replication throttle: an out-of-sync follower of a throttled replica
         # gets no data while the leader quota is exceeded (sizes too, so it long-polls).
         in_sync = replica_id in p.isr
         if is_follower and self.throttles.leader_throttled(req.tp, in_sync, now):
             result.records = b""
             return result
-        upper = None if is_follower else plog.high_watermark
+        upper = None if is_follower else (
+            plog.last_stable_offset if committed else plog.high_watermark)
         if req.fetch_offset == (plog.log_end_offset if is_follower else upper):
             result.records = b""
             return result
@@ -424,6 +451,9 @@ class ReplicaManager:
             result.records = b""
         else:
             result.records = FileRegion(str(read.file_path), read.position, read.size)
+            if committed:  # KIP-98: what the consumer must drop from these records
+                result.aborted_transactions = plog.collect_aborted_transactions(
+                    req.fetch_offset, read.last_offset + 1)
         return result
 
     def preferred_read_replica(self, tp: TopicPartition, fetch_offset: int,
@@ -549,14 +579,18 @@ class ReplicaManager:
     # -- offsets ---------------------------------------------------------------------
 
     def list_offset(self, tp: TopicPartition, timestamp: int, current_leader_epoch: int,
-                    replica_id: int) -> tuple[int, int, int]:
-        """(offset, timestamp, leader_epoch) for ListOffsets."""
+                    replica_id: int, isolation_level: int = READ_UNCOMMITTED,
+                    ) -> tuple[int, int, int]:
+        """(offset, timestamp, leader_epoch) for ListOffsets; a read_committed consumer's
+        latest offset is the last stable offset (KIP-98)."""
         _p, plog = self.leader_log(tp, current_leader_epoch)
+        visible = (plog.last_stable_offset if isolation_level == READ_COMMITTED
+                   else plog.high_watermark)
         if timestamp == EARLIEST_TIMESTAMP:
             offset = plog.log_start_offset
             return offset, -1, _epoch_at(plog, offset)
         if timestamp == LATEST_TIMESTAMP:
-            offset = plog.log_end_offset if replica_id >= 0 else plog.high_watermark
+            offset = plog.log_end_offset if replica_id >= 0 else visible
             return offset, -1, _epoch_at(plog, offset)
         if timestamp == MAX_TIMESTAMP:
             found = plog.max_timestamp_and_offset()
@@ -565,7 +599,7 @@ class ReplicaManager:
             offset, ts = found
             return offset, ts, _epoch_at(plog, offset)
         found = plog.offset_for_timestamp(timestamp)
-        if found is None or found[0] >= plog.high_watermark:
+        if found is None or (replica_id < 0 and found[0] >= visible):
             return -1, -1, -1
         offset, ts = found
         return offset, ts, _epoch_at(plog, offset)

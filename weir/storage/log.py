@@ -15,7 +15,7 @@ import io
 import logging
 import os
 import shutil
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar, cast
@@ -23,14 +23,23 @@ from typing import Any, TypeVar, cast
 from weir.common import TopicPartition
 from weir.protocol.errors import ErrorCode, KafkaError
 from weir.records.batch import BatchHeader, assign_offsets, validate_batches, validate_produce
+from weir.records.control import EndTxnMarker, read_marker
 from weir.records.records import iter_records
 from weir.storage.checkpoints import LEADER_EPOCH_CHECKPOINT, TMP_SUFFIX
 from weir.storage.config import LogConfig
 from weir.storage.epoch_cache import LeaderEpochCache
-from weir.storage.integrity import CorruptSegmentError, checked_headers, load_epoch_cache
+from weir.storage.integrity import CorruptSegmentError, load_epoch_cache
 from weir.storage.log_dirs import parse_log_dir_name
-from weir.storage.producer_state import ProducerStateManager
+from weir.storage.producer_state import AppendOrigin, ProducerStateManager
+from weir.storage.producer_state_loader import (
+    check_client_batches,
+    follower_marker,
+    load_producer_state,
+    take_snapshot,
+    truncate_snapshots,
+)
 from weir.storage.segment import LogSegment
+from weir.storage.txn_index import AbortedTxn, collect_aborted_transactions
 
 __all__ = ["AppendResult", "Log", "LogConfig", "ReadResult", "parse_topic_partition"]
 
@@ -205,7 +214,12 @@ class Log:
                 epoch_cache=cache,
                 now_ms=now_ms,
             )
-            loaded._producer_state.rebuild(checked_headers(segments))
+            recovered = None if clean_shutdown else next(
+                (s.base_offset for i, s in enumerate(segments)
+                 if i + 1 == len(segments) or segments[i + 1].base_offset > recovery_point),
+                None)
+            load_producer_state(directory, segments, loaded._producer_state,
+                                recovered_from=recovered)
         except CorruptSegmentError:
             for seg in segments:
                 seg.release()
@@ -265,8 +279,28 @@ class Log:
     def update_high_watermark(self, value: int) -> int:
         """Set the high watermark, clamped to [log start, LEO]; returns the value kept."""
         self._high_watermark = min(max(value, self._log_start), self.log_end_offset)
+        self._producer_state.on_high_watermark_updated(self._high_watermark)
         self._check_invariants()
         return self._high_watermark
+
+    @property
+    def last_stable_offset(self) -> int:
+        """KIP-98's LSO: the first offset of the earliest transaction that is undecided or
+        whose marker is not yet below the high watermark (never below the log start), else
+        the high watermark (Kafka's ``UnifiedLog.lastStableOffset``)."""
+        first = self._producer_state.first_unstable_offset()
+        if first is None:
+            return self._high_watermark
+        return min(max(first, self._log_start), self._high_watermark)
+
+    def collect_aborted_transactions(self, fetch_offset: int, upper_bound: int
+                                     ) -> list[AbortedTxn]:
+        """The aborted transactions with data in [fetch_offset, upper_bound), from the
+        transaction indexes of the segment holding ``fetch_offset`` onwards (Kafka's
+        ``UnifiedLog.collectAbortedTransactions``)."""
+        segs = self._segments[self._segment_index_for(fetch_offset):]
+        return collect_aborted_transactions((s.txn_index for s in segs), fetch_offset,
+                                            upper_bound)
 
     def update_config(self, config: LogConfig) -> None:
         self.config = config
@@ -281,17 +315,22 @@ class Log:
 
     # -- appends -----------------------------------------------------------------------
     @_storage_op
-    def append_as_leader(self, records: bytes, leader_epoch: int, now_ms: int) -> AppendResult:
-        """Validate, deduplicate, assign offsets from the LEO and append a produce request."""
+    def append_as_leader(self, records: bytes, leader_epoch: int, now_ms: int,
+                         origin: AppendOrigin = AppendOrigin.CLIENT) -> AppendResult:
+        """Validate, deduplicate, assign offsets from the LEO and append a produce request
+        (``origin`` COORDINATOR: a coordinator's write, e.g. a transaction marker)."""
         self._clock_ms = now_ms
         headers = validate_produce(records, self.config.max_message_bytes)
-        duplicate = self._producer_state.check_all(headers)
+        if origin is AppendOrigin.CLIENT:
+            check_client_batches(self._tp, headers)
+        markers = {h.position: read_marker(records, h) for h in headers if h.is_control}
+        duplicate = self._producer_state.check_all(headers, origin, markers)
         if duplicate is not None:
             return AppendResult(duplicate[0], duplicate[1], -1, self._log_start, duplicate=True)
         append_time = now_ms if self.config.log_append_time else None
         first = self.log_end_offset
         buf = assign_offsets(records, headers, first, leader_epoch, append_time)
-        self._append(buf, headers, now_ms)
+        self._append(buf, headers, now_ms, markers)
         self._epoch_cache.assign(leader_epoch, first)
         return self._result(headers, len(buf), -1 if append_time is None else append_time)
 
@@ -313,7 +352,9 @@ class Log:
                     f"{header.base_offset}, expected {expected}",
                 )
             expected = header.next_offset
-        self._append(records, headers, now_ms)
+        markers = {h.position: follower_marker(self._tp, records, h)
+                    for h in headers if h.is_control}
+        self._append(records, headers, now_ms, markers)
         for header in headers:
             if header.partition_leader_epoch > self._epoch_cache.latest_epoch:
                 self._epoch_cache.assign(header.partition_leader_epoch, header.base_offset)
@@ -329,7 +370,8 @@ class Log:
             valid_bytes=size,
         )
 
-    def _append(self, buf: bytes | bytearray, headers: list[BatchHeader], now_ms: int | None):
+    def _append(self, buf: bytes | bytearray, headers: list[BatchHeader], now_ms: int | None,
+                markers: dict[int, EndTxnMarker | None]):
         active = self.active_segment
         if active.should_roll(
             incoming_bytes=len(buf),
@@ -341,7 +383,11 @@ class Log:
             self.roll()
         self.active_segment.append(buf, headers)
         for header in headers:
-            self._producer_state.update(header)
+            done = self._producer_state.apply(header, markers.get(header.position))
+            if done is not None and done[0].is_aborted:  # KIP-98: index the aborted txn
+                txn, lso = done
+                self.active_segment.txn_index.append(
+                    AbortedTxn(txn.producer_id, txn.first_offset, txn.last_offset, lso))
         self._unflushed_messages += sum(h.records_count for h in headers)
         if self._unflushed_messages >= self.config.flush_messages:
             self.flush()
@@ -357,6 +403,8 @@ class Log:
             return active
         active.on_become_inactive()
         active.flush()
+        # Kafka takes a producer snapshot at every roll: a restart replays from here.
+        take_snapshot(self._dir, self.log_end_offset, self._producer_state, sync=False)
         seg = _new_segment(self._dir, self.log_end_offset, self.config, self._clock_ms)
         self._segments.append(seg)
         return seg
@@ -435,10 +483,6 @@ class Log:
                 best = (max(seg.offset_of_max_timestamp, self._log_start), seg.max_timestamp)
         return best
 
-    def _all_headers(self) -> Iterator[BatchHeader]:
-        for seg in self._segments:
-            yield from seg.headers_from(0)
-
     # -- truncation and deletion -------------------------------------------------------
     @_storage_op
     def truncate_to(self, offset: int) -> bool:
@@ -459,7 +503,7 @@ class Log:
         self.active_segment.truncate_to(offset)
         leo = self.log_end_offset
         self._epoch_cache.truncate_from_end(leo)
-        self._producer_state.rebuild(self._all_headers())
+        self._reload_producer_state()
         self._recovery_point = min(self._recovery_point, leo)
         self._high_watermark = min(self._high_watermark, leo)
         self._check_invariants()
@@ -474,6 +518,7 @@ class Log:
         self._log_start = self._recovery_point = self._high_watermark = offset
         self._epoch_cache.clear()
         self._producer_state.clear()
+        truncate_snapshots(self._dir, offset + 1, -1)
         self._check_invariants()
 
     @_storage_op
@@ -489,6 +534,7 @@ class Log:
             self._log_start = offset
             self._delete_segments(self._count_below_start())
             self._epoch_cache.truncate_from_start(offset)
+            self._on_log_start_moved()
             self._check_invariants()
         return self._log_start
 
@@ -525,8 +571,23 @@ class Log:
             self._delete_segments(count)
             self._log_start = max(self._log_start, self._segments[0].base_offset)
             self._epoch_cache.truncate_from_start(self._log_start)
+            self._on_log_start_moved()
             self._check_invariants()
         return count
+
+    def _reload_producer_state(self) -> None:
+        """After truncation: the newest snapshot at or below the new log end, then a replay
+        of the batches after it (Kafka's ``truncateAndReload``)."""
+        truncate_snapshots(self._dir, self._segments[0].base_offset, self.log_end_offset)
+        start = load_producer_state(self._dir, self._segments, self._producer_state,
+                                    recovered_from=None)
+        log.debug("%s: producer state reloaded from offset %d", self._tp, start)
+        self._producer_state.on_high_watermark_updated(min(self._high_watermark,
+                                                           self.log_end_offset))
+
+    def _on_log_start_moved(self) -> None:
+        self._producer_state.on_log_start_offset_incremented(self._log_start)
+        truncate_snapshots(self._dir, self._segments[0].base_offset, self.log_end_offset)
 
     def _delete_segments(self, count: int) -> None:
         doomed, self._segments = self._segments[:count], self._segments[count:]
@@ -562,7 +623,13 @@ class Log:
         return False
 
     def close(self) -> None:
-        """Close every segment (writes the final time-index entries)."""
+        """Close every segment (writes the final time-index entries) and snapshot the
+        producer state at the log end (Kafka does on clean shutdown)."""
+        if self.offline_reason is None and self._dir.exists():
+            try:
+                take_snapshot(self._dir, self.log_end_offset, self._producer_state, sync=True)
+            except OSError as exc:
+                log.warning("%s: producer snapshot not written: %s", self._tp, exc)
         for seg in self._segments:
             seg.close()
 
@@ -577,6 +644,7 @@ class Log:
             seg.log_path = new_dir / seg.log_path.name
             seg.index.path = new_dir / seg.index.path.name
             seg.time_index.path = new_dir / seg.time_index.path.name
+            seg.txn_index.path = new_dir / seg.txn_index.path.name
         self._epoch_cache.move_to(new_dir / LEADER_EPOCH_CHECKPOINT)
 
     def delete(self) -> None:
@@ -608,7 +676,7 @@ def _remove_leftovers(directory: Path) -> None:
         name = path.name
         if name.endswith((TMP_SUFFIX, ".deleted", ".cleaned", ".swap")):
             path.unlink(missing_ok=True)
-        elif name.endswith((".index", ".timeindex")):
+        elif name.endswith((".index", ".timeindex", ".txnindex")):
             stem = name.split(".", 1)[0]
             if not (directory / f"{stem}.log").exists():
                 path.unlink(missing_ok=True)

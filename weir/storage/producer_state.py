@@ -1,39 +1,66 @@
-"""Idempotent-producer state of one partition.
+"""Producer state of one partition: idempotence (KIP-98) and transactions.
 
-For every producer id we keep its epoch and the metadata of its last five batches (first and
-last sequence, first and last offset) — the window a producer may retry within
-(``max.in.flight.requests.per.connection`` ≤ 5).  Before an append the log asks
-:meth:`ProducerStateManager.check`; after the append it calls :meth:`update` with the final
-offsets.  The state is rebuilt from the log's batch headers on open and after truncation
-(there are no snapshot files).
+For every producer id we keep its epoch, the metadata of its last five batches (the window
+a producer may retry within, ``max.in.flight.requests.per.connection`` ≤ 5), the epoch of the
+transaction coordinator that wrote its last marker, its last timestamp and the first offset
+of its open transaction — Kafka's ``ProducerStateEntry``.  Before a leader append the log
+asks :meth:`ProducerStateManager.check_all`; after the append it feeds every batch to
+:meth:`ProducerStateManager.apply`.
 
-Rules (Kafka's, for client appends):
+Validation follows Kafka's ``ProducerAppendInfo`` by :class:`AppendOrigin`:
 
 * producer id -1: not idempotent, nothing to check;
-* epoch below the known one: ``INVALID_PRODUCER_EPOCH``;
-* same epoch: a batch whose (first, last) sequence matches one of the last five is a
-  duplicate → the original offsets are returned; otherwise the first sequence must follow
-  the last one (wrapping after 2**31 - 1), else ``OUT_OF_ORDER_SEQUENCE_NUMBER``;
-* a new epoch must start at sequence 0;
-* an unknown producer id is accepted at any sequence (its state may have been removed by
-  retention or truncation).
+* epoch below the known one: ``INVALID_PRODUCER_EPOCH`` (CLIENT and COORDINATOR appends;
+  REPLICATION only logs);
+* CLIENT data batches, same epoch: a batch whose (first, last) sequence matches one of the
+  last five is a duplicate → the original offsets are returned; otherwise the first sequence
+  must follow the last one (wrapping after 2**31 - 1), else ``OUT_OF_ORDER_SEQUENCE_NUMBER``;
+  a new epoch must start at sequence 0 — unless the producer is unknown here (its state went
+  with retention, truncation or was never seen), which is accepted at any sequence, as
+  Kafka 3.x (KIP-360 made UNKNOWN_PRODUCER_ID a thing of the past for partition leaders);
+* a non-transactional data batch of a producer with an open transaction: ``INVALID_TXN_STATE``;
+* a COMMIT/ABORT marker (control batch) whose coordinator epoch is below the one last seen:
+  ``TRANSACTION_COORDINATOR_FENCED``.
 
-Transactions are not tracked (no LSO / aborted-transaction index); control batches only
-advance the epoch.
+Transactions (Kafka's ``ProducerStateManager``): a transactional data batch of a producer
+with no open transaction starts one at its first offset (*ongoing*).  A marker ends it:
+:meth:`apply` returns the :class:`CompletedTxn` and the last stable offset to record in the
+aborted-transaction index, and the transaction stays *unreplicated* until the high
+watermark passes its marker.  The first unstable offset is the smallest first offset of an
+ongoing or unreplicated transaction; the log's LSO is that, bounded by the high watermark.
 """
 
 from __future__ import annotations
 
+import enum
+import logging
 from collections import deque
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from weir.protocol.errors import ErrorCode, KafkaError
 from weir.records.batch import INT32_MAX, BatchHeader
+from weir.records.control import EndTxnMarker
 
-__all__ = ["BatchMetadata", "ProducerEntry", "ProducerStateManager"]
+__all__ = [
+    "AppendOrigin",
+    "BatchMetadata",
+    "CompletedTxn",
+    "ProducerEntry",
+    "ProducerStateManager",
+]
+
+log = logging.getLogger(__name__)
 
 MAX_BATCHES_PER_PRODUCER = 5
+
+
+class AppendOrigin(enum.Enum):
+    """Kafka's ``AppendOrigin``: how much a leader append is validated."""
+
+    CLIENT = "client"  # Produce: sequences, epochs, transaction state
+    COORDINATOR = "coordinator"  # group/transaction coordinators, markers: epochs only
+    REPLICATION = "replication"  # a follower copying the leader: nothing is refused
 
 
 @dataclass(frozen=True, slots=True)
@@ -44,6 +71,16 @@ class BatchMetadata:
     last_offset: int
 
 
+@dataclass(frozen=True, slots=True)
+class CompletedTxn:
+    """A transaction ended by a marker at ``last_offset`` (Kafka's ``CompletedTxn``)."""
+
+    producer_id: int
+    first_offset: int
+    last_offset: int
+    is_aborted: bool
+
+
 @dataclass(slots=True)
 class ProducerEntry:
     producer_id: int
@@ -51,14 +88,22 @@ class ProducerEntry:
     batches: deque[BatchMetadata] = field(
         default_factory=lambda: deque(maxlen=MAX_BATCHES_PER_PRODUCER)
     )
+    coordinator_epoch: int = -1
+    last_timestamp: int = -1
+    current_txn_first_offset: int | None = None
 
     @property
     def last_seq(self) -> int | None:
         return self.batches[-1].last_seq if self.batches else None
 
+    @property
+    def last_data_offset(self) -> int:
+        return self.batches[-1].last_offset if self.batches else -1
+
     def copy(self) -> ProducerEntry:
         return ProducerEntry(
-            self.producer_id, self.epoch, deque(self.batches, maxlen=MAX_BATCHES_PER_PRODUCER)
+            self.producer_id, self.epoch, deque(self.batches, maxlen=MAX_BATCHES_PER_PRODUCER),
+            self.coordinator_epoch, self.last_timestamp, self.current_txn_first_offset,
         )
 
     def find_duplicate(self, header: BatchHeader) -> BatchMetadata | None:
@@ -67,20 +112,24 @@ class ProducerEntry:
                 return meta
         return None
 
+    def set_epoch(self, epoch: int) -> None:
+        """Kafka's ``maybeUpdateProducerEpoch``: a new epoch forgets the batch window."""
+        if epoch != self.epoch:
+            self.batches.clear()
+            self.epoch = epoch
+
 
 def _next_seq(seq: int) -> int:
     return 0 if seq == INT32_MAX else seq + 1
 
 
-def _is_idempotent(header: BatchHeader) -> bool:
-    return header.producer_id >= 0
-
-
 class ProducerStateManager:
-    """Per-partition producer id → :class:`ProducerEntry`."""
+    """Per-partition producer id → :class:`ProducerEntry`, plus open transactions."""
 
     def __init__(self) -> None:
         self._producers: dict[int, ProducerEntry] = {}
+        self._ongoing: dict[int, int] = {}  # first offset → producer id (undecided)
+        self._unreplicated: dict[int, int] = {}  # first offset → marker offset (≥ HW)
 
     @property
     def producers(self) -> dict[int, ProducerEntry]:
@@ -91,51 +140,109 @@ class ProducerStateManager:
         return self._producers.get(producer_id)
 
     # -- checks ------------------------------------------------------------------------
-    def check(self, header: BatchHeader) -> tuple[int, int] | None:
+    def check(self, header: BatchHeader, origin: AppendOrigin = AppendOrigin.CLIENT,
+              marker: EndTxnMarker | None = None) -> tuple[int, int] | None:
         """Validate one batch against current state; (first, last) offsets if duplicate."""
-        if not _is_idempotent(header):
+        if header.producer_id < 0:
             return None
-        return _check_entry(self._producers.get(header.producer_id), header)
+        return _check_entry(self._producers.get(header.producer_id), header, origin, marker)
 
-    def check_all(self, headers: Iterable[BatchHeader]) -> tuple[int, int] | None:
-        """Validate a whole append (several batches may share a producer id).
+    def check_all(self, headers: Iterable[BatchHeader],
+                  origin: AppendOrigin = AppendOrigin.CLIENT,
+                  markers: dict[int, EndTxnMarker | None] | None = None,
+                  ) -> tuple[int, int] | None:
+        """Validate a whole append (several batches may share a producer id); ``markers``
+        maps a control batch's position to its decoded marker.
 
-        Returns the offsets of the first duplicate found, as Kafka does.
-        """
+        Returns the offsets of the first duplicate found, as Kafka does."""
         scratch: dict[int, ProducerEntry] = {}
         for header in headers:
-            if not _is_idempotent(header):
+            if header.producer_id < 0:
                 continue
             pid = header.producer_id
             entry = scratch.get(pid)
             if entry is None and pid in self._producers:
                 entry = self._producers[pid].copy()
-            duplicate = _check_entry(entry, header)
+            marker = (markers or {}).get(header.position)
+            duplicate = _check_entry(entry, header, origin, marker)
             if duplicate is not None:
                 return duplicate
-            scratch[pid] = _advance(entry, header)
+            scratch[pid], _done = _advance(entry, header, marker)
         return None
 
     # -- updates -----------------------------------------------------------------------
-    def update(self, header: BatchHeader) -> None:
-        """Record an appended batch (its offsets are final)."""
-        if not _is_idempotent(header):
-            return
-        pid = header.producer_id
-        self._producers[pid] = _advance(self._producers.get(pid), header)
+    def apply(self, header: BatchHeader, marker: EndTxnMarker | None = None,
+              ) -> tuple[CompletedTxn, int] | None:
+        """Record an appended batch (its offsets are final).
 
-    def rebuild(self, headers: Iterable[BatchHeader]) -> None:
-        """Reset and replay batch headers in log order."""
-        self._producers.clear()
-        for header in headers:
-            self.update(header)
+        For a marker ending a transaction: the completed transaction and the last stable
+        offset to store with it in the aborted-transaction index (Kafka's
+        ``lastStableOffset(completedTxn)``: the first offset of the earliest *other* open
+        transaction, else the marker's offset + 1); the transaction is then unreplicated."""
+        if header.producer_id < 0:
+            return None
+        pid = header.producer_id
+        current = self._producers.get(pid)
+        if current is not None and header.producer_epoch < current.epoch:
+            log.warning("producer %d epoch %d at offset %d is older than epoch %d", pid,
+                        header.producer_epoch, header.base_offset, current.epoch)
+        entry, completed = _advance(current, header, marker)
+        self._producers[pid] = entry
+        if completed is None:
+            first = entry.current_txn_first_offset
+            if first is not None and self._ongoing.get(first) != pid:
+                self._ongoing[first] = pid  # a transaction begins
+            return None
+        lso = completed.last_offset + 1
+        others = [f for f, p in self._ongoing.items() if p != pid]
+        if others:
+            lso = min(others)
+        self._ongoing.pop(completed.first_offset, None)
+        self._unreplicated[completed.first_offset] = completed.last_offset
+        return completed, lso
+
+    def load_entries(self, entries: Iterable[ProducerEntry]) -> None:
+        """Start from snapshot entries (Kafka's ``loadProducerEntry``)."""
+        self.clear()
+        for entry in entries:
+            self._producers[entry.producer_id] = entry
+            if entry.current_txn_first_offset is not None:
+                self._ongoing[entry.current_txn_first_offset] = entry.producer_id
 
     def clear(self) -> None:
         self._producers.clear()
+        self._ongoing.clear()
+        self._unreplicated.clear()
+
+    # -- stability ---------------------------------------------------------------------
+    def first_unstable_offset(self) -> int | None:
+        """The first offset of the earliest undecided or unreplicated transaction."""
+        candidates = [*self._ongoing, *self._unreplicated]
+        return min(candidates) if candidates else None
+
+    def first_undecided_offset(self) -> int | None:
+        return min(self._ongoing) if self._ongoing else None
+
+    def on_high_watermark_updated(self, high_watermark: int) -> None:
+        """Transactions whose marker is below the HW are replicated: the LSO may pass them."""
+        self._remove_unreplicated(high_watermark)
+
+    def on_log_start_offset_incremented(self, log_start_offset: int) -> None:
+        self._remove_unreplicated(log_start_offset)
+
+    def _remove_unreplicated(self, offset: int) -> None:
+        for first, last in list(self._unreplicated.items()):
+            if last < offset:
+                del self._unreplicated[first]
+
+    def ongoing_transactions(self) -> dict[int, int]:
+        """First offset → producer id of every undecided transaction (read-only use)."""
+        return dict(self._ongoing)
 
 
-def _check_entry(entry: ProducerEntry | None, header: BatchHeader) -> tuple[int, int] | None:
-    if entry is None:
+def _check_entry(entry: ProducerEntry | None, header: BatchHeader, origin: AppendOrigin,
+                 marker: EndTxnMarker | None) -> tuple[int, int] | None:
+    if entry is None or origin is AppendOrigin.REPLICATION:
         return None
     pid, epoch = header.producer_id, header.producer_epoch
     if epoch < entry.epoch:
@@ -143,8 +250,29 @@ def _check_entry(entry: ProducerEntry | None, header: BatchHeader) -> tuple[int,
             ErrorCode.invalid_producer_epoch,
             f"producer {pid} epoch {epoch} is older than current epoch {entry.epoch}",
         )
-    if header.is_control or header.base_sequence < 0:
+    if header.is_control:
+        if marker is not None and marker.coordinator_epoch < entry.coordinator_epoch:
+            raise KafkaError(
+                ErrorCode.transaction_coordinator_fenced,
+                f"producer {pid}: coordinator epoch {marker.coordinator_epoch} is older "
+                f"than {entry.coordinator_epoch}",
+            )
         return None
+    if origin is AppendOrigin.CLIENT and header.base_sequence >= 0:
+        duplicate = _check_sequence(entry, header)
+        if duplicate is not None:
+            return duplicate
+    if entry.current_txn_first_offset is not None and not header.is_transactional:
+        raise KafkaError(
+            ErrorCode.invalid_txn_state,
+            f"producer {pid} has a transaction open since offset "
+            f"{entry.current_txn_first_offset}: expected a transactional batch",
+        )
+    return None
+
+
+def _check_sequence(entry: ProducerEntry, header: BatchHeader) -> tuple[int, int] | None:
+    pid, epoch = header.producer_id, header.producer_epoch
     if epoch > entry.epoch:
         if header.base_sequence != 0:
             raise KafkaError(
@@ -166,14 +294,33 @@ def _check_entry(entry: ProducerEntry | None, header: BatchHeader) -> tuple[int,
     return None
 
 
-def _advance(entry: ProducerEntry | None, header: BatchHeader) -> ProducerEntry:
-    """The entry after ``header`` (a new object when the epoch changes)."""
-    if entry is None or header.producer_epoch != entry.epoch:
+def _advance(entry: ProducerEntry | None, header: BatchHeader, marker: EndTxnMarker | None,
+             ) -> tuple[ProducerEntry, CompletedTxn | None]:
+    """The entry after ``header`` and the transaction a marker completed, if any (Kafka's
+    ``ProducerAppendInfo.append``; an empty control batch or one of another type changes
+    nothing)."""
+    if entry is None:
         entry = ProducerEntry(header.producer_id, header.producer_epoch)
-    if not header.is_control and header.base_sequence >= 0:
+    if header.is_control:
+        if marker is None:
+            return entry, None
+        completed = None
+        if entry.current_txn_first_offset is not None:
+            completed = CompletedTxn(header.producer_id, entry.current_txn_first_offset,
+                                     header.base_offset, not marker.committed)
+        entry.set_epoch(header.producer_epoch)
+        entry.coordinator_epoch = marker.coordinator_epoch
+        entry.current_txn_first_offset = None
+        entry.last_timestamp = header.max_timestamp
+        return entry, completed
+    entry.set_epoch(header.producer_epoch)
+    if header.base_sequence >= 0:
         entry.batches.append(
             BatchMetadata(
                 header.base_sequence, header.last_sequence, header.base_offset, header.last_offset
             )
         )
-    return entry
+    entry.last_timestamp = header.max_timestamp
+    if header.is_transactional and entry.current_txn_first_offset is None:
+        entry.current_txn_first_offset = header.base_offset
+    return entry, None

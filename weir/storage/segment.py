@@ -21,6 +21,7 @@ from pathlib import Path
 from weir.protocol.errors import KafkaError
 from weir.records.batch import HEADER_SIZE, BatchHeader, batch_crc, parse_header
 from weir.storage.index import IndexCorruptError, OffsetIndex, TimeIndex
+from weir.storage.txn_index import TransactionIndex
 
 __all__ = ["LogSegment", "SegmentSpan", "segment_file_name"]
 
@@ -55,15 +56,24 @@ class LogSegment:
         index_interval_bytes: int,
         max_index_bytes: int,
         created_ms: int,
+        suffix: str = "",
     ) -> None:
+        # ``suffix``: ".cleaned" / ".swap" for the log cleaner's replacement segments (Kafka's
+        # UnifiedLog.replaceSegments); see weir.storage.swap.
         self.base_offset = base_offset
-        self.log_path = directory / segment_file_name(base_offset, ".log")
+        self.suffix = suffix
+        self.log_path = directory / (segment_file_name(base_offset, ".log") + suffix)
         self.index = OffsetIndex(
-            directory / segment_file_name(base_offset, ".index"), base_offset, max_index_bytes
+            directory / (segment_file_name(base_offset, ".index") + suffix), base_offset,
+            max_index_bytes,
         )
         self.time_index = TimeIndex(
-            directory / segment_file_name(base_offset, ".timeindex"), base_offset, max_index_bytes
+            directory / (segment_file_name(base_offset, ".timeindex") + suffix), base_offset,
+            max_index_bytes,
         )
+        # The aborted transactions whose ABORT marker is in this segment (KIP-98).
+        self.txn_index = TransactionIndex(
+            directory / (segment_file_name(base_offset, ".txnindex") + suffix), base_offset)
         self.index_interval_bytes = index_interval_bytes
         self.created_ms = created_ms
         fd = os.open(self.log_path, os.O_RDWR | os.O_CREAT, 0o644)
@@ -84,6 +94,7 @@ class LogSegment:
         index_interval_bytes: int,
         max_index_bytes: int,
         now_ms: int,
+        suffix: str = "",
     ) -> LogSegment:
         """A new, empty segment (any stale files with the same name are emptied)."""
         seg = cls(
@@ -92,11 +103,13 @@ class LogSegment:
             index_interval_bytes=index_interval_bytes,
             max_index_bytes=max_index_bytes,
             created_ms=now_ms,
+            suffix=suffix,
         )
         seg.file.truncate(0)
         seg._size = 0
         seg.index.reset()
         seg.time_index.reset()
+        seg.txn_index.reset()
         return seg
 
     @classmethod
@@ -109,6 +122,7 @@ class LogSegment:
         max_index_bytes: int,
         now_ms: int,
         recover: bool,
+        suffix: str = "",
     ) -> tuple[LogSegment, int]:
         """Load an existing segment; returns it and the bytes cut off by recovery.
 
@@ -121,6 +135,7 @@ class LogSegment:
             index_interval_bytes=index_interval_bytes,
             max_index_bytes=max_index_bytes,
             created_ms=now_ms,
+            suffix=suffix,
         )
         truncated = seg.recover() if recover else seg._load_or_recover()
         try:
@@ -296,6 +311,7 @@ class LogSegment:
         removed = self._size - header.position
         self.index.truncate_to(header.base_offset)
         self.time_index.truncate_to(header.base_offset)
+        self.txn_index.truncate_to(header.base_offset)
         self.file.truncate(header.position)
         self._size = header.position
         self._load_tail_state()
@@ -419,6 +435,7 @@ class LogSegment:
         os.fsync(self.file.fileno())
         self.index.flush()
         self.time_index.flush()
+        self.txn_index.flush()
 
     def close(self) -> None:
         if self.file.closed:
@@ -436,12 +453,28 @@ class LogSegment:
         self.index.release()
         self.time_index.release()
 
+    def change_suffix(self, suffix: str) -> None:
+        """Rename the three files to the same names with ``suffix`` instead of the current
+        one (``.cleaned`` → ``.swap`` → ""); open descriptors stay valid."""
+        for attr in (self.index, self.time_index, self.txn_index, self):  # .log last (swap.py)
+            path = attr.log_path if attr is self else attr.path
+            stem = path.name[: len(path.name) - len(self.suffix)] if self.suffix else path.name
+            new = path.with_name(stem + suffix)
+            if path.exists() or attr is self:
+                os.replace(path, new)
+            if attr is self:
+                self.log_path = new
+            else:
+                attr.path = new
+        self.suffix = suffix
+
     def delete(self) -> None:
         """Close and remove the segment's files."""
         if not self.file.closed:
             self.file.close()
         self.index.delete()
         self.time_index.delete()
+        self.txn_index.delete()
         self.log_path.unlink(missing_ok=True)
 
     def __repr__(self) -> str:

@@ -88,6 +88,8 @@ NARROWER: dict[int, tuple[int, int, str]] = {
     56: (2, 3, "inter-broker: only Weir's own brokers send it (v2+: topic ids)"),
     17: (1, 1, ("SaslHandshake v0 is followed by raw SASL tokens instead of "
                 "SaslAuthenticate requests")),
+    27: (1, 1, ("inter-broker: kio has no v0 schema; a Kafka 3.9 transaction coordinator "
+                "sends v1 (flexible) at IBP 2.8+")),
 }
 
 

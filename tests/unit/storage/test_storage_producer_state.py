@@ -28,7 +28,7 @@ def test_sequence_progression_and_duplicates():
     for seq in range(0, 12, 2):
         h = hdr(seq, 2, offset=offset)
         assert psm.check(h) is None
-        psm.update(h)
+        psm.apply(h)
         offset += 2
     assert psm.check(hdr(10, 2)) == (10, 11)  # last batch
     assert psm.check(hdr(2, 2)) == (2, 3)  # fifth most recent
@@ -44,7 +44,7 @@ def test_sequence_progression_and_duplicates():
 
 def test_epochs():
     psm = ProducerStateManager()
-    psm.update(hdr(0, epoch=3))
+    psm.apply(hdr(0, epoch=3))
     with pytest.raises(KafkaError) as err:
         psm.check(hdr(1, epoch=2))
     assert err.value.code == ErrorCode.invalid_producer_epoch
@@ -52,7 +52,7 @@ def test_epochs():
         psm.check(hdr(1, epoch=4))  # new epoch must start at 0
     assert err.value.code == ErrorCode.out_of_order_sequence_number
     assert psm.check(hdr(0, epoch=4)) is None
-    psm.update(hdr(0, epoch=4, offset=1))
+    psm.apply(hdr(0, epoch=4, offset=1))
     assert psm.entry(7).epoch == 4 and len(psm.entry(7).batches) == 1
 
 
@@ -61,19 +61,19 @@ def test_unknown_producer_accepted_at_any_sequence_and_non_idempotent_ignored():
     assert psm.check(hdr(42)) is None
     plain = parse_header(build_batch([b"x"]))
     assert psm.check(plain) is None
-    psm.update(plain)
+    psm.apply(plain)
     assert psm.producers == {}
 
 
 def test_sequence_wraps():
     psm = ProducerStateManager()
-    psm.update(hdr(2**31 - 2, 2))  # covers 2**31-2 .. 2**31-1
+    psm.apply(hdr(2**31 - 2, 2))  # covers 2**31-2 .. 2**31-1
     assert psm.check(hdr(0)) is None
 
 
 def test_control_batch_only_checks_epoch():
     psm = ProducerStateManager()
-    psm.update(hdr(0))
+    psm.apply(hdr(0))
     assert psm.check(hdr(-1, control=True, epoch=0)) is None
     with pytest.raises(KafkaError):
         psm.check(hdr(-1, control=True, epoch=-5))
@@ -81,7 +81,7 @@ def test_control_batch_only_checks_epoch():
 
 def test_check_all_sees_earlier_batches_of_same_request():
     psm = ProducerStateManager()
-    psm.update(hdr(0))
+    psm.apply(hdr(0))
     assert psm.check_all([hdr(1), hdr(2)]) is None
     with pytest.raises(KafkaError):
         psm.check_all([hdr(1), hdr(3)])
@@ -92,6 +92,7 @@ def test_check_all_sees_earlier_batches_of_same_request():
 def test_rebuild():
     psm = ProducerStateManager()
     headers = [hdr(i, offset=i) for i in range(8)]
-    psm.rebuild(headers)
+    for h in headers:
+        psm.apply(h)
     assert psm.check(hdr(7)) == (7, 7)
     assert psm.check(hdr(8)) is None

@@ -65,6 +65,9 @@ _MODULES = (
     "txn_offset_commit",
     "describe_transactions",
     "list_transactions",
+    # transactions, partition side (KIP-98, KIP-664)
+    "write_txn_markers",
+    "describe_producers",
 )
 
 

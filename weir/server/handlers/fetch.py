@@ -100,6 +100,7 @@ async def handle(ctx, request) -> Any:
         replica_id, max_wait_ms, int(request.min_bytes), max_bytes,
         [w for w in wanted if w.tp not in redirected],
         followers_serve_consumers=consumer and version >= 11,
+        isolation_level=int(getattr(request, "isolation_level", 0)) if version >= 4 else 0,
     )
     for tp in redirected:
         results[tp] = FetchResult()
@@ -120,16 +121,21 @@ async def handle(ctx, request) -> Any:
         error = ctx.partition_error(tp, r.error)
         data = PartitionData(
             partition_index=req.partition, error_code=int(error),
-            high_watermark=r.high_watermark, last_stable_offset=r.high_watermark,
+            high_watermark=r.high_watermark,
+            last_stable_offset=r.last_stable_offset if r.last_stable_offset >= 0
+            else r.high_watermark,
             log_start_offset=r.log_start_offset,
             records=r.records if r.records is not None else b"",
             diverging_epoch=r.diverging_epoch,
+            aborted_transactions=None if r.aborted_transactions is None else [
+                (t.producer_id, t.first_offset) for t in r.aborted_transactions],
         )
         if tp in redirected:
             p = broker.replica_manager.partitions[tp]
             data.preferred_read_replica = redirected[tp]
             data.records = b""
-            data.high_watermark = data.last_stable_offset = p.log.high_watermark
+            data.high_watermark = p.log.high_watermark
+            data.last_stable_offset = p.log.last_stable_offset
             data.log_start_offset = p.log.log_start_offset
         meta = broker.metadata.partition(tp)
         if error in (ErrorCode.not_leader_or_follower, ErrorCode.fenced_leader_epoch) and meta:

@@ -57,6 +57,7 @@ async def handle(ctx, request) -> Any:
                     tp, EARLIEST_TIMESTAMP if timestamp in (
                         EARLIEST_LOCAL_TIMESTAMP, LATEST_TIERED_TIMESTAMP) else timestamp,
                     int(getattr(part, "current_leader_epoch", -1)), int(request.replica_id),
+                    int(getattr(request, "isolation_level", 0)),
                 )
                 if timestamp == LATEST_TIERED_TIMESTAMP:
                     offset, ts, epoch = -1, -1, -1  # nothing is tiered

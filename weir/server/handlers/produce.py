@@ -13,6 +13,7 @@ from weir.groups.codec import OFFSETS_TOPIC
 from weir.protocol import produce_response
 from weir.protocol.errors import ErrorCode, KafkaError
 from weir.records import legacy
+from weir.records.batch import ATTRIBUTES_OFFSET, MAGIC_OFFSET, TRANSACTIONAL_BIT
 from weir.replication.replica_manager import ProduceResult
 from weir.security.acls import AclOperation, ResourceType
 from weir.server import authz
@@ -32,6 +33,12 @@ async def handle(ctx, request) -> Any:
     # Kafka's handleProduceRequest: WRITE on each topic, asked once per topic.
     allowed = {t.name: authz.authorize(ctx, AclOperation.WRITE, ResourceType.TOPIC, t.name)
                for t in request.topic_data} if authz.enabled(ctx) else None
+    transactional_id = getattr(request, "transactional_id", None)
+    # Kafka's handleProduceRequest (KIP-98): transactional records need a transactional id
+    # the principal may WRITE, or the whole request fails.
+    txn_denied = _has_transactional_records(request) and (
+        transactional_id is None or not authz.authorize(
+            ctx, AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, transactional_id))
     for topic in request.topic_data:
         for part in topic.partition_data:
             tp = TopicPartition(topic.name, int(part.index))
@@ -40,9 +47,8 @@ async def handle(ctx, request) -> Any:
                                             message=f"acks={acks} is not one of -1, 0, 1")
             elif allowed is not None and not allowed[topic.name]:
                 results[tp] = ProduceResult(ErrorCode.topic_authorization_failed)
-            elif getattr(request, "transactional_id", None) is not None:
-                results[tp] = ProduceResult(ErrorCode.transactional_id_authorization_failed,
-                                            message="transactions are not supported")
+            elif txn_denied:
+                results[tp] = ProduceResult(ErrorCode.transactional_id_authorization_failed)
             elif topic.name in INTERNAL_TOPICS:
                 # Kafka's ReplicaManager.appendToLocalLog: clients may not write to the
                 # internal topics; only the coordinators do, through the replica manager.
@@ -63,6 +69,9 @@ async def handle(ctx, request) -> Any:
         results.update(await broker.replica_manager.append(acks, timeout_ms, entries))
     if acks == 0:
         return None
+    if txn_denied:
+        for result in results.values():
+            result.error = ErrorCode.transactional_id_authorization_failed
     for tp, result in results.items():
         if result.error != ErrorCode.topic_authorization_failed:
             result.error = ctx.partition_error(tp, result.error)
@@ -86,3 +95,16 @@ async def handle(ctx, request) -> Any:
                 endpoints.append((b.id, b.host, b.port, b.rack))
     return RawResponse(produce_response.encode(ctx.version, by_topic.items(), leaders,
                                                endpoints))
+
+
+def _has_transactional_records(request) -> bool:
+    """Kafka's ``ProduceRequest.hasTransactionalRecords``: the first batch of some
+    partition has the transactional attribute (magic v2 only)."""
+    for topic in request.topic_data:
+        for part in topic.partition_data:
+            records = part.records
+            if records and len(records) > ATTRIBUTES_OFFSET + 1 \
+                    and records[MAGIC_OFFSET] == 2 \
+                    and records[ATTRIBUTES_OFFSET + 1] & TRANSACTIONAL_BIT:
+                return True
+    return False
