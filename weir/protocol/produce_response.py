@@ -37,13 +37,17 @@ PartitionResult = tuple[int, int, int, int, int, str | None]
 
 def encode(version: int, topics: Iterable[tuple[str, list[PartitionResult]]],
            leaders: dict[tuple[str, int], tuple[int, int]] | None = None,
-           node_endpoints: list[tuple[int, str, int, str | None]] = ()) -> bytes:
+           node_endpoints: list[tuple[int, str, int, str | None]] = (),
+           record_errors: dict[tuple[str, int], list[tuple[int, str | None]]] | None = None
+           ) -> bytes:
     """The body of a ProduceResponse of ``version`` (0-11); throttle time 0 (v1+).
 
     v10+ carry KIP-951 leader hints: ``leaders`` maps (topic, partition) to the current
     (leader id, leader epoch) of partitions refused with NOT_LEADER_OR_FOLLOWER, ``node_endpoints`` the
-    ``(node id, host, port, rack)`` of those leaders.
+    ``(node id, host, port, rack)`` of those leaders.  v8+ carry KIP-467's ``record_errors``
+    ((batch index, message) pairs by (topic, partition)).
     """
+    record_errors = record_errors or {}
     hints = version >= 10
     leaders = leaders or {}
     flexible = version >= 9
@@ -59,7 +63,13 @@ def encode(version: int, topics: Iterable[tuple[str, list[PartitionResult]]],
             if version >= 5:
                 parts.append(_I64.pack(log_start))
             if version >= 8:
-                parts.append(_count(0, flexible))  # record errors
+                errors = record_errors.get((name, index), ())
+                parts.append(_count(len(errors), flexible))
+                for batch_index, error_message in errors:
+                    parts.append(_I32.pack(batch_index))
+                    parts.append(_string(error_message, flexible))
+                    if flexible:
+                        parts.append(b"\x00")
                 parts.append(_string(message, flexible))
             leader = leaders.get((name, index)) if hints else None
             if leader is not None:  # tagged field 0: CurrentLeader

@@ -39,6 +39,7 @@ __all__ = [
     "DELETE_HORIZON_BIT",
     "BatchRetention",
     "RawRecord",
+    "RecordValidationError",
     "build_batch_from",
     "compress",
     "decode_raw_records",
@@ -46,6 +47,7 @@ __all__ = [
     "empty_batch",
     "filter_batch",
     "keyless_records",
+    "require_keys",
 ]
 
 DELETE_HORIZON_BIT = 0x40  # KIP-534: baseTimestamp holds the delete horizon
@@ -135,6 +137,30 @@ def keyless_records(buf: bytes) -> list[int]:
             if record.key is None:
                 missing.append(index)
     return missing
+
+
+class RecordValidationError(KafkaError):
+    """INVALID_RECORD with KIP-467's per-record errors: (batch index, message) pairs (Kafka's
+    ``RecordValidationException``)."""
+
+    def __init__(self, message: str, record_errors: list[tuple[int, str | None]]) -> None:
+        super().__init__(ErrorCode.invalid_record, message)
+        self.record_errors = record_errors
+
+
+def require_keys(topic_partition: object, buf: bytes) -> None:
+    """A produce to a compacted topic: every record needs a key (Kafka's
+    ``LogValidator.validateKey``), else RecordValidationError naming each keyless record."""
+    missing = keyless_records(buf)
+    if not missing:
+        return
+    message = ("Compacted topic cannot accept message without key in topic partition "
+               f"{topic_partition}")
+    errors: list[tuple[int, str | None]] = [(index, message) for index in missing]
+    shown = ", ".join(f"RecordError(batchIndex={i}, message='{m}')" for i, m in errors[:3])
+    raise RecordValidationError(
+        f"One or more records have been rejected due to {len(errors)} record errors in total, "
+        f"and only showing the first three errors at most: [{shown}]", errors)
 
 
 # -- compression ---------------------------------------------------------------------------

@@ -11,7 +11,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from weir.common import TopicPartition
@@ -50,6 +50,8 @@ class ProduceResult:
     log_append_time_ms: int = -1
     log_start_offset: int = -1
     message: str | None = None
+    # KIP-467: (batch index, message) of each record that made the batch be refused
+    record_errors: list[tuple[int, str | None]] = field(default_factory=list)
 
 
 @dataclass(slots=True)
@@ -308,7 +310,8 @@ class ReplicaManager:
                 if acks == -1:
                     waiting[tp] = info.last_offset + 1
             except KafkaError as exc:
-                results[tp] = ProduceResult(error=exc.code, message=exc.message)
+                results[tp] = ProduceResult(error=exc.code, message=exc.message,
+                                            record_errors=getattr(exc, "record_errors", []))
         if waiting:
             await self._await_replication(waiting, results, timeout_ms)
         return results

@@ -38,6 +38,7 @@ from weir.server.fetch_session import FetchSessionCache
 from weir.server.metadata_cache import MetadataCache
 from weir.server.producer_ids import ProducerIdManager
 from weir.storage.log import LogConfig
+from weir.storage.log_cleaner import CleanerConfig, LogCleaner
 from weir.storage.log_manager import LogManager
 
 log = logging.getLogger(__name__)
@@ -69,6 +70,8 @@ class Broker:
             config.log_dir_paths, LogConfig.from_dict(topic_config(config, {}))
         )
         self.log_manager.dir_failure_listeners.append(self._on_log_dir_failure)
+        # Log compaction (weir.storage.log_cleaner): Kafka's LogCleaner and its threads.
+        self.log_cleaner = LogCleaner(self.log_manager, cleaner_config(config))
         self.replica_manager = ReplicaManager(
             self.broker_id, self.log_manager, self.topic_log_config, self.topic_min_isr,
             replication_settings(config, self.inter_broker_security),
@@ -167,6 +170,7 @@ class Broker:
             if overrides != self.topic_overrides.get(topic):
                 self.set_topic_overrides(topic, overrides)
                 self.log_manager.update_config(topic, self.topic_log_config(topic))
+                self.log_cleaner.wake()  # a new cleanup.policy takes effect now
                 log.info("topic %s config updated: %s", topic, overrides)
 
     # -- lifecycle -------------------------------------------------------------------
@@ -178,6 +182,7 @@ class Broker:
         self.cluster_id = await asyncio.to_thread(self.zk.get_or_create_cluster_id)
         await self.dynamic_configs.reload()  # before recovery, as Kafka's DynamicBrokerConfig
         self.log_manager.startup(_now_ms())
+        self.log_cleaner.start()
         if self.authorizer is not None:  # ACLs loaded before the first request is served
             await self.authorizer.start()
         for server in self.socket_servers:
@@ -382,6 +387,7 @@ class Broker:
         if self.authorizer is not None:
             await self.authorizer.stop()
         await self.log_dir_mover.close()
+        await self.log_cleaner.stop()
         await self.replica_manager.close()
         self.replica_manager.checkpoint_high_watermarks()
         self.log_manager.shutdown()
@@ -394,6 +400,19 @@ def halt(code: int) -> None:
     shutdown (there is nothing left to serve)."""
     logging.shutdown()
     os._exit(code)
+
+
+def cleaner_config(config: BrokerConfig) -> CleanerConfig:
+    """The ``log.cleaner.*`` keys (Kafka's ``CleanerConfig``)."""
+    return CleanerConfig(
+        num_threads=config.get("log.cleaner.threads"),
+        dedupe_buffer_size=config.get("log.cleaner.dedupe.buffer.size"),
+        io_buffer_load_factor=config.get("log.cleaner.io.buffer.load.factor"),
+        max_io_bytes_per_second=config.get("log.cleaner.io.max.bytes.per.second"),
+        backoff_ms=config.get("log.cleaner.backoff.ms"),
+        enable_cleaner=bool(config.get("log.cleaner.enable"))
+        and config.get("log.cleaner.threads") > 0,
+    )
 
 
 def replication_settings(config: BrokerConfig, security: Any = None) -> ReplicationSettings:

@@ -24,6 +24,7 @@ from weir.common import TopicPartition
 from weir.protocol.errors import ErrorCode, KafkaError
 from weir.records.batch import BatchHeader, assign_offsets, validate_batches, validate_produce
 from weir.records.control import EndTxnMarker, read_marker
+from weir.records.filter import require_keys
 from weir.records.records import iter_records
 from weir.storage.checkpoints import LEADER_EPOCH_CHECKPOINT, TMP_SUFFIX
 from weir.storage.config import LogConfig
@@ -39,6 +40,7 @@ from weir.storage.producer_state_loader import (
     truncate_snapshots,
 )
 from weir.storage.segment import LogSegment
+from weir.storage.swap import complete_interrupted_swaps, replace_files
 from weir.storage.txn_index import AbortedTxn, collect_aborted_transactions
 
 __all__ = ["AppendResult", "Log", "LogConfig", "ReadResult", "parse_topic_partition"]
@@ -151,6 +153,11 @@ class Log:
         self._last_flush_ms = now_ms
         self._unflushed_messages = 0
         self.offline_reason: str | None = None
+        # Bumped by every truncation: a log cleaning prepared before one is not swapped in;
+        # the lowest offset truncated to since the cleaner last looked (its checkpoint may
+        # not stay above it, Kafka's LogManager.truncateTo).
+        self.truncations = 0
+        self.truncated_to: int | None = None
 
     # -- opening -----------------------------------------------------------------------
     @classmethod
@@ -195,6 +202,8 @@ class Log:
         clean_shutdown: bool,
     ) -> Log:
         directory.mkdir(parents=True, exist_ok=True)
+        complete_interrupted_swaps(directory, index_interval_bytes=config.index_interval_bytes,
+                                   max_index_bytes=config.segment_index_bytes, now_ms=now_ms)
         _remove_leftovers(directory)
         segments = _load_segments(directory, config, recovery_point, clean_shutdown, now_ms)
         start = max(log_start_offset or 0, segments[0].base_offset if segments else 0)
@@ -323,6 +332,8 @@ class Log:
         headers = validate_produce(records, self.config.max_message_bytes)
         if origin is AppendOrigin.CLIENT:
             check_client_batches(self._tp, headers)
+        if self.config.compact:  # keyless records are refused (LogValidator.validateKey)
+            require_keys(self._tp, records)
         markers = {h.position: read_marker(records, h) for h in headers if h.is_control}
         duplicate = self._producer_state.check_all(headers, origin, markers)
         if duplicate is not None:
@@ -345,7 +356,7 @@ class Log:
         headers = validate_batches(records, None, strict=False)
         expected = leo
         for header in headers:
-            if header.base_offset != expected:
+            if header.base_offset < expected:  # gaps are legal (a compacted leader)
                 raise KafkaError(
                     ErrorCode.unknown_server_error,
                     f"{self._tp}: follower append offset mismatch: batch starts at "
@@ -495,6 +506,7 @@ class Log:
         if offset >= self.log_end_offset:
             self._epoch_cache.truncate_from_end(self.log_end_offset)
             return False
+        self._note_truncation(offset)
         if offset < self._log_start:
             self.truncate_fully_and_start_at(offset)
             return True
@@ -512,6 +524,7 @@ class Log:
     @_storage_op
     def truncate_fully_and_start_at(self, offset: int) -> None:
         """Delete every segment and restart the log empty at ``offset``."""
+        self._note_truncation(offset)
         for seg in self._segments:
             seg.delete()
         self._segments = [_new_segment(self._dir, offset, self.config, self._clock_ms)]
@@ -554,13 +567,14 @@ class Log:
         """
         self._clock_ms = now_ms
         cfg = self.config
-        excess = self.size_bytes - cfg.retention_bytes if cfg.retention_bytes >= 0 else -1
+        excess = (self.size_bytes - cfg.retention_bytes
+                  if cfg.retention_bytes >= 0 and cfg.delete else -1)
         count = 0
         for seg, nxt in zip(self._segments, self._segments[1:], strict=False):
             if nxt.base_offset > self._high_watermark:
                 break
             stamp = seg.max_timestamp if seg.max_timestamp >= 0 else seg.created_ms
-            by_time = cfg.retention_ms >= 0 and now_ms - stamp > cfg.retention_ms
+            by_time = cfg.delete and cfg.retention_ms >= 0 and now_ms - stamp > cfg.retention_ms
             by_size = excess >= 0 and seg.size <= excess
             by_start = nxt.base_offset <= self._log_start
             if not (by_time or by_size or by_start):
@@ -588,6 +602,37 @@ class Log:
     def _on_log_start_moved(self) -> None:
         self._producer_state.on_log_start_offset_incremented(self._log_start)
         truncate_snapshots(self._dir, self._segments[0].base_offset, self.log_end_offset)
+
+    def _note_truncation(self, offset: int) -> None:
+        self.truncations += 1
+        self.truncated_to = offset if self.truncated_to is None else min(offset,
+                                                                          self.truncated_to)
+
+    @_storage_op
+    def replace_segments(self, cleaned: list[LogSegment], old: list[LogSegment],
+                         generation: int) -> bool:
+        """Swap the log cleaner's ``.cleaned`` segments in for ``old`` (consecutive segments,
+        none the active one), Kafka's ``UnifiedLog.replaceSegments``; the crash-safe file
+        protocol is :mod:`weir.storage.swap`'s.  False (nothing changed, the new segments
+        deleted) if the log changed since the cleaning began: truncated (``generation``),
+        or a segment deleted by retention."""
+        ids = [id(seg) for seg in self._segments[:-1]]
+        try:
+            first = ids.index(id(old[0]))
+        except ValueError:
+            first = -1
+        if (generation != self.truncations or first < 0
+                or ids[first:first + len(old)] != [id(seg) for seg in old]):
+            for seg in cleaned:
+                seg.delete()
+            return False
+
+        def swap_in_memory() -> None:
+            self._segments[first:first + len(old)] = cleaned
+
+        replace_files(self._dir, cleaned, old, swap_in_memory)
+        self._check_invariants()
+        return True
 
     def _delete_segments(self, count: int) -> None:
         doomed, self._segments = self._segments[:count], self._segments[count:]

@@ -24,7 +24,7 @@ import os
 import shutil
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from weir.common import TopicPartition
 from weir.protocol.errors import ErrorCode, KafkaError
@@ -81,6 +81,9 @@ class LogManager:
         self._future_dir_of: dict[TopicPartition, Path] = {}
         self._preferred_dirs: dict[TopicPartition, Path] = {}
         self._leftover_deletes: dict[TopicPartition, list[Path]] = {}
+        # The log cleaner's LogCleanerManager (weir.storage.log_cleaner sets it): cleaning
+        # is aborted and paused while a log is deleted or swapped with its future log.
+        self.cleaner: Any = None
 
     # -- startup and shutdown ----------------------------------------------------------
     def startup(self, now_ms: int, configs: Mapping[str, LogConfig] | None = None) -> None:
@@ -307,7 +310,15 @@ class LogManager:
         self._preferred_dirs.pop(tp, None)
         if lg is None or log_dir is None:
             return False
-        self._guard(log_dir, lg.delete)
+        if self.cleaner is not None:
+            self.cleaner.abort_and_pause(tp)
+        try:
+            self._guard(log_dir, lg.delete)
+            if self.cleaner is not None:
+                self._guard(log_dir, lambda: self.cleaner.forget(tp, log_dir))
+        finally:
+            if self.cleaner is not None:
+                self.cleaner.resume(tp)
         return True
 
     # -- JBOD: log dirs of partitions, future logs (KIP-113) ----------------------------
@@ -399,6 +410,17 @@ class LogManager:
         if dest.log_end_offset != source.log_end_offset:
             raise ValueError(f"future log of {tp} has not caught up: {dest} vs {source}")
         self._checked(dest_dir, dest.flush)
+        if self.cleaner is not None:  # Kafka's abortAndPauseCleaning around the swap
+            self.cleaner.abort_and_pause(tp)
+        try:
+            self._swap_dirs(tp, source, src_dir, dest, dest_dir)
+        finally:
+            if self.cleaner is not None:
+                self.cleaner.resume(tp)
+        return source
+
+    def _swap_dirs(self, tp: TopicPartition, source: Log, src_dir: Path, dest: Log,
+                   dest_dir: Path) -> None:
         self._checked(src_dir, lambda: source.rename_dir(src_dir / delete_dir_name(tp)))
         self._checked(src_dir, lambda: _fsync_dir(src_dir))
         # From here a crash leaves the future log and the ``-delete`` dir: startup finishes.
@@ -422,8 +444,9 @@ class LogManager:
                 d / RECOVERY_POINT_CHECKPOINT, {t: lg.recovery_point for t, lg in o.items()}))
             self._guard(log_dir, lambda d=log_dir, o=in_dir: write_offset_checkpoint(
                 d / LOG_START_OFFSET_CHECKPOINT, {t: lg.log_start_offset for t, lg in o.items()}))
+        if self.cleaner is not None:  # the new log is cleaned from its start
+            self._guard(src_dir, lambda: self.cleaner.forget(tp, src_dir))
         log.info("%s moved from %s to %s", tp, src_dir, dest_dir)
-        return source
 
     def _checked(self, log_dir: Path, action: Callable[[], _T]) -> _T:
         """Run ``action``; on an I/O failure take ``log_dir`` offline and raise."""

@@ -104,9 +104,16 @@ def test_hand_encoded_produce_response_matches_kio(version):
               ("beta-é", [(1, 0, 0, 1_700_000_000_000, 0, None)])]
     leaders = {("alpha", 3): (2, 7)}
     endpoints = [(2, "h2", 9093, None)]
+    record_errors = {("alpha", 3): [(0, "no key"), (4, None)]}  # KIP-467
     decoded = codec.decode_body(response_cls,
-                                produce_response.encode(version, topics, leaders, endpoints))
+                                produce_response.encode(version, topics, leaders, endpoints,
+                                                        record_errors))
     assert [t.name for t in decoded.responses] == ["alpha", "beta-é"]
+    if version >= 8:
+        errs = decoded.responses[0].partition_responses[1].record_errors
+        assert [(e.batch_index, e.batch_index_error_message) for e in errs] == \
+            [(0, "no key"), (4, None)]
+        assert list(decoded.responses[0].partition_responses[0].record_errors) == []
     if version >= 10:  # KIP-951 leader hints
         hint = decoded.responses[0].partition_responses[1].current_leader
         assert (hint.leader_id, hint.leader_epoch) == (2, 7)

@@ -247,3 +247,29 @@ def test_crash_at_every_swap_step_loses_nothing(log_dir, monkeypatch, step, nth)
     _clean(reloaded, log_dir)
     assert _view(reloaded) == latest
     reloaded.close()
+
+
+def test_keyless_produce_to_compacted_log_is_refused(log_dir):
+    from weir.protocol.errors import ErrorCode
+    from weir.records.filter import RecordValidationError
+
+    log = _open(log_dir)
+    with pytest.raises(RecordValidationError) as err:
+        log.append_as_leader(build_batch([b"a", b"b", b"c"], keys=[b"k", None, None]), 0, 0)
+    assert err.value.code == ErrorCode.invalid_record
+    message = "Compacted topic cannot accept message without key in topic partition topic-0"
+    assert err.value.record_errors == [(1, message), (2, message)]
+    assert "2 record errors" in err.value.message and log.log_end_offset == 0
+    log.config = LogConfig.from_dict({"cleanup.policy": "delete"})
+    log.append_as_leader(build_batch([b"a"], keys=[None]), 0, 0)  # fine without compaction
+    log.close()
+
+
+def test_compacted_log_has_no_time_or_size_retention(log_dir):
+    log = _open(log_dir, **{"retention.ms": 10, "retention.bytes": 1})
+    _write(log, PAIRS)
+    assert log.apply_retention(now_ms=10**9) == 0
+    log.config = LogConfig.from_dict({**COMPACT, "cleanup.policy": "compact,delete",
+                                      "retention.ms": 10})
+    assert log.apply_retention(now_ms=10**9) > 0
+    log.close()

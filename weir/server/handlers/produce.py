@@ -93,8 +93,10 @@ async def handle(ctx, request) -> Any:
             b = broker.metadata.broker_on(leader_id, ctx.listener)
             if b is not None:
                 endpoints.append((b.id, b.host, b.port, b.rack))
+    record_errors = {(tp.topic, tp.partition): r.record_errors
+                     for tp, r in results.items() if r.record_errors}  # KIP-467
     return RawResponse(produce_response.encode(ctx.version, by_topic.items(), leaders,
-                                               endpoints))
+                                               endpoints, record_errors))
 
 
 def _has_transactional_records(request) -> bool:
