@@ -45,11 +45,23 @@ def _start(data: Path, **overrides: str) -> LocalCluster:
     assert cluster.broker_log_dirs(1) == _dirs(data.resolve(), 1)
     try:
         cluster.start(timeout_s=90)
+        wait_until(lambda: all(_known_brokers(s) == set(BROKERS) for s in cluster.brokers),
+                   30, "every broker's metadata naming both brokers")
     except BaseException:
         _dump_logs(cluster)
         cluster.stop()
         raise
     return cluster
+
+
+def _known_brokers(slot) -> set[int]:
+    """The brokers in this broker's metadata cache (filled by the controller's
+    UpdateMetadata, a moment after registration)."""
+    try:
+        response = raw_request(slot.host, slot.port, 3, 12, topics=[])
+    except OSError:
+        return set()
+    return {int(b.node_id) for b in response.brokers}
 
 
 @pytest.fixture(scope="module")
