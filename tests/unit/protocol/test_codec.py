@@ -147,7 +147,8 @@ def test_hand_encoded_fetch_response_matches_kio(version, tmp_path):
             fr.PartitionData(1, 74, 9, 9, 0, -1, b"", diverging_epoch=(4, 17),
                              current_leader=(2, 5)),
         ]),
-        ("béta", [fr.PartitionData(2, 0, 1, 1, 0, 3, b"inline-records")]),
+        ("béta", [fr.PartitionData(2, 0, 1, 1, 0, 3, b"inline-records",
+                                   aborted_transactions=[(7, 100), (9, 120)])]),
     ]
     ids = {"alpha": uuid.uuid4(), "béta": uuid.uuid4()}
     if version >= 13:  # KIP-516: topics by id
@@ -176,6 +177,10 @@ def test_hand_encoded_fetch_response_matches_kio(version, tmp_path):
         assert a0.log_start_offset == 3
     if version >= 11:
         assert b0.preferred_read_replica == 3
+    if version >= 4:  # KIP-98: null for read_uncommitted, else the aborted transactions
+        assert a0.aborted_transactions is None
+        assert [(t.producer_id, t.first_offset) for t in b0.aborted_transactions] == [
+            (7, 100), (9, 120)]
     if version >= 12:
         assert (a1.diverging_epoch.epoch, a1.diverging_epoch.end_offset) == (4, 17)
         assert (a1.current_leader.leader_id, a1.current_leader.leader_epoch) == (2, 5)
