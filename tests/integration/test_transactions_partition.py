@@ -289,3 +289,29 @@ def test_restart_keeps_producer_and_transaction_state(cluster, topic_name):
     wait_until(lambda: part.fetch().last_stable_offset == part.fetch().high_watermark or None,
                30, "LSO = HW")
     assert _confluent_values(cluster, topic_name, "read_committed", 2) == [b"b0", b"b1"]
+
+
+def test_transactional_producer_end_to_end(cluster, topic_name):
+    """A real transactional producer (librdkafka) through the transaction coordinator:
+    committed transactions are read, aborted ones never, by both consumers."""
+    from confluent_kafka import Producer
+
+    Partition(cluster, topic_name)
+    producer = Producer({"bootstrap.servers": cluster.bootstrap,
+                         "transactional.id": f"txn-{topic_name}", "linger.ms": 5})
+    producer.init_transactions(60)
+    expected = []
+    for n, commit in enumerate([True, False, True, False, True]):
+        producer.begin_transaction()
+        values = [f"t{n}-{i}".encode() for i in range(3)]
+        for v in values:
+            producer.produce(topic_name, value=v, partition=0)
+        producer.flush(30)
+        if commit:
+            producer.commit_transaction(60)
+            expected.extend(values)
+        else:
+            producer.abort_transaction(60)
+    assert _confluent_values(cluster, topic_name, "read_committed", len(expected)) == expected
+    assert _kafka_python_values(cluster, topic_name, "read_committed") == expected
+    assert len(_kafka_python_values(cluster, topic_name, "read_uncommitted")) == 15
