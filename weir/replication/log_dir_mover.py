@@ -125,6 +125,11 @@ class LogDirMover:
 
     # -- the copy loop -------------------------------------------------------------------
     async def _run(self, tp: TopicPartition) -> None:
+        # Kafka's abortAndPauseCleaning for a moving partition: the log cleaner does not
+        # replace segments of the current log while they are being copied.
+        cleaner = getattr(self.lm, "cleaner", None)
+        if cleaner is not None:
+            cleaner.abort_and_pause(tp)
         try:
             while not self._closing:
                 step = self._step(tp)
@@ -143,6 +148,8 @@ class LogDirMover:
         except Exception:
             log.exception("moving %s to another log dir failed", tp)
         finally:
+            if cleaner is not None:
+                cleaner.resume(tp)
             if self._tasks.get(tp) is asyncio.current_task():
                 del self._tasks[tp]
 
@@ -182,7 +189,8 @@ class LogDirMover:
                 if copied >= limit:
                     return False
                 read = current.read(future.log_end_offset, limit - copied, max_offset=None)
-                if read.size == 0 or read.first_offset != future.log_end_offset:
+                # A later first offset is a gap left by compaction (kept as it is).
+                if read.size == 0 or read.first_offset < future.log_end_offset:
                     return False
                 future.append_as_follower(read.read_bytes())
                 copied += read.size
@@ -194,9 +202,9 @@ class LogDirMover:
                           source_dir: Path, dest_dir: Path) -> int:
         """Read a chunk of the current log and append it to the future log, both on worker
         threads (only this task mutates the future log); returns the bytes copied."""
+        start = future.log_end_offset
         try:
-            read = current.read(future.log_end_offset, self.quota.chunk(CHUNK_BYTES),
-                                max_offset=None)
+            read = current.read(start, self.quota.chunk(CHUNK_BYTES), max_offset=None)
         except KafkaError as exc:
             if exc.code == ErrorCode.offset_out_of_range:
                 return 0  # retention moved the start: the next step reconciles
@@ -204,7 +212,7 @@ class LogDirMover:
             return 0
         if read.size == 0 or read.file_path is None:
             return 0
-        if read.first_offset != future.log_end_offset:
+        if read.first_offset < start:  # the future log ends inside a batch: diverged
             future.truncate_to(read.first_offset)
             return 0
         path, position, size = read.file_path, read.position, read.size
@@ -217,8 +225,7 @@ class LogDirMover:
                 self._storage_failure(KafkaError(ErrorCode.kafka_storage_error, str(exc)),
                                       source_dir, dest_dir, future)
             return 0
-        if not self._still_moving(tp, current, future) \
-                or future.log_end_offset != read.first_offset:
+        if not self._still_moving(tp, current, future) or future.log_end_offset != start:
             return 0  # cancelled, deleted or reconciled meanwhile
         try:
             # fsynced here too, so that the swap's flush on the event loop is small.

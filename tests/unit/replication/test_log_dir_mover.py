@@ -209,3 +209,39 @@ def test_copy_quota_paces_bytes_per_second():
     assert quota.record(500) == pytest.approx(0.5)
     unlimited = log_dir_mover.CopyQuota()
     assert not unlimited.limited and unlimited.chunk(123) == 123 and unlimited.record(10**9) == 0
+
+
+def test_a_compacted_log_with_offset_gaps_moves_and_cleaning_pauses(rm, dirs):
+    lm = rm.log_manager
+    paused = []
+
+    class Cleaner:  # the log cleaner manager's pause hooks (Kafka's abortAndPauseCleaning)
+        def abort_and_pause(self, tp):
+            paused.append(("pause", tp))
+
+        def resume(self, tp):
+            paused.append(("resume", tp))
+
+        def forget(self, tp, log_dir):
+            pass
+
+    lm.cleaner = Cleaner()
+
+    async def scenario():
+        lead(rm, tp=TP)
+        current = lm.get_log(TP)
+        for base in (0, 10, 11, 40):  # what compaction leaves: gaps between batches
+            current.append_as_follower(build_batch([b"k%d" % base], base_offset=base,
+                                                   partition_leader_epoch=0))
+        assert current.log_end_offset == 41
+        expected = b"".join(offsets_and_values(current))
+        mover = LogDirMover(rm, lm)
+        assert alter_replica_log_dirs(rm, mover, {TP: str(dirs[1])}) == {TP: ErrorCode.none}
+        await wait_for(lambda: lm.log_dir_of(TP) == dirs[1])
+        assert b"".join(offsets_and_values(lm.get_log(TP))) == expected
+        await wait_for(lambda: not mover.moving())
+        await mover.close()
+
+    asyncio.run(scenario())
+    assert paused[0] == ("pause", TP) and paused[-1] == ("resume", TP)
+    assert paused.count(("pause", TP)) == paused.count(("resume", TP))
