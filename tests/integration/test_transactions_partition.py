@@ -15,6 +15,7 @@ import signal
 import time
 
 import pytest
+from confluent_kafka import KafkaError, KafkaException
 from kafka import KafkaConsumer
 from kafka import TopicPartition as KTopicPartition
 
@@ -42,7 +43,17 @@ class Partition:
 
     def __init__(self, cluster, topic: str) -> None:
         self.cluster, self.topic = cluster, topic
-        create_topic(cluster.bootstrap, topic, 1, 3)
+
+        def created():
+            try:
+                create_topic(cluster.bootstrap, topic, 1, 3)
+            except KafkaException as exc:  # a broker (re)started just now is not known yet
+                if exc.args[0].code() != KafkaError.INVALID_REPLICATION_FACTOR:
+                    raise
+                return None
+            return True
+
+        wait_until(created, 60, "the topic created with every broker known")
         wait_until(lambda: len(partition_isrs(cluster.bootstrap, topic).get(0, [])) == 3,
                    60, "a full ISR")
         self.seqs: dict[int, int] = {}
@@ -315,3 +326,50 @@ def test_transactional_producer_end_to_end(cluster, topic_name):
     assert _confluent_values(cluster, topic_name, "read_committed", len(expected)) == expected
     assert _kafka_python_values(cluster, topic_name, "read_committed") == expected
     assert len(_kafka_python_values(cluster, topic_name, "read_uncommitted")) == 15
+
+
+def test_transactional_offsets_are_applied_by_the_commit_marker(cluster, topic_name):
+    """send_offsets_to_transaction (TxnOffsetCommit): the offsets become the group's
+    committed offsets only when the COMMIT marker reaches __consumer_offsets (the
+    WriteTxnMarkers handler's call to the group coordinator); an ABORT drops them."""
+    from confluent_kafka import Consumer, Producer
+    from confluent_kafka import TopicPartition as CTopicPartition
+
+    Partition(cluster, topic_name)
+    group = f"g-{topic_name}"
+    consumer = Consumer({"bootstrap.servers": cluster.bootstrap, "group.id": group,
+                         "enable.auto.commit": False})
+    producer = Producer({"bootstrap.servers": cluster.bootstrap,
+                         "transactional.id": f"txo-{topic_name}"})
+    try:
+        producer.init_transactions(60)
+
+        def send(offset: int, commit: bool) -> None:
+            producer.begin_transaction()
+            producer.produce(topic_name, value=b"out-%d" % offset, partition=0)
+            producer.send_offsets_to_transaction(
+                [CTopicPartition(topic_name, 0, offset)], consumer.consumer_group_metadata(),
+                60)
+            if commit:
+                producer.commit_transaction(60)
+            else:
+                producer.abort_transaction(60)
+
+        def committed() -> int:
+            got = consumer.committed([CTopicPartition(topic_name, 0)], timeout=30)
+            return got[0].offset
+
+        # Markers are written after EndTxn is answered: poll until the commit shows.
+        send(5, True)
+        wait_until(lambda: committed() == 5 or None, 30, "offset 5 committed")
+        send(9, False)
+        seen = set()
+        deadline = time.monotonic() + 2
+        while time.monotonic() < deadline:
+            seen.add(committed())
+        assert seen == {5}  # the aborted offsets never show
+        send(12, True)
+        wait_until(lambda: committed() == 12 or None, 30, "offset 12 committed")
+    finally:
+        consumer.close()
+    assert _confluent_values(cluster, topic_name, "read_committed", 2) == [b"out-5", b"out-12"]

@@ -87,16 +87,6 @@ class TransactionIndex:
             out.append(AbortedTxn.decode(data, pos))
         return out
 
-    def is_sane(self) -> bool:
-        """Kafka's ``sanityCheck``: every entry ends at or after the segment's base offset
-        and entries are in marker order."""
-        last = -1
-        for entry in self.entries:
-            if entry.last_offset < self.base_offset or entry.last_offset <= last:
-                return False
-            last = entry.last_offset
-        return True
-
     def append(self, entry: AbortedTxn) -> None:
         if self.entries and entry.last_offset <= self.entries[-1].last_offset:
             raise ValueError(f"{self.path}: aborted transaction at {entry.last_offset} is not "
