@@ -33,7 +33,9 @@ from weir.groups.state import (
 from weir.protocol.errors import ErrorCode, KafkaError
 from weir.records.batch import iter_headers, parse_header
 from weir.records.builder import build_batch
+from weir.records.control import read_marker
 from weir.records.records import iter_records
+from weir.storage.producer_state import AppendOrigin
 
 log = logging.getLogger(__name__)
 
@@ -502,7 +504,10 @@ class GroupCoordinator:
                             timestamp_ms=now_ms(), producer_id=pid, producer_epoch=epoch,
                             transactional=txn is not None)
         timeout = self.broker.config.offsets_commit_timeout_ms
-        result = (await self.broker.replica_manager.append(-1, timeout, {tp: batch}))[tp]
+        # Kafka's coordinators append with AppendOrigin.Coordinator: a transactional batch
+        # of the producer carries no sequence.
+        result = (await self.broker.replica_manager.append(
+            -1, timeout, {tp: batch}, origin=AppendOrigin.COORDINATOR))[tp]
         return errors.get(result.error, result.error), result.base_offset
 
     # -- offsets --------------------------------------------------------------------------
@@ -658,12 +663,11 @@ def _optional_config(config: Any, key: str, default: int) -> int:
 def _replay_marker(batch: bytes, producer_id: int, pending: dict, offsets: dict) -> None:
     """A transaction marker while loading: the producer's pending commits are applied
     (COMMIT, unless a later plain commit is already there) or dropped (ABORT)."""
-    committed = False
-    for rec in iter_records(batch, skip_control=False):
-        # Kafka's EndTransactionMarker key: int16 version, int16 type (0 ABORT, 1 COMMIT).
-        committed = rec.key is not None and len(rec.key) >= 4 and rec.key[2:4] == b"\x00\x01"
+    marker = read_marker(batch)
+    if marker is None:
+        return  # not a transaction marker
     txn = pending.pop(producer_id, {})
-    if not committed:
+    if not marker.committed:
         return
     for group_id, per_tp in txn.items():
         current = offsets.setdefault(group_id, {})

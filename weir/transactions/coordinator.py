@@ -25,6 +25,7 @@ from weir.protocol.errors import ErrorCode, KafkaError
 from weir.records.batch import iter_headers, parse_header
 from weir.records.builder import build_batch
 from weir.records.records import iter_records
+from weir.storage.producer_state import AppendOrigin
 from weir.transactions import codec
 from weir.transactions.codec import TRANSACTION_STATE_TOPIC
 from weir.transactions.markers import DONE, STOP, MarkerSender, classify
@@ -44,6 +45,7 @@ log = logging.getLogger(__name__)
 
 LOAD_CHUNK_BYTES = 1 << 20
 RETRY_BACKOFF_S = 0.1
+MAX_BACKOFF_S = 2.0  # markers to a broker that keeps failing (reconnect backoff)
 
 # Kafka's TransactionStateManager.appendTransactionToLog error mapping.
 _WRITE_ERRORS = {
@@ -268,7 +270,8 @@ class TransactionCoordinator:
                             timestamp_ms=now_ms())
         timeout = self.broker.config.request_timeout_ms
         try:
-            result = (await self.broker.replica_manager.append(-1, timeout, {tp: batch}))[tp]
+            result = (await self.broker.replica_manager.append(
+                -1, timeout, {tp: batch}, origin=AppendOrigin.COORDINATOR))[tp]
             error = _WRITE_ERRORS.get(result.error, result.error)
         except KafkaError as exc:
             error = _WRITE_ERRORS.get(exc.code, exc.code)
@@ -419,7 +422,9 @@ class TransactionCoordinator:
         commit = complete.state == TxnState.COMPLETE_COMMIT
         remaining = set(meta.partitions)
         pid, epoch = meta.producer_id, meta.producer_epoch
+        backoff = RETRY_BACKOFF_S
         while remaining:
+            before = len(remaining)
             if not self._owns(part):
                 return  # the next coordinator reloads and resends
             by_leader: dict[int, list[TopicPartition]] = {}
@@ -442,7 +447,9 @@ class TransactionCoordinator:
                     if outcome == DONE:
                         remaining.discard(tp)
             if remaining:
-                await asyncio.sleep(RETRY_BACKOFF_S)
+                progress = len(remaining) < before
+                backoff = RETRY_BACKOFF_S if progress else min(backoff * 2, MAX_BACKOFF_S)
+                await asyncio.sleep(backoff)
         log.info("transaction of %r (producer id %d epoch %d) %s: markers written", txn_id,
                  pid, epoch, "committed" if commit else "aborted")
         while self._owns(part) and part.txns.get(txn_id) is meta:
@@ -490,7 +497,8 @@ class TransactionCoordinator:
         tp = TopicPartition(TRANSACTION_STATE_TOPIC, part.index)
         batch = build_batch([None], keys=[codec.encode_key(txn_id)], timestamp_ms=now_ms())
         result = (await self.broker.replica_manager.append(
-            -1, self.broker.config.request_timeout_ms, {tp: batch}))[tp]
+            -1, self.broker.config.request_timeout_ms, {tp: batch},
+            origin=AppendOrigin.COORDINATOR))[tp]
         if result.error == ErrorCode.none and self._owns(part) and part.txns.get(txn_id) is meta:
             del part.txns[txn_id]
             meta.state, meta.pending_state = TxnState.DEAD, None

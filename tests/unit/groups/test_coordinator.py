@@ -16,6 +16,7 @@ from weir.replication.replica_manager import ProduceResult
 from weir.server.metadata_cache import MetadataCache, PartitionMeta
 from weir.storage.config import LogConfig
 from weir.storage.log import Log
+from weir.storage.producer_state import AppendOrigin
 
 OFFSETS_TP = TopicPartition(OFFSETS_TOPIC, 0)
 DATA_TP = TopicPartition("t", 0)
@@ -34,10 +35,10 @@ class FakeReplicaManager:
     def partition(self, tp):
         return SimpleNamespace(log=self.log)
 
-    async def append(self, acks, timeout_ms, entries):
+    async def append(self, acks, timeout_ms, entries, origin=AppendOrigin.CLIENT):
         out = {}
         for tp, batch in entries.items():
-            info = self.log.append_as_leader(batch, 0, int(time.time() * 1000))
+            info = self.log.append_as_leader(batch, 0, int(time.time() * 1000), origin)
             self.log.update_high_watermark(self.log.log_end_offset)
             out[tp] = ProduceResult(base_offset=info.first_offset)
         await asyncio.sleep(0)

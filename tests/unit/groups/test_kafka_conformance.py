@@ -90,8 +90,8 @@ async def _timed_out_store(tmp_path) -> None:
     await _loaded(coord)
     real_append = broker.replica_manager.append
 
-    async def timing_out(acks, timeout_ms, entries):
-        await real_append(acks, timeout_ms, entries)
+    async def timing_out(acks, timeout_ms, entries, **kwargs):
+        await real_append(acks, timeout_ms, entries, **kwargs)
         return {tp: ProduceResult(error=ErrorCode.request_timed_out) for tp in entries}
 
     first = await coord.join("g", _join_req())
