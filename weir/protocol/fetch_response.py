@@ -25,11 +25,16 @@ _LEADER = struct.Struct(">ii")
 
 @dataclass(frozen=True, slots=True)
 class FileRegion:
-    """``size`` bytes of ``path`` from ``position``: sent with sendfile."""
+    """``size`` bytes of ``path`` from ``position``: sent with sendfile.
+
+    ``inode`` (0: unchecked) is the file's when it was read: the log cleaner replaces a
+    segment by a new file of the same name (Kafka's replaceSegments), and the region must not
+    be read from that one."""
 
     path: str
     position: int
     size: int
+    inode: int = 0
 
 
 @dataclass(slots=True)

@@ -453,7 +453,8 @@ class ReplicaManager:
         if sizes_only or not read.size:
             result.records = b""
         else:
-            result.records = FileRegion(str(read.file_path), read.position, read.size)
+            result.records = FileRegion(str(read.file_path), read.position, read.size,
+                                        read.inode)
             if committed:  # KIP-98: what the consumer must drop from these records
                 result.aborted_transactions = plog.collect_aborted_transactions(
                     req.fetch_offset, read.last_offset + 1)

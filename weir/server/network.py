@@ -436,6 +436,7 @@ class _Pipeline:
                 continue
             try:
                 with open(chunk.path, "rb") as f:  # noqa: ASYNC230 - storage I/O is synchronous by design
+                    _check_same_file(f, chunk)
                     sent = await loop.sendfile(self.writer.transport, f, chunk.position,
                                                chunk.size)
             except FileNotFoundError as exc:  # a segment deleted since the read
@@ -450,6 +451,7 @@ class _Pipeline:
         """A file region on a TLS connection, 1 MiB at a time (at most that much buffered)."""
         try:
             with open(chunk.path, "rb") as f:  # noqa: ASYNC230 - storage I/O is synchronous by design
+                _check_same_file(f, chunk)
                 done = 0
                 while done < chunk.size:
                     data = os.pread(f.fileno(), min(chunk.size - done, 1 << 20),
@@ -466,3 +468,10 @@ class _Pipeline:
 
     async def close(self) -> None:
         await cancel_and_wait(self._responder, *(task for _, task in self.in_flight))
+
+
+def _check_same_file(f, chunk: FileRegion) -> None:
+    """The region's segment was replaced by a cleaned one since the read (log compaction):
+    its bytes are elsewhere now; the frame cannot be completed."""
+    if chunk.inode and os.fstat(f.fileno()).st_ino != chunk.inode:
+        raise ConnectionError(f"segment {chunk.path} was replaced by a cleaned segment")

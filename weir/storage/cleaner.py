@@ -20,8 +20,8 @@ A cleaning (Kafka's ``doClean``):
    expired tombstone (KIP-534 delete horizon, see :mod:`weir.records.filter`); keyless
    records go.  A batch emptied of records is dropped, except (as an empty header) the last
    batch of a producer still in the producer state (idempotence needs its sequence and
-   epoch) and the last batch of each group (so the new segment ends where the group ended:
-   the swap's crash recovery relies on it).
+   epoch) and the batch just below the first uncleanable offset (the last offset of the
+   round stays known), as Kafka.
 
 Transactions: transactional data batches and control batches (markers) are copied
 untouched, their keys are not put in the offset map, and the aborted-transaction index
@@ -289,7 +289,7 @@ class Cleaner:
                 try:
                     for buf, header in _batches(fd, view.size):
                         self._check(job)
-                        last = view is last_view and header.next_offset >= view.next_offset
+                        last = header.next_offset == job.first_uncleanable_offset
                         data = self._filter(job, buf, header, last, stats)
                         stats.bytes_read += header.size
                         if data:
@@ -320,7 +320,7 @@ class Cleaner:
             cleaned.delete()
             raise
 
-    def _filter(self, job: CleanJob, buf: bytes, header: BatchHeader, last_of_group: bool,
+    def _filter(self, job: CleanJob, buf: bytes, header: BatchHeader, last_of_round: bool,
                 stats: CleanerStats) -> bytes:
         if header.is_control or header.is_transactional:
             stats.records_read += header.records_count
@@ -331,8 +331,9 @@ class Cleaner:
             stats.records_read += header.records_count
             stats.records_kept += header.records_count
             return bytes(buf[header.position:header.position + header.size])
-        if header.has_producer_id and \
-                job.producer_last_offsets.get(header.producer_id) == header.last_offset or last_of_group:
+        producer_last = (header.has_producer_id and
+                         job.producer_last_offsets.get(header.producer_id) == header.last_offset)
+        if producer_last or last_of_round:
             retention = BatchRetention.RETAIN_EMPTY
         else:
             retention = BatchRetention.DELETE_EMPTY

@@ -89,6 +89,11 @@ class ReadResult:
             raise ValueError("empty read result has no file")
         return self.file.fileno()
 
+    @property
+    def inode(self) -> int:
+        """The segment file's inode (a cleaned segment replacing it has another one)."""
+        return os.fstat(self.fd).st_ino if self.file is not None and not self.file.closed else 0
+
     def read_bytes(self) -> bytes:
         if self.size == 0:
             return b""

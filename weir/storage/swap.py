@@ -13,11 +13,12 @@ Kafka's ``UnifiedLog.replaceSegments`` protocol with its file names:
 
 Loading a partition (``complete_interrupted_swaps``, as Kafka's ``LogLoader``): ``.cleaned``
 files are deleted (the old segments are intact); every ``<base>.log.swap`` is validated
-(recovered) and replaces whatever segment files have a base offset in ``[base, its next
-offset)``: the old segments it was built from.  That range covers every old segment of the
-group because the cleaner keeps the last batch of each group (an empty header if all its
-records go), so the new segment ends where the group ended.  Index ``.swap`` files without
-their ``.log.swap`` are deleted (the ``.log`` was renamed last; its indexes are rebuilt).
+(recovered), the segment files with a base offset from the smallest swap base to the
+largest swap next offset are deleted (the old segments they were built from) and the swaps
+renamed.  An old segment past that range (its records all cleaned away) survives: its
+records are older values of keys written again later, so the log stays valid, only less
+compacted until the next cleaning (the same as Kafka).  Index ``.swap`` files without their
+``.log.swap`` are deleted (the ``.log`` was renamed last; its indexes are rebuilt).
 """
 
 from __future__ import annotations
@@ -77,16 +78,19 @@ def complete_interrupted_swaps(directory: Path, *, index_interval_bytes: int,
             path.unlink(missing_ok=True)
         elif name.endswith(".log" + SWAP_SUFFIX) and _base_of(name) is not None:
             swaps.append(_base_of(name) or 0)
-    for base in swaps:
-        seg, _ = LogSegment.open(directory, base, index_interval_bytes=index_interval_bytes,
-                                 max_index_bytes=max_index_bytes, now_ms=now_ms, recover=True,
-                                 suffix=SWAP_SUFFIX)
-        end = max(seg.next_offset, base + 1)
+    opened = [LogSegment.open(directory, base, index_interval_bytes=index_interval_bytes,
+                              max_index_bytes=max_index_bytes, now_ms=now_ms, recover=True,
+                              suffix=SWAP_SUFFIX)[0] for base in swaps]
+    if opened:
+        low = min(seg.base_offset for seg in opened)
+        high = max(max(seg.next_offset, seg.base_offset + 1) for seg in opened)
         for path in list(directory.iterdir()):
             other = _base_of(path.name)
-            if other is not None and base <= other < end and path.name.endswith(_KINDS):
-                log.info("deleting %s, replaced by %s", path, seg.log_path)
+            if other is not None and low <= other < high and path.name.endswith(_KINDS):
+                log.info("deleting %s, replaced by a cleaned segment", path)
                 path.unlink(missing_ok=True)
+    for seg in opened:
+        base = seg.base_offset
         seg.flush()
         seg.change_suffix("")
         seg.close()
