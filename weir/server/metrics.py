@@ -101,6 +101,7 @@ class MetricsSnapshot:
     fetch_sessions: int = 0
     fetch_session_partitions: int = 0
     fetch_session_evictions: int = 0
+    cleaner: dict[str, float] = field(default_factory=dict)  # LogCleaner gauges by name
 
 
 # -- collection -----------------------------------------------------------------------------
@@ -167,7 +168,27 @@ def collect(broker: Any) -> MetricsSnapshot:
         replication_bytes_out=getattr(rm, "replication_bytes_out", 0),
         controller=controller_snapshot(broker.controller),
         **_fetch_session_counts(getattr(broker, "fetch_sessions", None)),
+        cleaner=_cleaner_values(getattr(broker, "log_cleaner", None)),
     )
+
+
+def _cleaner_values(cleaner: Any) -> dict[str, float]:
+    """Kafka's kafka.log:type=LogCleaner / LogCleanerManager gauges."""
+    if cleaner is None:
+        return {}
+    m = cleaner.metrics
+    return {
+        "kafka_log_logcleaner_cleaner_recopy_percent": m.cleaner_recopy_percent,
+        "kafka_log_logcleaner_max_buffer_utilization_percent":
+            m.max_buffer_utilization_percent,
+        "kafka_log_logcleaner_max_clean_time_secs": m.max_clean_time_secs,
+        "kafka_log_logcleaner_max_compaction_delay_secs": m.max_compaction_delay_secs,
+        "kafka_log_logcleaner_deadthreadcount": m.dead_thread_count,
+        "kafka_log_logcleanermanager_max_dirty_percent": m.max_dirty_percent,
+        "kafka_log_logcleanermanager_time_since_last_run_ms": m.time_since_last_run_ms,
+        "kafka_log_logcleanermanager_uncleanable_partitions_count":
+            m.uncleanable_partitions_count,
+    }
 
 
 def _fetch_session_counts(cache: Any) -> dict[str, int]:
@@ -332,6 +353,8 @@ def families(snap: MetricsSnapshot) -> list[Metric]:
         *_log_families(snap),
         *_controller_families(snap),
         *_fetch_session_families(snap),
+        *(_gauge(name, f"Kafka's LogCleaner gauge {name} (log compaction).", value)
+          for name, value in sorted(snap.cleaner.items())),
     ]
 
 
