@@ -10,6 +10,7 @@ import pytest
 from tests.integration.clients import create_topic
 from tests.integration.replication_checks import (
     BackgroundProducer,
+    brokers_known_to_controller,
     partition_leaders,
     verify_exactly_once,
     wait_for_progress,
@@ -25,6 +26,10 @@ def test_leader_with_a_failed_disk_halts_and_leadership_moves(tmp_path, topic_na
                            overrides={"zookeeper.session.timeout.ms": "6000"})
     cluster.start(timeout_s=90)
     try:
+        # Topics are created through the controller, whose metadata names a broker a moment
+        # after its registration.
+        wait_until(lambda: brokers_known_to_controller(cluster) == {1, 2, 3}, 30,
+                   "the controller's metadata naming every broker")
         create_topic(cluster.bootstrap, topic_name, partitions=1, replication=3,
                      config={"min.insync.replicas": "2"})
         with BackgroundProducer(cluster.bootstrap, topic_name, 1) as producer:
