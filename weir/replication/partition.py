@@ -104,13 +104,16 @@ class Partition:
                 f"the current {self.leader_epoch}",
             )
 
-    def make_leader(self, state: LeaderState, now_ms: int) -> bool:
+    def make_leader(self, state: LeaderState, now_ms: int, *,
+                    defer_checkpoint: bool = False) -> bool:
         """Apply a become-leader state; True if this broker was not already leading this epoch.
 
         As Kafka's ``Partition.makeLeader``: a new leader epoch starts at our log end and
         re-initialises the followers' state; a broker that was already leader keeps what it
         knows of their log end offsets (only their caught-up and fetch times restart), so an
-        epoch bump (say, a follower leaving the ISR) does not stall the high watermark."""
+        epoch bump (say, a follower leaving the ISR) does not stall the high watermark.
+        ``defer_checkpoint``: the new epoch's ``leader-epoch-checkpoint`` is left to the
+        caller to write (:mod:`weir.storage.epoch_cache` says why that is safe)."""
         self.check_epoch(state)
         assert self.log is not None
         self.last_now_ms = max(self.last_now_ms, now_ms)
@@ -122,7 +125,7 @@ class Partition:
         if is_new_epoch:
             # The new epoch starts at our log end (KIP-101): followers truncate against it.
             leo = self.log.log_end_offset
-            self.log.epoch_cache.assign(state.leader_epoch, leo)
+            self.log.epoch_cache.assign(state.leader_epoch, leo, defer=defer_checkpoint)
             self.leader_epoch_start_offset = leo
             self._reset_followers(now_ms, leo, keep_offsets=not is_new_leader)
         else:

@@ -175,6 +175,11 @@ class ReplicaManager:
             except KafkaError as exc:
                 log.warning("LeaderAndIsr for %s refused: %s", tp, exc.message)
                 results[tp] = exc.code
+        # The new epochs' leader-epoch checkpoints, one batch on the storage thread instead
+        # of one fsync'd file per partition on the event loop (see weir.storage.epoch_cache).
+        self.log_manager.schedule_epoch_checkpoints(
+            [p.log for tp in updates if (p := self.partitions.get(tp)) is not None
+             and p.log is not None])
         if full and not self.received_full_leader_and_isr:
             self.received_full_leader_and_isr = True
             self._remove_strays(set(updates))
@@ -212,9 +217,9 @@ class ReplicaManager:
             )
         self.partitions[tp] = p
         if update.state.leader == self.broker_id:
-            if p.make_leader(update.state, now):
+            if p.make_leader(update.state, now, defer_checkpoint=True):
                 self.fetchers.remove(tp)
-                log.info("became leader of %s at epoch %d (ISR %s, LEO %d)", tp,
+                log.debug("became leader of %s at epoch %d (ISR %s, LEO %d)", tp,
                          p.leader_epoch, sorted(p.isr), p.log.log_end_offset)
         elif p.make_follower(update.state):
             self.fetchers.remove(tp)
@@ -225,7 +230,7 @@ class ReplicaManager:
             else:
                 # Truncation to the divergence point happens in the fetcher (KIP-101/279).
                 self.fetchers.add(tp, endpoint, p.leader_epoch, p.log.log_end_offset)
-            log.info("became follower of %s, leader %d epoch %d", tp, p.leader, p.leader_epoch)
+            log.debug("became follower of %s, leader %d epoch %d", tp, p.leader, p.leader_epoch)
         self._notify_leadership(tp, p.is_leader, p.leader_epoch)
         # Waiters on this partition complete now: a role change may have fenced them.
         self.produce_purgatory.notify(tp)
@@ -284,10 +289,13 @@ class ReplicaManager:
     async def append(self, acks: int, timeout_ms: int,
                      entries: dict[TopicPartition, bytes],
                      origin: AppendOrigin = AppendOrigin.CLIENT,
+                     verification: dict[TopicPartition, object | None] | None = None,
                      ) -> dict[TopicPartition, ProduceResult]:
         """Kafka's ``ReplicaManager.appendRecords``: ``origin`` CLIENT for Produce,
         COORDINATOR for the group and transaction coordinators' writes and transaction
-        markers (no sequence checks, control batches allowed)."""
+        markers (no sequence checks, control batches allowed).  ``verification``: with
+        transaction verification on (KIP-890), the guard of each partition (None where the
+        producer's transaction is already open there)."""
         results: dict[TopicPartition, ProduceResult] = {}
         waiting: dict[TopicPartition, int] = {}
         now = now_ms()
@@ -296,7 +304,9 @@ class ReplicaManager:
                 p, plog = self.leader_log(tp)
                 if acks == -1:
                     p.check_min_isr(self.topic_min_isr(tp.topic))
-                info = plog.append_as_leader(records, p.leader_epoch, now, origin)
+                info = plog.append_as_leader(
+                    records, p.leader_epoch, now, origin,
+                    verification=None if verification is None else (verification.get(tp),))
                 results[tp] = ProduceResult(
                     base_offset=info.first_offset,
                     log_append_time_ms=info.log_append_time_ms,
@@ -315,6 +325,13 @@ class ReplicaManager:
         if waiting:
             await self._await_replication(waiting, results, timeout_ms)
         return results
+
+    def start_transaction_verification(self, tp: TopicPartition, producer_id: int,
+                                       sequence: int, epoch: int) -> object | None:
+        """KIP-890: the guard of a verification this partition's leader starts for the
+        producer, None if its transaction is already open here (no verification needed)."""
+        _p, plog = self.leader_log(tp)
+        return plog.producer_state.maybe_start_verification(producer_id, sequence, epoch)
 
     async def _await_replication(self, waiting: dict[TopicPartition, int],
                                  results: dict[TopicPartition, ProduceResult],

@@ -8,12 +8,15 @@ later than asked it was woken.  On an idle, healthy loop the values stay near 0;
 N ms shows up as an observation of about N ms.
 
 The sample arithmetic is a pure function (:func:`lateness_ms`); :class:`EventLoopLagMonitor`
-is the asyncio shell around a prometheus_client ``Histogram``.
+is the asyncio shell around a prometheus_client ``Histogram``.  A stall of
+``STALL_LOG_MS`` or more is also logged (WARNING, with its length), so a stall can be matched
+with what the broker was doing at that moment (the control-plane benchmark reads these lines).
 """
 
 from __future__ import annotations
 
 import asyncio
+import logging
 import time
 from collections.abc import Callable
 
@@ -24,6 +27,9 @@ from weir.asyncutil import cancel_and_wait
 METRIC = "weir_event_loop_lag_ms"
 BUCKETS_MS = (1, 2, 5, 10, 25, 50, 100, 250, 500, 1000, 2500, 5000, 10000)
 INTERVAL_S = 0.1
+STALL_LOG_MS = 100.0
+
+log = logging.getLogger(__name__)
 
 
 def lateness_ms(asked_s: float, started: float, woke: float) -> float:
@@ -59,4 +65,8 @@ class EventLoopLagMonitor:
         while True:
             started = self._clock()
             await asyncio.sleep(self.interval_s)
-            self.histogram.observe(lateness_ms(self.interval_s, started, self._clock()))
+            late = lateness_ms(self.interval_s, started, self._clock())
+            self.histogram.observe(late)
+            if late >= STALL_LOG_MS:
+                log.warning("event loop stalled: a %g ms sleep woke %.0f ms late",
+                            self.interval_s * 1000, late)

@@ -2,13 +2,27 @@
 
 Entries ``(epoch, start_offset)`` are strictly increasing in both fields.  The cache
 answers OffsetsForLeaderEpoch, which followers use to find the divergence point instead of
-truncating to their high watermark.  Every change is persisted to
-``leader-epoch-checkpoint`` (when the cache has a path).
+truncating to their high watermark.  Changes are persisted to ``leader-epoch-checkpoint``
+(when the cache has a path): at once, or, for ``assign(..., defer=True)`` (a LeaderAndIsr
+making this broker leader of many partitions), later by :meth:`LeaderEpochCache.flush` on
+the storage thread (:mod:`weir.storage.deferred_writes`).
+
+A deferred entry is safe because of two rules kept by :class:`~weir.storage.log.Log`, the
+ones Kafka relies on for its asynchronously flushed truncations (``LeaderEpochFileCache``
+``truncateFromEndAsyncFlush``): the log's recovery point never moves past a record while
+the cache is dirty (``Log.flush`` flushes the cache first), and crash recovery re-reads
+the leader epochs of the batches it recovers (as Kafka's ``LogSegment.recover``), so an
+entry missing from the file after a crash is found again in the unflushed data.
+
+Thread safety: the event loop mutates the cache; :meth:`flush` may run on another thread.
+A short lock guards the entries; a second lock serialises the file writes, and a write is
+skipped when the file already holds the entries.
 """
 
 from __future__ import annotations
 
 import bisect
+import threading
 from pathlib import Path
 
 from weir.protocol.errors import ErrorCode, KafkaError
@@ -29,6 +43,10 @@ class LeaderEpochCache:
         self._offsets: list[int] = []
         for epoch, offset in entries or []:
             self._append_checked(epoch, offset)
+        self._lock = threading.Lock()  # the entries (loop vs. storage thread)
+        self._write_lock = threading.Lock()  # one file write at a time, in order
+        # What the checkpoint file holds, as far as this cache wrote or read it.
+        self._durable: list[tuple[int, int]] | None = self.entries if path is not None else None
 
     @classmethod
     def load(cls, path: Path) -> LeaderEpochCache:
@@ -49,6 +67,11 @@ class LeaderEpochCache:
         return list(zip(self._epochs, self._offsets, strict=True))
 
     @property
+    def dirty(self) -> bool:
+        """Whether the checkpoint file lacks a change (an ``assign(..., defer=True)``)."""
+        return self._path is not None and self._durable != self.entries
+
+    @property
     def latest_epoch(self) -> int:
         """The newest epoch, or -1 if the cache is empty."""
         return self._epochs[-1] if self._epochs else UNDEFINED_EPOCH
@@ -63,14 +86,33 @@ class LeaderEpochCache:
             self._path = path
 
     def _persist(self) -> None:
-        if self._path is not None:
-            write_epoch_checkpoint(self._path, self.entries)
+        self.flush()
 
-    def assign(self, epoch: int, start_offset: int) -> bool:
+    def flush(self, *, if_dir_exists: bool = False) -> None:
+        """Write ``leader-epoch-checkpoint`` if it lacks a change (any thread).
+
+        Raises OSError if the write fails (the cache stays dirty).  ``if_dir_exists`` (the
+        storage thread): a partition dir removed meanwhile (the log was deleted) is not an
+        error, and nothing is written (Kafka's ``writeIfDirExists``)."""
+        if self._path is None:
+            return
+        with self._write_lock:
+            with self._lock:
+                entries = self.entries
+            if entries == self._durable:
+                return
+            path = self._path
+            if if_dir_exists and not path.parent.is_dir():
+                return
+            write_epoch_checkpoint(path, entries)
+            self._durable = entries
+
+    def assign(self, epoch: int, start_offset: int, *, defer: bool = False) -> bool:
         """Record that ``epoch`` starts at ``start_offset``; True if the cache changed.
 
         Entries that conflict (epoch ≥ ``epoch`` or start ≥ ``start_offset``) are dropped,
-        as Kafka does, so the cache stays monotonic.
+        as Kafka does, so the cache stays monotonic.  ``defer``: the checkpoint file is
+        written later, by :meth:`flush` (see the module docstring for why that is safe).
         """
         if epoch < 0:
             return False
@@ -81,10 +123,12 @@ class LeaderEpochCache:
             self._epochs[keep] < epoch and self._offsets[keep] < start_offset
         ):
             keep += 1
-        del self._epochs[keep:], self._offsets[keep:]
-        self._epochs.append(epoch)
-        self._offsets.append(start_offset)
-        self._persist()
+        with self._lock:
+            del self._epochs[keep:], self._offsets[keep:]
+            self._epochs.append(epoch)
+            self._offsets.append(start_offset)
+        if not defer:
+            self._persist()
         return True
 
     def epoch_for_offset(self, offset: int) -> int | None:
@@ -115,7 +159,8 @@ class LeaderEpochCache:
         """Drop entries starting at or after ``end_offset`` (log truncated to it)."""
         i = bisect.bisect_left(self._offsets, end_offset)
         if i < len(self._offsets):
-            del self._epochs[i:], self._offsets[i:]
+            with self._lock:
+                del self._epochs[i:], self._offsets[i:]
             self._persist()
 
     def truncate_from_start(self, start_offset: int) -> None:
@@ -126,14 +171,16 @@ class LeaderEpochCache:
         floor = i - 1
         if floor == 0 and self._offsets[0] == start_offset:
             return
-        del self._epochs[:floor], self._offsets[:floor]
-        self._offsets[0] = start_offset
+        with self._lock:
+            del self._epochs[:floor], self._offsets[:floor]
+            self._offsets[0] = start_offset
         self._persist()
 
     def clear(self) -> None:
         """Remove every entry (log truncated fully)."""
-        self._epochs.clear()
-        self._offsets.clear()
+        with self._lock:
+            self._epochs.clear()
+            self._offsets.clear()
         self._persist()
 
     def __repr__(self) -> str:

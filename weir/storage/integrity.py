@@ -38,6 +38,7 @@ __all__ = [
     "checked_headers",
     "load_epoch_cache",
     "read_checkpoint_or_reset",
+    "recover_epochs",
 ]
 
 log = logging.getLogger(__name__)
@@ -127,3 +128,16 @@ def load_epoch_cache(path: Path, segments: list[LogSegment]) -> LeaderEpochCache
             entries.append((epoch, header.base_offset))
     write_epoch_checkpoint(path, entries)
     return LeaderEpochCache(path, entries)
+
+
+def recover_epochs(cache: LeaderEpochCache, segments: list[LogSegment], recovered_from: int
+                   ) -> None:
+    """Add the leader epochs of the batches from ``recovered_from`` on that ``cache`` lacks
+    (Kafka's ``LogSegment.recover``: each batch whose epoch is above the latest one starts
+    that epoch); the checkpoint is written once if anything was added."""
+    tail = [seg for seg in segments if seg.base_offset >= recovered_from]
+    for header in checked_headers(tail):
+        epoch = header.partition_leader_epoch
+        if epoch > cache.latest_epoch:
+            cache.assign(epoch, header.base_offset, defer=True)
+    cache.flush()

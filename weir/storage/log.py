@@ -29,7 +29,7 @@ from weir.records.records import iter_records
 from weir.storage.checkpoints import LEADER_EPOCH_CHECKPOINT, TMP_SUFFIX
 from weir.storage.config import LogConfig
 from weir.storage.epoch_cache import LeaderEpochCache
-from weir.storage.integrity import CorruptSegmentError, load_epoch_cache
+from weir.storage.integrity import CorruptSegmentError, load_epoch_cache, recover_epochs
 from weir.storage.log_dirs import parse_log_dir_name
 from weir.storage.producer_state import AppendOrigin, ProducerStateManager
 from weir.storage.producer_state_loader import (
@@ -234,6 +234,10 @@ class Log:
                 None)
             load_producer_state(directory, segments, loaded._producer_state,
                                 recovered_from=recovered)
+            if recovered is not None:
+                # Kafka's LogSegment.recover: the epochs of the recovered batches go back
+                # into the cache (a deferred checkpoint write may have died with the process).
+                recover_epochs(cache, segments, recovered)
         except CorruptSegmentError:
             for seg in segments:
                 seg.release()
@@ -330,9 +334,12 @@ class Log:
     # -- appends -----------------------------------------------------------------------
     @_storage_op
     def append_as_leader(self, records: bytes, leader_epoch: int, now_ms: int,
-                         origin: AppendOrigin = AppendOrigin.CLIENT) -> AppendResult:
+                         origin: AppendOrigin = AppendOrigin.CLIENT, *,
+                         verification: tuple[object | None] | None = None) -> AppendResult:
         """Validate, deduplicate, assign offsets from the LEO and append a produce request
-        (``origin`` COORDINATOR: a coordinator's write, e.g. a transaction marker)."""
+        (``origin`` COORDINATOR: a coordinator's write, e.g. a transaction marker).
+        ``verification`` (KIP-890, when enabled): a 1-tuple with the guard the coordinator
+        verified (or None): transactional data starting a transaction needs it."""
         self._clock_ms = now_ms
         headers = validate_produce(records, self.config.max_message_bytes)
         if origin is AppendOrigin.CLIENT:
@@ -343,6 +350,8 @@ class Log:
         duplicate = self._producer_state.check_all(headers, origin, markers)
         if duplicate is not None:
             return AppendResult(duplicate[0], duplicate[1], -1, self._log_start, duplicate=True)
+        if verification is not None:
+            self._producer_state.check_verified(headers, verification[0])
         append_time = now_ms if self.config.log_append_time else None
         first = self.log_end_offset
         buf = assign_offsets(records, headers, first, leader_epoch, append_time)
@@ -650,6 +659,9 @@ class Log:
         """fsync segments holding offsets in [recovery point, up_to) and advance it."""
         target = self.log_end_offset if up_to is None else min(up_to, self.log_end_offset)
         if target > self._recovery_point:
+            # A deferred leader-epoch entry is written before the recovery point passes
+            # records of its epoch: crash recovery only re-reads epochs past that point.
+            self._epoch_cache.flush()
             for seg in self._segments:
                 if seg.base_offset < target and seg.next_offset > self._recovery_point:
                     seg.flush()
@@ -676,6 +688,7 @@ class Log:
         """Close every segment (writes the final time-index entries) and snapshot the
         producer state at the log end (Kafka does on clean shutdown)."""
         if self.offline_reason is None and self._dir.exists():
+            self._epoch_cache.flush()  # a deferred entry (LeaderAndIsr) before the marker
             try:
                 take_snapshot(self._dir, self.log_end_offset, self._producer_state, sync=True)
             except OSError as exc:

@@ -22,6 +22,7 @@ from __future__ import annotations
 import logging
 import os
 import shutil
+from collections import Counter
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any, TypeVar
@@ -35,9 +36,9 @@ from weir.storage.checkpoints import (
     REPLICATION_OFFSET_CHECKPOINT,
     atomic_write,
     write_offset_checkpoint,
-    write_partition_metadata,
 )
 from weir.storage.config import LogConfig
+from weir.storage.deferred_writes import DeferredWriter, PartitionMetadataWrite
 from weir.storage.integrity import read_checkpoint_or_reset
 from weir.storage.log import Log
 from weir.storage.log_dirs import DirKind, delete_dir_name, future_dir_name, parse_log_dir_name
@@ -84,6 +85,8 @@ class LogManager:
         # The log cleaner's LogCleanerManager (weir.storage.log_cleaner sets it): cleaning
         # is aborted and paused while a log is deleted or swapped with its future log.
         self.cleaner: Any = None
+        # The storage thread: partition.metadata and deferred leader-epoch checkpoints.
+        self.deferred = DeferredWriter()
 
     # -- startup and shutdown ----------------------------------------------------------
     def startup(self, now_ms: int, configs: Mapping[str, LogConfig] | None = None) -> None:
@@ -158,6 +161,7 @@ class LogManager:
 
     def shutdown(self) -> None:
         """Flush and close every log, write all checkpoints and the clean-shutdown marker."""
+        self.deferred.close()
         every = self._every_online_log()
         for log_dir, lg in every:
             self._guard(log_dir, lg.flush)
@@ -284,11 +288,12 @@ class LogManager:
         raise KafkaError(ErrorCode.kafka_storage_error, f"no online log dir can host {tp}")
 
     def _dirs_by_load(self) -> list[Path]:
-        counts = {d: 0 for d in self.online_dirs}
-        for d in [*self._log_dir_of.values(), *self._future_dir_of.values()]:
-            if d in counts:
-                counts[d] += 1
-        return sorted(counts, key=lambda d: (counts[d], self.log_dirs.index(d)))
+        online = self.online_dirs
+        if len(online) <= 1:  # nothing to choose (and no count per new log)
+            return online
+        counts = Counter(self._log_dir_of.values())
+        counts.update(self._future_dir_of.values())
+        return sorted(online, key=lambda d: (counts[d], self.log_dirs.index(d)))
 
     def _create(self, log_dir: Path, tp: TopicPartition, topic_id: str | None, now: int,
                 name: str | None = None) -> Log:
@@ -296,11 +301,19 @@ class LogManager:
         lg = Log.open(log_dir / (name or str(tp)), self.config_for(tp.topic),
                       clean_shutdown=True, now_ms=now)
         if topic_id is not None:
-            write_partition_metadata(lg.dir, topic_id)
+            metadata = PartitionMetadataWrite(lg.dir, topic_id)
+            if name is None:  # on the storage thread, as Kafka's flush-metadata-file
+                self.deferred.submit([metadata])
+            else:  # a future log (KIP-113) is renamed later: written before that
+                metadata.flush()
         if name is None:
             self._logs[tp] = lg
             self._log_dir_of[tp] = log_dir
         return lg
+
+    def schedule_epoch_checkpoints(self, logs: list[Log]) -> None:
+        """Write the leader-epoch checkpoints these logs lack on the storage thread."""
+        self.deferred.submit([lg.epoch_cache for lg in logs if lg.epoch_cache.dirty])
 
     def delete_log(self, tp: TopicPartition) -> bool:
         """Remove the partition's log (and future log) and directory; True if it existed."""

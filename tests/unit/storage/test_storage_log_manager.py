@@ -46,6 +46,7 @@ def test_create_spreads_over_dirs_and_writes_metadata(manager, dirs):
     logs = [m.get_or_create_log(tp, LogConfig(), topic_id="tid-1") for tp in (TP0, TP1, TP2)]
     assert [lg.dir.parent for lg in logs] == [dirs[0], dirs[1], dirs[0]]
     assert logs[2].dir.name == "a-b-2"
+    assert m.deferred.drain(timeout_s=10)  # written on the storage thread
     assert (logs[0].dir / "partition.metadata").read_text() == "version: 0\ntopic_id: tid-1\n"
     assert m.get_or_create_log(TP0) is logs[0]
     assert m.get_log(TopicPartition("nope", 0)) is None

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import logging
+import time
 from typing import Any
 
 from weir.common import TopicPartition
@@ -16,6 +18,8 @@ MIN_VERSION = 7
 MAX_VERSION = 7
 
 FULL = 1
+
+log = logging.getLogger(__name__)
 
 
 async def handle(ctx, request) -> Any:
@@ -43,12 +47,16 @@ async def handle(ctx, request) -> Any:
                     for b in request.live_leaders}
     broker = ctx.broker
     await broker.load_topic_configs(set(topic_ids))
+    started = time.perf_counter()
     try:
         results = broker.replica_manager.apply_leader_and_isr(
             int(request.controller_epoch), updates, int(request.type_) == FULL, live_leaders
         )
     except KafkaError as exc:
         return ctx.respond(error_code=exc.code, topics=[])
+    log.info("LeaderAndIsr from controller epoch %d: %d partitions applied in %.0f ms",
+             int(request.controller_epoch), len(updates),
+             (time.perf_counter() - started) * 1000)
     by_topic: dict[str, list[dict[str, Any]]] = {}
     for tp, code in results.items():
         by_topic.setdefault(tp.topic, []).append(

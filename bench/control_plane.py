@@ -1,0 +1,464 @@
+"""Control-plane benchmark: 10,000 partitions, RF 3, on 3 real broker processes.
+
+How to run::
+
+    .venv/bin/python bench/control_plane.py                      # 10,000 partitions, ~10-20 min
+    .venv/bin/python bench/control_plane.py --partitions 3000    # smaller, quicker
+    .venv/bin/python bench/control_plane.py --phases setup,shutdown   # only some phases
+
+The cluster is a ``LocalCluster`` (managed ZooKeeper, 3 broker processes on loopback,
+``zookeeper.session.timeout.ms`` 6000 as in ``weir up``, automatic leader rebalancing off,
+``metrics.http.port`` 0 so every broker runs its event-loop lag monitor).  Topics of
+``--topic-size`` partitions (10 × 1,000 by default) are created straight in ZooKeeper, as
+CreateTopics does, with the preferred leaders spread so each broker leads a third.  The
+open-file limit is left as the machine has it (``ulimit -n``); it is recorded.
+
+Phases, in order (each one's clock starts at its action):
+
+* ``setup``: topic creation until every broker's Metadata shows the preferred leaders and
+  every ISR is full; then the open descriptors of each broker (``/proc/<pid>/fd``, by kind).
+* ``shutdown``: SIGTERM to a broker that is not the controller; its process exit, and every
+  partition it led shown with another leader in *both* survivors' Metadata.
+* ``restart``: the same broker started again after its clean shutdown; until it is
+  registered in ZooKeeper, and until it is serving (it logged the full LeaderAndIsr applied
+  and answers Metadata with every partition).
+* ``kill``: after the leaders are moved back (preferred election), SIGKILL of that broker;
+  until every partition it led has another leader in both survivors' Metadata.  Goal:
+  session timeout + 1 s.
+* ``recover``: the killed broker started again (after its old registration expired); until it
+  is serving, and the log-loading time it logged.
+* ``controller``: SIGKILL of the controller; until another broker is controller and every
+  partition the dead one led has another leader in the survivors' Metadata.  Goal: session
+  timeout + 2 s.
+
+For each phase the benchmark also reads the brokers' logs: the LeaderAndIsr requests each
+applied ("LeaderAndIsr ... applied in N ms") and the event-loop stalls of 100 ms or more the
+lag monitor logged (``weir_event_loop_lag_ms``; the worst one per broker is reported).
+
+Results: ``bench/results/control_plane-<UTC stamp>.{md,json}`` and
+``control_plane-latest.md``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import re
+import resource
+import signal
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from kio.schema.metadata.v12.request import MetadataRequest
+
+from weir.cli.cluster import LocalCluster
+from weir.cli.zkview import registered_brokers
+from weir.common import TopicPartition
+from weir.protocol.client import BrokerConnection
+from weir.protocol.codec import build
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+from produce_consume import machine  # bench helper: CPU, cores, commit, load
+
+BROKERS = (1, 2, 3)
+SESSION_TIMEOUT_MS = 6000
+LOG_LINE = re.compile(r"^\[(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3})\]")
+STALL = re.compile(r"event loop stalled: .* woke (\d+) ms late")
+LAI = re.compile(r"LeaderAndIsr from controller epoch \d+: (\d+) partitions applied in (\d+) ms")
+LOADED = re.compile(r"loaded (\d+) logs? .*in ([\d.]+) ?(ms|s)")
+PHASES = ("setup", "shutdown", "restart", "kill", "recover", "controller")
+
+
+def load_average() -> list[float]:
+    return [round(x, 2) for x in os.getloadavg()]
+
+
+async def until(predicate: Callable[[], Any], timeout_s: float, what: str,
+                interval_s: float = 0.05) -> None:
+    deadline = time.monotonic() + timeout_s
+    while True:
+        value = predicate()
+        if asyncio.iscoroutine(value):
+            value = await value
+        if value:
+            return
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"timed out waiting for {what}")
+        await asyncio.sleep(interval_s)
+
+
+def fd_kinds(pid: int) -> dict[str, int]:
+    """Open descriptors of ``pid`` by kind (segment, index, checkpoint, socket, other)."""
+    kinds: dict[str, int] = {}
+    fd_dir = Path(f"/proc/{pid}/fd")
+    for fd in fd_dir.iterdir():
+        try:
+            target = os.readlink(fd)
+        except OSError:
+            continue
+        if target.startswith("socket:"):
+            kind = "socket"
+        elif target.endswith(".log"):
+            kind = "segment (.log)"
+        elif target.endswith((".index", ".timeindex", ".txnindex")):
+            kind = "index"
+        elif target.startswith(("pipe:", "anon_inode:")):
+            kind = "pipe/eventfd/epoll"
+        else:
+            kind = "other file"
+        kinds[kind] = kinds.get(kind, 0) + 1
+    kinds["total"] = sum(kinds.values())
+    return kinds
+
+
+class Bench:
+    def __init__(self, data_dir: Path, partitions: int, topic_size: int) -> None:
+        self.topics = {f"cp-{i}": min(topic_size, partitions - i * topic_size)
+                       for i in range((partitions + topic_size - 1) // topic_size)}
+        self.partitions = partitions
+        # preferred leader rotates over the brokers across the whole partition space
+        self.assign: dict[TopicPartition, list[int]] = {}
+        n = 0
+        for topic, count in self.topics.items():
+            for p in range(count):
+                self.assign[TopicPartition(topic, p)] = [BROKERS[(n + i) % 3] for i in range(3)]
+                n += 1
+        self.cluster = LocalCluster(data_dir, brokers=3, port_base=0,
+                                    session_timeout_ms=SESSION_TIMEOUT_MS, overrides={
+                                        "auto.leader.rebalance.enable": "false",
+                                        "metrics.http.port": "0"})
+        self.phases: dict[str, dict[str, Any]] = {}
+
+    # -- probes ------------------------------------------------------------------------------
+    def endpoint(self, broker_id: int) -> tuple[str, int]:
+        slot = next(s for s in self.cluster.brokers if s.id == broker_id)
+        return slot.host, slot.port
+
+    async def metadata(self, broker_id: int, timeout_s: float = 30
+                       ) -> tuple[dict[TopicPartition, int], int]:
+        """(partition → leader, controller id) in ``broker_id``'s Metadata."""
+        conn = BrokerConnection(*self.endpoint(broker_id), client_id="cp-bench")
+        await conn.connect()
+        try:
+            resp = await conn.request(build(
+                MetadataRequest, topics=[{"name": t} for t in self.topics],
+                allow_auto_topic_creation=False), timeout_s=timeout_s)
+        finally:
+            await conn.close()
+        leaders = {TopicPartition(t.name, p.partition_index): p.leader_id
+                   for t in resp.topics for p in t.partitions}
+        return leaders, int(resp.controller_id)
+
+    async def moved_everywhere(self, brokers: list[int], led: set[TopicPartition],
+                               dead: int) -> bool:
+        for b in brokers:
+            try:
+                leaders, _ = await self.metadata(b, timeout_s=10)
+            except (TimeoutError, ConnectionError, OSError):
+                return False
+            if any(leaders.get(tp, dead) in (dead, -1) for tp in led):
+                return False
+        return True
+
+    def led_by(self, broker_id: int) -> set[TopicPartition]:
+        return {tp for tp, r in self.assign.items() if r[0] == broker_id}
+
+    async def wait_balanced(self, timeout_s: float = 900) -> None:
+        """Full ISRs, preferred leaders in ZooKeeper and in every broker's Metadata."""
+        zk = self.cluster.zk()
+        tps = list(self.assign)
+
+        def full_isr() -> bool:
+            states = zk.get_partition_states(tps)
+            return len(states) == len(tps) and all(len(s.isr) == 3 for s in states.values())
+        await until(lambda: asyncio.to_thread(full_isr), timeout_s, "full ISRs", 0.5)
+        states = await asyncio.to_thread(zk.get_partition_states, tps)
+        unbalanced = [tp for tp, s in states.items() if s.leader != self.assign[tp][0]]
+        if unbalanced:
+            await asyncio.to_thread(zk.create_preferred_election, unbalanced)
+
+        async def everywhere() -> bool:
+            for b in BROKERS:
+                try:
+                    leaders, _ = await self.metadata(b)
+                except (TimeoutError, ConnectionError, OSError):
+                    return False
+                if len(leaders) != len(tps) or any(
+                        leaders[tp] != r[0] for tp, r in self.assign.items()):
+                    return False
+            return True
+        await until(everywhere, timeout_s, "preferred leaders in every broker's metadata", 0.5)
+
+    async def settle(self, quiet_s: float = 3.0, timeout_s: float = 180) -> None:
+        """Until no broker log grew for ``quiet_s`` (ISR expansion, elections all log)."""
+        paths = [self.cluster.log_path(b) for b in BROKERS]
+        sizes, last, start = None, time.monotonic(), time.monotonic()
+        while time.monotonic() - start < timeout_s:
+            await asyncio.sleep(0.25)
+            now = [p.stat().st_size for p in paths]
+            if now != sizes:
+                sizes, last = now, time.monotonic()
+            elif time.monotonic() - last >= quiet_s:
+                return
+
+    async def serving(self, broker_id: int, log_from: int) -> bool:
+        """The broker applied a LeaderAndIsr naming every partition it hosts and answers
+        Metadata with every partition."""
+        text = self.cluster.log_path(broker_id).read_bytes()[log_from:].decode(errors="replace")
+        applied = sum(int(m.group(1)) for m in LAI.finditer(text))
+        if applied < len(self.assign):
+            return False
+        try:
+            leaders, _ = await self.metadata(broker_id, timeout_s=10)
+        except (TimeoutError, ConnectionError, OSError):
+            return False
+        return len(leaders) == len(self.assign)
+
+    # -- per-phase log reading ----------------------------------------------------------------
+    def log_marks(self) -> dict[int, int]:
+        return {b: self.cluster.log_path(b).stat().st_size for b in BROKERS}
+
+    def read_logs(self, marks: dict[int, int], wall0: float) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        for b in BROKERS:
+            text = self.cluster.log_path(b).read_bytes()[marks[b]:].decode(errors="replace")
+            stalls, lais, loaded = [], [], []
+            for line in text.splitlines():
+                m = LOG_LINE.match(line)
+                t = (datetime.strptime(m.group(1), "%Y-%m-%d %H:%M:%S,%f").timestamp() - wall0
+                     if m else None)
+                if (s := STALL.search(line)) is not None:
+                    stalls.append([round(t, 2) if t is not None else None, int(s.group(1))])
+                elif (a := LAI.search(line)) is not None:
+                    lais.append([round(t, 2) if t is not None else None, int(a.group(1)),
+                                 int(a.group(2))])
+                elif LOADED.search(line) is not None:
+                    loaded.append(line[line.find("loaded"):])
+            out[str(b)] = {"worst_stall_ms": max((s[1] for s in stalls), default=0),
+                           "stalls_over_100ms": len(stalls), "stalls": stalls[:50],
+                           "leader_and_isr": lais, "loaded": loaded}
+        return out
+
+    async def phase(self, name: str, action: Callable[[], Any]) -> dict[str, Any]:
+        marks, load = self.log_marks(), load_average()
+        wall0 = time.time()
+        result = await action()
+        result["load_before"] = load
+        result["brokers"] = self.read_logs(marks, wall0)
+        self.phases[name] = result
+        print(name, json.dumps({k: v for k, v in result.items() if k != "brokers"}),
+              {b: (v["worst_stall_ms"], [x[1:] for x in v["leader_and_isr"]][:6])
+               for b, v in result["brokers"].items()}, flush=True)
+        return result
+
+    # -- phases --------------------------------------------------------------------------------
+    async def setup(self) -> dict[str, Any]:
+        zk = self.cluster.zk()
+        t0 = time.perf_counter()
+        for topic, count in self.topics.items():
+            await asyncio.to_thread(zk.create_topic, topic, {
+                p: self.assign[TopicPartition(topic, p)] for p in range(count)}, {})
+        created = time.perf_counter() - t0
+        await self.wait_balanced()
+        online = time.perf_counter() - t0
+        await self.settle()
+        fds = {str(b): fd_kinds(self.cluster.broker_pid(b)) for b in BROKERS}
+        return {"create_calls_s": round(created, 2), "online_s": round(online, 1), "fds": fds}
+
+    async def sigterm(self, victim: int) -> dict[str, Any]:
+        survivors = [b for b in BROKERS if b != victim]
+        led = self.led_by(victim)
+        pid = self.cluster.broker_pid(victim)
+        done: dict[str, float] = {}
+
+        def wait_exit() -> None:
+            while self.cluster.broker_pid(victim) is not None:
+                time.sleep(0.005)
+            done["exit_s"] = round(time.perf_counter() - t0, 3)
+
+        async def wait_moved() -> None:
+            await until(lambda: self.moved_everywhere(survivors, led, victim), 120,
+                        "moved leaders", 0.01)
+            done["moved_s"] = round(time.perf_counter() - t0, 3)
+        t0 = time.perf_counter()
+        os.kill(pid, signal.SIGTERM)
+        await asyncio.gather(asyncio.to_thread(wait_exit), wait_moved())
+        return {"victim": victim, "partitions_led": len(led), **done}
+
+    async def restart(self, broker_id: int, after_kill: bool) -> dict[str, Any]:
+        zk = self.cluster.zk()
+        if after_kill:  # the dead process's registration must expire first
+            await until(lambda: broker_id not in registered_brokers(zk), 60,
+                        "old registration expired", 0.05)
+        log_from = self.cluster.log_path(broker_id).stat().st_size
+        t0 = time.perf_counter()
+        self.cluster.start_broker(broker_id, stale_wait_s=0)
+        await until(lambda: broker_id in registered_brokers(zk), 120, "registration", 0.02)
+        registered = time.perf_counter() - t0
+        await until(lambda: self.serving(broker_id, log_from), 300, "serving", 0.05)
+        return {"broker": broker_id, "registered_s": round(registered, 3),
+                "serving_s": round(time.perf_counter() - t0, 3)}
+
+    async def sigkill(self, victim: int) -> dict[str, Any]:
+        survivors = [b for b in BROKERS if b != victim]
+        led = self.led_by(victim)
+        t0 = time.perf_counter()
+        self.cluster.kill_broker(victim)
+        await until(lambda: self.moved_everywhere(survivors, led, victim), 120,
+                    "moved leaders", 0.02)
+        return {"victim": victim, "partitions_led": len(led),
+                "moved_s": round(time.perf_counter() - t0, 3),
+                "goal_s": SESSION_TIMEOUT_MS / 1000 + 1}
+
+    async def kill_controller(self) -> dict[str, Any]:
+        zk = self.cluster.zk()
+        old = self.cluster.controller_id()
+        survivors = [b for b in BROKERS if b != old]
+        led = self.led_by(old)
+        t0 = time.perf_counter()
+        self.cluster.kill_broker(old)
+
+        def elected() -> bool:
+            cid = zk.get_controller_id()
+            return cid is not None and cid >= 0 and cid != old
+        await until(lambda: asyncio.to_thread(elected), 120, "new controller", 0.02)
+        elected_s = time.perf_counter() - t0
+        await until(lambda: self.moved_everywhere(survivors, led, old), 120,
+                    "moved leaders", 0.02)
+        return {"old_controller": old, "new_controller": zk.get_controller_id(),
+                "partitions_led": len(led), "elected_s": round(elected_s, 3),
+                "operational_s": round(time.perf_counter() - t0, 3),
+                "goal_s": SESSION_TIMEOUT_MS / 1000 + 2}
+
+    async def run(self, phases: set[str]) -> None:
+        self.cluster.start(timeout_s=120)
+        try:
+            await self.phase("setup", self.setup)
+            victim = max(b for b in BROKERS if b != self.cluster.controller_id())
+            if "shutdown" in phases:
+                await self.phase("shutdown", lambda: self.sigterm(victim))
+                await self.phase("restart", lambda: self.restart(victim, after_kill=False))
+                await self.wait_balanced()
+                await self.settle()
+            if "kill" in phases:
+                await self.phase("kill", lambda: self.sigkill(victim))
+                await self.phase("recover", lambda: self.restart(victim, after_kill=True))
+                await self.wait_balanced()
+                await self.settle()
+            if "controller" in phases:
+                await self.phase("controller", self.kill_controller)
+        finally:
+            self.cluster.stop(timeout_s=120)
+
+
+# -- report --------------------------------------------------------------------------------
+
+def report(doc: dict[str, Any]) -> str:
+    m, ph = doc["machine"], doc["phases"]
+    lines = [
+        f"# Control-plane benchmark: {doc['partitions']} partitions, RF 3, 3 broker processes",
+        "",
+        (f"Machine: {m['cpu']}, {m['cores']} cores, {m['ram_gib']} GiB, Python {m['python']}, "
+         f"commit {m['commit']}{' ' + doc['label'] if doc.get('label') else ''}. "
+         f"Open-file limit {doc['rlimit_nofile']}. "
+         f"Load average (1/5/15 min): {doc['load_start']} at start, {doc['load_end']} at end. "
+         f"ZooKeeper session timeout {SESSION_TIMEOUT_MS} ms."),
+        "",
+        "| phase | measure | value | goal |",
+        "|---|---|---|---|",
+    ]
+
+    def row(phase: str, what: str, value: str, goal: str = "") -> None:
+        lines.append(f"| {phase} | {what} | {value} | {goal} |")
+    if "setup" in ph:
+        s = ph["setup"]
+        row("setup", "topics created → preferred leaders everywhere", f"{s['online_s']} s")
+        for b, kinds in s["fds"].items():
+            detail = ", ".join(f"{k} {v}" for k, v in sorted(kinds.items()) if k != "total")
+            row("setup", f"open descriptors, broker {b}", f"{kinds['total']} ({detail})",
+                f"< {doc['rlimit_nofile']}")
+    if "shutdown" in ph:
+        s = ph["shutdown"]
+        row("shutdown", f"SIGTERM → process exit (leads {s['partitions_led']})",
+            f"{s['exit_s']:.2f} s", "< 1 s")
+        row("shutdown", "SIGTERM → new leaders in both survivors' Metadata",
+            f"{s['moved_s']:.2f} s", "< 1 s")
+    if "restart" in ph:
+        s = ph["restart"]
+        row("restart", "clean restart → registered", f"{s['registered_s']:.2f} s")
+        row("restart", "clean restart → serving", f"{s['serving_s']:.2f} s", "< 5 s")
+    if "kill" in ph:
+        s = ph["kill"]
+        row("kill", "SIGKILL → new leaders in both survivors' Metadata",
+            f"{s['moved_s']:.2f} s", f"< {s['goal_s']:g} s")
+    if "recover" in ph:
+        s = ph["recover"]
+        row("recover", "restart after SIGKILL → registered", f"{s['registered_s']:.2f} s")
+        row("recover", "restart after SIGKILL → serving", f"{s['serving_s']:.2f} s")
+    if "controller" in ph:
+        s = ph["controller"]
+        row("controller", "controller SIGKILL → new controller elected",
+            f"{s['elected_s']:.2f} s")
+        row("controller", "controller SIGKILL → its leaders moved in survivors' Metadata",
+            f"{s['operational_s']:.2f} s", f"< {s['goal_s']:g} s")
+    lines += ["", ("Per phase and broker, from the brokers' logs: the LeaderAndIsr requests "
+                   "applied (partitions/ms, at most 4 shown) and the worst event-loop stall "
+                   "(weir_event_loop_lag_ms; stalls under 100 ms are not logged)."), "",
+              "| phase | broker | LeaderAndIsr (partitions/ms) | worst stall | stalls ≥ 100 ms |",
+              "|---|---|---|---|---|"]
+    for name in PHASES:
+        if name not in ph:
+            continue
+        for b, v in ph[name]["brokers"].items():
+            lai = ", ".join(f"{n}/{ms}" for _, n, ms in v["leader_and_isr"][:4])
+            more = len(v["leader_and_isr"]) - 4
+            lai += f" (+{more})" if more > 0 else ""
+            worst = f"{v['worst_stall_ms']} ms" if v["worst_stall_ms"] else "< 100 ms"
+            lines.append(f"| {name} | {b} | {lai or '-'} | {worst} | "
+                         f"{v['stalls_over_100ms']} |")
+    if doc.get("notes"):
+        lines += ["", "## Notes", "", *doc["notes"]]
+    return "\n".join(lines) + "\n"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--partitions", type=int, default=10_000)
+    parser.add_argument("--topic-size", type=int, default=1000)
+    parser.add_argument("--phases", default="shutdown,kill,controller")
+    parser.add_argument("--data-dir", type=Path, default=None)
+    parser.add_argument("--label", default="", help="e.g. 'before' or 'after'")
+    parser.add_argument("--note", action="append", default=[])
+    parser.add_argument("--no-save", action="store_true")
+    args = parser.parse_args()
+    doc: dict[str, Any] = {"machine": machine(), "load_start": load_average(),
+                           "partitions": args.partitions, "label": args.label,
+                           "rlimit_nofile": resource.getrlimit(resource.RLIMIT_NOFILE)[0],
+                           "notes": args.note}
+    with tempfile.TemporaryDirectory(prefix="cp-bench-") as tmp:
+        bench = Bench(args.data_dir or Path(tmp), args.partitions, args.topic_size)
+        try:
+            asyncio.run(bench.run(set(args.phases.split(","))))
+        finally:
+            doc["phases"] = bench.phases
+            doc["load_end"] = load_average()
+    text = report(doc)
+    print(text)
+    if not args.no_save:
+        out = HERE / "results"
+        stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
+        (out / f"control_plane-{stamp}.json").write_text(json.dumps(doc, indent=2) + "\n")
+        (out / f"control_plane-{stamp}.md").write_text(text)
+        (out / "control_plane-latest.md").write_text(text)
+
+
+if __name__ == "__main__":
+    main()
