@@ -1,0 +1,288 @@
+"""Latency benchmark: produce (send → ack) and end to end (send → consumer receives),
+acks=all, replication factor 3, min.insync.replicas=2, at fixed record rates.
+
+    .venv/bin/python bench/latency.py                      # 500 and 5000 records/s, 30 s each
+    .venv/bin/python bench/latency.py --quick              # 10 s each
+    .venv/bin/python bench/latency.py --rates 500 --seconds 60 --repeat 3
+
+What one run does:
+
+1. Starts a 3-broker Weir cluster (``LocalCluster``, managed ZooKeeper, free ports, each
+   broker with a ``metrics.http.port``) and, per rate, creates a fresh topic (1 partition,
+   RF 3, ``min.insync.replicas=2``).
+2. Starts a **consumer in another process** (confluent-kafka ``Consumer``, ``assign()`` at
+   the log end, default fetch settings), which stamps each record's arrival with
+   ``time.time_ns()``.
+3. Produces 1 KiB records at the given rate with a confluent-kafka ``Producer``
+   (``acks=all``, ``linger.ms`` 0 unless ``--linger-ms``); the first 8 bytes of each value
+   are its send time (``time.time_ns()``).  A separate thread polls the producer so each
+   delivery callback runs as soon as librdkafka has the acknowledgement; the callback
+   records ``time.time_ns()``.  librdkafka's own figure (``Message.latency()``) is kept too.
+   The sender paces by schedule, not by sleeping a fixed interval, so a stall does not lower
+   the offered rate (no coordinated omission on the sending side).
+4. Reports p50, p99, p99.9 and max over **every sample** (numpy percentiles), for produce
+   and end to end, and the brokers' ``weir_event_loop_lag_ms`` histogram accumulated during
+   the run (how often and how long the event loops stalled).
+
+Goal (issue: latency): p99 ≤ 5 × p50 and p99.9 ≤ 10 × p50 at both rates.  Producer,
+consumer and three brokers share the machine; the load average is recorded with each run.
+
+Results: bench/results/latency-<UTC timestamp>.{md,json} and bench/results/latency-latest.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import multiprocessing as mp
+import os
+import re
+import struct
+import sys
+import tempfile
+import threading
+import time
+import urllib.request
+from pathlib import Path
+
+import numpy as np
+from confluent_kafka import OFFSET_END, Consumer, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic
+from produce_consume import machine  # same folder: the machine description
+
+from weir.cli.cluster import LocalCluster
+from weir.config import read_properties
+
+HERE = Path(__file__).resolve().parent
+RESULTS = HERE / "results"
+VALUE_SIZE = 1024
+_STAMP = struct.Struct(">q")
+PERCENTILES = (50, 99, 99.9)
+
+
+# -- consumer (its own process) -------------------------------------------------------------
+
+def consume(bootstrap: str, topic: str, expected: int, ready: mp.Event, out: str,
+            deadline_s: float) -> None:
+    """Receive ``expected`` records from the log end; write (send_ns, recv_ns) pairs."""
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"lat-{topic}",
+                         "enable.auto.commit": False, "auto.offset.reset": "latest"})
+    consumer.assign([TopicPartition(topic, 0, OFFSET_END)])
+    # The assignment takes effect once the first fetch position is known: poll until then.
+    until = time.monotonic() + 30
+    while time.monotonic() < until:
+        consumer.consume(1, 0.05)
+        if consumer.position([TopicPartition(topic, 0)])[0].offset >= 0:
+            break
+    ready.set()
+    sent, received = [], []
+    until = time.monotonic() + deadline_s
+    while len(received) < expected and time.monotonic() < until:
+        for msg in consumer.consume(1000, 0.1):
+            now = time.time_ns()
+            if msg.error() is None:
+                sent.append(_STAMP.unpack_from(msg.value())[0])
+                received.append(now)
+    consumer.close()
+    np.save(out, np.array([sent, received], dtype=np.int64))
+
+
+# -- producer ---------------------------------------------------------------------------
+
+def produce(bootstrap: str, topic: str, rate: int, seconds: float, linger_ms: int
+            ) -> tuple[np.ndarray, np.ndarray, int]:
+    """Returns (callback latencies ms, librdkafka latencies ms, errors)."""
+    producer = Producer({"bootstrap.servers": bootstrap, "acks": "all",
+                         "linger.ms": linger_ms, "enable.idempotence": True})
+    producer.list_topics(topic, timeout=10)  # metadata before the clock starts
+    acked: list[int] = []
+    rd_latency: list[float] = []
+    errors = [0]
+    stop = threading.Event()
+
+    def poller() -> None:
+        while not stop.is_set():
+            producer.poll(0.05)
+
+    def report(err, msg, sent_ns):
+        if err is not None:
+            errors[0] += 1
+            return
+        acked.append(time.time_ns() - sent_ns)
+        lat = msg.latency()
+        if lat is not None:
+            rd_latency.append(lat * 1000)
+
+    thread = threading.Thread(target=poller, daemon=True)
+    thread.start()
+    pad = b"x" * (VALUE_SIZE - _STAMP.size)
+    interval = 1.0 / rate
+    start = time.perf_counter()
+    n = 0
+    total = int(rate * seconds)
+    while n < total:
+        due = start + n * interval
+        delay = due - time.perf_counter()
+        if delay > 0.0005:
+            time.sleep(delay)
+        sent = time.time_ns()
+        producer.produce(topic, _STAMP.pack(sent) + pad,
+                         on_delivery=lambda e, m, s=sent: report(e, m, s))
+        n += 1
+    producer.flush(60)
+    stop.set()
+    thread.join(5)
+    return (np.array(acked, dtype=np.float64) / 1e6, np.array(rd_latency, dtype=np.float64),
+            errors[0])
+
+
+def summary(ms: np.ndarray) -> dict[str, float]:
+    if not len(ms):
+        return {"samples": 0}
+    p50, p99, p999 = np.percentile(ms, PERCENTILES)
+    return {"samples": int(len(ms)), "p50_ms": float(p50), "p99_ms": float(p99),
+            "p99.9_ms": float(p999), "max_ms": float(ms.max()), "mean_ms": float(ms.mean()),
+            "p99_over_p50": float(p99 / p50), "p99.9_over_p50": float(p999 / p50)}
+
+
+# -- broker metrics -----------------------------------------------------------------------
+
+_BUCKET = re.compile(r'^weir_event_loop_lag_ms_bucket\{le="([^"]+)"\} (\S+)$', re.M)
+
+
+def loop_lag(ports: list[int]) -> dict[int, dict[str, float]]:
+    """Cumulative weir_event_loop_lag_ms buckets of each broker (by metrics port)."""
+    out = {}
+    for port in ports:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as r:
+            text = r.read().decode()
+        out[port] = {le: float(v) for le, v in _BUCKET.findall(text)}
+    return out
+
+
+def lag_delta(before: dict[int, dict[str, float]], after: dict[int, dict[str, float]]
+              ) -> list[dict[str, float]]:
+    """Per broker: samples in the run, and how many were ≥ 10, 50, 100 ms late."""
+    rows = []
+    for port, buckets in after.items():
+        d = {le: v - before[port].get(le, 0.0) for le, v in buckets.items()}
+        total = d.get("+Inf", 0.0)
+        rows.append({"samples": total,
+                     "over_10ms": total - d.get("10.0", 0.0),
+                     "over_50ms": total - d.get("50.0", 0.0),
+                     "over_100ms": total - d.get("100.0", 0.0)})
+    return rows
+
+
+# -- one rate -----------------------------------------------------------------------------
+
+def run_rate(cluster: LocalCluster, ports: list[int], rate: int, seconds: float,
+             linger_ms: int, tag: str, tmp: Path) -> dict:
+    topic = f"lat-{rate}-{tag}"
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
+    admin.create_topics([NewTopic(topic, 1, 3, config={"min.insync.replicas": "2"})],
+                        operation_timeout=60)[topic].result(60)
+    # Warm-up (not measured): connections, the partition's first segment on every replica.
+    produce(cluster.bootstrap, topic, min(rate, 1000), 1.0, linger_ms)
+    total = int(rate * seconds)
+    ctx = mp.get_context("spawn")
+    ready = ctx.Event()
+    out = str(tmp / f"{topic}.npy")
+    proc = ctx.Process(target=consume, args=(cluster.bootstrap, topic, total, ready, out,
+                                             seconds + 60))
+    proc.start()
+    if not ready.wait(60):
+        proc.kill()
+        raise RuntimeError("consumer did not start")
+    load_start = os.getloadavg()
+    lag_before = loop_lag(ports)
+    acked, rd, errors = produce(cluster.bootstrap, topic, rate, seconds, linger_ms)
+    lag_after = loop_lag(ports)
+    proc.join(seconds + 90)
+    if proc.exitcode != 0:
+        raise RuntimeError(f"consumer exited with {proc.exitcode}")
+    sent, received = np.load(out)
+    e2e = (received - sent) / 1e6
+    return {"rate": rate, "seconds": seconds, "records": total, "errors": errors,
+            "consumed": int(len(e2e)), "produce": summary(acked),
+            "produce_librdkafka": summary(rd), "end_to_end": summary(e2e),
+            "loop_lag": lag_delta(lag_before, lag_after),
+            "load_average": [round(x, 2) for x in load_start],
+            "load_average_at_end": [round(x, 2) for x in os.getloadavg()]}
+
+
+def fmt(s: dict) -> str:
+    if not s.get("samples"):
+        return "– | – | – | – | –"
+    return (f"{s['p50_ms']:.1f} | {s['p99_ms']:.1f} | {s['p99.9_ms']:.1f} | "
+            f"{s['max_ms']:.1f} | {s['p99_over_p50']:.1f} / {s['p99.9_over_p50']:.1f}")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rates", default="500,5000")
+    parser.add_argument("--seconds", type=float, default=30.0)
+    parser.add_argument("--repeat", type=int, default=1)
+    parser.add_argument("--linger-ms", type=int, default=0)
+    parser.add_argument("--quick", action="store_true", help="10 s per rate")
+    parser.add_argument("--config", action="append", default=[], metavar="KEY=VALUE",
+                        help="broker config override (repeatable)")
+    args = parser.parse_args(argv)
+    seconds = 10.0 if args.quick else args.seconds
+    rates = [int(r) for r in args.rates.split(",")]
+    overrides = dict(kv.split("=", 1) for kv in args.config)
+    info = machine()
+    runs = []
+    with tempfile.TemporaryDirectory(prefix="weir-bench-lat-") as tmpdir:
+        tmp = Path(tmpdir)
+        cluster = LocalCluster(tmp / "cluster", brokers=3, port_base=0, overrides=overrides)
+        cluster.serve_metrics = True
+        cluster.start(timeout_s=120)
+        try:
+            ports = [int(read_properties(cluster.config_path(b))["metrics.http.port"])
+                     for b in cluster.broker_ids]
+            for i in range(args.repeat):
+                for rate in rates:
+                    run = run_rate(cluster, ports, rate, seconds, args.linger_ms, str(i), tmp)
+                    print(json.dumps(run), flush=True)
+                    runs.append(run)
+        finally:
+            cluster.stop()
+    info["load_average_at_end"] = [round(x, 2) for x in os.getloadavg()]
+    when = datetime.datetime.now(datetime.UTC).strftime("%Y%m%dT%H%M%SZ")
+    doc = {"when": when, "machine": info, "linger_ms": args.linger_ms, "overrides": overrides,
+           "runs": runs}
+    lines = [
+        f"# Latency benchmark — {when}",
+        "",
+        (f"Commit `{info['commit']}`; {info['cpu']}, {info['cores']} cores, "
+         f"{info['ram_gib']} GiB RAM; Python {info['python']}; confluent-kafka "
+         f"{info['confluent_kafka']} (librdkafka {info['librdkafka']})."),
+        (f"3 brokers, 1 partition, RF 3, min.insync.replicas=2, acks=all, idempotent, "
+         f"linger.ms={args.linger_ms}, 1 KiB records, {seconds:g} s per run; consumer in "
+         f"another process. Broker overrides: {overrides or 'none'}."),
+        "",
+        ("| rate/s | what | p50 ms | p99 ms | p99.9 ms | max ms | p99/p50 / p99.9/p50 | "
+         "load avg | loop stalls ≥10/50/100 ms (per broker) |"),
+        "|---:|---|---:|---:|---:|---:|---:|---|---|",
+    ]
+    for run in runs:
+        stalls = ", ".join(f"{int(b['over_10ms'])}/{int(b['over_50ms'])}/{int(b['over_100ms'])}"
+                           for b in run["loop_lag"])
+        load = run["load_average"][0]
+        for what, key in (("produce", "produce"), ("produce (librdkafka)", "produce_librdkafka"),
+                          ("end to end", "end_to_end")):
+            lines.append(f"| {run['rate']} | {what} | {fmt(run[key])} | {load} | {stalls} |")
+    lines += ["", "Goal: p99 ≤ 5 × p50 and p99.9 ≤ 10 × p50 at both rates.", ""]
+    md = "\n".join(lines)
+    RESULTS.mkdir(exist_ok=True)
+    (RESULTS / f"latency-{when}.json").write_text(json.dumps(doc, indent=2) + "\n")
+    (RESULTS / f"latency-{when}.md").write_text(md)
+    (RESULTS / "latency-latest.md").write_text(md)
+    print(md)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
