@@ -169,7 +169,7 @@ def test_kafka_python_transactions(tcluster, topic_name):
 
 
 def _consume_transform_produce(bootstrap: str, source: str, sink: str, group: str,
-                               txn_id: str, commit: bool) -> int:
+                               txn_id: str, commit: bool, before_end=None) -> int:
     consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": group,
                          "enable.auto.commit": False, "auto.offset.reset": "earliest",
                          "isolation.level": "read_committed",
@@ -191,6 +191,8 @@ def _consume_transform_produce(bootstrap: str, source: str, sink: str, group: st
             producer.produce(sink, msg.value().upper(), partition=0)
         producer.send_offsets_to_transaction(consumer.position(consumer.assignment()),
                                              consumer.consumer_group_metadata(), 60)
+        if before_end is not None:
+            before_end()
         if commit:
             producer.commit_transaction(60)
         else:
@@ -216,8 +218,19 @@ def test_send_offsets_to_transaction(tcluster):
         finally:
             c.close()
 
+    def unstable_while_open() -> None:
+        # OffsetFetch v7 require_stable (KIP-447): the undecided commit is not served.
+        s = tcluster.brokers[0]
+        found = raw_request(s.host, s.port, 10, 4, key_type=0, coordinator_keys=[group])
+        node = int(found.coordinators[0].node_id)
+        c = next(b for b in tcluster.brokers if b.id == node)
+        resp = raw_request(c.host, c.port, 9, 7, group_id=group, require_stable=True,
+                           topics=[{"name": source, "partition_indexes": [0]}])
+        assert resp.topics[0].partitions[0].error_code == 88  # UNSTABLE_OFFSET_COMMIT
+
     # Aborted: neither the output nor the offsets count.
-    _consume_transform_produce(bootstrap, source, sink, group, _name("ctp-tx"), commit=False)
+    _consume_transform_produce(bootstrap, source, sink, group, _name("ctp-tx"), commit=False,
+                               before_end=unstable_while_open)
     assert _read_all(bootstrap, sink, 1, "read_committed") == []
     assert committed() < 0
     # Committed: both at once.

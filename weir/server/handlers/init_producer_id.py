@@ -8,6 +8,7 @@ from typing import Any
 from weir.protocol.errors import ErrorCode, KafkaError
 from weir.security.acls import AclOperation, ResourceType
 from weir.server import authz
+from weir.server.handlers._txn import fenced_for_version
 
 API_KEY = 22
 MIN_VERSION = 0
@@ -37,7 +38,8 @@ async def handle(ctx, request) -> Any:
         timeout_ms = int(request.transaction_timeout.total_seconds() * 1000)
         result = await ctx.broker.txn_coordinator.init_producer_id(
             request.transactional_id, timeout_ms, pid, epoch)
-        return ctx.respond(error_code=result.error, producer_id=result.producer_id,
+        return ctx.respond(error_code=fenced_for_version(result.error, ctx.version, 4),
+                           producer_id=result.producer_id,
                            producer_epoch=result.producer_epoch)
     try:
         if pid >= 0 and 0 <= epoch < _MAX_EPOCH - 1:

@@ -16,8 +16,11 @@ MIN_VERSION = 0
 MAX_VERSION = 9
 
 
-def _fetch(ctx, group_id: str, topics: Any) -> tuple[ErrorCode, list[dict[str, Any]]]:
-    """(group error, topics) for one group; ``topics`` None asks for every offset."""
+def _fetch(ctx, group_id: str, topics: Any,
+           require_stable: bool = False) -> tuple[ErrorCode, list[dict[str, Any]]]:
+    """(group error, topics) for one group; ``topics`` None asks for every offset.
+    ``require_stable`` (v7+, KIP-447): a partition with a transactional commit still
+    undecided is UNSTABLE_OFFSET_COMMIT (the consumer retries)."""
     wanted = None
     if topics is not None:
         wanted = [TopicPartition(t.name, int(p)) for t in topics for p in t.partition_indexes]
@@ -43,7 +46,15 @@ def _fetch(ctx, group_id: str, topics: Any) -> tuple[ErrorCode, list[dict[str, A
                      if authz.authorize(ctx, AclOperation.DESCRIBE, ResourceType.TOPIC,
                                         tp.topic, log_if_denied=False)}
     by_topic: dict[str, list[dict[str, Any]]] = {}
+    coordinator = ctx.broker.group_coordinator
     for tp, o in found.items():
+        if (require_stable and error == ErrorCode.none
+                and coordinator.has_pending_txn_offsets(group_id, tp)):
+            by_topic.setdefault(tp.topic, []).append({
+                "partition_index": tp.partition, "committed_offset": -1,
+                "committed_leader_epoch": -1, "metadata": "",
+                "error_code": ErrorCode.unstable_offset_commit})
+            continue
         by_topic.setdefault(tp.topic, []).append({
             "partition_index": tp.partition,
             "committed_offset": o.offset if o else -1,
@@ -65,13 +76,14 @@ async def handle(ctx, request) -> Any:
     if ctx.version == 0:
         return ctx.respond(topics=await _fetch_from_zookeeper(ctx, request.group_id,
                                                               request.topics))
+    stable = bool(getattr(request, "require_stable", False))
     if ctx.version >= 8:
         groups = []
         for g in request.groups:
-            error, topics = _fetch(ctx, g.group_id, g.topics)
+            error, topics = _fetch(ctx, g.group_id, g.topics, stable)
             groups.append({"group_id": g.group_id, "topics": topics, "error_code": error})
         return ctx.respond(groups=groups)
-    error, topics = _fetch(ctx, request.group_id, request.topics)
+    error, topics = _fetch(ctx, request.group_id, request.topics, stable)
     return ctx.respond(topics=topics, error_code=error)
 
 
