@@ -43,6 +43,7 @@ test-fast: deps
 
 bench: deps
 	$(PY) bench/produce_consume.py
+	$(PY) bench/compaction.py
 
 # A long fuzzing run (FUZZ_MINUTES, default 60): in-process decoders, then a live broker.
 # Findings are kept in fuzz/corpus/ and the report in fuzz/last-report.md.

@@ -46,6 +46,7 @@ __all__ = [
     "delete_horizon_ms",
     "empty_batch",
     "filter_batch",
+    "iter_keys",
     "keyless_records",
     "require_keys",
 ]
@@ -94,13 +95,15 @@ def _corrupt(message: str) -> KafkaError:
     return KafkaError(ErrorCode.corrupt_message, message)
 
 
-def _nullable(buf: bytes, pos: int, end: int) -> tuple[bytes | None, int]:
-    size, pos = decode_varint(buf, pos)
-    if size < 0:
-        return None, pos
-    if pos + size > end:
-        raise _corrupt(f"a key or value of {size} bytes runs past its record at {pos}")
-    return bytes(buf[pos:pos + size]), pos + size
+def _varint(buf: bytes, pos: int) -> tuple[int, int]:
+    """A zig-zag varint; one and two byte values (nearly all of them) without a call."""
+    b = buf[pos]
+    if b < 0x80:
+        return (b >> 1) ^ -(b & 1), pos + 1
+    if pos + 1 < len(buf) and buf[pos + 1] < 0x80:
+        raw = (b & 0x7F) | (buf[pos + 1] << 7)
+        return (raw >> 1) ^ -(raw & 1), pos + 2
+    return decode_varint(buf, pos)
 
 
 def decode_raw_records(batch: bytes, header: BatchHeader,
@@ -109,21 +112,62 @@ def decode_raw_records(batch: bytes, header: BatchHeader,
     start = header.position + HEADER_SIZE
     body = _decompress(header.compression, bytes(batch[start:header.position + header.size]),
                        max_bytes)
+    base_offset, base_ts, size = header.base_offset, header.base_timestamp, len(body)
     pos = 0
-    for _ in range(header.records_count):
-        length, pos = decode_varint(body, pos)
-        end = pos + length
-        if length < 1 or end > len(body):
-            raise _corrupt(f"record of {length} bytes at {pos}: {len(body) - pos} remain")
-        attributes = body[pos]
-        ts_delta, p = decode_varint(body, pos + 1)
-        off_delta, p = decode_varint(body, p)
-        tail_start = p
-        key, p = _nullable(body, p, end)
-        value, p = _nullable(body, p, end)
-        yield RawRecord(attributes, header.base_offset + off_delta,
-                        header.base_timestamp + ts_delta, key, value, bytes(body[tail_start:end]))
-        pos = end
+    try:
+        for _ in range(header.records_count):
+            length, pos = _varint(body, pos)
+            end = pos + length
+            if length < 1 or end > size:
+                raise _corrupt(f"record of {length} bytes at {pos}: {size - pos} remain")
+            attributes = body[pos]
+            ts_delta, p = _varint(body, pos + 1)
+            off_delta, p = _varint(body, p)
+            tail_start = p
+            klen, p = _varint(body, p)
+            if klen < 0:
+                key = None
+            else:
+                key = body[p:p + klen]
+                p += klen
+            vlen, p = _varint(body, p)
+            if vlen < 0:
+                value = None
+            else:
+                value = body[p:p + vlen]
+                p += vlen
+            if p > end:
+                raise _corrupt(f"a key or value runs past its record at {pos}")
+            yield RawRecord(attributes, base_offset + off_delta, base_ts + ts_delta, key, value,
+                            body[tail_start:end])
+            pos = end
+    except IndexError as exc:
+        raise _corrupt(f"record truncated at {pos}") from exc
+
+
+def iter_keys(batch: bytes, header: BatchHeader,
+              max_bytes: int = MAX_DECOMPRESSED_BYTES) -> Iterator[tuple[int, bytes | None]]:
+    """(offset, key) of every record of the batch: the offset map needs nothing else."""
+    start = header.position + HEADER_SIZE
+    body = _decompress(header.compression, bytes(batch[start:header.position + header.size]),
+                       max_bytes)
+    base_offset, size = header.base_offset, len(body)
+    pos = 0
+    try:
+        for _ in range(header.records_count):
+            length, pos = _varint(body, pos)
+            end = pos + length
+            if length < 1 or end > size:
+                raise _corrupt(f"record of {length} bytes at {pos}: {size - pos} remain")
+            _ts, p = _varint(body, pos + 1)
+            off_delta, p = _varint(body, p)
+            klen, p = _varint(body, p)
+            if p + max(klen, 0) > end:
+                raise _corrupt(f"a key runs past its record at {pos}")
+            yield base_offset + off_delta, (body[p:p + klen] if klen >= 0 else None)
+            pos = end
+    except IndexError as exc:
+        raise _corrupt(f"record truncated at {pos}") from exc
 
 
 def keyless_records(buf: bytes) -> list[int]:

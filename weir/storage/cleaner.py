@@ -45,9 +45,9 @@ from weir.records.batch import HEADER_SIZE, BatchHeader, parse_header
 from weir.records.filter import (
     BatchRetention,
     RawRecord,
-    decode_raw_records,
     delete_horizon_ms,
     filter_batch,
+    iter_keys,
 )
 from weir.storage.config import LogConfig
 from weir.storage.offset_map import OffsetMap
@@ -261,13 +261,15 @@ class Cleaner:
                         return end  # full: the rest is the next cleaning's
                     self._check(job)
                     if not (header.is_control or header.is_transactional):
-                        for record in _keyed(buf, header):
-                            omap.put(record.key, record.offset)  # type: ignore[arg-type]
-                            stats.map_records += 1
+                        for offset, key in iter_keys(buf, header):
+                            if key is not None:
+                                omap.put(key, offset)
+                                stats.map_records += 1
                     omap.update_latest(header.last_offset)
                     end = header.next_offset
                     stats.map_bytes += header.size
                     throttler.throttle(header.size)
+                    time.sleep(0)  # let the event loop's thread take the GIL
             finally:
                 os.close(fd)
         return end
@@ -302,6 +304,7 @@ class Cleaner:
                             cleaned.append(out, out_headers)
                             out, out_headers = bytearray(), []
                         throttler.throttle(header.size + len(data))
+                        time.sleep(0)  # let the event loop's thread take the GIL
                 finally:
                     os.close(fd)
             if out_headers:
@@ -354,9 +357,3 @@ class Cleaner:
         stats.records_read += result.records_read
         stats.records_kept += result.records_kept
         return result.data
-
-
-def _keyed(buf: bytes, header: BatchHeader) -> Iterator[RawRecord]:
-    for record in decode_raw_records(buf, header):
-        if record.key is not None:
-            yield record

@@ -100,6 +100,10 @@ def _bytes_between(lg: Log, start: int, end: int) -> int:
     return total
 
 
+def write_cleaner_checkpoint(log_dir: Path, offsets: dict[TopicPartition, int]) -> None:
+    write_offset_checkpoint(log_dir / CLEANER_OFFSET_CHECKPOINT, offsets)
+
+
 class LogCleanerManager:
     """Cleaning states and ``cleaner-offset-checkpoint`` files of one broker."""
 
@@ -123,15 +127,20 @@ class LogCleanerManager:
                 self._checkpoints[log_dir] = {}
         return self._checkpoints[log_dir]
 
-    def update_checkpoint(self, log_dir: Path, tp: TopicPartition, offset: int | None) -> None:
-        """Set (None: remove) the partition's first dirty offset and write the file."""
+    def update_checkpoint(self, log_dir: Path, tp: TopicPartition, offset: int | None,
+                          write: bool = True) -> dict[TopicPartition, int] | None:
+        """Set (None: remove) the partition's first dirty offset and write the file (with
+        ``write`` False, return the offsets for :func:`write_cleaner_checkpoint` off the
+        event loop; None if nothing changed)."""
         offsets = self.checkpoints(log_dir)
         if offset is None:
             if offsets.pop(tp, None) is None:
-                return
+                return None
         else:
             offsets[tp] = offset
-        write_offset_checkpoint(log_dir / CLEANER_OFFSET_CHECKPOINT, offsets)
+        if write:
+            write_cleaner_checkpoint(log_dir, dict(offsets))
+        return dict(offsets)
 
     def maybe_truncate_checkpoint(self, log_dir: Path, tp: TopicPartition, offset: int) -> None:
         """After a truncation to ``offset``: the checkpoint may not stay above it."""

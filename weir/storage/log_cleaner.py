@@ -24,7 +24,7 @@ from pathlib import Path
 from weir.common import TopicPartition
 from weir.protocol.errors import ErrorCode, KafkaError
 from weir.storage.cleaner import Cleaner, CleanerStats, CleaningAborted, CleanResult
-from weir.storage.cleaner_manager import LogCleanerManager
+from weir.storage.cleaner_manager import LogCleanerManager, write_cleaner_checkpoint
 from weir.storage.log import Log
 from weir.storage.offset_map import OffsetMap
 
@@ -156,7 +156,9 @@ class LogCleaner:
                 for new, _old in result.groups:
                     new.delete()
                 return True
-            self._swap_in(chosen.log, log_dir, tp, result, job.generation)
+            offsets = self._swap_in(chosen.log, log_dir, tp, result, job.generation)
+            if offsets is not None:  # the checkpoint's fsyncs off the event loop
+                await asyncio.to_thread(write_cleaner_checkpoint, log_dir, offsets)
         except CleaningAborted:
             log.info("cleaning of %s aborted", tp)
         except OSError as exc:
@@ -180,15 +182,16 @@ class LogCleaner:
         return True
 
     def _swap_in(self, lg: Log, log_dir: Path, tp: TopicPartition, result: CleanResult,
-                 generation: int) -> None:
+                 generation: int) -> dict[TopicPartition, int] | None:
         for i, (new, old) in enumerate(result.groups):
             if not lg.replace_segments([new], old, generation):
                 for rest, _old in result.groups[i + 1:]:
                     rest.delete()
                 log.info("cleaning of %s dropped: the log changed meanwhile", tp)
-                return
-        self.manager.update_checkpoint(log_dir, tp, result.end_offset)
+                return None
+        offsets = self.manager.update_checkpoint(log_dir, tp, result.end_offset, write=False)
         self._record(tp, result.stats)
+        return offsets
 
     def _record(self, tp: TopicPartition, stats: CleanerStats) -> None:
         m = self.metrics
