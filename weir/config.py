@@ -410,6 +410,9 @@ BROKER_CONFIGS: tuple[ConfigDef, ...] = (
        "Idle time after which a transactional id's state is removed."),
     _d("transaction.remove.expired.transaction.cleanup.interval.ms", "int", 3600000,
        _AT_LEAST_1, "How often expired transactional ids are removed."),
+    _d("transaction.partition.verification.enable", "bool", True, None,
+       "Partition leaders verify with the transaction coordinator that a partition is in "
+       "the transaction before its first transactional append (KIP-890)."),
     _d("leader.replication.throttled.rate", "long", LONG_MAX, _AT_LEAST_0,
        "Leader-side replication throttle, bytes/s."),
     _d("follower.replication.throttled.rate", "long", LONG_MAX, _AT_LEAST_0,

@@ -30,7 +30,10 @@ pytestmark = pytest.mark.integration
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory):
-    yield from serve_cluster(tmp_path_factory, 3, {})
+    # Raw transactions have no coordinator to verify them with (KIP-890): off here, on in
+    # test_transactions_e2e.py.
+    yield from serve_cluster(tmp_path_factory, 3,
+                             {"transaction.partition.verification.enable": "false"})
 
 
 def _addr(cluster, broker_id: int) -> tuple[str, int]:
@@ -301,75 +304,3 @@ def test_restart_keeps_producer_and_transaction_state(cluster, topic_name):
                30, "LSO = HW")
     assert _confluent_values(cluster, topic_name, "read_committed", 2) == [b"b0", b"b1"]
 
-
-def test_transactional_producer_end_to_end(cluster, topic_name):
-    """A real transactional producer (librdkafka) through the transaction coordinator:
-    committed transactions are read, aborted ones never, by both consumers."""
-    from confluent_kafka import Producer
-
-    Partition(cluster, topic_name)
-    producer = Producer({"bootstrap.servers": cluster.bootstrap,
-                         "transactional.id": f"txn-{topic_name}", "linger.ms": 5})
-    producer.init_transactions(60)
-    expected = []
-    for n, commit in enumerate([True, False, True, False, True]):
-        producer.begin_transaction()
-        values = [f"t{n}-{i}".encode() for i in range(3)]
-        for v in values:
-            producer.produce(topic_name, value=v, partition=0)
-        producer.flush(30)
-        if commit:
-            producer.commit_transaction(60)
-            expected.extend(values)
-        else:
-            producer.abort_transaction(60)
-    assert _confluent_values(cluster, topic_name, "read_committed", len(expected)) == expected
-    assert _kafka_python_values(cluster, topic_name, "read_committed") == expected
-    assert len(_kafka_python_values(cluster, topic_name, "read_uncommitted")) == 15
-
-
-def test_transactional_offsets_are_applied_by_the_commit_marker(cluster, topic_name):
-    """send_offsets_to_transaction (TxnOffsetCommit): the offsets become the group's
-    committed offsets only when the COMMIT marker reaches __consumer_offsets (the
-    WriteTxnMarkers handler's call to the group coordinator); an ABORT drops them."""
-    from confluent_kafka import Consumer, Producer
-    from confluent_kafka import TopicPartition as CTopicPartition
-
-    Partition(cluster, topic_name)
-    group = f"g-{topic_name}"
-    consumer = Consumer({"bootstrap.servers": cluster.bootstrap, "group.id": group,
-                         "enable.auto.commit": False})
-    producer = Producer({"bootstrap.servers": cluster.bootstrap,
-                         "transactional.id": f"txo-{topic_name}"})
-    try:
-        producer.init_transactions(60)
-
-        def send(offset: int, commit: bool) -> None:
-            producer.begin_transaction()
-            producer.produce(topic_name, value=b"out-%d" % offset, partition=0)
-            producer.send_offsets_to_transaction(
-                [CTopicPartition(topic_name, 0, offset)], consumer.consumer_group_metadata(),
-                60)
-            if commit:
-                producer.commit_transaction(60)
-            else:
-                producer.abort_transaction(60)
-
-        def committed() -> int:
-            got = consumer.committed([CTopicPartition(topic_name, 0)], timeout=30)
-            return got[0].offset
-
-        # Markers are written after EndTxn is answered: poll until the commit shows.
-        send(5, True)
-        wait_until(lambda: committed() == 5 or None, 30, "offset 5 committed")
-        send(9, False)
-        seen = set()
-        deadline = time.monotonic() + 2
-        while time.monotonic() < deadline:
-            seen.add(committed())
-        assert seen == {5}  # the aborted offsets never show
-        send(12, True)
-        wait_until(lambda: committed() == 12 or None, 30, "offset 12 committed")
-    finally:
-        consumer.close()
-    assert _confluent_values(cluster, topic_name, "read_committed", 2) == [b"out-5", b"out-12"]

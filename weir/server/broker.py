@@ -103,6 +103,10 @@ class Broker:
         self.txn_coordinator = TransactionCoordinator(
             self, create_topic=lambda: admin.create_transaction_state_topic(self))
         self.replica_manager.leadership_listeners.append(self.txn_coordinator.on_leadership)
+        # KIP-890: partition leaders verify transactional appends with the coordinator.
+        from weir.server.txn_verification import TxnVerifier
+
+        self.txn_verifier = TxnVerifier(self)
         # JBOD (KIP-113): replica moves between this broker's log dirs; a future log left
         # on disk resumes copying once LeaderAndIsr brings its partition online.
         self.log_dir_mover = LogDirMover(self.replica_manager, self.log_manager, CopyQuota(
@@ -380,6 +384,7 @@ class Broker:
             await self.controller.stop()
         await self.group_coordinator.stop()  # group coordinator (issue 6)
         await self.txn_coordinator.stop()
+        await self.txn_verifier.close()
         if self.metrics_server is not None:  # Prometheus /metrics (weir.server.metrics)
             await self.metrics_server.stop()
         for server in self.socket_servers:

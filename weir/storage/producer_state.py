@@ -28,6 +28,15 @@ with no open transaction starts one at its first offset (*ongoing*).  A marker e
 aborted-transaction index, and the transaction stays *unreplicated* until the high
 watermark passes its marker.  The first unstable offset is the smallest first offset of an
 ongoing or unreplicated transaction; the log's LSO is that, bounded by the high watermark.
+
+Transaction verification (KIP-890, ``transaction.partition.verification.enable``): before
+the first transactional append of a producer with no open transaction here, the leader asks
+the transaction coordinator whether the partition is in the transaction.  Meanwhile a
+*verification entry* holds a unique guard object, the lowest sequence asked about and the
+epoch (Kafka's ``VerificationStateEntry``); the append must bring back the same guard, and
+any transactional append of the producer (data or marker) removes the entry — so a marker
+written between the coordinator's answer and the append makes the append fail with
+INVALID_TXN_STATE instead of opening a transaction nobody will end.
 """
 
 from __future__ import annotations
@@ -119,6 +128,22 @@ class ProducerEntry:
             self.epoch = epoch
 
 
+@dataclass(slots=True)
+class VerificationEntry:
+    """Kafka's ``VerificationStateEntry``: ``guard`` is compared by identity."""
+
+    guard: object
+    lowest_seq: int
+    epoch: int
+
+    def update(self, seq: int, epoch: int) -> None:
+        """Kafka's ``maybeUpdateLowestSequenceAndEpoch``."""
+        if epoch == self.epoch and seq < self.lowest_seq:
+            self.lowest_seq = seq
+        if epoch > self.epoch:
+            self.epoch, self.lowest_seq = epoch, seq
+
+
 def _next_seq(seq: int) -> int:
     return 0 if seq == INT32_MAX else seq + 1
 
@@ -130,6 +155,7 @@ class ProducerStateManager:
         self._producers: dict[int, ProducerEntry] = {}
         self._ongoing: dict[int, int] = {}  # first offset → producer id (undecided)
         self._unreplicated: dict[int, int] = {}  # first offset → marker offset (≥ HW)
+        self._verifying: dict[int, VerificationEntry] = {}  # KIP-890, by producer id
 
     @property
     def producers(self) -> dict[int, ProducerEntry]:
@@ -138,6 +164,38 @@ class ProducerStateManager:
 
     def entry(self, producer_id: int) -> ProducerEntry | None:
         return self._producers.get(producer_id)
+
+    # -- transaction verification (KIP-890) ---------------------------------------------
+    def has_ongoing_transaction(self, producer_id: int) -> bool:
+        entry = self._producers.get(producer_id)
+        return entry is not None and entry.current_txn_first_offset is not None
+
+    def maybe_start_verification(self, producer_id: int, seq: int, epoch: int) -> object | None:
+        """The guard an append must carry after the coordinator verified the partition;
+        None (nothing to verify) if the producer has a transaction open here (Kafka's
+        ``UnifiedLog.maybeStartTransactionVerification``)."""
+        if self.has_ongoing_transaction(producer_id):
+            return None
+        entry = self._verifying.get(producer_id)
+        if entry is None:
+            entry = self._verifying[producer_id] = VerificationEntry(object(), seq, epoch)
+        else:
+            entry.update(seq, epoch)
+        return entry.guard
+
+    def verification_guard(self, producer_id: int) -> object | None:
+        entry = self._verifying.get(producer_id)
+        return None if entry is None else entry.guard
+
+    def check_verified(self, headers: Iterable[BatchHeader], guard: object | None) -> None:
+        """Kafka's ``batchMissingRequiredVerification``: a transactional data batch of a
+        producer with no open transaction here needs the guard of its verification."""
+        for h in headers:
+            if (h.is_transactional and not h.is_control and h.producer_id >= 0
+                    and not self.has_ongoing_transaction(h.producer_id)
+                    and (guard is None or self.verification_guard(h.producer_id) is not guard)):
+                raise KafkaError(ErrorCode.invalid_txn_state,
+                                 "Record was not part of an ongoing transaction")
 
     # -- checks ------------------------------------------------------------------------
     def check(self, header: BatchHeader, origin: AppendOrigin = AppendOrigin.CLIENT,
@@ -164,11 +222,23 @@ class ProducerStateManager:
             if entry is None and pid in self._producers:
                 entry = self._producers[pid].copy()
             marker = (markers or {}).get(header.position)
+            self._check_verification_sequence(header, origin)
             duplicate = _check_entry(entry, header, origin, marker)
             if duplicate is not None:
                 return duplicate
             scratch[pid], _done = _advance(entry, header, marker)
         return None
+
+    def _check_verification_sequence(self, header: BatchHeader, origin: AppendOrigin) -> None:
+        """Kafka's ``checkSequence``: while a verification is pending, no sequence above the
+        lowest one it asked about may be written."""
+        entry = self._verifying.get(header.producer_id)
+        if (origin is AppendOrigin.CLIENT and entry is not None and not header.is_control
+                and header.base_sequence > entry.lowest_seq):
+            raise KafkaError(
+                ErrorCode.out_of_order_sequence_number,
+                f"producer {header.producer_id}: sequence {header.base_sequence} is above the "
+                f"lowest sequence {entry.lowest_seq} being verified")
 
     # -- updates -----------------------------------------------------------------------
     def apply(self, header: BatchHeader, marker: EndTxnMarker | None = None,
@@ -188,6 +258,8 @@ class ProducerStateManager:
                         header.producer_epoch, header.base_offset, current.epoch)
         entry, completed = _advance(current, header, marker)
         self._producers[pid] = entry
+        if header.is_transactional:  # the transaction started or ended: verified or moot
+            self._verifying.pop(pid, None)
         if completed is None:
             first = entry.current_txn_first_offset
             if first is not None and self._ongoing.get(first) != pid:
@@ -213,6 +285,7 @@ class ProducerStateManager:
         self._producers.clear()
         self._ongoing.clear()
         self._unreplicated.clear()
+        self._verifying.clear()
 
     # -- stability ---------------------------------------------------------------------
     def first_unstable_offset(self) -> int | None:

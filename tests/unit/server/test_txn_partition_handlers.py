@@ -34,7 +34,7 @@ class _ReplicaManager:
         self.partitions: dict = {}
         self.appended: list = []
 
-    async def append(self, acks, timeout_ms, entries, origin=None):
+    async def append(self, acks, timeout_ms, entries, origin=None, verification=None):
         self.appended.append((entries, origin))
         return {tp: ProduceResult(base_offset=0) for tp in entries}
 

@@ -340,3 +340,46 @@ def test_truncation_reloads_state_and_index(open_log):
     assert log.last_stable_offset == 0
     log.truncate_fully_and_start_at(50)
     assert log.producer_state.producers == {} and log.last_stable_offset == 50
+
+
+# -- transaction verification (KIP-890) -------------------------------------------------
+
+
+def test_verification_guard_is_needed_to_start_a_transaction(open_log):
+    log = open_log()
+    psm = log.producer_state
+    guard = psm.maybe_start_verification(1, 0, 0)
+    assert guard is not None and psm.maybe_start_verification(1, 0, 0) is guard
+    with pytest.raises(KafkaError) as err:  # no guard, or another one: refused
+        log.append_as_leader(txn_batch(1, 0), 0, 0, verification=(None,))
+    assert err.value.code == ErrorCode.invalid_txn_state
+    with pytest.raises(KafkaError):
+        log.append_as_leader(txn_batch(1, 0), 0, 0, verification=(object(),))
+    log.append_as_leader(txn_batch(1, 0), 0, 0, verification=(guard,))
+    assert psm.verification_guard(1) is None  # used up by the transaction's first append
+    assert psm.maybe_start_verification(1, 1, 0) is None  # open here: nothing to verify
+    log.append_as_leader(txn_batch(1, 1), 0, 0, verification=(None,))
+    # A marker written after the coordinator answered makes the old guard worthless.
+    stale = psm.maybe_start_verification(2, 0, 0)
+    log.append_as_leader(marker(2, False), 0, 0, COORD)
+    with pytest.raises(KafkaError) as err:
+        log.append_as_leader(txn_batch(2, 0), 0, 0, verification=(stale,))
+    assert err.value.code == ErrorCode.invalid_txn_state
+    # Non-transactional data never needs verification.
+    log.append_as_leader(txn_batch(3, 0, transactional=False), 0, 0, verification=(None,))
+
+
+def test_pending_verification_blocks_higher_sequences():
+    """Kafka's checkSequence with a VerificationStateEntry: nothing above the lowest
+    sequence being verified, and a new epoch resets that sequence."""
+    psm = ProducerStateManager()
+    psm.maybe_start_verification(1, 3, 0)
+    with pytest.raises(KafkaError) as err:
+        psm.check_all([parse_header(txn_batch(1, 4))])
+    assert err.value.code == ErrorCode.out_of_order_sequence_number
+    assert psm.check_all([parse_header(txn_batch(1, 3))]) is None
+    psm.maybe_start_verification(1, 1, 0)  # a lower one lowers the bar
+    with pytest.raises(KafkaError):
+        psm.check_all([parse_header(txn_batch(1, 3))])
+    psm.maybe_start_verification(1, 0, 1)  # a new epoch resets it
+    assert psm.check_all([parse_header(txn_batch(1, 0, epoch=1))]) is None

@@ -13,11 +13,12 @@ from weir.groups.codec import OFFSETS_TOPIC
 from weir.protocol import produce_response
 from weir.protocol.errors import ErrorCode, KafkaError
 from weir.records import legacy
-from weir.records.batch import ATTRIBUTES_OFFSET, MAGIC_OFFSET, TRANSACTIONAL_BIT
+from weir.records.batch import ATTRIBUTES_OFFSET, MAGIC_OFFSET, TRANSACTIONAL_BIT, parse_header
 from weir.replication.replica_manager import ProduceResult
 from weir.security.acls import AclOperation, ResourceType
 from weir.server import authz
 from weir.server.context import RawResponse
+from weir.server.txn_verification import translate
 
 API_KEY = 0
 MIN_VERSION = 0
@@ -64,9 +65,14 @@ async def handle(ctx, request) -> Any:
                     results[tp] = ProduceResult(exc.code, message=exc.message)
             else:
                 entries[tp] = part.records
+    verification = None
+    if entries and transactional_id is not None and not txn_denied \
+            and broker.config.get("transaction.partition.verification.enable"):
+        verification = await _verify(broker, transactional_id, entries, results)
     if entries:
         timeout_ms = int(request.timeout.total_seconds() * 1000)
-        results.update(await broker.replica_manager.append(acks, timeout_ms, entries))
+        results.update(await broker.replica_manager.append(acks, timeout_ms, entries,
+                                                           verification=verification))
     if acks == 0:
         return None
     if txn_denied:
@@ -110,3 +116,45 @@ def _has_transactional_records(request) -> bool:
                     and records[ATTRIBUTES_OFFSET + 1] & TRANSACTIONAL_BIT:
                 return True
     return False
+
+
+async def _verify(broker, transactional_id: str, entries: dict[TopicPartition, bytes],
+                  results: dict[TopicPartition, ProduceResult]
+                  ) -> dict[TopicPartition, object | None]:
+    """KIP-890 (Kafka's ReplicaManager.appendRecords with verification): start a
+    verification on each partition whose producer has no transaction open there, ask the
+    coordinator once for all of them, and take the refused partitions out of ``entries``
+    (their results set).  The guards, for the append."""
+    rm = broker.replica_manager
+    guards: dict[TopicPartition, object | None] = {}
+    pending: list[TopicPartition] = []
+    producer = None
+    for tp, records in list(entries.items()):
+        try:
+            header = parse_header(records)
+        except KafkaError:
+            continue  # the append reports the corrupt records
+        if not header.is_transactional or header.producer_id < 0:
+            continue
+        producer = (header.producer_id, header.producer_epoch)
+        try:
+            guards[tp] = rm.start_transaction_verification(
+                tp, header.producer_id, header.base_sequence, header.producer_epoch)
+        except KafkaError as exc:
+            results[tp] = ProduceResult(exc.code, message=exc.message)
+            del entries[tp]
+            continue
+        if guards[tp] is not None:
+            pending.append(tp)
+    if pending and producer is not None:
+        verdicts = await broker.txn_verifier.verify(transactional_id, *producer, pending)
+        for tp, error in verdicts.items():
+            if error != ErrorCode.none:
+                results[tp] = ProduceResult(
+                    translate(error),
+                    message="Partition was not added to the transaction"
+                    if error == ErrorCode.invalid_txn_state else
+                    f"Unable to verify the partition has been added to the transaction: "
+                    f"{error.name}")
+                entries.pop(tp, None)
+    return guards
