@@ -41,7 +41,9 @@ async def _one(ctx, txn_id: str, pid: int, epoch: int, topics, verify_only: bool
     allowed: dict[str, bool] = {}
     for tp in tps:
         if from_client and tp.topic not in allowed:
-            allowed[tp.topic] = tp.topic in _INTERNAL or authz.authorize(
+            # Kafka authorizes only non-internal topics here: a client cannot add an
+            # internal topic's partition (AddOffsetsToTxn adds __consumer_offsets).
+            allowed[tp.topic] = tp.topic not in _INTERNAL and authz.authorize(
                 ctx, AclOperation.WRITE, ResourceType.TOPIC, tp.topic)
         if from_client and not allowed[tp.topic]:
             failed[tp] = ErrorCode.topic_authorization_failed
