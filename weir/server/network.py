@@ -422,8 +422,8 @@ class _Pipeline:
 
     async def _send_chunks(self, chunks: list[bytes | FileRegion]) -> None:
         """Bytes are written; file regions go from the page cache to the socket (sendfile).
-        On a TLS connection the kernel cannot encrypt, so a region is read and written
-        (one read, as Kafka's SslTransportLayer copies through its buffers) instead of
+        On a TLS connection the kernel cannot encrypt, so a region is read and written in
+        1 MiB slices (as Kafka's SslTransportLayer copies through its buffers) instead of
         asyncio's sendfile fallback, which reads in a thread block by block."""
         loop = asyncio.get_running_loop()
         tls = self.writer.get_extra_info("ssl_object") is not None
