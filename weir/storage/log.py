@@ -1,7 +1,7 @@
 """A partition's log: an ordered list of segments, the leader epoch cache and producer state.
 
 Invariants (asserted after every mutation): log start ≤ high watermark ≤ log end offset,
-segments are contiguous and ordered, the last segment is the active one.
+segments are ordered (with offset gaps after compaction), the last one is the active one.
 
 Synchronous and single-threaded; the clock is always passed in (``now_ms``).  Any
 ``OSError`` marks the log offline and surfaces as ``KafkaError(kafka_storage_error)``.
