@@ -333,3 +333,51 @@ def test_coordinator_killed_mid_transaction(tcluster, topic_name):
     finally:
         tcluster.start_broker(victim)
         tcluster.wait_for_brokers([victim], timeout_s=60)
+
+
+def test_bad_transactional_requests(tcluster, topic_name):
+    """Kafka's error codes for requests a client library would not send."""
+    create_topic(tcluster.bootstrap, topic_name, partitions=1, replication=3)
+    txn_id = _name("raw")
+    node = _coordinator_of(tcluster, txn_id)
+    s = next(b for b in tcluster.brokers if b.id == node)
+    other = next(b for b in tcluster.brokers if b.id != node)
+
+    def init(broker, timeout_ms: int, version: int = 4, txn: str = txn_id):
+        import datetime
+
+        return raw_request(broker.host, broker.port, 22, version, transactional_id=txn,
+                           transaction_timeout=datetime.timedelta(milliseconds=timeout_ms),
+                           producer_id=-1, producer_epoch=-1)
+
+    assert init(other, 60000).error_code == 16  # NOT_COORDINATOR
+    assert init(s, 0).error_code == 50  # INVALID_TRANSACTION_TIMEOUT
+    assert init(s, 900001).error_code == 50
+    ok = init(s, 60000)
+    assert ok.error_code == 0 and ok.producer_epoch == 0
+    pid = int(ok.producer_id)
+
+    def add(topics, epoch=0, producer_id=pid):
+        resp = raw_request(s.host, s.port, 24, 3, v3_and_below_transactional_id=txn_id,
+                           v3_and_below_producer_id=producer_id,
+                           v3_and_below_producer_epoch=epoch,
+                           v3_and_below_topics=[{"name": t, "partitions": [0]} for t in topics])
+        return {r.name: int(r.results_by_partition[0].partition_error_code)
+                for r in resp.results_by_topic_v3_and_below}
+
+    assert add(["no-such-topic", topic_name]) == {"no-such-topic": 3, topic_name: 55}
+    assert add(["__consumer_offsets"]) == {"__consumer_offsets": 29}
+    assert add([topic_name], producer_id=pid + 12345) == {topic_name: 49}
+    assert add([topic_name], epoch=1) == {topic_name: 90}  # PRODUCER_FENCED
+    assert add([topic_name]) == {topic_name: 0}
+
+    def end(committed: bool, version: int = 3, epoch: int = 0) -> int:
+        return int(raw_request(s.host, s.port, 26, version, transactional_id=txn_id,
+                               producer_id=pid, producer_epoch=epoch,
+                               committed=committed).error_code)
+
+    assert end(True, version=1, epoch=5) == 47  # INVALID_PRODUCER_EPOCH before KIP-588
+    assert end(True, epoch=5) == 90
+    assert end(False) == 0
+    _wait_state(tcluster, txn_id, "CompleteAbort")
+    assert end(True) == 48  # INVALID_TXN_STATE: it was aborted
