@@ -23,12 +23,15 @@ A cleaning (Kafka's ``doClean``):
    epoch) and the batch just below the first uncleanable offset (the last offset of the
    round stays known), as Kafka.
 
-Transactions: transactional data batches and control batches (markers) are copied
-untouched, their keys are not put in the offset map, and the aborted-transaction index
-entries of the group's segments are carried to the new segment.  This is a safe subset of
-Kafka's rules (which also drop aborted data and, after ``delete.retention.ms``, markers of
-finished transactions): nothing a read_committed or read_uncommitted consumer must see is
-lost, only less is reclaimed.
+Transactions (KIP-98): the data of aborted transactions is dropped (a batch of producer P
+inside the range of one of P's entries in the ``.txnindex`` files: from the transaction's
+first offset to its ABORT marker), as Kafka; the producer's last batch keeps its header.
+Committed transactional batches and control batches (markers) are copied untouched, their
+keys are not put in the offset map, and the aborted-transaction index entries of a
+group's segments are carried to the new segment.  Kafka also compacts committed
+transactional records like others and removes markers after ``delete.retention.ms`` once
+their transaction's data is gone; Weir keeps them (a safe subset: nothing a consumer must
+see is lost, only less is reclaimed).
 """
 
 from __future__ import annotations
@@ -46,6 +49,7 @@ from weir.records.filter import (
     BatchRetention,
     RawRecord,
     delete_horizon_ms,
+    empty_batch,
     filter_batch,
     iter_keys,
 )
@@ -100,6 +104,12 @@ class CleanJob:
     now_ms: int
     generation: int  # the log's truncation count when the job was made
     aborted: bool = False
+    # producer id → (first offset, ABORT marker offset) of its aborted transactions
+    aborted_txns: dict[int, list[tuple[int, int]]] = field(default_factory=dict)
+
+    def in_aborted_txn(self, header: BatchHeader) -> bool:
+        ranges = self.aborted_txns.get(header.producer_id, ())
+        return any(first <= header.base_offset <= last for first, last in ranges)
 
 
 @dataclass(slots=True)
@@ -325,6 +335,11 @@ class Cleaner:
 
     def _filter(self, job: CleanJob, buf: bytes, header: BatchHeader, last_of_round: bool,
                 stats: CleanerStats) -> bytes:
+        producer_last = (header.has_producer_id and
+                         job.producer_last_offsets.get(header.producer_id) == header.last_offset)
+        if header.is_transactional and not header.is_control and job.in_aborted_txn(header):
+            stats.records_read += header.records_count
+            return empty_batch(header) if producer_last or last_of_round else b""
         if header.is_control or header.is_transactional:
             stats.records_read += header.records_count
             stats.records_kept += header.records_count
@@ -334,8 +349,6 @@ class Cleaner:
             stats.records_read += header.records_count
             stats.records_kept += header.records_count
             return bytes(buf[header.position:header.position + header.size])
-        producer_last = (header.has_producer_id and
-                         job.producer_last_offsets.get(header.producer_id) == header.last_offset)
         if producer_last or last_of_round:
             retention = BatchRetention.RETAIN_EMPTY
         else:

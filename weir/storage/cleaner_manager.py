@@ -185,6 +185,10 @@ class LogCleanerManager:
                      lg.producer_state.producers.items() if entry.last_data_offset >= 0}
         job = CleanJob(chosen.tp, lg.dir, lg.config, views, chosen.first_dirty_offset,
                        chosen.first_uncleanable_offset, producers, now_ms, lg.truncations)
+        for seg in lg.segments:  # every aborted transaction the log knows (KIP-98)
+            for entry in seg.txn_index.entries:
+                job.aborted_txns.setdefault(entry.producer_id, []).append(
+                    (entry.first_offset, entry.last_offset))
         self._jobs[chosen.tp] = job
         return job
 

@@ -273,3 +273,39 @@ def test_compacted_log_has_no_time_or_size_retention(log_dir):
                                       "retention.ms": 10})
     assert log.apply_retention(now_ms=10**9) > 0
     log.close()
+
+
+def test_aborted_transaction_data_dropped_committed_and_markers_kept(log_dir):
+    from weir.records.control import build_marker
+    from weir.storage.producer_state import AppendOrigin
+
+    log = _open(log_dir)
+
+    def txn(pid, value, seq):
+        log.append_as_leader(build_batch([value], keys=[b"t%d" % pid], producer_id=pid,
+                                         producer_epoch=0, base_sequence=seq,
+                                         transactional=True), 0, 0)
+
+    def marker(pid, committed):
+        log.append_as_leader(build_marker(pid, 0, committed, 0, 0), 0, 0,
+                             origin=AppendOrigin.COORDINATOR)
+
+    txn(1, b"aborted-1", 0)
+    txn(2, b"committed", 0)
+    txn(1, b"aborted-2", 1)
+    marker(1, False)
+    marker(2, True)
+    txn(1, b"aborted-3", 2)  # producer 1's last data batch: its header stays
+    marker(1, False)
+    _write(log, PAIRS)
+    assert log.segments[0].txn_index.entries or any(s.txn_index.entries for s in log.segments)
+    _clean(log, log_dir)
+    values = [v for _o, _k, v in _view(log)]
+    assert b"committed" in values
+    assert not [v for v in values if v and v.startswith(b"aborted")]
+    headers = [h for seg in log.segments for h in seg.headers_from(0)]
+    assert sum(1 for h in headers if h.is_control) == 3  # markers kept
+    last = [h for h in headers if h.producer_id == 1 and not h.is_control]
+    assert len(last) == 1 and last[0].records_count == 0 and last[0].base_sequence == 2
+    assert any(s.txn_index.entries for s in log.segments)  # aborted ranges still indexed
+    log.close()
