@@ -67,14 +67,20 @@ class BatchRetention(enum.Enum):
 
 @dataclass(slots=True)
 class RawRecord:
-    """One record of a batch; ``tail`` is its key, value and headers exactly as encoded."""
+    """One record of a batch: ``raw`` is its encoding (length prefix included), whose bytes
+    from ``tail_at`` on are its key, value and headers."""
 
     attributes: int
     offset: int
     timestamp: int
     key: bytes | None
     value: bytes | None
-    tail: bytes
+    raw: bytes
+    tail_at: int
+
+    @property
+    def tail(self) -> bytes:
+        return self.raw[self.tail_at:]
 
     def encode(self, base_offset: int, base_timestamp: int) -> bytes:
         body = (
@@ -116,6 +122,7 @@ def decode_raw_records(batch: bytes, header: BatchHeader,
     pos = 0
     try:
         for _ in range(header.records_count):
+            record_start = pos
             length, pos = _varint(body, pos)
             end = pos + length
             if length < 1 or end > size:
@@ -139,7 +146,7 @@ def decode_raw_records(batch: bytes, header: BatchHeader,
             if p > end:
                 raise _corrupt(f"a key or value runs past its record at {pos}")
             yield RawRecord(attributes, base_offset + off_delta, base_ts + ts_delta, key, value,
-                            body[tail_start:end])
+                            body[record_start:end], tail_start - record_start)
             pos = end
     except IndexError as exc:
         raise _corrupt(f"record truncated at {pos}") from exc
@@ -265,7 +272,10 @@ def build_batch_from(header: BatchHeader, records: list[RawRecord],
         max_ts = header.max_timestamp
     else:
         max_ts = max(r.timestamp for r in records)
-    payload = b"".join(r.encode(header.base_offset, base_ts) for r in records)
+    if base_ts == header.base_timestamp:  # same bases: each record's bytes stay valid
+        payload = b"".join(r.raw for r in records)
+    else:
+        payload = b"".join(r.encode(header.base_offset, base_ts) for r in records)
     return _assemble(header, attributes, base_ts, max_ts, len(records),
                      compress(header.compression, payload))
 
