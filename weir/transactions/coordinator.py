@@ -509,10 +509,11 @@ class TransactionCoordinator:
     # -- DescribeTransactions / ListTransactions ------------------------------------------------
 
     def describe(self, transactional_id: str) -> dict[str, Any]:
-        entry: dict[str, Any] = {"transactional_id": transactional_id, "producer_id": -1,
-                                 "producer_epoch": -1, "transaction_state": "",
+        # An error leaves the other fields at the schema's defaults (zeros), as Kafka.
+        entry: dict[str, Any] = {"transactional_id": transactional_id, "producer_id": 0,
+                                 "producer_epoch": 0, "transaction_state": "",
                                  "transaction_timeout_ms": 0,
-                                 "transaction_start_time_ms": -1, "topics": []}
+                                 "transaction_start_time_ms": 0, "topics": []}
         try:
             if not transactional_id:
                 raise KafkaError(ErrorCode.invalid_request)
