@@ -31,6 +31,7 @@ from weir.storage.config import LogConfig
 from weir.storage.epoch_cache import LeaderEpochCache
 from weir.storage.integrity import CorruptSegmentError, load_epoch_cache, recover_epochs
 from weir.storage.log_dirs import parse_log_dir_name
+from weir.storage.producer_snapshot import snapshot_path
 from weir.storage.producer_state import AppendOrigin, ProducerStateManager
 from weir.storage.producer_state_loader import (
     check_client_batches,
@@ -670,6 +671,12 @@ class Log:
             self._unflushed_messages = 0
         self._last_flush_ms = self._clock_ms
 
+    def flush_is_due(self, now_ms: int) -> bool:
+        """Whether ``flush.ms`` has elapsed with unflushed messages (no side effects: the
+        broker's flush scheduler asks every log each second)."""
+        return bool(self._unflushed_messages) and (
+            now_ms - self._last_flush_ms >= self.config.flush_ms)
+
     def maybe_flush(self, now_ms: int) -> bool:
         """Flush if ``flush.ms`` has elapsed with unflushed messages; True if flushed."""
         self._clock_ms = now_ms
@@ -684,13 +691,25 @@ class Log:
             return True
         return False
 
+    def _snapshot_needed_at_close(self) -> bool:
+        """Kafka's ``ProducerStateManager.takeSnapshot`` writes only past the last snapshot:
+        not for a log with nothing since its start and no producers, nor when a snapshot at
+        the log end exists (a broker with thousands of idle replicas would otherwise fsync
+        one file per replica at every clean shutdown)."""
+        leo = self.log_end_offset
+        if leo == self._segments[0].base_offset and not self._producer_state.producers:
+            return False
+        return not snapshot_path(self._dir, leo).exists()
+
     def close(self) -> None:
         """Close every segment (writes the final time-index entries) and snapshot the
         producer state at the log end (Kafka does on clean shutdown)."""
         if self.offline_reason is None and self._dir.exists():
             self._epoch_cache.flush()  # a deferred entry (LeaderAndIsr) before the marker
             try:
-                take_snapshot(self._dir, self.log_end_offset, self._producer_state, sync=True)
+                if self._snapshot_needed_at_close():
+                    take_snapshot(self._dir, self.log_end_offset, self._producer_state,
+                                  sync=True)
             except OSError as exc:
                 log.warning("%s: producer snapshot not written: %s", self._tp, exc)
         for seg in self._segments:

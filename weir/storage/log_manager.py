@@ -585,7 +585,10 @@ class LogManager:
         return deleted
 
     def flush_due(self, now_ms: int) -> None:
-        """Flush logs whose ``flush.ms`` has elapsed."""
+        """Flush logs whose ``flush.ms`` has elapsed (asked of every log each second, so
+        the test is a cheap attribute check, not a call through the I/O guard)."""
         self._now_ms = now_ms
-        for tp, lg in list(self.all_logs().items()):
-            self._guard(self._log_dir_of[tp], lambda lg=lg: lg.maybe_flush(now_ms))
+        due = [(tp, lg) for tp, lg in self._logs.items() if lg.flush_is_due(now_ms)]
+        for tp, lg in due:
+            if self._log_dir_of[tp] not in self._offline:
+                self._guard(self._log_dir_of[tp], lambda lg=lg: lg.maybe_flush(now_ms))

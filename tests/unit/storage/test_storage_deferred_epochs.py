@@ -137,3 +137,20 @@ def test_clean_close_writes_a_deferred_epoch(open_log, log_dir):
     log.epoch_cache.assign(3, 0, defer=True)
     log.close()
     assert read_epoch_checkpoint(log_dir / LEADER_EPOCH_CHECKPOINT) == [(3, 0)]
+
+
+def test_close_snapshots_only_past_the_last_snapshot(open_log, log_dir):
+    """Kafka's takeSnapshot rule: an idle empty replica writes no producer snapshot at a
+    clean shutdown, and a snapshot already at the log end is not written again."""
+    log = open_log()
+    log.close()
+    assert not list(log_dir.glob("*.snapshot"))
+    log = open_log()
+    produce(log, 2)
+    log.close()
+    [snap] = log_dir.glob("*.snapshot")
+    assert snap.name == f"{2:020d}.snapshot"
+    inode = snap.stat().st_ino
+    log = open_log()
+    log.close()
+    assert snap.stat().st_ino == inode  # not replaced
