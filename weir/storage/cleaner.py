@@ -230,6 +230,10 @@ class Cleaner:
         throttler = Throttler(self.max_io_bytes_per_s, lambda: job.aborted)
         end = self._build_offset_map(job, stats, throttler)
         stats.buffer_utilization = self.offset_map.utilization
+        if end <= job.first_dirty_offset:  # no whole batch below the bound: nothing to do
+            stats.end_s = time.monotonic()
+            self.offset_map.clear()
+            return CleanResult([], end, stats)
         to_clean = [v for v in job.segments if v.base_offset < end]
         groups = group_segments(to_clean, job.config.segment_bytes,
                                 job.config.segment_index_bytes, job.first_uncleanable_offset)

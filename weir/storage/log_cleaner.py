@@ -156,6 +156,8 @@ class LogCleaner:
                 for new, _old in result.groups:
                     new.delete()
                 return True
+            if not result.groups:
+                return False  # nothing could be cleaned: back off
             offsets = self._swap_in(chosen.log, log_dir, tp, result, job.generation)
             if offsets is not None:  # the checkpoint's fsyncs off the event loop
                 await asyncio.to_thread(write_cleaner_checkpoint, log_dir, offsets)
@@ -230,6 +232,8 @@ def clean_now(manager: LogCleanerManager, cleaner: Cleaner,
     try:
         job = manager.make_job(chosen, now_ms)
         result = cleaner.clean(job)
+        if not result.groups:
+            return None
         for new, old in result.groups:
             if not chosen.log.replace_segments([new], old, job.generation):
                 raise CleaningAborted(f"{chosen.tp} changed during the cleaning")
