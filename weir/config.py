@@ -410,6 +410,11 @@ BROKER_CONFIGS: tuple[ConfigDef, ...] = (
        "Idle time after which a transactional id's state is removed."),
     _d("transaction.remove.expired.transaction.cleanup.interval.ms", "int", 3600000,
        _AT_LEAST_1, "How often expired transactional ids are removed."),
+    _d("producer.id.expiration.ms", "int", 86400000, _AT_LEAST_1,
+       "Idle time after which a producer id with no open transaction is forgotten by a "
+       "partition (its duplicate window and epoch)."),
+    _d("producer.id.expiration.check.interval.ms", "int", 600000, _AT_LEAST_1,
+       "How often partitions look for expired producer ids."),
     _d("transaction.partition.verification.enable", "bool", True, None,
        "Partition leaders verify with the transaction coordinator that a partition is in "
        "the transaction before its first transactional append (KIP-890)."),

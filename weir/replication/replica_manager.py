@@ -331,7 +331,8 @@ class ReplicaManager:
         """KIP-890: the guard of a verification this partition's leader starts for the
         producer, None if its transaction is already open here (no verification needed)."""
         _p, plog = self.leader_log(tp)
-        return plog.producer_state.maybe_start_verification(producer_id, sequence, epoch)
+        return plog.producer_state.maybe_start_verification(producer_id, sequence, epoch,
+                                                             now_ms())
 
     async def _await_replication(self, waiting: dict[TopicPartition, int],
                                  results: dict[TopicPartition, ProduceResult],

@@ -233,6 +233,10 @@ class Broker:
             asyncio.create_task(self._every(
                 min(cfg.get("log.flush.scheduler.interval.ms") or 1000, 1000),
                 lambda: self.log_manager.flush_due(_now_ms()))),
+            asyncio.create_task(self._every(  # producer.id.expiration.ms (KIP-98 state)
+                cfg.get("producer.id.expiration.check.interval.ms"),
+                lambda: self.log_manager.remove_expired_producers(
+                    _now_ms(), cfg.get("producer.id.expiration.ms")))),
         ]
         if cfg.metrics_http_port >= 0:  # Prometheus /metrics (weir.server.metrics)
             from weir.server.metrics import MetricsServer

@@ -312,6 +312,10 @@ class Log:
             return self._high_watermark
         return min(max(first, self._log_start), self._high_watermark)
 
+    def remove_expired_producers(self, now_ms: int, expiration_ms: int) -> int:
+        """``producer.id.expiration.ms``: forget idle producers (Kafka's periodic check)."""
+        return self._producer_state.remove_expired(now_ms, expiration_ms)
+
     def collect_aborted_transactions(self, fetch_offset: int, upper_bound: int
                                      ) -> list[AbortedTxn]:
         """The aborted transactions with data in [fetch_offset, upper_bound), from the

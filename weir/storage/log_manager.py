@@ -584,6 +584,11 @@ class LogManager:
             )
         return deleted
 
+    def remove_expired_producers(self, now_ms: int, expiration_ms: int) -> int:
+        """Kafka's PeriodicProducerExpirationCheck over every log; producers removed."""
+        return sum(lg.remove_expired_producers(now_ms, expiration_ms)
+                   for lg in list(self.all_logs().values()))
+
     def flush_due(self, now_ms: int) -> None:
         """Flush logs whose ``flush.ms`` has elapsed (asked of every log each second, so
         the test is a cheap attribute check, not a call through the I/O guard)."""

@@ -135,6 +135,7 @@ class VerificationEntry:
     guard: object
     lowest_seq: int
     epoch: int
+    started_ms: int = 0
 
     def update(self, seq: int, epoch: int) -> None:
         """Kafka's ``maybeUpdateLowestSequenceAndEpoch``."""
@@ -142,6 +143,12 @@ class VerificationEntry:
             self.lowest_seq = seq
         if epoch > self.epoch:
             self.epoch, self.lowest_seq = epoch, seq
+
+
+def is_expired(entry: ProducerEntry, now_ms: int, expiration_ms: int) -> bool:
+    """Kafka's ``isProducerExpired``: no open transaction and idle for ``expiration_ms``."""
+    return (entry.current_txn_first_offset is None
+            and now_ms - entry.last_timestamp >= expiration_ms)
 
 
 def _next_seq(seq: int) -> int:
@@ -170,7 +177,8 @@ class ProducerStateManager:
         entry = self._producers.get(producer_id)
         return entry is not None and entry.current_txn_first_offset is not None
 
-    def maybe_start_verification(self, producer_id: int, seq: int, epoch: int) -> object | None:
+    def maybe_start_verification(self, producer_id: int, seq: int, epoch: int,
+                                 now_ms: int = 0) -> object | None:
         """The guard an append must carry after the coordinator verified the partition;
         None (nothing to verify) if the producer has a transaction open here (Kafka's
         ``UnifiedLog.maybeStartTransactionVerification``)."""
@@ -178,7 +186,8 @@ class ProducerStateManager:
             return None
         entry = self._verifying.get(producer_id)
         if entry is None:
-            entry = self._verifying[producer_id] = VerificationEntry(object(), seq, epoch)
+            entry = self._verifying[producer_id] = VerificationEntry(object(), seq, epoch,
+                                                                     now_ms)
         else:
             entry.update(seq, epoch)
         return entry.guard
@@ -307,6 +316,19 @@ class ProducerStateManager:
         for first, last in list(self._unreplicated.items()):
             if last < offset:
                 del self._unreplicated[first]
+
+    def remove_expired(self, now_ms: int, expiration_ms: int) -> int:
+        """Kafka's ``removeExpiredProducers`` (``producer.id.expiration.ms``): forget the
+        producers with no open transaction whose last timestamp is that old, and the
+        verification entries started that long ago; returns how many producers went."""
+        expired = [pid for pid, e in self._producers.items()
+                   if is_expired(e, now_ms, expiration_ms)]
+        for pid in expired:
+            del self._producers[pid]
+        for pid, v in list(self._verifying.items()):
+            if now_ms - v.started_ms >= expiration_ms:
+                del self._verifying[pid]
+        return len(expired)
 
     def ongoing_transactions(self) -> dict[int, int]:
         """First offset → producer id of every undecided transaction (read-only use)."""

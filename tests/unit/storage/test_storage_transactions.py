@@ -383,3 +383,20 @@ def test_pending_verification_blocks_higher_sequences():
         psm.check_all([parse_header(txn_batch(1, 3))])
     psm.maybe_start_verification(1, 0, 1)  # a new epoch resets it
     assert psm.check_all([parse_header(txn_batch(1, 0, epoch=1))]) is None
+
+
+def test_idle_producers_expire_but_not_with_an_open_transaction():
+    """producer.id.expiration.ms (Kafka's isProducerExpired): by the last batch's time."""
+    psm = ProducerStateManager()
+    apply(psm, build_batch([b"a"], producer_id=1, producer_epoch=0, base_sequence=0,
+                           timestamp_ms=1000))
+    apply(psm, build_batch([b"b"], producer_id=2, producer_epoch=0, base_sequence=0,
+                           timestamp_ms=1000, transactional=True))
+    apply(psm, build_batch([b"c"], producer_id=3, producer_epoch=0, base_sequence=0,
+                           timestamp_ms=5000))
+    psm.maybe_start_verification(4, 0, 0, now_ms=1000)
+    assert psm.remove_expired(now_ms=5999, expiration_ms=5000) == 0
+    assert psm.remove_expired(now_ms=6000, expiration_ms=5000) == 1
+    assert set(psm.producers) == {2, 3}  # 2 has a transaction open
+    assert psm.verification_guard(4) is None
+    assert psm.first_unstable_offset() == 0
