@@ -5,6 +5,7 @@ __consumer_offsets."""
 
 from __future__ import annotations
 
+import shutil
 import signal
 import time
 from pathlib import Path
@@ -197,5 +198,39 @@ def test_group_offsets_survive_compaction_of_consumer_offsets(tmp_path, topic_na
         finally:
             consumer.close()
         assert {tp.partition: tp.offset for tp in committed} == final
+    finally:
+        cluster.stop()
+
+
+@pytest.mark.slow
+def test_follower_rebuilt_from_a_compacted_leader(tmp_path, topic_name):
+    """Leader and follower clean independently; a follower whose log is lost copies the
+    leader's compacted log, offset gaps included, and serves the same view as leader."""
+    from tests.integration.replication_checks import partition_isrs, partition_leaders
+
+    cluster = LocalCluster(tmp_path / "data", brokers=2, port_base=0, overrides=FAST_CLEANER)
+    cluster.start(timeout_s=90)
+    try:
+        create_topic(cluster.bootstrap, topic_name, replication=2, config=COMPACTED)
+        pairs = [(b"key-%02d" % (i % 30), b"value-%05d" % i + b"." * 40) for i in range(3000)]
+        acked = produce_keyed(cluster.bootstrap, topic_name, pairs, acks="all")
+        leader = partition_leaders(cluster.bootstrap, topic_name)[0]
+        follower = next(b for b in cluster.broker_ids if b != leader)
+        dirs = {b: cluster.broker_log_dirs(b)[0] for b in cluster.broker_ids}
+        for b in cluster.broker_ids:  # both replicas clean on their own
+            wait_until(lambda b=b: (cleaner_checkpoint(dirs[b], topic_name) or 0) > 2000, 60,
+                       f"a cleaning on broker {b}")
+        cluster.stop_broker(follower)
+        shutil.rmtree(dirs[follower] / f"{topic_name}-0")
+        cluster.start_broker(follower)
+        wait_until(lambda: partition_isrs(cluster.bootstrap, topic_name)[0] == sorted(
+            cluster.broker_ids), 60, "the rebuilt follower back in the ISR")
+        cluster.stop_broker(leader)  # the follower leads now
+        wait_until(lambda: partition_leaders(cluster.bootstrap, topic_name)[0] == follower, 60,
+                   "the follower leading")
+        view = read_all(cluster.bootstrap, topic_name)
+        assert {k: (o, v) for o, k, v in view} == latest_per_key(acked)
+        offsets = [o for o, _k, _v in view]
+        assert offsets == sorted(set(offsets)) and len(offsets) < len(pairs) // 2
     finally:
         cluster.stop()
