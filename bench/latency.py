@@ -47,7 +47,14 @@ import urllib.request
 from pathlib import Path
 
 import numpy as np
-from confluent_kafka import OFFSET_END, Consumer, Producer, TopicPartition
+from confluent_kafka import (
+    OFFSET_END,
+    Consumer,
+    KafkaError,
+    KafkaException,
+    Producer,
+    TopicPartition,
+)
 from confluent_kafka.admin import AdminClient, NewTopic
 from produce_consume import machine  # same folder: the machine description
 
@@ -59,6 +66,7 @@ RESULTS = HERE / "results"
 VALUE_SIZE = 1024
 _STAMP = struct.Struct(">q")
 PERCENTILES = (50, 99, 99.9)
+SAMPLES_DIR = ""  # --samples
 
 
 # -- consumer (its own process) -------------------------------------------------------------
@@ -82,23 +90,46 @@ def consume(bootstrap: str, topic: str, expected: int, ready: mp.Event, out: str
         for msg in consumer.consume(1000, 0.1):
             now = time.time_ns()
             if msg.error() is None:
-                sent.append(_STAMP.unpack_from(msg.value())[0])
-                received.append(now)
+                stamp = _STAMP.unpack_from(msg.value())[0]
+                if stamp > 0:  # 0: the producer's warm-up
+                    sent.append(stamp)
+                    received.append(now)
     consumer.close()
     np.save(out, np.array([sent, received], dtype=np.int64))
 
 
 # -- producer ---------------------------------------------------------------------------
 
-def produce(bootstrap: str, topic: str, rate: int, seconds: float, linger_ms: int
-            ) -> tuple[np.ndarray, np.ndarray, int]:
-    """Returns (callback latencies ms, librdkafka latencies ms, errors)."""
+def _send_at_rate(producer: Producer, topic: str, rate: int, seconds: float, stamp,
+                  pad: bytes, report) -> None:
+    """Paced by schedule: a stall does not lower the offered rate afterwards."""
+    interval = 1.0 / rate
+    start = time.perf_counter()
+    total = int(rate * seconds)
+    for n in range(total):
+        delay = start + n * interval - time.perf_counter()
+        if delay > 0.0005:
+            time.sleep(delay)
+        sent = stamp()
+        if report is None:
+            producer.produce(topic, _STAMP.pack(sent) + pad)
+        else:
+            producer.produce(topic, _STAMP.pack(sent) + pad,
+                             on_delivery=lambda e, m, s=sent: report(e, m, s))
+
+
+def produce(bootstrap: str, topic: str, rate: int, seconds: float, linger_ms: int,
+            warmup_s: float = 2.0) -> tuple[np.ndarray, np.ndarray, int, float]:
+    """Returns (callback latencies ms, librdkafka latencies ms, errors, first record's
+    latency ms from a fresh producer)."""
     producer = Producer({"bootstrap.servers": bootstrap, "acks": "all",
                          "linger.ms": linger_ms, "enable.idempotence": True})
     producer.list_topics(topic, timeout=10)  # metadata before the clock starts
     acked: list[int] = []
+    sent_at: list[int] = []
     rd_latency: list[float] = []
     errors = [0]
+    first_ack: list[int] = []
     stop = threading.Event()
 
     def poller() -> None:
@@ -110,6 +141,7 @@ def produce(bootstrap: str, topic: str, rate: int, seconds: float, linger_ms: in
             errors[0] += 1
             return
         acked.append(time.time_ns() - sent_ns)
+        sent_at.append(sent_ns)
         lat = msg.latency()
         if lat is not None:
             rd_latency.append(lat * 1000)
@@ -117,38 +149,40 @@ def produce(bootstrap: str, topic: str, rate: int, seconds: float, linger_ms: in
     thread = threading.Thread(target=poller, daemon=True)
     thread.start()
     pad = b"x" * (VALUE_SIZE - _STAMP.size)
-    interval = 1.0 / rate
-    start = time.perf_counter()
-    n = 0
-    total = int(rate * seconds)
-    while n < total:
-        due = start + n * interval
-        delay = due - time.perf_counter()
-        if delay > 0.0005:
-            time.sleep(delay)
-        sent = time.time_ns()
-        producer.produce(topic, _STAMP.pack(sent) + pad,
-                         on_delivery=lambda e, m, s=sent: report(e, m, s))
-        n += 1
+    # The producer's own start-up (connections, InitProducerId for idempotence, the first
+    # metadata) is not steady-state latency: a warm-up at the same rate comes first, with
+    # stamp 0 so the consumer skips it; the first record's latency is reported apart.
+    first = time.time_ns()
+    producer.produce(topic, _STAMP.pack(0) + pad,
+                     on_delivery=lambda e, m: first_ack.append(time.time_ns() - first))
+    _send_at_rate(producer, topic, rate, warmup_s, lambda: 0, pad, None)
+    producer.flush(60)
+    acked.clear()
+    sent_at.clear()
+    rd_latency.clear()
+    _send_at_rate(producer, topic, rate, seconds, time.time_ns, pad, report)
     producer.flush(60)
     stop.set()
     thread.join(5)
+    if SAMPLES_DIR:  # --samples: every (send time, ack latency) for a later look
+        np.save(Path(SAMPLES_DIR) / f"produce-{topic}-{time.time_ns()}.npy",
+                np.array([sent_at, acked], dtype=np.int64))
     return (np.array(acked, dtype=np.float64) / 1e6, np.array(rd_latency, dtype=np.float64),
-            errors[0])
+            errors[0], first_ack[0] / 1e6 if first_ack else float("nan"))
 
 
 def summary(ms: np.ndarray) -> dict[str, float]:
     if not len(ms):
         return {"samples": 0}
     p50, p99, p999 = np.percentile(ms, PERCENTILES)
-    return {"samples": int(len(ms)), "p50_ms": float(p50), "p99_ms": float(p99),
+    return {"samples": len(ms), "p50_ms": float(p50), "p99_ms": float(p99),
             "p99.9_ms": float(p999), "max_ms": float(ms.max()), "mean_ms": float(ms.mean()),
             "p99_over_p50": float(p99 / p50), "p99.9_over_p50": float(p999 / p50)}
 
 
 # -- broker metrics -----------------------------------------------------------------------
 
-_BUCKET = re.compile(r'^weir_event_loop_lag_ms_bucket\{le="([^"]+)"\} (\S+)$', re.M)
+_BUCKET = re.compile(r'^weir_event_loop_lag_ms_bucket\{le="([^"]+)"\} (\S+)$', re.MULTILINE)
 
 
 def loop_lag(ports: list[int]) -> dict[int, dict[str, float]]:
@@ -177,14 +211,30 @@ def lag_delta(before: dict[int, dict[str, float]], after: dict[int, dict[str, fl
 
 # -- one rate -----------------------------------------------------------------------------
 
+def _await_brokers_in_metadata(bootstrap: str, count: int, timeout_s: float = 120) -> None:
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    deadline = time.monotonic() + timeout_s
+    while len(admin.list_topics(timeout=10).brokers) < count:
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"fewer than {count} brokers in the metadata")
+        time.sleep(0.2)
+
+
 def run_rate(cluster: LocalCluster, ports: list[int], rate: int, seconds: float,
              linger_ms: int, tag: str, tmp: Path) -> dict:
     topic = f"lat-{rate}-{tag}"
     admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
-    admin.create_topics([NewTopic(topic, 1, 3, config={"min.insync.replicas": "2"})],
-                        operation_timeout=60)[topic].result(60)
-    # Warm-up (not measured): connections, the partition's first segment on every replica.
-    produce(cluster.bootstrap, topic, min(rate, 1000), 1.0, linger_ms)
+    deadline = time.monotonic() + 120
+    while True:  # the controller may not have seen every broker register yet
+        try:
+            admin.create_topics([NewTopic(topic, 1, 3, config={"min.insync.replicas": "2"})],
+                                operation_timeout=60)[topic].result(60)
+            break
+        except KafkaException as exc:
+            if exc.args[0].code() != KafkaError.INVALID_REPLICATION_FACTOR \
+                    or time.monotonic() > deadline:
+                raise
+            time.sleep(0.5)
     total = int(rate * seconds)
     ctx = mp.get_context("spawn")
     ready = ctx.Event()
@@ -197,7 +247,7 @@ def run_rate(cluster: LocalCluster, ports: list[int], rate: int, seconds: float,
         raise RuntimeError("consumer did not start")
     load_start = os.getloadavg()
     lag_before = loop_lag(ports)
-    acked, rd, errors = produce(cluster.bootstrap, topic, rate, seconds, linger_ms)
+    acked, rd, errors, first = produce(cluster.bootstrap, topic, rate, seconds, linger_ms)
     lag_after = loop_lag(ports)
     proc.join(seconds + 90)
     if proc.exitcode != 0:
@@ -205,7 +255,7 @@ def run_rate(cluster: LocalCluster, ports: list[int], rate: int, seconds: float,
     sent, received = np.load(out)
     e2e = (received - sent) / 1e6
     return {"rate": rate, "seconds": seconds, "records": total, "errors": errors,
-            "consumed": int(len(e2e)), "produce": summary(acked),
+            "consumed": len(e2e), "first_record_ms": first, "produce": summary(acked),
             "produce_librdkafka": summary(rd), "end_to_end": summary(e2e),
             "loop_lag": lag_delta(lag_before, lag_after),
             "load_average": [round(x, 2) for x in load_start],
@@ -226,9 +276,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--repeat", type=int, default=1)
     parser.add_argument("--linger-ms", type=int, default=0)
     parser.add_argument("--quick", action="store_true", help="10 s per rate")
+    parser.add_argument("--samples", default="", metavar="DIR",
+                        help="keep every produce sample (send time ns, latency ns) as .npy here")
     parser.add_argument("--config", action="append", default=[], metavar="KEY=VALUE",
                         help="broker config override (repeatable)")
     args = parser.parse_args(argv)
+    global SAMPLES_DIR
+    SAMPLES_DIR = args.samples
     seconds = 10.0 if args.quick else args.seconds
     rates = [int(r) for r in args.rates.split(",")]
     overrides = dict(kv.split("=", 1) for kv in args.config)
@@ -240,6 +294,8 @@ def main(argv: list[str] | None = None) -> int:
         cluster.serve_metrics = True
         cluster.start(timeout_s=120)
         try:
+            cluster.wait_for_brokers(cluster.broker_ids, timeout_s=120)
+            _await_brokers_in_metadata(cluster.bootstrap, 3)
             ports = [int(read_properties(cluster.config_path(b))["metrics.http.port"])
                      for b in cluster.broker_ids]
             for i in range(args.repeat):
@@ -274,7 +330,11 @@ def main(argv: list[str] | None = None) -> int:
         for what, key in (("produce", "produce"), ("produce (librdkafka)", "produce_librdkafka"),
                           ("end to end", "end_to_end")):
             lines.append(f"| {run['rate']} | {what} | {fmt(run[key])} | {load} | {stalls} |")
-    lines += ["", "Goal: p99 ≤ 5 × p50 and p99.9 ≤ 10 × p50 at both rates.", ""]
+    lines += ["", "Goal: p99 ≤ 5 × p50 and p99.9 ≤ 10 × p50 at both rates.", "",
+              "Each producer is warmed up for 2 s at the same rate before its samples count "
+              "(the broker's loop-stall counts include that warm-up). A fresh producer's first "
+              "record (connection, InitProducerId, metadata) took, in ms: "
+              + ", ".join(f"{r['first_record_ms']:.0f} ({r['rate']}/s)" for r in runs) + ".", ""]
     md = "\n".join(lines)
     RESULTS.mkdir(exist_ok=True)
     (RESULTS / f"latency-{when}.json").write_text(json.dumps(doc, indent=2) + "\n")
