@@ -23,7 +23,7 @@ UNSUPPORTED = ("startingoffsetsbytimestamp", "endingoffsetsbytimestamp", "minoff
                "maxtriggerdelay", "groupidprefix")
 # Client settings the connector owns; a kafka.* override would break its guarantees.
 RESERVED_CLIENT_KEYS = ("group.id", "enable.auto.commit", "auto.offset.reset",
-                        "enable.idempotence", "acks", "isolation.level")
+                        "enable.idempotence", "acks", "isolation.level", "transactional.id")
 DEFAULT_POLL_TIMEOUT_MS = 120_000
 
 
@@ -92,6 +92,9 @@ class WriteOptions:
 
     client_conf: Mapping[str, str]
     topic: str | None
+    # Streaming writes only: each task's records of a micro-batch in one Kafka transaction
+    # (KIP-98), written at most once per (query, partition, micro-batch).
+    exactly_once: bool = False
 
 
 def _lower(options: Mapping[str, str]) -> dict[str, str]:
@@ -297,7 +300,7 @@ def _check_specific_within(sub: Subscription, spec: OffsetSpec, name: str) -> No
 
 
 def parse_write_options(options: Mapping[str, str], columns: Mapping[str, str],
-                        overwrite: bool = False) -> WriteOptions:
+                        overwrite: bool = False, streaming: bool = False) -> WriteOptions:
     """Check a write: client options, ``topic`` option or column, the input's columns.
 
     ``columns`` maps each input column name to its Spark type name (``simpleString``).
@@ -320,4 +323,10 @@ def parse_write_options(options: Mapping[str, str], columns: Mapping[str, str],
                               f" not {columns[name]}")
     if topic is None and "topic" not in columns:
         raise OptionError("a topic is required: set the 'topic' option or add a 'topic' column")
-    return WriteOptions(client_conf=conf, topic=topic.strip() if topic else None)
+    exactly_once = _bool(opts, "exactlyonce", "exactlyOnce", False)
+    if exactly_once and not streaming:
+        raise OptionError("option 'exactlyOnce' is for streaming writes (writeStream) only")
+    if exactly_once and topic is None:
+        raise OptionError("option 'exactlyOnce' needs the 'topic' option")
+    return WriteOptions(client_conf=conf, topic=topic.strip() if topic else None,
+                        exactly_once=exactly_once)

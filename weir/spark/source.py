@@ -40,7 +40,7 @@ from weir.spark.options import (
     parse_read_options,
     parse_write_options,
 )
-from weir.spark.produce import write_batches
+from weir.spark.produce import write_batches, write_batches_exactly_once
 from weir.spark.schema import kafka_schema
 
 log = logging.getLogger(__name__)
@@ -84,15 +84,16 @@ class WeirDataSource(DataSource):
     def streamReader(self, schema: StructType) -> DataSourceStreamReader:
         return WeirStreamReader(self._read_options(schema, streaming=True))
 
-    def _write_options(self, schema: StructType, overwrite: bool) -> WriteOptions:
+    def _write_options(self, schema: StructType, overwrite: bool,
+                       streaming: bool = False) -> WriteOptions:
         columns = {f.name: f.dataType.simpleString() for f in schema.fields}
-        return parse_write_options(self.options, columns, overwrite)
+        return parse_write_options(self.options, columns, overwrite, streaming)
 
     def writer(self, schema: StructType, overwrite: bool) -> DataSourceArrowWriter:
         return WeirBatchWriter(self._write_options(schema, overwrite))
 
     def streamWriter(self, schema: StructType, overwrite: bool) -> DataSourceStreamArrowWriter:
-        return WeirStreamWriter(self._write_options(schema, overwrite=False))
+        return WeirStreamWriter(self._write_options(schema, overwrite=False, streaming=True))
 
 
 def _read(opts: ReadOptions, partition: InputPartition) -> Iterator[Any]:
@@ -232,8 +233,14 @@ class WeirStreamWriter(DataSourceStreamArrowWriter):
         self.opts = opts
 
     def write(self, iterator: Iterator[Any]) -> WriteResult:
-        count = write_batches(self.opts.client_conf, self.opts.topic, iterator)
-        return WriteResult(count, current_batch_id())
+        batch_id = current_batch_id()
+        if self.opts.exactly_once:
+            assert self.opts.topic is not None  # checked with the options
+            count = write_batches_exactly_once(self.opts.client_conf, self.opts.topic,
+                                               iterator, task_transactional_id(), batch_id)
+        else:
+            count = write_batches(self.opts.client_conf, self.opts.topic, iterator)
+        return WriteResult(count, batch_id)
 
     def commit(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
         total = sum(m.records for m in messages if isinstance(m, WriteResult))
@@ -242,6 +249,19 @@ class WeirStreamWriter(DataSourceStreamArrowWriter):
     def abort(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
         log.warning("weir: micro-batch %d failed; records already written stay written",
                     batchId)
+
+
+def task_transactional_id() -> str:
+    """``weir-spark-<query id>-<partition>``: the query id survives restarts from the
+    checkpoint, and a micro-batch replayed after a failure is planned into the same
+    partitions, so a retried or replayed task finds its own transactional id."""
+    from pyspark import TaskContext
+
+    ctx = TaskContext.get()
+    query = ctx.getLocalProperty("sql.streaming.queryId") if ctx is not None else None
+    if ctx is None or not query:
+        raise RuntimeError("exactlyOnce writes run only in a streaming query's tasks")
+    return f"weir-spark-{query}-{ctx.partitionId()}"
 
 
 def current_batch_id() -> int:
