@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import uuid
 from dataclasses import dataclass, field
+from typing import Any
 
 from weir.common import TopicPartition
 
@@ -54,10 +55,15 @@ class MetadataCache:
     brokers: dict[int, BrokerMeta] = field(default_factory=dict)
     topics: dict[str, dict[int, PartitionMeta]] = field(default_factory=dict)
     topic_ids: dict[str, uuid.UUID] = field(default_factory=dict)
+    # Memo of the Metadata handler: (topic, response class) → that topic's partition
+    # entities, valid until the next update (a 10,000-partition Metadata is otherwise
+    # rebuilt from scratch for every client poll).
+    described: dict[tuple[str, type], tuple[Any, ...]] = field(default_factory=dict)
 
     def update(self, controller_id: int, controller_epoch: int, brokers: list[BrokerMeta],
                partitions: list[tuple[str, uuid.UUID | None, int, PartitionMeta]]) -> set[str]:
         """Apply one UpdateMetadata; returns the topics that were deleted by it."""
+        self.described.clear()
         self.controller_id = controller_id
         self.controller_epoch = controller_epoch
         self.brokers = {b.id: b for b in brokers}

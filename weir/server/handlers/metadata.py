@@ -11,6 +11,7 @@ import logging
 import uuid
 from typing import Any
 
+from weir.protocol import codec
 from weir.protocol.errors import ErrorCode, KafkaError
 from weir.security.acls import AclOperation, ResourceType
 from weir.server import admin, authz
@@ -116,6 +117,16 @@ async def _describe_topic(ctx, name: str, auto_create: bool) -> dict[str, Any]:
         if auto_create and ctx.broker.config.auto_create_topics_enable:
             code = await _auto_create(ctx, name)
         return dict(base, error_code=code, partitions=[])
+    key = (name, ctx.response_cls)
+    memo = cache.described.get(key)
+    if memo is None:
+        memo = cache.described[key] = _partitions(ctx, cache, parts)
+    return dict(base, error_code=ErrorCode.none, partitions=memo)
+
+
+def _partitions(ctx, cache, parts) -> tuple[Any, ...]:
+    """A topic's partition entities, built once per metadata update (the memo above)."""
+    nested = ctx.nested("MetadataResponsePartition")
     partitions = []
     for index in sorted(parts):
         p = parts[index]
@@ -133,7 +144,7 @@ async def _describe_topic(ctx, name: str, auto_create: bool) -> dict[str, Any]:
             "isr_nodes": list(p.isr),
             "offline_replicas": list(p.offline_replicas),
         })
-    return dict(base, error_code=ErrorCode.none, partitions=partitions)
+    return tuple(codec.build(nested, part) for part in partitions)
 
 
 async def _auto_create(ctx, name: str) -> ErrorCode:
