@@ -381,3 +381,57 @@ def test_bad_transactional_requests(tcluster, topic_name):
     assert end(False) == 0
     _wait_state(tcluster, txn_id, "CompleteAbort")
     assert end(True) == 48  # INVALID_TXN_STATE: it was aborted
+
+
+def test_transactions_stay_whole_across_a_coordinator_kill(tcluster, topic_name):
+    """A producer commits transactions in a loop while its coordinator is SIGKILLed: every
+    transaction is visible whole or not at all, and every acknowledged commit is visible."""
+    import threading
+
+    bootstrap = tcluster.bootstrap
+    create_topic(bootstrap, topic_name, partitions=2, replication=3)
+    txn_id = _name("loop")
+    p = _producer(bootstrap, txn_id)
+    p.init_transactions(60)
+    committed: list[int] = []
+    aborted: list[int] = []
+    started = threading.Event()
+    errors: list[BaseException] = []
+
+    def run() -> None:
+        try:
+            for i in range(30):
+                p.begin_transaction()
+                p.produce(topic_name, f"t{i}-a".encode(), partition=0)
+                p.produce(topic_name, f"t{i}-b".encode(), partition=1)
+                try:
+                    p.commit_transaction(90)
+                    committed.append(i)
+                except KafkaException as exc:
+                    if not exc.args[0].txn_requires_abort():
+                        raise
+                    p.abort_transaction(90)
+                    aborted.append(i)
+                if i == 4:
+                    started.set()
+        except BaseException as exc:  # noqa: BLE001 - reported by the test thread
+            errors.append(exc)
+            started.set()
+
+    worker = threading.Thread(target=run, daemon=True)
+    worker.start()
+    assert started.wait(120)
+    victim = _coordinator_of(tcluster, txn_id)
+    tcluster.kill_broker(victim, signal.SIGKILL)
+    try:
+        worker.join(240)
+        assert not worker.is_alive(), "the producer hung"
+        assert not errors, errors
+        assert len(committed) + len(aborted) == 30
+        seen = set(_read_all(bootstrap, topic_name, 2, "read_committed", timeout_s=90))
+        for i in range(30):
+            pair = {f"t{i}-a".encode(), f"t{i}-b".encode()}
+            assert pair <= seen if i in committed else not pair & seen, i
+    finally:
+        tcluster.start_broker(victim)
+        tcluster.wait_for_brokers([victim], timeout_s=60)
