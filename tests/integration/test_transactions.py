@@ -435,3 +435,43 @@ def test_transactions_stay_whole_across_a_coordinator_kill(tcluster, topic_name)
     finally:
         tcluster.start_broker(victim)
         tcluster.wait_for_brokers([victim], timeout_s=60)
+
+
+def test_kafka_python_consume_transform_produce(tcluster):
+    from kafka import KafkaConsumer, KafkaProducer
+    from kafka.structs import OffsetAndMetadata
+    from kafka.structs import TopicPartition as KTopicPartition
+
+    bootstrap = tcluster.bootstrap
+    source, sink, group = _name("kin"), _name("kout"), _name("kgroup")
+    create_topic(bootstrap, source, partitions=1, replication=3)
+    create_topic(bootstrap, sink, partitions=1, replication=3)
+    produce(bootstrap, source, [f"m{i}".encode() for i in range(8)], partition=0)
+    consumer = KafkaConsumer(source, bootstrap_servers=bootstrap.split(","), group_id=group,
+                             enable_auto_commit=False, auto_offset_reset="earliest",
+                             isolation_level="read_committed")
+    producer = KafkaProducer(bootstrap_servers=bootstrap.split(","),
+                             transactional_id=_name("kctp"), acks="all",
+                             enable_idempotence=True)
+    try:
+        producer.init_transactions()
+        got = []
+        deadline = time.monotonic() + 60
+        while len(got) < 8 and time.monotonic() < deadline:
+            for records in consumer.poll(timeout_ms=500).values():
+                got.extend(records)
+        assert len(got) == 8
+        producer.begin_transaction()
+        for rec in got:
+            producer.send(sink, rec.value[::-1], partition=0)
+        tp = KTopicPartition(source, 0)
+        # The consumer's group metadata (member id, generation: KIP-447's fencing).
+        producer.send_offsets_to_transaction({tp: OffsetAndMetadata(8, "", -1)},
+                                             consumer.group_metadata())
+        producer.commit_transaction()
+        assert wait_for(lambda: consumer.committed(tp) == 8, 30, what="committed offset")
+    finally:
+        producer.close(timeout=10)
+        consumer.close()
+    assert _read_all(bootstrap, sink, 1, "read_committed") == [
+        f"m{i}".encode()[::-1] for i in range(8)]
