@@ -474,7 +474,11 @@ class TransactionCoordinator:
                         and meta.txn_start_timestamp + meta.txn_timeout_ms <= now):
                     log.info("aborting the timed-out transaction of %r (producer id %d)",
                              meta.transactional_id, meta.producer_id)
-                    fence = meta.prepare_fence_producer_epoch()
+                    try:
+                        fence = meta.prepare_fence_producer_epoch()
+                    except KafkaError as exc:
+                        log.warning("cannot abort %r: %s", meta.transactional_id, exc.message)
+                        continue
                     self._spawn(self._end(part, meta, fence.producer_id, fence.producer_epoch,
                                           commit=False, from_client=False))
 
@@ -493,13 +497,20 @@ class TransactionCoordinator:
 
     async def _tombstone(self, part: TxnPartition, txn_id: str,
                          meta: TransactionMetadata) -> None:
-        meta.prepare_dead()
+        try:
+            meta.prepare_dead()
+        except KafkaError:
+            return  # it moved on meanwhile
         tp = TopicPartition(TRANSACTION_STATE_TOPIC, part.index)
         batch = build_batch([None], keys=[codec.encode_key(txn_id)], timestamp_ms=now_ms())
-        result = (await self.broker.replica_manager.append(
-            -1, self.broker.config.request_timeout_ms, {tp: batch},
-            origin=AppendOrigin.COORDINATOR))[tp]
-        if result.error == ErrorCode.none and self._owns(part) and part.txns.get(txn_id) is meta:
+        try:
+            result = (await self.broker.replica_manager.append(
+                -1, self.broker.config.request_timeout_ms, {tp: batch},
+                origin=AppendOrigin.COORDINATOR))[tp]
+            error = result.error
+        except KafkaError as exc:
+            error = exc.code
+        if error == ErrorCode.none and self._owns(part) and part.txns.get(txn_id) is meta:
             del part.txns[txn_id]
             meta.state, meta.pending_state = TxnState.DEAD, None
             log.info("expired transactional id %r", txn_id)

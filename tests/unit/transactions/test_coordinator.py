@@ -263,3 +263,27 @@ def test_placement_uses_the_topics_partition_count(tmp_path):
     assert coord.partition_for("anything") == 0
     broker.metadata.topics[TRANSACTION_STATE_TOPIC] = {i: None for i in range(50)}
     assert coord.partition_for("hello") == partition_for("hello", 50) == 99162322 % 50
+
+
+def test_idle_transactional_ids_expire(tmp_path):
+    async def scenario():
+        broker = make_broker(tmp_path)
+        coord, _ = await _coordinator(broker, 0)
+        await coord.init_producer_id("idle", 60000)
+        await coord.init_producer_id("busy", 60000)
+        await coord.add_partitions("busy", 1002, 0, {A0})
+        coord.expire_transactional_ids(int(time.time() * 1000))  # not idle long enough
+        await asyncio.sleep(0.05)
+        assert set(coord.partitions[0].txns) == {"idle", "busy"}
+        coord.expire_transactional_ids(int(time.time() * 1000) + 604800000)
+        for _ in range(200):
+            if "idle" not in coord.partitions[0].txns:
+                break
+            await asyncio.sleep(0.005)
+        assert set(coord.partitions[0].txns) == {"busy"}  # an open transaction stays
+        assert coord.describe("idle")["error_code"] == ErrorCode.transactional_id_not_found
+        again, _ = await _coordinator(broker, 1)  # the tombstone is in the log
+        assert set(again.partitions[0].txns) == {"busy"}
+        fresh = await again.init_producer_id("idle", 60000)
+        assert (fresh.error, fresh.producer_epoch) == (ErrorCode.none, 0)
+    run(scenario())
