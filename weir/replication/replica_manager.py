@@ -8,6 +8,7 @@ purgatory, and applies the controller's role changes.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
 from collections.abc import Callable
@@ -160,6 +161,22 @@ class ReplicaManager:
         await self.fetchers.close()
         if self.alter_partition is not None:
             await self.alter_partition.close()
+
+    async def create_new_logs(self, controller_epoch: int,
+                              updates: dict[TopicPartition, PartitionStateUpdate]) -> None:
+        """Create the logs of the new replicas a LeaderAndIsr names on a worker thread
+        before it is applied, so a new topic's thousands of directories and segment files
+        do not stall the event loop (what cannot be done there is done inline by
+        :meth:`apply_leader_and_isr`, as before)."""
+        self.check_controller_epoch(controller_epoch)
+        wanted = [(tp, self.topic_log_config(tp.topic), _topic_id_str(u.topic_id))
+                  for tp, u in updates.items()
+                  if u.is_new and tp not in self.partitions
+                  and self.broker_id in u.state.replicas]
+        plan = self.log_manager.plan_new_logs(wanted)
+        if plan:
+            made = await asyncio.to_thread(self.log_manager.open_new_logs, plan, now_ms())
+            self.log_manager.adopt_logs(made)
 
     def apply_leader_and_isr(self, controller_epoch: int,
                              updates: dict[TopicPartition, PartitionStateUpdate],

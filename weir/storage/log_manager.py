@@ -287,6 +287,56 @@ class LogManager:
                 return created
         raise KafkaError(ErrorCode.kafka_storage_error, f"no online log dir can host {tp}")
 
+    # -- creating many logs off the event loop (a LeaderAndIsr for a new topic) ------
+    def plan_new_logs(self, wanted: list[tuple[TopicPartition, LogConfig, str | None]]
+                      ) -> list[tuple[TopicPartition, Path, LogConfig, str | None]]:
+        """Which of ``wanted`` (partition, config, topic id) :meth:`open_new_logs` may
+        create off the event loop: those without a log, when there is one online log dir
+        to put them in and no preferred dir (JBOD placement stays in
+        :meth:`get_or_create_log`)."""
+        online = self.online_dirs
+        if len(self.log_dirs) != 1 or len(online) != 1:
+            return []
+        plan = []
+        for tp, config, topic_id in wanted:
+            if tp not in self._logs and tp not in self._preferred_dirs:
+                self._topic_configs[tp.topic] = config
+                plan.append((tp, online[0], config, topic_id))
+        return plan
+
+    @staticmethod
+    def open_new_logs(plan: list[tuple[TopicPartition, Path, LogConfig, str | None]],
+                      now_ms: int) -> list[tuple[TopicPartition, Path, Log | OSError, str | None]]:
+        """Create the planned logs' directories and first segments (any thread: touches no
+        state of the manager).  A failure is returned, not raised, for :meth:`adopt_logs`."""
+        made: list[tuple[TopicPartition, Path, Log | OSError, str | None]] = []
+        for tp, log_dir, config, topic_id in plan:
+            try:
+                log_dir.mkdir(parents=True, exist_ok=True)
+                lg = Log.open(log_dir / str(tp), config, clean_shutdown=True, now_ms=now_ms)
+                made.append((tp, log_dir, lg, topic_id))
+            except (OSError, KafkaError) as exc:
+                failure = exc if isinstance(exc, OSError) else OSError(str(exc))
+                made.append((tp, log_dir, failure, topic_id))
+        return made
+
+    def adopt_logs(self, made: list[tuple[TopicPartition, Path, Log | OSError, str | None]]
+                   ) -> None:
+        """Register logs made by :meth:`open_new_logs` (on the event loop) and queue their
+        ``partition.metadata``.  A failure takes its log dir offline, as it would have
+        inline; a partition that got a log meanwhile keeps it (the spare is dropped)."""
+        for tp, log_dir, lg, topic_id in made:
+            if isinstance(lg, OSError):
+                self._guard(log_dir, lambda exc=lg: _raise(exc))
+            elif tp in self._logs or log_dir in self._offline:
+                for seg in lg.segments:
+                    seg.release()
+            else:
+                self._logs[tp] = lg
+                self._log_dir_of[tp] = log_dir
+                if topic_id is not None:
+                    self.deferred.submit([PartitionMetadataWrite(lg.dir, topic_id)])
+
     def _dirs_by_load(self) -> list[Path]:
         online = self.online_dirs
         if len(online) <= 1:  # nothing to choose (and no count per new log)
@@ -597,3 +647,7 @@ class LogManager:
         for tp, lg in due:
             if self._log_dir_of[tp] not in self._offline:
                 self._guard(self._log_dir_of[tp], lambda lg=lg: lg.maybe_flush(now_ms))
+
+
+def _raise(exc: BaseException) -> None:
+    raise exc

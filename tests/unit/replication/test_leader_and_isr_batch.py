@@ -1,0 +1,108 @@
+"""A LeaderAndIsr for many partitions: new logs created on a worker thread before it is
+applied, and the new leader epochs' checkpoints written in one batch on the storage thread."""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+
+from weir.common import TopicPartition
+from weir.replication.fetcher import LeaderEndpoint
+from weir.replication.partition import LeaderState
+from weir.replication.replica_manager import PartitionStateUpdate, ReplicaManager
+from weir.storage.checkpoints import (
+    LEADER_EPOCH_CHECKPOINT,
+    read_epoch_checkpoint,
+    read_partition_metadata,
+)
+from weir.storage.config import LogConfig
+from weir.storage.log_manager import LogManager
+
+TPS = [TopicPartition("t", p) for p in range(20)]
+LIVE = {2: LeaderEndpoint(2, "127.0.0.1", 1)}
+TOPIC_ID = "AAAAAAAAAAAAAAAAAAAAAQ"
+
+
+def _updates(leader: int, epoch: int, replicas=(1, 2, 3)):
+    return {tp: PartitionStateUpdate(
+        LeaderState(leader=leader, leader_epoch=epoch, isr=list(replicas),
+                    replicas=list(replicas), partition_epoch=epoch, controller_epoch=1),
+        None, True) for tp in TPS}
+
+
+def _manager(dirs):
+    lm = LogManager(dirs, LogConfig.from_dict({}))
+    lm.startup(now_ms=0)
+    return lm, ReplicaManager(1, lm, lambda _t: LogConfig.from_dict({}), lambda _t: 2)
+
+
+def test_new_logs_are_created_before_the_request_is_applied(tmp_path):
+    async def body():
+        lm, rm = _manager([tmp_path])
+        updates = _updates(2, 0)
+        for u in updates.values():
+            u.topic_id = None
+        await rm.create_new_logs(1, updates)
+        assert all(lm.get_log(tp) is not None for tp in TPS)
+        assert not rm.partitions  # nothing applied yet
+        results = rm.apply_leader_and_isr(1, updates, True, LIVE)
+        assert set(results.values()) == {0}
+        assert all(rm.partitions[tp].log is lm.get_log(tp) for tp in TPS)
+        await rm.close()
+        lm.shutdown()
+    asyncio.run(body())
+
+
+def test_refused_replicas_get_no_log(tmp_path):
+    async def body():
+        lm, rm = _manager([tmp_path])
+        await rm.create_new_logs(1, _updates(2, 0, replicas=(2, 3, 4)))
+        assert not lm.all_logs()
+        await rm.close()
+        lm.shutdown()
+    asyncio.run(body())
+
+
+def test_jbod_placement_stays_inline(tmp_path):
+    async def body():
+        lm, rm = _manager([tmp_path / "a", tmp_path / "b"])
+        updates = _updates(2, 0)
+        await rm.create_new_logs(1, updates)
+        assert not lm.all_logs()  # left to get_or_create_log (least-loaded dir)
+        rm.apply_leader_and_isr(1, updates, True, LIVE)
+        dirs = {lm.log_dir_of(tp) for tp in TPS}
+        assert dirs == {tmp_path / "a", tmp_path / "b"}
+        await rm.close()
+        lm.shutdown()
+    asyncio.run(body())
+
+
+def test_leader_epoch_checkpoints_written_in_one_batch_off_the_loop(tmp_path):
+    async def body():
+        lm, rm = _manager([tmp_path])
+        rm.apply_leader_and_isr(1, _updates(2, 0), True, LIVE)
+        rm.apply_leader_and_isr(1, _updates(1, 1), False, LIVE)
+        caches = [rm.partitions[tp].log.epoch_cache for tp in TPS]
+        assert all(c.entries == [(1, 0)] for c in caches)
+        assert lm.deferred.drain(timeout_s=30)
+        for tp in TPS:
+            path = lm.get_log(tp).dir / LEADER_EPOCH_CHECKPOINT
+            assert read_epoch_checkpoint(path) == [(1, 0)]
+        await rm.close()
+        lm.shutdown()
+    asyncio.run(body())
+
+
+def test_partition_metadata_of_new_logs_is_written(tmp_path):
+    async def body():
+        lm, rm = _manager([tmp_path])
+        updates = _updates(2, 0)
+        tid = uuid.UUID(bytes=b"\x00" * 15 + b"\x01")
+        for u in updates.values():
+            u.topic_id = tid
+        await rm.create_new_logs(1, updates)
+        assert lm.deferred.drain(timeout_s=30)
+        assert read_partition_metadata(lm.get_log(TPS[0]).dir) == TOPIC_ID
+        await rm.close()
+        lm.shutdown()
+    asyncio.run(body())
