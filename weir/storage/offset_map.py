@@ -3,8 +3,9 @@
 Kafka stores a 16-byte MD5 digest and an 8-byte offset per key in a fixed buffer of
 ``log.cleaner.dedupe.buffer.size`` bytes (split between the cleaner threads) filled to at
 most ``log.cleaner.io.buffer.load.factor``; a digest collision between two keys is accepted
-(astronomically unlikely).  Here the entries live in a dict keyed by the same digest and the
-same arithmetic bounds how many fit: ``slots = buffer_bytes // 24`` and the map is "full" at
+(astronomically unlikely).  Here the entries live in a dict keyed by the same digest (or
+the key itself when it is no longer than a digest) and the same arithmetic bounds how many
+fit: ``slots = buffer_bytes // 24`` and the map is "full" at
 ``slots * load_factor`` entries, when the cleaner stops reading the dirty section (the rest
 is cleaned by the next round).
 """
@@ -35,6 +36,10 @@ class OffsetMap:
 
     @staticmethod
     def digest(key: bytes) -> bytes:
+        """The key itself when it is at most 16 bytes (no hashing, no collision), else its
+        MD5 digest: every entry holds at most 16 bytes of key, as Kafka's."""
+        if len(key) <= HASH_BYTES:
+            return key
         return hashlib.md5(key, usedforsecurity=False).digest()
 
     def __len__(self) -> int:
