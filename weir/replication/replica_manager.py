@@ -612,8 +612,14 @@ class ReplicaManager:
             self.isr_expands += bool(p.isr - before)  # metrics
             log.info("%s: ISR is now %s (partition epoch %d)", result.tp, sorted(p.isr),
                      p.partition_epoch)
-            p.maybe_increment_high_watermark(now_ms())
-            self.on_high_watermark_change(result.tp)
+            # As Kafka's Partition.maybeShrinkIsr/expandIsr: waiting fetches are retried
+            # only if the high watermark moved.  Each retry re-reads every partition of a
+            # follower's fetch, so retrying them for every ISR change made a broker with
+            # thousands of ISR changes quadratic (minutes of event loop at 10,000
+            # partitions).  Waiting produces are cheap and may now fail on min.insync.replicas.
+            if p.maybe_increment_high_watermark(now_ms()):
+                self.fetch_purgatory.notify(result.tp)
+            self.produce_purgatory.notify(result.tp)
 
     # -- offsets ---------------------------------------------------------------------
 

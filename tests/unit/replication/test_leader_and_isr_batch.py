@@ -106,3 +106,30 @@ def test_partition_metadata_of_new_logs_is_written(tmp_path):
         await rm.close()
         lm.shutdown()
     asyncio.run(body())
+
+
+def test_isr_change_retries_waiting_fetches_only_when_the_high_watermark_moves(tmp_path):
+    """Kafka's maybeShrinkIsr: delayed fetches are retried only if the HW moved (each
+    retry re-reads every partition of a follower's fetch)."""
+    from weir.protocol.errors import ErrorCode
+    from weir.records.builder import build_batch
+    from weir.replication.alter_partition import IsrResult
+
+    async def body():
+        lm, rm = _manager([tmp_path])
+        rm.topic_min_isr = lambda _t: 1
+        rm.broker_alive = lambda b: b == 1  # followers gone: they hold nothing back
+        rm.apply_leader_and_isr(1, _updates(1, 1), True, LIVE)
+        fetch_notified, produce_notified = [], []
+        rm.fetch_purgatory.notify = fetch_notified.append
+        rm.produce_purgatory.notify = produce_notified.append
+        tp = TPS[0]
+        rm.on_isr_result(IsrResult(tp, ErrorCode.none, 1, (1, 2), 2))  # empty log: HW stays
+        assert fetch_notified == [] and produce_notified == [tp]
+        p = rm.partitions[tp]
+        p.log.append_as_leader(build_batch([b"v"]), 1, 0)  # LEO 1, HW 0 (waits for 2 and 3)
+        rm.on_isr_result(IsrResult(tp, ErrorCode.none, 1, (1,), 3))  # only the leader left
+        assert p.log.high_watermark == 1 and fetch_notified == [tp]
+        await rm.close()
+        lm.shutdown()
+    asyncio.run(body())
