@@ -915,6 +915,10 @@ DYNAMIC_BROKER_CONFIGS: frozenset[str] = frozenset(
      if d.topic_key is not None and d.name != "log.message.format.version"]
     + ["leader.replication.throttled.rate", "follower.replication.throttled.rate",
        "replica.alter.log.dirs.io.max.bytes.per.second",
+       # Kafka's LogCleaner.ReconfigurableConfigs
+       "log.cleaner.threads", "log.cleaner.dedupe.buffer.size", "log.cleaner.io.buffer.size",
+       "log.cleaner.io.buffer.load.factor", "log.cleaner.io.max.bytes.per.second",
+       "log.cleaner.backoff.ms",
        "max.connections", "max.connections.per.ip", "max.connections.per.ip.overrides"])
 
 

@@ -275,6 +275,7 @@ class DynamicBrokerConfigs:
         self._broker = broker
         self._lock = asyncio.Lock()  # one read-modify-write of a znode at a time
         self._reload_lock = asyncio.Lock()  # reloads in order: a later one reads newer data
+        self._cleaner_restart: asyncio.Future | None = None  # log.cleaner.* changed
 
     async def reload(self) -> None:
         """Re-read both znodes and apply what changed (startup and every change
@@ -324,6 +325,12 @@ class DynamicBrokerConfigs:
         mover = getattr(broker, "log_dir_mover", None)
         if _ALTER_LOG_DIRS_RATE in changed and mover is not None:
             mover.quota.rate = int(new.get(_ALTER_LOG_DIRS_RATE))
+        cleaner = getattr(broker, "log_cleaner", None)
+        if cleaner is not None and any(k.startswith("log.cleaner.") for k in changed):
+            from weir.server.broker import cleaner_config  # the broker imports this module
+
+            self._cleaner_restart = asyncio.ensure_future(
+                cleaner.reconfigure(cleaner_config(new)))
         if _UNCLEAN in changed and broker.controller is not None:
             broker.controller.set_unclean_leader_election_enable(bool(new.get(_UNCLEAN)))
 

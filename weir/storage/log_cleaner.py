@@ -104,6 +104,19 @@ class LogCleaner:
             self._executor.shutdown(wait=True, cancel_futures=True)
             self._executor = None
 
+    async def reconfigure(self, config: CleanerConfig) -> None:
+        """New ``log.cleaner.*`` values (dynamic broker configs): the threads are stopped
+        (a cleaning in progress is aborted, its work redone later) and started again with
+        them, as Kafka's ``LogCleaner.reconfigure``."""
+        if config == self.config:
+            return
+        running = bool(self._tasks)
+        await self.stop()
+        self.config = config
+        self._stopping = False
+        if running or config.enable_cleaner:
+            self.start()
+
     def wake(self) -> None:
         """Look for work now (tests, config changes)."""
         self._wake.set()

@@ -78,3 +78,22 @@ def test_log_deleted_during_cleaning_aborts_it(tmp_path):
     assert cleaner.metrics.cleanings == 0 and not lm.offline_dirs
     assert cleaner.manager.state(tp) is None  # resumed after the deletion
     lm.shutdown()
+
+
+def test_reconfigure_restarts_the_threads_with_new_values(tmp_path):
+    lm = LogManager([tmp_path], LogConfig())
+    lm.startup(0)
+    lg = lm.get_or_create_log(TopicPartition("c", 0), COMPACT)
+
+    async def run():
+        cleaner = LogCleaner(lm, CleanerConfig(backoff_ms=60_000))
+        cleaner.start()
+        await asyncio.sleep(0.05)
+        _fill(lg)  # nothing wakes the old threads for a minute
+        await cleaner.reconfigure(CleanerConfig(num_threads=2, backoff_ms=20))
+        assert len(cleaner._tasks) == 2 and cleaner.config.num_threads == 2
+        await _wait(lambda: cleaner.metrics.cleanings >= 1)
+        await cleaner.stop()
+
+    asyncio.run(run())
+    lm.shutdown()
