@@ -31,7 +31,7 @@ from weir.replication.log_dir_failure import take_dir_offline
 from weir.replication.log_dir_mover import CopyQuota, LogDirMover
 from weir.replication.replica_manager import ReplicaManager, ReplicationSettings
 from weir.security.credentials import ScramCredentialStore
-from weir.server import admin, listeners
+from weir.server import admin, gc_tuning, listeners
 from weir.server.authz import create_authorizer
 from weir.server.dynamic_config import DynamicBrokerConfigs
 from weir.server.fetch_session import FetchSessionCache
@@ -473,6 +473,9 @@ async def _main(config: BrokerConfig) -> int:
         except Exception:
             log.exception("cleanup after a failed start also failed")
         return 1
+    # Full GC collections stall the loop; keep them off the startup heap (see gc_tuning).
+    gc_tuning.tune_thresholds()
+    log.info("froze %d startup objects out of the cyclic GC", gc_tuning.freeze_startup_heap())
     await broker.run_until_stopped()
     await broker.stop()
     return 0
