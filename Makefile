@@ -43,6 +43,8 @@ test-fast: deps
 
 bench: deps
 	$(PY) bench/produce_consume.py
+	$(PY) bench/replication.py
+	$(PY) bench/latency.py
 	$(PY) bench/compaction.py
 
 # A long fuzzing run (FUZZ_MINUTES, default 60): in-process decoders, then a live broker.
