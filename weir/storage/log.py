@@ -716,8 +716,8 @@ class Log:
                                   sync=True)
             except OSError as exc:
                 log.warning("%s: producer snapshot not written: %s", self._tp, exc)
-        for seg in self._segments:
-            seg.close()
+        for seg in self._segments:  # what lies past the recovery point may be unsynced
+            seg.close(sync=seg.next_offset > self._recovery_point)
 
     @_storage_op
     def rename_dir(self, new_dir: Path) -> None:
