@@ -39,6 +39,15 @@ def live_broker_ids(broker) -> list[int]:
     return ids or [broker.broker_id]
 
 
+async def registered_broker_ids(broker) -> list[int]:
+    """The brokers registered in ZooKeeper (``/brokers/ids``): what Kafka's ZooKeeper-mode
+    topic admin assigns replicas over (``AdminZkClient.getBrokerMetadatas``), rather than
+    this broker's metadata cache, which may not yet have heard of a broker that has just
+    registered."""
+    infos = await asyncio.to_thread(broker.zk.get_all_brokers)
+    return sorted(infos) or live_broker_ids(broker)
+
+
 # ZooKeeper refuses a znode over jute.maxbuffer (1 MiB less one byte by default), and a topic's
 # whole assignment lives in one: /brokers/topics/<t>.
 ZNODE_MAX_BYTES = 0xFFFFF
@@ -58,11 +67,12 @@ def check_assignment_fits(total_partitions: int, replication_factor: int) -> Non
             f"znode limit (jute.maxbuffer)")
 
 
-def plan_assignment(broker, num_partitions: int, replication_factor: int,
+def plan_assignment(live_brokers: list[int], num_partitions: int, replication_factor: int,
                     manual: dict[int, list[int]] | None,
                     start_partition: int = 0) -> dict[int, list[int]]:
+    """Replica assignment of new partitions over ``live_brokers`` (or checks a manual one)."""
     if manual:
-        live = set(live_broker_ids(broker))
+        live = set(live_brokers)
         expected = list(range(start_partition, start_partition + len(manual)))
         if sorted(manual) != expected:
             raise KafkaError(ErrorCode.invalid_replica_assignment,
@@ -87,7 +97,7 @@ def plan_assignment(broker, num_partitions: int, replication_factor: int,
         raise KafkaError(ErrorCode.invalid_replication_factor,
                          f"replication factor must be at least 1, got {replication_factor}")
     check_assignment_fits(start_partition + num_partitions, replication_factor)
-    return assign_replicas(live_broker_ids(broker), num_partitions, replication_factor,
+    return assign_replicas(live_brokers, num_partitions, replication_factor,
                            start_partition=start_partition)
 
 
@@ -102,7 +112,8 @@ async def create_topic(broker, name: str, num_partitions: int, replication_facto
         num_partitions = broker.config.num_partitions
     if replication_factor == -1:
         replication_factor = broker.config.default_replication_factor
-    assignment = plan_assignment(broker, num_partitions, replication_factor, manual)
+    assignment = plan_assignment(await registered_broker_ids(broker), num_partitions,
+                                 replication_factor, manual)
     if validate_only:
         return None, assignment
     topic_id = await asyncio.to_thread(broker.zk.create_topic, name, assignment, dict(configs))

@@ -68,6 +68,7 @@ async def _grow(ctx, topic, validate_only: bool) -> None:
         if any(len(r) != rf for r in manual.values()):
             raise KafkaError(ErrorCode.invalid_replica_assignment,
                              f"new partitions must have replication factor {rf}")
-    added = admin.plan_assignment(broker, count - have, rf, manual, start_partition=have)
+    added = admin.plan_assignment(await admin.registered_broker_ids(broker), count - have, rf,
+                                  manual, start_partition=have)
     if not validate_only:
         await asyncio.to_thread(broker.zk.add_partitions, topic.name, added, current.zk_version)
