@@ -155,16 +155,20 @@ class LeaderEpochCache:
             return requested_epoch, self._offsets[0]
         return self._epochs[higher - 1], self._offsets[higher]
 
-    def truncate_from_end(self, end_offset: int) -> None:
-        """Drop entries starting at or after ``end_offset`` (log truncated to it)."""
+    def truncate_from_end(self, end_offset: int, *, defer: bool = False) -> None:
+        """Drop entries starting at or after ``end_offset`` (log truncated to it).
+        ``defer``: the file is written later (Kafka's ``truncateFromEndAsyncFlush``; a
+        stale file is truncated again when the log is next loaded)."""
         i = bisect.bisect_left(self._offsets, end_offset)
         if i < len(self._offsets):
             with self._lock:
                 del self._epochs[i:], self._offsets[i:]
-            self._persist()
+            if not defer:
+                self._persist()
 
-    def truncate_from_start(self, start_offset: int) -> None:
-        """Drop entries wholly below ``start_offset``; the covering one moves up to it."""
+    def truncate_from_start(self, start_offset: int, *, defer: bool = False) -> None:
+        """Drop entries wholly below ``start_offset``; the covering one moves up to it.
+        ``defer``: as for :meth:`truncate_from_end` (``truncateFromStartAsyncFlush``)."""
         i = bisect.bisect_right(self._offsets, start_offset)
         if i == 0:
             return
@@ -174,7 +178,8 @@ class LeaderEpochCache:
         with self._lock:
             del self._epochs[:floor], self._offsets[:floor]
             self._offsets[0] = start_offset
-        self._persist()
+        if not defer:
+            self._persist()
 
     def clear(self) -> None:
         """Remove every entry (log truncated fully)."""

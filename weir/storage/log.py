@@ -243,8 +243,10 @@ class Log:
             for seg in segments:
                 seg.release()
             raise
-        cache.truncate_from_end(loaded.log_end_offset)
-        cache.truncate_from_start(start)
+        # Written later by the log manager's storage thread, as Kafka's LogLoader does
+        # (truncateFrom*AsyncFlush): every load repeats these truncations anyway.
+        cache.truncate_from_end(loaded.log_end_offset, defer=True)
+        cache.truncate_from_start(start, defer=True)
         if high_watermark is not None:
             loaded.update_high_watermark(high_watermark)
         loaded._check_invariants()

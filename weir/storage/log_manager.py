@@ -142,6 +142,11 @@ class LogManager:
                 now_ms=now_ms,
                 high_watermark=hws.get(tp),
             )
+        # Epoch checkpoints the load truncated (e.g. an empty log's entry at its end) are
+        # written by the storage thread, not one fsync'd file per log before registering.
+        self.deferred.submit([lg.epoch_cache for lg in [*self._logs.values(),
+                                                         *self._future_logs.values()]
+                              if lg.epoch_cache.dirty])
         marker.unlink(missing_ok=True)
         self._rewrite_checkpoints(log_dir, bad_recovery, bad_starts, bad_hws)
         log.info("loaded %s (clean shutdown: %s)", log_dir, clean)

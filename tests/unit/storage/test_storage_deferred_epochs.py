@@ -154,3 +154,25 @@ def test_close_snapshots_only_past_the_last_snapshot(open_log, log_dir):
     log = open_log()
     log.close()
     assert snap.stat().st_ino == inode  # not replaced
+
+
+def test_load_truncations_are_written_by_the_storage_thread(tmp_path):
+    """Kafka's LogLoader truncates the epoch cache with an async flush: an empty log's
+    entry at its end is dropped in memory at once and in the file by the storage thread."""
+    from weir.common import TopicPartition
+    from weir.storage.config import LogConfig
+    from weir.storage.log_manager import LogManager
+
+    tp = TopicPartition("t", 0)
+    lm = LogManager([tmp_path], LogConfig.from_dict({}))
+    lm.startup(now_ms=0)
+    lm.get_or_create_log(tp).epoch_cache.assign(0, 0)  # epoch 0 at offset 0, log empty
+    lm.shutdown()
+    path = tmp_path / "t-0" / LEADER_EPOCH_CHECKPOINT
+    assert read_epoch_checkpoint(path) == [(0, 0)]
+    lm = LogManager([tmp_path], LogConfig.from_dict({}))
+    lm.startup(now_ms=0)
+    assert lm.get_log(tp).epoch_cache.entries == []
+    assert lm.deferred.drain(timeout_s=30)
+    assert read_epoch_checkpoint(path) == []
+    lm.shutdown()
