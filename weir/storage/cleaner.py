@@ -1,11 +1,15 @@
 """One cleaning of one compacted log — Kafka's ``Cleaner`` (``LogCleaner.scala``).
 
-Runs on a cleaner thread, never on the event loop.  The event loop prepares a
-:class:`CleanJob` (a snapshot of the log's non-active segments and offsets); the thread reads
-the old segments through descriptors of its own (a segment deleted meanwhile by retention
-stays readable) and writes new ``.cleaned`` segments no one else sees.  The event loop then
-swaps them in (:meth:`weir.storage.log.Log.replace_segments`, :mod:`weir.storage.swap`),
-after checking the log did not change under the job.
+Runs in a cleaner worker process, never on the event loop (nor in the broker's process:
+decoding records holds the GIL, a thread would stall the event loop).  The event loop
+prepares a :class:`CleanJob` (a snapshot of the log's non-active segments and offsets);
+:meth:`CleanJob.portable` strips it to paths and plain values, and :func:`clean_files`, in
+the worker, reads the old segments and writes new ``.cleaned`` segments no one else sees,
+returning a :class:`FileResult` (base offsets, stats).  Back in the broker,
+:func:`open_result` opens the ``.cleaned`` segments and the event loop swaps them in
+(:meth:`weir.storage.log.Log.replace_segments`, :mod:`weir.storage.swap`), after checking
+the log did not change under the job.  An abort (truncation, deletion, shutdown) reaches
+the worker through the job's ``abort_path``: a file whose existence means "stop".
 
 A cleaning (Kafka's ``doClean``):
 
@@ -40,7 +44,7 @@ import logging
 import os
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from weir.common import TopicPartition
@@ -55,8 +59,9 @@ from weir.records.filter import (
 )
 from weir.storage.config import LogConfig
 from weir.storage.offset_map import OffsetMap
-from weir.storage.segment import LogSegment
+from weir.storage.segment import LogSegment, segment_file_name
 from weir.storage.swap import CLEANED_SUFFIX
+from weir.storage.txn_index import AbortedTxn
 
 __all__ = [
     "CleanJob",
@@ -64,9 +69,13 @@ __all__ = [
     "Cleaner",
     "CleanerStats",
     "CleaningAborted",
+    "FileResult",
     "SegmentView",
     "Throttler",
+    "clean_in_worker",
+    "delete_cleaned",
     "group_segments",
+    "open_result",
 ]
 
 log = logging.getLogger(__name__)
@@ -84,12 +93,14 @@ class CleaningAborted(Exception):
 class SegmentView:
     """A non-active segment as it was when the job was made."""
 
-    segment: LogSegment
+    segment: LogSegment | None  # None in a worker process (CleanJob.portable)
     base_offset: int
     next_offset: int
     size: int
     index_entries: int
     path: Path
+    # the segment's aborted transactions (its .txnindex), carried to the cleaned segment
+    txn_entries: tuple[AbortedTxn, ...] = ()
 
 
 @dataclass(slots=True)
@@ -106,6 +117,30 @@ class CleanJob:
     aborted: bool = False
     # producer id → (first offset, ABORT marker offset) of its aborted transactions
     aborted_txns: dict[int, list[tuple[int, int]]] = field(default_factory=dict)
+    # a file that, once it exists, aborts the job in a worker process (see abort())
+    abort_path: str | None = None
+
+    def abort(self) -> None:
+        """Stop the cleaning: its result will not be swapped in."""
+        self.aborted = True
+        if self.abort_path is not None:
+            try:
+                with open(self.abort_path, "wb"):
+                    pass
+            except OSError:  # the cleaner's scratch dir is gone (shutdown)
+                pass
+
+    def is_aborted(self) -> bool:
+        if self.aborted:
+            return True
+        if self.abort_path is not None and os.path.exists(self.abort_path):
+            self.aborted = True
+        return self.aborted
+
+    def portable(self) -> CleanJob:
+        """This job without live objects (segments), for a worker process."""
+        views = [replace(v, segment=None) for v in self.segments]
+        return replace(self, segments=views)
 
     def in_aborted_txn(self, header: BatchHeader) -> bool:
         ranges = self.aborted_txns.get(header.producer_id, ())
@@ -131,6 +166,16 @@ class CleanerStats:
     @property
     def recopy_percent(self) -> float:
         return 100.0 * self.bytes_written / self.bytes_read if self.bytes_read else 0.0
+
+
+@dataclass(slots=True)
+class FileResult:
+    """What a worker process hands back: the ``.cleaned`` segments it wrote (closed), each
+    as (base offset, index of the group's first and last old segment in the job)."""
+
+    groups: list[tuple[int, int, int]]
+    end_offset: int
+    stats: CleanerStats
 
 
 @dataclass(slots=True)
@@ -223,35 +268,47 @@ class Cleaner:
         self.max_io_bytes_per_s = max_io_bytes_per_s
 
     def clean(self, job: CleanJob) -> CleanResult:
-        """Build the map, clean every group into ``.cleaned`` segments; the caller swaps
-        them in.  Raises CleaningAborted if ``job.aborted`` becomes true (new segments
-        removed)."""
+        """:meth:`clean_files` and :func:`open_result` in the calling thread (tests,
+        benchmarks, tools; the broker runs the first in a worker process)."""
+        return open_result(job, self.clean_files(job))
+
+    def clean_files(self, job: CleanJob) -> FileResult:
+        """Build the map, clean every group into closed ``.cleaned`` segments; the caller
+        opens and swaps them in.  Raises CleaningAborted if the job is aborted (new segments
+        removed).  Needs no live object of the log: runs in a worker process."""
         stats = CleanerStats()
-        throttler = Throttler(self.max_io_bytes_per_s, lambda: job.aborted)
-        end = self._build_offset_map(job, stats, throttler)
-        stats.buffer_utilization = self.offset_map.utilization
-        if end <= job.first_dirty_offset:  # no whole batch below the bound: nothing to do
-            stats.end_s = time.monotonic()
-            self.offset_map.clear()
-            return CleanResult([], end, stats)
-        to_clean = [v for v in job.segments if v.base_offset < end]
-        groups = group_segments(to_clean, job.config.segment_bytes,
-                                job.config.segment_index_bytes, job.first_uncleanable_offset)
-        done: list[tuple[LogSegment, list[LogSegment]]] = []
+        throttler = Throttler(self.max_io_bytes_per_s, job.is_aborted)
         try:
-            for group in groups:
-                cleaned = self._clean_group(job, group, stats, throttler)
-                done.append((cleaned, [v.segment for v in group]))
-        except BaseException:
-            for cleaned, _old in done:
-                cleaned.delete()
-            raise
-        stats.end_s = time.monotonic()
-        self.offset_map.clear()
-        return CleanResult(done, end, stats)
+            end = self._build_offset_map(job, stats, throttler)
+            stats.buffer_utilization = self.offset_map.utilization
+            if end <= job.first_dirty_offset:  # no whole batch below the bound: nothing to do
+                stats.end_s = time.monotonic()
+                return FileResult([], end, stats)
+            to_clean = [v for v in job.segments if v.base_offset < end]
+            groups = group_segments(to_clean, job.config.segment_bytes,
+                                    job.config.segment_index_bytes,
+                                    job.first_uncleanable_offset)
+            done: list[LogSegment] = []
+            out: list[tuple[int, int, int]] = []
+            try:
+                first = 0
+                for group in groups:
+                    cleaned = self._clean_group(job, group, stats, throttler)
+                    done.append(cleaned)
+                    cleaned.close()
+                    out.append((cleaned.base_offset, first, first + len(group)))
+                    first += len(group)
+            except BaseException:
+                for cleaned in done:
+                    cleaned.delete()
+                raise
+            stats.end_s = time.monotonic()
+            return FileResult(out, end, stats)
+        finally:
+            self.offset_map.clear()
 
     def _check(self, job: CleanJob) -> None:
-        if job.aborted:
+        if job.is_aborted():
             raise CleaningAborted(f"cleaning of {job.tp} aborted")
 
     # -- 1. the offset map -------------------------------------------------------------
@@ -283,7 +340,6 @@ class Cleaner:
                     end = header.next_offset
                     stats.map_bytes += header.size
                     throttler.throttle(header.size)
-                    time.sleep(0)  # let the event loop's thread take the GIL
             finally:
                 os.close(fd)
         return end
@@ -318,12 +374,11 @@ class Cleaner:
                             cleaned.append(out, out_headers)
                             out, out_headers = bytearray(), []
                         throttler.throttle(header.size + len(data))
-                        time.sleep(0)  # let the event loop's thread take the GIL
                 finally:
                     os.close(fd)
             if out_headers:
                 cleaned.append(out, out_headers)
-            entries = [e for v in group for e in v.segment.txn_index.entries]
+            entries = [e for v in group for e in v.txn_entries]
             if entries:
                 cleaned.txn_index.replace(entries)
             cleaned.on_become_inactive()
@@ -374,3 +429,50 @@ class Cleaner:
         stats.records_read += result.records_read
         stats.records_kept += result.records_kept
         return result.data
+
+
+def open_result(job: CleanJob, result: FileResult) -> CleanResult:
+    """The ``.cleaned`` segments a worker wrote, opened (their indexes trusted), each with
+    the job's old segments it replaces.  Blocking file work: not on the event loop."""
+    cfg = job.config
+    groups: list[tuple[LogSegment, list[LogSegment]]] = []
+    try:
+        for base, first, stop in result.groups:
+            seg, _cut = LogSegment.open(job.directory, base,
+                                        index_interval_bytes=cfg.index_interval_bytes,
+                                        max_index_bytes=cfg.segment_index_bytes,
+                                        now_ms=job.now_ms, recover=False,
+                                        suffix=CLEANED_SUFFIX)
+            old = [v.segment for v in job.segments[first:stop] if v.segment is not None]
+            groups.append((seg, old))
+            if len(old) != stop - first:
+                raise ValueError("open_result needs the job with its live segments")
+    except BaseException:
+        for seg, _old in groups:
+            seg.delete()
+        for base, _first, _stop in result.groups[len(groups):]:
+            delete_cleaned(job.directory, base)
+        raise
+    return CleanResult(groups, result.end_offset, result.stats)
+
+
+def delete_cleaned(directory: Path, base_offset: int) -> None:
+    """Remove the ``.cleaned`` files of the segment at ``base_offset`` (a result dropped)."""
+    for ext in (".log", ".index", ".timeindex", ".txnindex"):
+        (directory / (segment_file_name(base_offset, ext) + CLEANED_SUFFIX)).unlink(
+            missing_ok=True)
+
+
+# -- the worker process side -------------------------------------------------------------
+_WORKER_MAPS: dict[tuple[int, float], OffsetMap] = {}
+
+
+def clean_in_worker(job: CleanJob, buffer_bytes: int, load_factor: float,
+                    max_io_bytes_per_s: float) -> FileResult:
+    """A cleaning in a worker process (a ProcessPoolExecutor's): ``job`` is
+    :meth:`CleanJob.portable`; the offset map is kept between jobs (one per process)."""
+    omap = _WORKER_MAPS.get((buffer_bytes, load_factor))
+    if omap is None:
+        _WORKER_MAPS.clear()
+        omap = _WORKER_MAPS[(buffer_bytes, load_factor)] = OffsetMap(buffer_bytes, load_factor)
+    return Cleaner(omap, max_io_bytes_per_s).clean_files(job)

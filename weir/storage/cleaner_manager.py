@@ -180,7 +180,8 @@ class LogCleanerManager:
     def make_job(self, chosen: LogToClean, now_ms: int) -> CleanJob:
         lg = chosen.log
         views = [SegmentView(seg, seg.base_offset, seg.next_offset, seg.size, len(seg.index),
-                             seg.log_path) for seg in lg.segments[:-1]]
+                             seg.log_path, tuple(seg.txn_index.entries))
+                 for seg in lg.segments[:-1]]
         producers = {pid: entry.last_data_offset for pid, entry in
                      lg.producer_state.producers.items() if entry.last_data_offset >= 0}
         job = CleanJob(chosen.tp, lg.dir, lg.config, views, chosen.first_dirty_offset,
@@ -209,7 +210,7 @@ class LogCleanerManager:
         being cleaned until :meth:`resume` (Kafka's ``abortAndPauseCleaning``)."""
         job = self._jobs.get(tp)
         if job is not None:
-            job.aborted = True
+            job.abort()
             self._states[tp] = CleaningState.ABORTED
         else:
             self._states[tp] = CleaningState.PAUSED
@@ -227,7 +228,7 @@ class LogCleanerManager:
     def abort_all(self) -> None:
         """Shutdown: every cleaning in progress stops."""
         for job in self._jobs.values():
-            job.aborted = True
+            job.abort()
 
     def forget(self, tp: TopicPartition, log_dir: Path | None) -> None:
         """The log is gone (deleted or moved away): its checkpoint entry goes too."""

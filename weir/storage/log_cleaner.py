@@ -1,11 +1,15 @@
 """The log cleaner's threads — Kafka's ``LogCleaner`` / ``CleanerThread`` — as asyncio tasks
-that hand each cleaning to a thread pool.
+that hand each cleaning to a pool of worker processes.
 
 ``log.cleaner.threads`` tasks each loop: choose the filthiest compacted log
 (:class:`LogCleanerManager`, on the event loop), snapshot it into a job, run the
-:class:`Cleaner` on a worker thread (reading and writing files, decoding records: never the
-event loop), swap the result in on the event loop (a few renames and unlinks) and advance
-the ``cleaner-offset-checkpoint``.  With nothing to clean a task waits
+:class:`Cleaner` in a worker process (``log.cleaner.threads`` of them, started with
+``spawn``: reading and writing files and decoding records hold the GIL, so a thread would
+stall the event loop; the worker gets the job's paths and plain values, never a ``Log``),
+open its ``.cleaned`` segments on a thread, swap them in on the event loop (a few renames
+and unlinks, with the same truncation-generation check) and advance the
+``cleaner-offset-checkpoint``.  An abort reaches a worker through a file in a scratch
+directory (:meth:`CleanJob.abort`).  With nothing to clean a task waits
 ``log.cleaner.backoff.ms``.  The dedupe buffer (``log.cleaner.dedupe.buffer.size``) is split
 between the threads, as Kafka.  An I/O error takes the log's dir offline (Kafka marks the
 dir offline too); any other error marks the partition uncleanable (Kafka's
@@ -15,18 +19,32 @@ dir offline too); any other error marks the partition uncleanable (Kafka's
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import itertools
 import logging
+import multiprocessing
+import os
+import shutil
+import tempfile
 import time
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from weir.common import TopicPartition
 from weir.protocol.errors import ErrorCode, KafkaError
-from weir.storage.cleaner import Cleaner, CleanerStats, CleaningAborted, CleanResult
+from weir.storage.cleaner import (
+    Cleaner,
+    CleanerStats,
+    CleaningAborted,
+    CleanResult,
+    clean_in_worker,
+    delete_cleaned,
+    open_result,
+)
 from weir.storage.cleaner_manager import LogCleanerManager, write_cleaner_checkpoint
 from weir.storage.log import Log
-from weir.storage.offset_map import OffsetMap
 
 __all__ = ["CleanerConfig", "CleanerMetrics", "LogCleaner"]
 
@@ -75,7 +93,9 @@ class LogCleaner:
         self.config = config
         self.manager = LogCleanerManager(log_manager.log_dirs)
         self.metrics = CleanerMetrics()
-        self._executor: ThreadPoolExecutor | None = None
+        self._executor: ProcessPoolExecutor | None = None
+        self._scratch: str | None = None  # abort files of jobs in worker processes
+        self._job_ids = itertools.count()
         self._tasks: list[asyncio.Task] = []
         self._wake = asyncio.Event()
         self._stopping = False
@@ -86,11 +106,17 @@ class LogCleaner:
         if not self.config.enable_cleaner or self._tasks:
             return
         n = max(1, self.config.num_threads)
-        self._executor = ThreadPoolExecutor(n, thread_name_prefix="kafka-log-cleaner-thread")
+        self._executor = self._new_executor()
+        self._scratch = tempfile.mkdtemp(prefix="weir-log-cleaner-")
         per_thread = max(self.config.dedupe_buffer_size // n, 24)
         self._tasks = [asyncio.create_task(self._run(i, per_thread), name=f"log-cleaner-{i}")
                        for i in range(n)]
         log.info("log cleaner started with %d thread(s)", n)
+
+    def _new_executor(self) -> ProcessPoolExecutor:
+        # spawn: never fork a process with running threads and an event loop
+        return ProcessPoolExecutor(max(1, self.config.num_threads),
+                                   mp_context=multiprocessing.get_context("spawn"))
 
     async def stop(self) -> None:
         self._stopping = True
@@ -100,9 +126,12 @@ class LogCleaner:
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
         self._tasks = []
-        if self._executor is not None:
-            self._executor.shutdown(wait=True, cancel_futures=True)
+        if self._executor is not None:  # workers see their abort files and stop soon
+            await asyncio.to_thread(self._executor.shutdown, wait=True, cancel_futures=True)
             self._executor = None
+        if self._scratch is not None:
+            shutil.rmtree(self._scratch, ignore_errors=True)
+            self._scratch = None
 
     async def reconfigure(self, config: CleanerConfig) -> None:
         """New ``log.cleaner.*`` values (dynamic broker configs): the threads are stopped
@@ -123,11 +152,9 @@ class LogCleaner:
 
     # -- the loop ----------------------------------------------------------------------
     async def _run(self, index: int, buffer_bytes: int) -> None:
-        cleaner = Cleaner(OffsetMap(buffer_bytes, self.config.io_buffer_load_factor),
-                          self.config.max_io_bytes_per_second)
         try:
             while not self._stopping:
-                cleaned = await self._clean_one(cleaner)
+                cleaned = await self._clean_one(buffer_bytes)
                 if not cleaned:
                     self._wake.clear()
                     try:
@@ -150,7 +177,7 @@ class LogCleaner:
                 out[tp] = (lg, log_dir)
         return out
 
-    async def _clean_one(self, cleaner: Cleaner) -> bool:
+    async def _clean_one(self, buffer_bytes: int) -> bool:
         now = _now_ms()
         self.metrics.time_since_last_run_ms = (time.monotonic()
                                                - self.metrics.last_run_monotonic) * 1000
@@ -161,10 +188,20 @@ class LogCleaner:
         self.metrics.max_compaction_delay_secs = chosen.compaction_delay_ms / 1000
         tp, log_dir = chosen.tp, chosen.log_dir
         job = self.manager.make_job(chosen, now)
+        if self._scratch is not None:
+            job.abort_path = f"{self._scratch}/{next(self._job_ids)}"
         loop = asyncio.get_running_loop()
         try:
-            assert self._executor is not None
-            result: CleanResult = await loop.run_in_executor(self._executor, cleaner.clean, job)
+            if self._executor is None:
+                raise CleaningAborted("the log cleaner is stopped")
+            files = await loop.run_in_executor(
+                self._executor, clean_in_worker, job.portable(), buffer_bytes,
+                self.config.io_buffer_load_factor, self.config.max_io_bytes_per_second)
+            if job.aborted:
+                for base, _first, _stop in files.groups:
+                    delete_cleaned(job.directory, base)
+                return True
+            result: CleanResult = await asyncio.to_thread(open_result, job, files)
             if job.aborted:
                 for new, _old in result.groups:
                     new.delete()
@@ -176,6 +213,12 @@ class LogCleaner:
                 await asyncio.to_thread(write_cleaner_checkpoint, log_dir, offsets)
         except CleaningAborted:
             log.info("cleaning of %s aborted", tp)
+        except BrokenProcessPool:  # a worker died (killed, out of memory): a fresh pool
+            log.error("a log cleaner worker process died while cleaning %s", tp)
+            self.metrics.dead_thread_count += 1
+            if self._executor is not None and not self._stopping:
+                self._executor.shutdown(wait=False, cancel_futures=True)
+                self._executor = self._new_executor()
         except OSError as exc:
             if not job.aborted:  # an aborted job's files may vanish under it (deletion)
                 log.error("log cleaner I/O error on %s: %s", tp, exc)
@@ -191,6 +234,9 @@ class LogCleaner:
                 log.exception("cannot clean %s; it is marked uncleanable", tp)
                 self.manager.uncleanable.add(tp)
         finally:
+            if job.abort_path is not None:
+                with contextlib.suppress(OSError):
+                    os.unlink(job.abort_path)
             self.manager.done_cleaning(tp)
             self.metrics.uncleanable_partitions_count = len(self.manager.uncleanable)
             self.metrics.last_run_monotonic = time.monotonic()

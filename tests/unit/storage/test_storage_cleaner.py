@@ -309,3 +309,53 @@ def test_aborted_transaction_data_dropped_committed_and_markers_kept(log_dir):
     assert len(last) == 1 and last[0].records_count == 0 and last[0].base_sequence == 2
     assert any(s.txn_index.entries for s in log.segments)  # aborted ranges still indexed
     log.close()
+
+
+def test_worker_process_cleaning_is_swapped_in(log_dir):
+    """The broker's path: the job stripped to plain values cleans in another process (spawn)
+    and the .cleaned segments it wrote are opened and swapped in here."""
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor
+
+    from weir.storage.cleaner import clean_in_worker, open_result
+
+    log = _open(log_dir)
+    pairs = [(b"k%d" % (i % 4), b"v%d" % i) for i in range(40)]
+    _write(log, pairs)
+    mgr = LogCleanerManager([log_dir.parent])
+    chosen = mgr.grab_filthiest({TP: (log, log_dir.parent)}, 0)
+    job = mgr.make_job(chosen, 0)
+    portable = job.portable()
+    assert all(v.segment is None for v in portable.segments)
+    with ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn")) as pool:
+        files = pool.submit(clean_in_worker, portable, 1 << 20, 0.9, 2**63).result(60)
+    assert files.groups and list(log_dir.glob("*.log.cleaned"))
+    result = open_result(job, files)
+    for new, old in result.groups:
+        assert log.replace_segments([new], old, job.generation)
+    mgr.done_cleaning(TP)
+    view = _view(log)
+    assert {k: v for _o, k, v in view} == dict(pairs)  # each key's latest value survives
+    assert len(view) < len(pairs)
+    log.close()
+
+
+def test_abort_file_stops_a_worker_cleaning(log_dir, tmp_path):
+    """An abort reaches a cleaning with no shared memory: the job's abort file."""
+    from weir.storage.cleaner import CleaningAborted
+
+    log = _open(log_dir)
+    _write(log, PAIRS)
+    mgr = LogCleanerManager([log_dir.parent])
+    chosen = mgr.grab_filthiest({TP: (log, log_dir.parent)}, 0)
+    job = mgr.make_job(chosen, 0)
+    job.abort_path = str(tmp_path / "abort-1")
+    portable = job.portable()
+    mgr.abort_and_pause(TP)  # the broker side: job.abort() creates the file
+    assert job.aborted and Path(job.abort_path).exists()
+    assert not portable.aborted  # the worker's copy learns it from the file
+    with pytest.raises(CleaningAborted):
+        Cleaner(OffsetMap(1 << 20), 2**63).clean_files(portable)
+    assert not list(log_dir.glob("*.cleaned"))
+    mgr.done_cleaning(TP)
+    log.close()
