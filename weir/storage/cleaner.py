@@ -55,7 +55,7 @@ from weir.records.filter import (
     delete_horizon_ms,
     empty_batch,
     filter_batch,
-    iter_keys,
+    scan_keys,
 )
 from weir.storage.config import LogConfig
 from weir.storage.offset_map import OffsetMap
@@ -332,10 +332,8 @@ class Cleaner:
                         return end  # full: the rest is the next cleaning's
                     self._check(job)
                     if not (header.is_control or header.is_transactional):
-                        for offset, key in iter_keys(buf, header):
-                            if key is not None:
-                                omap.put(key, offset)
-                                stats.map_records += 1
+                        offsets, keys, _tombstones = scan_keys(buf, header)
+                        stats.map_records += omap.put_all(offsets, keys)
                     omap.update_latest(header.last_offset)
                     end = header.next_offset
                     stats.map_bytes += header.size
@@ -414,6 +412,22 @@ class Cleaner:
             retention = BatchRetention.DELETE_EMPTY
         horizon = delete_horizon_ms(header)
         now = job.now_ms
+        # Decide from keys alone (no RawRecord per record): most batches of a dirty log are
+        # wholly superseded (dropped) or wholly current (copied as they are).
+        offsets, keys, tombstones = scan_keys(buf, header)
+        latest = omap.latest_offset
+        expired = horizon is not None and now >= horizon
+        keeps = [o > latest or (k is not None and o >= m and not (t and expired))
+                 for o, k, t, m in zip(offsets, keys, tombstones, omap.get_all(keys),
+                                       strict=True)]
+        kept = sum(keeps)
+        if kept == 0 and retention is BatchRetention.DELETE_EMPTY:
+            stats.records_read += len(keeps)
+            return b""
+        if kept == len(keeps) and (horizon is not None or not any(tombstones)):
+            stats.records_read += kept
+            stats.records_kept += kept
+            return bytes(buf[header.position:header.position + header.size])
 
         def keep(record: RawRecord) -> bool:
             if record.offset > omap.latest_offset:

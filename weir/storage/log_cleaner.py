@@ -210,7 +210,13 @@ class LogCleaner:
                 return False  # nothing could be cleaned: back off
             offsets = self._swap_in(chosen.log, log_dir, tp, result, job.generation)
             if offsets is not None:  # the checkpoint's fsyncs off the event loop
-                await asyncio.to_thread(write_cleaner_checkpoint, log_dir, offsets)
+                write = asyncio.ensure_future(
+                    asyncio.to_thread(write_cleaner_checkpoint, log_dir, offsets))
+                try:
+                    await asyncio.shield(write)
+                except asyncio.CancelledError:  # shutdown: a swapped-in cleaning is recorded
+                    await write
+                    raise
         except CleaningAborted:
             log.info("cleaning of %s aborted", tp)
         except BrokenProcessPool:  # a worker died (killed, out of memory): a fresh pool

@@ -59,6 +59,25 @@ class OffsetMap:
         self._map[self.digest(key)] = offset
         self.latest_offset = max(self.latest_offset, offset)
 
+    def put_all(self, offsets: list[int], keys: list[bytes | None]) -> int:
+        """:meth:`put` for each record of a batch (increasing offsets) with a key; returns
+        how many had one."""
+        m, digest, n = self._map, self.digest, 0
+        for offset, key in zip(offsets, keys, strict=True):
+            if key is not None:
+                m[key if len(key) <= HASH_BYTES else digest(key)] = offset
+                n += 1
+        if offsets:
+            self.latest_offset = max(self.latest_offset, offsets[-1])
+        return n
+
+    def get_all(self, keys: list[bytes | None]) -> list[int]:
+        """:meth:`get` for each key (-1 for None and unknown keys)."""
+        get, digest = self._map.get, self.digest
+        self.lookups += len(keys)
+        return [-1 if key is None else get(key if len(key) <= HASH_BYTES else digest(key), -1)
+                for key in keys]
+
     def update_latest(self, offset: int) -> None:
         """Account for a record without a key (or a batch with no records) at ``offset``."""
         self.latest_offset = max(self.latest_offset, offset)

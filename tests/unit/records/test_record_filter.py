@@ -7,6 +7,7 @@ import struct
 import crc32c
 import pytest
 
+from weir.protocol.errors import ErrorCode, KafkaError
 from weir.records.batch import CRC_OFFSET, parse_header, validate_batches
 from weir.records.builder import build_batch, encode_varint
 from weir.records.filter import (
@@ -17,6 +18,7 @@ from weir.records.filter import (
     delete_horizon_ms,
     filter_batch,
     keyless_records,
+    scan_keys,
 )
 from weir.records.records import iter_records
 
@@ -135,3 +137,28 @@ def test_keyless_records_are_found_by_batch_index(codec):
     b = _with_codec(build_batch([b"d"], keys=[None], base_offset=3), codec)
     assert keyless_records(a + b) == [1, 0]
     assert keyless_records(build_batch([b"x"], keys=[b"k"])) == []
+
+
+@pytest.mark.parametrize("codec", [0, 1, 3, 4])
+def test_scan_keys_agrees_with_the_full_decode(codec):
+    """The cleaner's key scan (one- and two-byte varints inlined) sees what the full decode
+    sees: offsets, keys (null too), tombstones, over short, 64+ byte and 8 KiB+ records."""
+    values = [b"v", None, b"x" * 100, None, b"y" * 9000, b""]
+    keys = [b"k0", b"k1", None, b"k" * 200, b"k4", b"k5"]
+    raw = build_batch(values, keys=keys, base_offset=42, timestamp_ms=1_700_000_000_000,
+                      timestamps=[1_700_000_000_000 + d for d in (0, 5, 100, 70_000, 1, 2)])
+    batch = _with_codec(raw, codec) if codec else raw
+    header = parse_header(batch)
+    offsets, got_keys, tombstones = scan_keys(batch, header)
+    records = list(decode_raw_records(batch, header))
+    assert offsets == [r.offset for r in records] == list(range(42, 48))
+    assert got_keys == [r.key for r in records] == keys
+    assert tombstones == [r.value is None for r in records] == [v is None for v in values]
+
+
+def test_scan_keys_rejects_a_truncated_record():
+    batch = bytearray(build_batch([b"value"], keys=[b"key"]))
+    batch[61] = 0x7E  # the record claims 63 bytes: past the batch
+    with pytest.raises(KafkaError) as err:
+        scan_keys(bytes(batch), parse_header(bytes(batch)))
+    assert err.value.code == ErrorCode.corrupt_message
