@@ -458,7 +458,7 @@ def configure_logging() -> None:
     logging.getLogger("kazoo").setLevel(logging.WARNING)
 
 
-async def _main(config: BrokerConfig) -> int:
+async def _main(config: BrokerConfig, *, exit_when_stopped: bool = False) -> int:
     broker = Broker(config)
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
@@ -478,10 +478,18 @@ async def _main(config: BrokerConfig) -> int:
     log.info("froze %d startup objects out of the cyclic GC", gc_tuning.freeze_startup_heap())
     await broker.run_until_stopped()
     await broker.stop()
+    if exit_when_stopped:
+        # Everything is durable and ZooKeeper is closed: exit now, as Kafka's Exit.exit,
+        # instead of tearing down the event loop, its executor and a heap of 10,000
+        # partitions object by object (seconds at that scale, all before the process is
+        # seen to exit).
+        logging.shutdown()
+        os._exit(0)
     return 0
 
 
 def run_broker(config: BrokerConfig) -> int:
-    """Run one broker until SIGTERM/SIGINT; the exit code of the process."""
+    """Run one broker until SIGTERM/SIGINT; the exit code of the process (the process
+    exits as soon as a clean stop is done)."""
     configure_logging()
-    return asyncio.run(_main(config))
+    return asyncio.run(_main(config, exit_when_stopped=True))

@@ -798,7 +798,10 @@ def _load_segments(
             now_ms=now_ms,
             recover=recover,
         )
-        if recover:
+        if recover and seg.size:
+            # Recovered bytes may be only in the page cache of the crashed process: made
+            # durable now (an empty segment has none, so recovering 10,000 idle replicas
+            # costs no fsync each; a truncation to empty is synced at the next flush/close).
             seg.flush()
         segments.append(seg)
         if later and (truncated or seg.next_offset > later[0]):

@@ -50,3 +50,18 @@ def test_truncation_is_synced_at_close(open_log, monkeypatch):
     fd = log.active_segment.file.fileno()
     log.close()
     assert calls.count(fd) == 1
+
+
+def test_crash_recovery_fsyncs_only_segments_with_data(open_log, log_dir, monkeypatch):
+    """Recovery after a crash costs what was unflushed, not one fsync per replica."""
+    log = open_log()
+    log.close()
+    calls = _count_fsyncs(monkeypatch)
+    idle = open_log(clean=False)  # empty active segment: recovered, nothing to sync
+    assert calls == []
+    idle.append_as_leader(build_batch([b"v"] * 2, timestamp_ms=0), 0, 0)
+    for seg in idle.segments:  # crash: nothing flushed or closed
+        seg.release()
+    calls.clear()
+    open_log(clean=False)  # two records past the recovery point: synced once
+    assert len(calls) == 1
