@@ -49,14 +49,18 @@ from pathlib import Path
 
 from weir.common import TopicPartition
 from weir.records.batch import HEADER_SIZE, BatchHeader, parse_header
+from weir.records.control import ABORT, COMMIT, read_marker
 from weir.records.filter import (
     BatchRetention,
     RawRecord,
+    build_batch_from,
+    decode_raw_records,
     delete_horizon_ms,
     empty_batch,
     filter_batch,
     scan_keys,
 )
+from weir.storage.cleaned_txn import CleanedTransactionMetadata
 from weir.storage.config import LogConfig
 from weir.storage.offset_map import OffsetMap
 from weir.storage.segment import LogSegment, segment_file_name
@@ -115,8 +119,10 @@ class CleanJob:
     now_ms: int
     generation: int  # the log's truncation count when the job was made
     aborted: bool = False
-    # producer id → (first offset, ABORT marker offset) of its aborted transactions
-    aborted_txns: dict[int, list[tuple[int, int]]] = field(default_factory=dict)
+    # every aborted transaction of the log (its .txnindex entries, oldest first)
+    aborted_txns: list[AbortedTxn] = field(default_factory=list)
+    # active producers whose last entry is a marker: id → epoch
+    marker_producers: dict[int, int] = field(default_factory=dict)
     # a file that, once it exists, aborts the job in a worker process (see abort())
     abort_path: str | None = None
 
@@ -142,9 +148,6 @@ class CleanJob:
         views = [replace(v, segment=None) for v in self.segments]
         return replace(self, segments=views)
 
-    def in_aborted_txn(self, header: BatchHeader) -> bool:
-        ranges = self.aborted_txns.get(header.producer_id, ())
-        return any(first <= header.base_offset <= last for first, last in ranges)
 
 
 @dataclass(slots=True)
@@ -292,8 +295,9 @@ class Cleaner:
             out: list[tuple[int, int, int]] = []
             try:
                 first = 0
+                txns = CleanedTransactionMetadata(job.aborted_txns)  # carried across groups
                 for group in groups:
-                    cleaned = self._clean_group(job, group, stats, throttler)
+                    cleaned = self._clean_group(job, group, txns, stats, throttler)
                     done.append(cleaned)
                     cleaned.close()
                     out.append((cleaned.base_offset, first, first + len(group)))
@@ -318,6 +322,7 @@ class Cleaner:
         omap.clear()
         start, stop = job.first_dirty_offset, job.first_uncleanable_offset
         end = start
+        txns = CleanedTransactionMetadata(t for t in job.aborted_txns if t.last_offset >= start)
         for view in job.segments:
             if view.next_offset <= start or view.base_offset >= stop:
                 continue
@@ -331,7 +336,9 @@ class Cleaner:
                     if len(omap) and len(omap) + header.records_count > omap.max_entries:
                         return end  # full: the rest is the next cleaning's
                     self._check(job)
-                    if not (header.is_control or header.is_transactional):
+                    if header.is_control:
+                        txns.on_marker(header, _control_type(buf, header))
+                    elif not txns.on_batch(header):  # aborted data is not mapped
                         offsets, keys, _tombstones = scan_keys(buf, header)
                         stats.map_records += omap.put_all(offsets, keys)
                     omap.update_latest(header.last_offset)
@@ -343,7 +350,8 @@ class Cleaner:
         return end
 
     # -- 3. filtering a group into one new segment -------------------------------------
-    def _clean_group(self, job: CleanJob, group: list[SegmentView], stats: CleanerStats,
+    def _clean_group(self, job: CleanJob, group: list[SegmentView],
+                     txns: CleanedTransactionMetadata, stats: CleanerStats,
                      throttler: Throttler) -> LogSegment:
         cfg = job.config
         cleaned = LogSegment.create(job.directory, group[0].base_offset,
@@ -360,7 +368,7 @@ class Cleaner:
                     for buf, header in _batches(fd, view.size):
                         self._check(job)
                         last = header.next_offset == job.first_uncleanable_offset
-                        data = self._filter(job, buf, header, last, stats)
+                        data = self._filter(job, buf, header, last, txns, stats)
                         stats.bytes_read += header.size
                         if data:
                             written = parse_header(data)
@@ -376,7 +384,7 @@ class Cleaner:
                     os.close(fd)
             if out_headers:
                 cleaned.append(out, out_headers)
-            entries = [e for v in group for e in v.txn_entries]
+            entries = txns.take_entries()  # the aborted transactions whose marker stays
             if entries:
                 cleaned.txn_index.replace(entries)
             cleaned.on_become_inactive()
@@ -390,17 +398,41 @@ class Cleaner:
             cleaned.delete()
             raise
 
+    def _filter_marker(self, job: CleanJob, buf: bytes, header: BatchHeader,
+                       last_of_round: bool, txns: CleanedTransactionMetadata,
+                       stats: CleanerStats) -> bytes:
+        """A COMMIT/ABORT marker (Kafka's ``checkBatchRetention`` for control batches): kept
+        while data of its transaction may remain; then given a delete horizon (KIP-534) and
+        removed by the first cleaning past it."""
+        original = bytes(buf[header.position:header.position + header.size])
+        stats.records_read += header.records_count
+        removable = txns.on_marker(header, _control_type(buf, header))
+        # the producer's last entry (its epoch fences zombies), or the round's last offset
+        retain_empty = last_of_round or (
+            header.has_producer_id
+            and job.marker_producers.get(header.producer_id) == header.producer_epoch)
+        horizon = delete_horizon_ms(header)
+        if not removable or (header.records_count and horizon is not None
+                             and job.now_ms < horizon):
+            stats.records_kept += header.records_count
+            return original
+        if header.records_count and horizon is None:  # the horizon starts now
+            stats.records_kept += header.records_count
+            return build_batch_from(header, list(decode_raw_records(buf, header)),
+                                    job.now_ms + job.config.delete_retention_ms)
+        if retain_empty:
+            return original if header.records_count == 0 else empty_batch(header)
+        return b""
+
     def _filter(self, job: CleanJob, buf: bytes, header: BatchHeader, last_of_round: bool,
-                stats: CleanerStats) -> bytes:
+                txns: CleanedTransactionMetadata, stats: CleanerStats) -> bytes:
+        if header.is_control:
+            return self._filter_marker(job, buf, header, last_of_round, txns, stats)
         producer_last = (header.has_producer_id and
                          job.producer_last_offsets.get(header.producer_id) == header.last_offset)
-        if header.is_transactional and not header.is_control and job.in_aborted_txn(header):
+        if txns.on_batch(header):  # aborted data (KIP-98): dropped, its header kept if needed
             stats.records_read += header.records_count
             return empty_batch(header) if producer_last or last_of_round else b""
-        if header.is_control or header.is_transactional:
-            stats.records_read += header.records_count
-            stats.records_kept += header.records_count
-            return bytes(buf[header.position:header.position + header.size])
         omap = self.offset_map
         if header.base_offset > omap.latest_offset:  # past the map: nothing to decide
             stats.records_read += header.records_count
@@ -490,3 +522,14 @@ def clean_in_worker(job: CleanJob, buffer_bytes: int, load_factor: float,
         _WORKER_MAPS.clear()
         omap = _WORKER_MAPS[(buffer_bytes, load_factor)] = OffsetMap(buffer_bytes, load_factor)
     return Cleaner(omap, max_io_bytes_per_s).clean_files(job)
+
+
+def _control_type(buf: bytes, header: BatchHeader) -> int | None:
+    """ABORT / COMMIT of a control batch, None if it has no record (cleaned already), -1
+    for another control type."""
+    if header.records_count < 1:
+        return None
+    marker = read_marker(buf, header)
+    if marker is None:
+        return -1
+    return COMMIT if marker.committed else ABORT

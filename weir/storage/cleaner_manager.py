@@ -186,10 +186,12 @@ class LogCleanerManager:
                      lg.producer_state.producers.items() if entry.last_data_offset >= 0}
         job = CleanJob(chosen.tp, lg.dir, lg.config, views, chosen.first_dirty_offset,
                        chosen.first_uncleanable_offset, producers, now_ms, lg.truncations)
-        for seg in lg.segments:  # every aborted transaction the log knows (KIP-98)
-            for entry in seg.txn_index.entries:
-                job.aborted_txns.setdefault(entry.producer_id, []).append(
-                    (entry.first_offset, entry.last_offset))
+        # producers whose last entry in the log is a marker: it keeps their epoch (fencing)
+        job.marker_producers = {pid: entry.epoch for pid, entry in
+                                lg.producer_state.producers.items()
+                                if entry.last_data_offset < 0}
+        # every aborted transaction the log knows (KIP-98), the active segment's too
+        job.aborted_txns = [entry for seg in lg.segments for entry in seg.txn_index.entries]
         self._jobs[chosen.tp] = job
         return job
 

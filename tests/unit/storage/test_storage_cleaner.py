@@ -150,7 +150,8 @@ def test_keyless_records_and_producer_last_batches(log_dir):
     reloaded.close()
 
 
-def test_transactional_and_control_batches_untouched(log_dir):
+def test_open_transaction_is_not_cleaned(log_dir):
+    """Data of a transaction without its marker is past the last stable offset: uncleanable."""
     log = _open(log_dir)
     txn = build_batch([b"t"], keys=[b"a"], producer_id=9, producer_epoch=0, base_sequence=0,
                       transactional=True)
@@ -358,4 +359,115 @@ def test_abort_file_stops_a_worker_cleaning(log_dir, tmp_path):
         Cleaner(OffsetMap(1 << 20), 2**63).clean_files(portable)
     assert not list(log_dir.glob("*.cleaned"))
     mgr.done_cleaning(TP)
+    log.close()
+
+
+def _txn_log(log_dir: Path):
+    """A log with an aborted transaction (producer 1), a committed one (producer 2) with one
+    key overwritten later, and plain data after both."""
+    from weir.records.control import build_marker
+    from weir.storage.producer_state import AppendOrigin
+
+    log = _open(log_dir, **{"delete.retention.ms": 100})
+
+    def txn(pid, key, value, seq):
+        log.append_as_leader(build_batch([value], keys=[key], producer_id=pid,
+                                         producer_epoch=0, base_sequence=seq,
+                                         transactional=True), 0, 0)
+
+    def marker(pid, committed):
+        log.append_as_leader(build_marker(pid, 0, committed, 0, 0), 0, 0,
+                             origin=AppendOrigin.COORDINATOR)
+
+    txn(1, b"t1", b"aborted-1", 0)
+    txn(2, b"t2", b"committed-old", 0)
+    txn(2, b"t3", b"committed-kept", 1)
+    marker(1, False)
+    marker(2, True)
+    # both producers go on (idempotent, not transactional): the transactions' batches are
+    # not their last (a producer's last batch keeps its header, Kafka's
+    # isBatchLastRecordOfProducer, and a marker stays while a batch of its transaction does)
+    log.append_as_leader(build_batch([b"p1-later"], keys=[b"t4"], producer_id=1,
+                                     producer_epoch=0, base_sequence=1), 0, 0)
+    log.append_as_leader(build_batch([b"p2-later"], keys=[b"t5"], producer_id=2,
+                                     producer_epoch=0, base_sequence=2), 0, 0)
+    _write(log, [(b"t2", b"plain-new")] + PAIRS)
+    return log
+
+
+def _markers(log: Log) -> list:
+    return [h for seg in log.segments for h in seg.headers_from(0) if h.is_control]
+
+
+def _more(log: Log, log_dir: Path, mgr, now: int):
+    """New dirty data, then a cleaning at ``now``."""
+    _write(log, PAIRS, now=now)
+    return _clean(log, log_dir, mgr, now=now)
+
+
+def test_committed_transactional_data_is_compacted(log_dir):
+    log = _txn_log(log_dir)
+    mgr = LogCleanerManager([log_dir.parent])
+    _clean(log, log_dir, mgr)
+    latest = {k: v for _o, k, v in _view(log)}
+    assert latest[b"t2"] == b"plain-new" and latest[b"t3"] == b"committed-kept"
+    values = [v for _o, _k, v in _view(log)]
+    assert b"committed-old" not in values  # superseded like any record (Kafka)
+    assert b"aborted-1" not in values and b"t1" not in latest
+    # the transactions' data was read in this cleaning: both markers stay, the aborted one
+    # still indexed
+    assert len(_markers(log)) == 2
+    assert [(e.producer_id) for s in log.segments for e in s.txn_index.entries] == [1]
+    log.close()
+
+
+def test_markers_get_a_delete_horizon_then_go(log_dir):
+    from weir.records.filter import DELETE_HORIZON_BIT
+
+    log = _txn_log(log_dir)
+    mgr = LogCleanerManager([log_dir.parent])
+    _clean(log, log_dir, mgr)
+    assert len(_markers(log)) == 2  # round 1: data of both transactions seen
+    # t3's committed record is still there: the COMMIT marker stays without a horizon
+    _more(log, log_dir, mgr, now=1000)
+    markers = _markers(log)
+    commit, abort = sorted(markers, key=lambda h: h.producer_id, reverse=True)
+    assert len(markers) == 2
+    assert not commit.attributes & DELETE_HORIZON_BIT  # data of its transaction remains
+    # the aborted transaction's data is gone: its marker has a horizon (KIP-534), no entry
+    assert abort.attributes & DELETE_HORIZON_BIT and abort.base_timestamp == 1100
+    assert not [e for s in log.segments for e in s.txn_index.entries]
+    _more(log, log_dir, mgr, now=1050)  # before the horizon: kept
+    assert [h.producer_id for h in _markers(log)] == [1, 2]
+    _more(log, log_dir, mgr, now=1200)  # past it: the ABORT marker goes
+    assert [h.producer_id for h in _markers(log)] == [2]
+    # once t3 is overwritten the COMMIT marker follows the same way
+    _write(log, [(b"t3", b"plain-t3")], now=2000)
+    _more(log, log_dir, mgr, now=2000)
+    _more(log, log_dir, mgr, now=2001)
+    (commit,) = _markers(log)
+    assert commit.attributes & DELETE_HORIZON_BIT and commit.base_timestamp == 2101
+    _more(log, log_dir, mgr, now=2200)
+    assert _markers(log) == []
+    latest = {k: v for _o, k, v in _view(log)}
+    assert latest[b"t2"] == b"plain-new" and latest[b"t3"] == b"plain-t3"
+    log.close()
+
+
+def test_marker_that_is_a_producers_last_entry_keeps_its_header(log_dir):
+    """A producer whose last entry is its marker keeps it (its epoch fences zombies), as
+    an empty batch once removable (Kafka's isBatchLastRecordOfProducer)."""
+    from weir.records.control import build_marker
+    from weir.storage.producer_state import AppendOrigin
+
+    log = _open(log_dir, **{"delete.retention.ms": 100})
+    log.append_as_leader(build_marker(7, 3, False, 0, 0), 0, 0,
+                         origin=AppendOrigin.COORDINATOR)  # an abort with no data
+    _write(log, PAIRS)
+    mgr = LogCleanerManager([log_dir.parent])
+    _clean(log, log_dir, mgr)
+    _more(log, log_dir, mgr, now=1000)
+    (marker,) = _markers(log)
+    assert marker.producer_id == 7 and marker.producer_epoch == 3
+    assert marker.records_count == 0  # past the horizon: the header alone
     log.close()
