@@ -26,6 +26,7 @@ import multiprocessing
 import os
 import shutil
 import tempfile
+import threading
 import time
 from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
@@ -114,9 +115,7 @@ class LogCleaner:
         log.info("log cleaner started with %d thread(s)", n)
 
     def _new_executor(self) -> ProcessPoolExecutor:
-        # spawn: never fork a process with running threads and an event loop
-        return ProcessPoolExecutor(max(1, self.config.num_threads),
-                                   mp_context=multiprocessing.get_context("spawn"))
+        return new_worker_pool(max(1, self.config.num_threads))
 
     async def stop(self) -> None:
         self._stopping = True
@@ -312,3 +311,23 @@ def _with_ratio_zero(config):
     from dataclasses import replace
 
     return replace(config, min_cleanable_dirty_ratio=0.0)
+
+
+def new_worker_pool(workers: int) -> ProcessPoolExecutor:
+    """The cleaner's worker processes. ``spawn``: never fork a process with running threads
+    and an event loop. Each worker exits when its broker is gone, even after a SIGKILL that
+    left the broker no chance to shut the pool down."""
+    return ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn"),
+                               initializer=exit_with_broker, initargs=(os.getpid(),))
+
+
+def exit_with_broker(broker_pid: int, poll_s: float = 0.5) -> None:
+    """Pool initializer: watch the parent process and exit as soon as it is not the broker
+    any more (an orphan is re-parented). A cleaning cut short leaves only ``.cleaned``
+    files, which the next load of the log deletes."""
+    def watch() -> None:
+        while os.getppid() == broker_pid:
+            time.sleep(poll_s)
+        os._exit(0)
+
+    threading.Thread(target=watch, name="exit-with-broker", daemon=True).start()
