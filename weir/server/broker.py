@@ -14,6 +14,7 @@ import functools
 import logging
 import os
 import signal
+import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -484,6 +485,8 @@ async def _main(config: BrokerConfig, *, exit_when_stopped: bool = False) -> int
         # partitions object by object (seconds at that scale, all before the process is
         # seen to exit).
         logging.shutdown()
+        sys.stdout.flush()
+        sys.stderr.flush()
         os._exit(0)
     return 0
 
