@@ -143,3 +143,55 @@ class BrokerConnection:
                 pass
             self._writer = None
         self._fail_all(ConnectionError("connection closed"))
+
+
+class BrokerConnections:
+    """One connection per broker id, opened on first use and dropped when a request on it
+    fails, so that the next request reconnects (the role of Kafka's ``NetworkClient`` for
+    the inter-broker senders: transaction markers, transaction verification).
+
+    ``endpoint(broker_id)`` gives the (host, port) to reach, or None when the broker has no
+    such endpoint; ``connect`` builds the connection (tests pass a fake)."""
+
+    def __init__(self, endpoint: Any, client_id: str, *, security: Any = None,
+                 connect: Any = None, connect_timeout_s: float = 10.0) -> None:
+        self._endpoint = endpoint
+        self._client_id = client_id
+        self._security = security
+        self._connect = connect or BrokerConnection
+        self._connect_timeout_s = connect_timeout_s
+        self._conns: dict[int, BrokerConnection] = {}
+        self._locks: dict[int, asyncio.Lock] = {}
+
+    async def request(self, broker_id: int, payload: Any, timeout_s: float) -> Any:
+        """Send ``payload`` to ``broker_id``; a failure (TimeoutError, ConnectionError,
+        OSError) drops that broker's connection and is raised."""
+        try:
+            conn = await self._connection(broker_id)
+            return await conn.request(payload, timeout_s=timeout_s)
+        except (TimeoutError, ConnectionError, OSError):
+            conn = self._conns.pop(broker_id, None)
+            if conn is not None:
+                await conn.close()
+            raise
+
+    async def _connection(self, broker_id: int) -> BrokerConnection:
+        async with self._locks.setdefault(broker_id, asyncio.Lock()):
+            conn = self._conns.get(broker_id)
+            if conn is not None and conn.connected:
+                return conn
+            if conn is not None:
+                await conn.close()
+            address = self._endpoint(broker_id)
+            if address is None:
+                raise ConnectionError(f"broker {broker_id} has no endpoint to reach it on")
+            conn = self._connect(address[0], address[1], client_id=self._client_id,
+                                 security=self._security)
+            await conn.connect(timeout_s=self._connect_timeout_s)
+            self._conns[broker_id] = conn
+            return conn
+
+    async def close(self) -> None:
+        conns, self._conns = list(self._conns.values()), {}
+        for conn in conns:
+            await conn.close()

@@ -15,7 +15,6 @@ partition's producer state (:mod:`weir.storage.producer_state`).
 
 from __future__ import annotations
 
-import asyncio
 import logging
 from collections import defaultdict
 from typing import Any
@@ -23,9 +22,10 @@ from typing import Any
 from kio.schema.add_partitions_to_txn.v4.request import AddPartitionsToTxnRequest
 
 from weir.common import TopicPartition
-from weir.protocol.client import BrokerConnection
+from weir.protocol.client import BrokerConnections
 from weir.protocol.codec import build
 from weir.protocol.errors import ErrorCode
+from weir.transactions.markers import inter_broker_endpoint
 
 __all__ = ["TxnVerifier", "translate"]
 
@@ -61,13 +61,20 @@ class TxnVerifier:
     def __init__(self, broker: Any, request_timeout_s: float = 30.0) -> None:
         self.broker = broker
         self.request_timeout_s = request_timeout_s
-        self._conns: dict[int, BrokerConnection] = {}
-        self._locks: dict[int, asyncio.Lock] = defaultdict(asyncio.Lock)
+        self._pool: BrokerConnections | None = None
+
+    @property
+    def _connections(self) -> BrokerConnections:
+        if self._pool is None:  # made on first use: the broker's listeners are known by then
+            self._pool = BrokerConnections(
+                lambda b: inter_broker_endpoint(self.broker, b),
+                f"broker-{self.broker.broker_id}-txn-verify",
+                security=self.broker.inter_broker_security)
+        return self._pool
 
     async def close(self) -> None:
-        conns, self._conns = list(self._conns.values()), {}
-        for conn in conns:
-            await conn.close()
+        if self._pool is not None:
+            await self._pool.close()
 
     def _coordinator(self, transactional_id: str) -> int | None:
         index = self.broker.txn_coordinator.partition_for(transactional_id)
@@ -75,24 +82,6 @@ class TxnVerifier:
         if meta is None or meta.leader < 0:
             return None
         return meta.leader
-
-    async def _connection(self, broker_id: int) -> BrokerConnection:
-        async with self._locks[broker_id]:
-            conn = self._conns.get(broker_id)
-            if conn is not None and conn.connected:
-                return conn
-            if conn is not None:
-                await conn.close()
-            listener = self.broker.config.inter_broker_listener_name
-            endpoint = self.broker.metadata.broker_on(broker_id, listener)
-            if endpoint is None:
-                raise ConnectionError(f"broker {broker_id} has no {listener} endpoint")
-            conn = BrokerConnection(endpoint.host, endpoint.port,
-                                    client_id=f"broker-{self.broker.broker_id}-txn-verify",
-                                    security=self.broker.inter_broker_security)
-            await conn.connect(timeout_s=10)
-            self._conns[broker_id] = conn
-            return conn
 
     async def verify(self, transactional_id: str, producer_id: int, producer_epoch: int,
                      tps: list[TopicPartition]) -> dict[TopicPartition, ErrorCode]:
@@ -108,13 +97,10 @@ class TxnVerifier:
             "producer_epoch": producer_epoch, "verify_only": True,
             "topics": [{"name": t, "partitions": p} for t, p in by_topic.items()]}])
         try:
-            conn = await self._connection(coordinator)
-            response = await conn.request(request, timeout_s=self.request_timeout_s)
+            response = await self._connections.request(coordinator, request,
+                                                       self.request_timeout_s)
         except (TimeoutError, ConnectionError, OSError) as exc:
             log.info("transaction verification at broker %d failed: %s", coordinator, exc)
-            conn = self._conns.pop(coordinator, None)
-            if conn is not None:
-                await conn.close()
             return dict.fromkeys(tps, ErrorCode.network_exception)
         top = ErrorCode(response.error_code)
         if top != ErrorCode.none:

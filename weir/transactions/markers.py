@@ -7,7 +7,6 @@ whether it is done, retried at its (possibly new) leader, or ends the sending.
 
 from __future__ import annotations
 
-import asyncio
 import logging
 from collections import defaultdict
 from collections.abc import Callable
@@ -16,7 +15,7 @@ from typing import Any
 from kio.schema.write_txn_markers.v1.request import WriteTxnMarkersRequest
 
 from weir.common import TopicPartition
-from weir.protocol.client import BrokerConnection
+from weir.protocol.client import BrokerConnection, BrokerConnections
 from weir.protocol.codec import build
 from weir.protocol.errors import ErrorCode
 
@@ -38,6 +37,12 @@ _STOP = {ErrorCode.invalid_producer_epoch, ErrorCode.transaction_coordinator_fen
 _SKIP = {ErrorCode.unsupported_for_message_format, ErrorCode.unsupported_version}
 
 
+def inter_broker_endpoint(broker: Any, broker_id: int) -> tuple[str, int] | None:
+    """Where ``broker_id`` listens on the inter-broker listener (None: unknown)."""
+    endpoint = broker.metadata.broker_on(broker_id, broker.config.inter_broker_listener_name)
+    return None if endpoint is None else (endpoint.host, endpoint.port)
+
+
 def classify(error: ErrorCode) -> str:
     if error == ErrorCode.none or error in _SKIP:
         return DONE
@@ -54,15 +59,22 @@ class MarkerSender:
     def __init__(self, broker: Any, connect: Callable[..., BrokerConnection] | None = None,
                  request_timeout_s: float = 30.0) -> None:
         self.broker = broker
-        self._connect = connect or BrokerConnection
-        self._conns: dict[int, BrokerConnection] = {}
-        self._locks: dict[int, asyncio.Lock] = defaultdict(asyncio.Lock)
+        self._connect = connect
+        self._pool: BrokerConnections | None = None
         self.request_timeout_s = request_timeout_s
 
+    @property
+    def _connections(self) -> BrokerConnections:
+        if self._pool is None:  # made on first use: the broker's listeners are known by then
+            self._pool = BrokerConnections(
+                lambda b: inter_broker_endpoint(self.broker, b),
+                f"broker-{self.broker.broker_id}-txn-markers",
+                security=self.broker.inter_broker_security, connect=self._connect)
+        return self._pool
+
     async def close(self) -> None:
-        conns, self._conns = list(self._conns.values()), {}
-        for conn in conns:
-            await conn.close()
+        if self._pool is not None:
+            await self._pool.close()
 
     def leader_of(self, tp: TopicPartition) -> int | None:
         """The partition's leader, -2 when the topic is gone (nothing to mark), None while
@@ -77,24 +89,6 @@ class MarkerSender:
             return None
         return meta.leader
 
-    async def _connection(self, broker_id: int) -> BrokerConnection:
-        async with self._locks[broker_id]:
-            conn = self._conns.get(broker_id)
-            if conn is not None and conn.connected:
-                return conn
-            if conn is not None:
-                await conn.close()
-            listener = self.broker.config.inter_broker_listener_name
-            endpoint = self.broker.metadata.broker_on(broker_id, listener)
-            if endpoint is None:
-                raise ConnectionError(f"broker {broker_id} has no {listener} endpoint")
-            conn = self._connect(endpoint.host, endpoint.port,
-                                 client_id=f"broker-{self.broker.broker_id}-txn-markers",
-                                 security=self.broker.inter_broker_security)
-            await conn.connect(timeout_s=10)
-            self._conns[broker_id] = conn
-            return conn
-
     async def send(self, broker_id: int, producer_id: int, producer_epoch: int, commit: bool,
                    coordinator_epoch: int,
                    tps: list[TopicPartition]) -> dict[TopicPartition, ErrorCode]:
@@ -107,13 +101,10 @@ class MarkerSender:
             "transaction_result": commit, "coordinator_epoch": coordinator_epoch,
             "topics": [{"name": t, "partition_indexes": p} for t, p in by_topic.items()]}])
         try:
-            conn = await self._connection(broker_id)
-            response = await conn.request(request, timeout_s=self.request_timeout_s)
+            response = await self._connections.request(broker_id, request,
+                                                       self.request_timeout_s)
         except (TimeoutError, ConnectionError, OSError) as exc:
             log.info("transaction markers to broker %d failed: %s", broker_id, exc)
-            conn = self._conns.pop(broker_id, None)
-            if conn is not None:
-                await conn.close()
             return dict.fromkeys(tps, ErrorCode.not_leader_or_follower)
         results = dict.fromkeys(tps, ErrorCode.unknown_server_error)
         for marker in response.markers:
