@@ -41,6 +41,11 @@ def _addr(cluster, broker_id: int) -> tuple[str, int]:
     return slot.host, slot.port
 
 
+# What a client (or the transaction coordinator) retries at the leader Metadata names next.
+_RETRIABLE = {ErrorCode.unknown_topic_or_partition, ErrorCode.not_leader_or_follower,
+              ErrorCode.leader_not_available}
+
+
 class Partition:
     """One partition of a new topic (replication 3) and raw requests to its leader."""
 
@@ -83,12 +88,19 @@ class Partition:
         batch = build_batch(values, producer_id=-1 if pid is None else pid,
                             producer_epoch=-1 if pid is None else epoch, base_sequence=seq,
                             transactional=transactional, timestamp_ms=int(time.time() * 1000))
-        r = raw_request(*self.addr(), 0, 9,
-                        transactional_id="raw-txn" if transactional else None, acks=-1,
-                        timeout=datetime.timedelta(seconds=30), topic_data=[
-                            {"name": self.topic, "partition_data": [
-                                {"index": 0, "records": batch}]}])
-        p = r.responses[0].partition_responses[0]
+
+        def send():
+            r = raw_request(*self.addr(), 0, 9,
+                            transactional_id="raw-txn" if transactional else None, acks=-1,
+                            timeout=datetime.timedelta(seconds=30), topic_data=[
+                                {"name": self.topic, "partition_data": [
+                                    {"index": 0, "records": batch}]}])
+            p = r.responses[0].partition_responses[0]
+            # As a client does: the leader named by Metadata may not have applied its
+            # LeaderAndIsr yet (a broker restarted by an earlier test).
+            return None if ErrorCode(p.error_code) in _RETRIABLE else p
+
+        p = wait_until(send, 60, "the leader to accept the batch")
         assert int(p.error_code) == 0, ErrorCode(p.error_code).name
         if pid is not None:
             self.seqs[pid] = seq + len(values)
@@ -96,12 +108,16 @@ class Partition:
 
     def marker(self, pid: int, committed: bool, *, epoch: int = 0,
                coordinator_epoch: int = 0) -> ErrorCode:
-        r = raw_request(*self.addr(), 27, 1, markers=[{
-            "producer_id": pid, "producer_epoch": epoch, "transaction_result": committed,
-            "topics": [{"name": self.topic, "partition_indexes": [0]}],
-            "coordinator_epoch": coordinator_epoch}])
-        assert r.markers[0].producer_id == pid
-        return ErrorCode(r.markers[0].topics[0].partitions[0].error_code)
+        def send():
+            r = raw_request(*self.addr(), 27, 1, markers=[{
+                "producer_id": pid, "producer_epoch": epoch, "transaction_result": committed,
+                "topics": [{"name": self.topic, "partition_indexes": [0]}],
+                "coordinator_epoch": coordinator_epoch}])
+            assert r.markers[0].producer_id == pid
+            code = ErrorCode(r.markers[0].topics[0].partitions[0].error_code)
+            return None if code in _RETRIABLE else (code,)  # the coordinator retries these
+
+        return wait_until(send, 60, "the leader to take the marker")[0]
 
     def fetch(self, broker_id: int | None = None, isolation: int = 1):
         addr = self.addr() if broker_id is None else _addr(self.cluster, broker_id)
