@@ -83,7 +83,14 @@ def _one_leader_topic(cluster, topic: str) -> tuple[int, list[int]]:
 
     leaders = wait_until(all_led, 30, "leaders")
     broker = leaders[0]
-    return broker, sorted(p for p, b in leaders.items() if b == broker)
+    mine = sorted(p for p, b in leaders.items() if b == broker)
+
+    def serving():  # Metadata may name the leader before it has applied its LeaderAndIsr
+        answered = _answered(_fetch(_addr(cluster, broker), 12, _by_name(topic, mine), 0, -1))
+        return all(code == 0 for code, _hw, _records in answered.values())
+
+    wait_until(serving, 30, f"broker {broker} serving its partitions")
+    return broker, mine
 
 
 def test_incremental_fetches_answer_only_partitions_with_news(cluster, topic_name):
