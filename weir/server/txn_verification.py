@@ -16,12 +16,11 @@ partition's producer state (:mod:`weir.storage.producer_state`).
 from __future__ import annotations
 
 import logging
-from collections import defaultdict
 from typing import Any
 
 from kio.schema.add_partitions_to_txn.v4.request import AddPartitionsToTxnRequest
 
-from weir.common import TopicPartition
+from weir.common import TopicPartition, partitions_by_topic
 from weir.protocol.client import BrokerConnections
 from weir.protocol.codec import build
 from weir.protocol.errors import ErrorCode
@@ -89,9 +88,7 @@ class TxnVerifier:
         coordinator = self._coordinator(transactional_id)
         if coordinator is None:
             return dict.fromkeys(tps, ErrorCode.coordinator_not_available)
-        by_topic: dict[str, list[int]] = defaultdict(list)
-        for tp in tps:
-            by_topic[tp.topic].append(tp.partition)
+        by_topic = partitions_by_topic(tps)
         request = build(AddPartitionsToTxnRequest, transactions=[{
             "transactional_id": transactional_id, "producer_id": producer_id,
             "producer_epoch": producer_epoch, "verify_only": True,

@@ -12,9 +12,8 @@ Kafka 3.9 does without ``transaction.version`` 2, and read both. A null value de
 from __future__ import annotations
 
 import struct
-from collections import defaultdict
 
-from weir.common import TopicPartition
+from weir.common import TopicPartition, partitions_by_topic
 from weir.transactions.state import TxnState, TxnTransit
 
 TRANSACTION_STATE_TOPIC = "__transaction_state"
@@ -63,9 +62,7 @@ def encode_value(t: TxnTransit) -> bytes:
     if t.state == TxnState.EMPTY:
         parts.append(_I32.pack(-1))
     else:
-        by_topic: dict[str, list[int]] = defaultdict(list)
-        for tp in sorted(t.partitions):
-            by_topic[tp.topic].append(tp.partition)
+        by_topic = partitions_by_topic(sorted(t.partitions))
         parts.append(_I32.pack(len(by_topic)))
         for topic, indexes in by_topic.items():
             parts.append(_string(topic) + _I32.pack(len(indexes)))

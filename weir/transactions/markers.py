@@ -8,13 +8,12 @@ whether it is done, retried at its (possibly new) leader, or ends the sending.
 from __future__ import annotations
 
 import logging
-from collections import defaultdict
 from collections.abc import Callable
 from typing import Any
 
 from kio.schema.write_txn_markers.v1.request import WriteTxnMarkersRequest
 
-from weir.common import TopicPartition
+from weir.common import TopicPartition, partitions_by_topic
 from weir.protocol.client import BrokerConnection, BrokerConnections
 from weir.protocol.codec import build
 from weir.protocol.errors import ErrorCode
@@ -93,9 +92,7 @@ class MarkerSender:
                    coordinator_epoch: int,
                    tps: list[TopicPartition]) -> dict[TopicPartition, ErrorCode]:
         """One WriteTxnMarkers request; a failed connection is retried as not-leader."""
-        by_topic: dict[str, list[int]] = defaultdict(list)
-        for tp in tps:
-            by_topic[tp.topic].append(tp.partition)
+        by_topic = partitions_by_topic(tps)
         request = build(WriteTxnMarkersRequest, markers=[{
             "producer_id": producer_id, "producer_epoch": producer_epoch,
             "transaction_result": commit, "coordinator_epoch": coordinator_epoch,
