@@ -1,4 +1,4 @@
-"""Controlled-shutdown benchmark (issue 7 §4): seconds from SIGTERM to a broker's exit.
+"""Controlled-shutdown benchmark: seconds from SIGTERM to a broker's exit.
 
 How to run::
 
@@ -397,7 +397,7 @@ def med_phase(runs: list[dict], key: str) -> str:
 def report(doc: dict[str, Any]) -> str:
     m = doc["machine"]
     lines = [
-        "# Controlled shutdown benchmark (issue 7 §4)",
+        "# Controlled shutdown benchmark",
         "",
         (f"Machine: {m['cpu']}, {m['cores']} cores, {m['ram_gib']} GiB, Python {m['python']}, "
         f"commit {m['commit']}. Load average (1/5/15 min): {doc['load_start']} at start, "

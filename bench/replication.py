@@ -1,4 +1,4 @@
-"""Replication benchmark (issue 4): all figures from one run on one 3-broker cluster.
+"""Replication benchmark: all figures from one run on one 3-broker cluster.
 
 1. Produce throughput with replication factor 3 and acks=all against replication factor 1
    (acks=all), same records, same client settings, interleaved; the ratio is Weir's figure

@@ -345,7 +345,7 @@ def replica_bytes(data_dir: Path, tp: TopicPartition) -> dict[int, int]:
 
 
 async def run_generate(session: AdminSession, args: argparse.Namespace) -> int:
-    topics = parse_topics_to_move(Path(args.topics_to_move_json_file).read_text())
+    topics = parse_topics_to_move(await asyncio.to_thread(Path(args.topics_to_move_json_file).read_text))
     brokers = [int(b) for b in args.broker_list.split(",") if b.strip()]
     view = await session.describe(topics)
     current = {tp: r for tp, r in view.replicas.items() if tp.topic in topics}
@@ -365,7 +365,7 @@ def _log_dir_moves(text: str) -> dict[reassign_log_dirs.Replica, str]:
 
 
 async def run_execute(session: AdminSession, args: argparse.Namespace) -> int:
-    text = Path(args.reassignment_json_file).read_text()
+    text = await asyncio.to_thread(Path(args.reassignment_json_file).read_text)
     plan = parse_plan(text)
     moves = _log_dir_moves(text)
     view = await session.describe({tp.topic for tp in plan})
@@ -443,7 +443,7 @@ def _verify_doc(plan: Plan, view: ClusterView, statuses: list[tuple[TopicPartiti
 
 
 async def run_verify(session: AdminSession, args: argparse.Namespace) -> int:
-    text = Path(args.reassignment_json_file).read_text()
+    text = await asyncio.to_thread(Path(args.reassignment_json_file).read_text)
     plan = parse_plan(text)
     moves = _log_dir_moves(text)
     data_dir = Path(args.data_dir) if args.data_dir else None
@@ -485,7 +485,7 @@ async def run_verify(session: AdminSession, args: argparse.Namespace) -> int:
 
 
 async def run_cancel(session: AdminSession, args: argparse.Namespace) -> int:
-    plan = parse_plan(Path(args.reassignment_json_file).read_text())
+    plan = parse_plan(await asyncio.to_thread(Path(args.reassignment_json_file).read_text))
     results = await session.alter({tp: None for tp in plan})
     cancelled = sorted(tp for tp, (code, _) in results.items() if code == ErrorCode.none)
     for tp, (code, message) in sorted(results.items()):

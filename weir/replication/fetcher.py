@@ -398,6 +398,7 @@ class ReplicaFetcherManager:
         self.settings = settings
         self.fetchers: dict[int, ReplicaFetcher] = {}
         self._where: dict[TopicPartition, int] = {}
+        self._closing: set[asyncio.Future[None]] = set()  # fetchers being closed
 
     def add(self, tp: TopicPartition, leader: LeaderEndpoint, leader_epoch: int,
             fetch_offset: int) -> None:
@@ -405,7 +406,9 @@ class ReplicaFetcherManager:
         fetcher = self.fetchers.get(leader.broker_id)
         if fetcher is not None and fetcher.source != leader:
             # The leader broker came back on another endpoint: start over.
-            asyncio.ensure_future(fetcher.close())
+            closing = asyncio.ensure_future(fetcher.close())
+            self._closing.add(closing)
+            closing.add_done_callback(self._closing.discard)
             fetcher = None
         if fetcher is None:
             fetcher = ReplicaFetcher(leader, self.rm, self.settings)

@@ -92,7 +92,7 @@ class Broker:
         self.socket_server = self.socket_servers[0]
         self.producer_ids = ProducerIdManager(self.zk, self.broker_id)
         self.controller: Any = None
-        # Group coordinator (issue 6): follows leadership of __consumer_offsets partitions.
+        # Group coordinator (Kafka's GroupCoordinator): follows leadership of __consumer_offsets partitions.
         from weir.groups.coordinator import GroupCoordinator
 
         self.group_coordinator = GroupCoordinator(
@@ -124,6 +124,7 @@ class Broker:
         self.broker_epoch: int = -1
         self._registered = asyncio.Event()
         self._tasks: list[asyncio.Task] = []
+        self._background: set[asyncio.Future[None]] = set()  # re-registrations in flight
         self._stopping = asyncio.Event()
         self._session_lost = False
 
@@ -215,7 +216,7 @@ class Broker:
                 connect=functools.partial(BrokerConnection,
                                           security=self.inter_broker_security)))
         await self.controller.start()
-        self.group_coordinator.start()  # group coordinator (issue 6): its clock
+        self.group_coordinator.start()  # the group coordinator's clock
         self.txn_coordinator.start()  # transaction timeouts and id expiry
         cfg = self.config
         self._tasks = [
@@ -292,7 +293,9 @@ class Broker:
             log.warning("ZooKeeper session lost; will re-register when reconnected")
         elif state == "CONNECTED" and self._session_lost and not self._stopping.is_set():
             self._session_lost = False
-            asyncio.ensure_future(self._register())
+            task = asyncio.ensure_future(self._register())
+            self._background.add(task)
+            task.add_done_callback(self._background.discard)
 
     async def _every(self, interval_ms: int, fn: Any) -> None:
         while True:
@@ -384,10 +387,10 @@ class Broker:
         log.info("broker %d shutting down", self.broker_id)
         if self.config.controlled_shutdown_enable and self.broker_epoch >= 0:
             await self.controlled_shutdown()
-        await cancel_and_wait(*self._tasks)
+        await cancel_and_wait(*self._tasks, *self._background)
         if self.controller is not None:
             await self.controller.stop()
-        await self.group_coordinator.stop()  # group coordinator (issue 6)
+        await self.group_coordinator.stop()  # the group coordinator
         await self.txn_coordinator.stop()
         await self.txn_verifier.close()
         if self.metrics_server is not None:  # Prometheus /metrics (weir.server.metrics)

@@ -1,5 +1,5 @@
 """The data path of the simulation: producers, fetch traffic, power loss and the data
-invariants (issue 4 §5), on top of the controller simulation in :mod:`weir.sim.cluster`.
+invariants (acks=all, min.insync.replicas, KIP-101 truncation), on top of the controller simulation in :mod:`weir.sim.cluster`.
 
 Each broker incarnation has a :class:`~weir.sim.replica.SimReplicas` (real ``Partition``
 cores and real ``Log`` files under one temporary directory per run).  Producers append

@@ -360,7 +360,7 @@ class SimReplicas:
     # -- ISR changes -------------------------------------------------------------------
 
     def propose_shrinks(self, max_lag_ms: int) -> None:
-        for tp, part in sorted(self.partitions.items()):
+        for _tp, part in sorted(self.partitions.items()):
             if part.is_leader:
                 self._submit(part, part.propose_isr_shrink(self.now, max_lag_ms))
 

@@ -55,14 +55,20 @@ def test_channel_retries_keeps_order_and_reports_results() -> None:
     events: list[Any] = []
 
     async def scenario() -> None:
-        manager = ControllerChannelManager(events.append, backoff_ms=1,
+        both_answered = asyncio.Event()
+
+        def on_event(event: Any) -> None:
+            events.append(event)
+            if len(events) >= 2:
+                both_answered.set()
+
+        manager = ControllerChannelManager(on_event, backoff_ms=1,
                                            connect=FlakyConnection)
         await manager.update_brokers({2: broker(2)})
         manager.send([OutboundRequest(2, _stop(0)), OutboundRequest(2, _stop(1)),
                       OutboundRequest(3, _stop(2))])  # broker 3 unknown: dropped
         async with asyncio.timeout(10):
-            while len(events) < 2:
-                await asyncio.sleep(0.01)
+            await both_answered.wait()
         await manager.update_brokers({})
         assert manager.broker_ids == frozenset()
         await manager.close()

@@ -112,7 +112,7 @@ def test_corpus_entries_decode_or_are_rejected():
 
     entries = corpus.load()
     assert entries, "the corpus keeps at least the reported crashes"
-    for name, frame in entries:
+    for _name, frame in entries:
         body = frame[4:]
         api_key, version, _ = codec.parse_request_header_prefix(body)
         request_cls, _ = REGISTRY[api_key].schemas(version)

@@ -28,21 +28,21 @@ async def _open(server: SocketServer, source: str = "127.0.0.1"):
     return await asyncio.open_connection("127.0.0.1", server.port, local_addr=(source, 0))
 
 
-async def _ask(reader, writer, correlation_id: int = 1, timeout: float = 5.0) -> bool:
+async def _ask(reader, writer, correlation_id: int = 1, wait_s: float = 5.0) -> bool:
     """True when the request is answered, False when the connection was closed."""
     writer.write(_frame(correlation_id))
     try:
         await writer.drain()
-        size, corr = struct.unpack(">ii", await asyncio.wait_for(reader.readexactly(8), timeout))
+        size, corr = struct.unpack(">ii", await asyncio.wait_for(reader.readexactly(8), wait_s))
         await reader.readexactly(size - 4)
         return corr == correlation_id
     except (asyncio.IncompleteReadError, ConnectionError):
         return False
 
 
-async def _closed(reader, timeout: float = 5.0) -> bool:
+async def _closed(reader, wait_s: float = 5.0) -> bool:
     try:
-        return await asyncio.wait_for(reader.read(1), timeout) == b""
+        return await asyncio.wait_for(reader.read(1), wait_s) == b""
     except ConnectionError:
         return True
 
@@ -123,8 +123,8 @@ def test_idle_connections_are_closed():
         half_reader, half_writer = await _open(server)
         half_writer.write(struct.pack(">i", 100) + b"\x00\x12")  # a frame never completed
         started = time.monotonic()
-        assert await _closed(reader, timeout=10)
-        assert await _closed(half_reader, timeout=10)
+        assert await _closed(reader, wait_s=10)
+        assert await _closed(half_reader, wait_s=10)
         assert time.monotonic() - started >= 0.3
 
     _run(ConnectionLimits(idle_ms=400), body)
