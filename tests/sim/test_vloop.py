@@ -7,7 +7,7 @@ import time
 
 import pytest
 
-from weir.sim.vloop import Deadlock, InlineExecutor, VirtualTimeLoop
+from weir.sim.vloop import Deadlock, VirtualTimeLoop
 
 
 def _run(coro_fn):
@@ -67,8 +67,7 @@ def test_to_thread_runs_inline_and_step_hooks_run() -> None:
         assert ident == threading.get_ident()
         assert isinstance(error, ZeroDivisionError)
         assert calls and calls == sorted(calls)
-        result = loop.run_until_complete(loop.run_in_executor(InlineExecutor(), sum, [1, 2]))
-        assert result == 3
+        assert loop.run_until_complete(loop.run_in_executor(None, sum, [1, 2])) == 3
     finally:
         loop.close()
 

@@ -20,10 +20,10 @@ The API (small on purpose):
   callbacks of the previous one: invariant checks go here.  An exception it raises stops
   the loop (propagates out of ``run_until_complete``/``run_forever``).
 - ``loop.run_for(seconds)``: run until the virtual clock reaches ``time() + seconds``.
-- ``run_in_executor(None, fn, *args)`` (and so ``asyncio.to_thread``) runs ``fn`` inline,
-  at once, on the loop's thread, and returns a finished future: blocking work that the
-  production code sends to worker threads happens deterministically.  An explicit executor
-  is honoured; pass :class:`InlineExecutor` to get the same behaviour.
+- ``run_in_executor(None, fn, *args)`` (and so ``asyncio.to_thread``) runs ``fn`` inline on
+  the loop's thread, as the next step of a task: blocking work that the production code
+  sends to worker threads happens deterministically.  An explicit executor is honoured
+  (threads: not deterministic), so code under simulation passes None.
 - :class:`Deadlock` is raised when the loop would wait forever (nothing ready, no timer,
   no I/O): under simulation, that is a bug (a future nobody will ever complete).
 
@@ -41,31 +41,15 @@ Usage::
 from __future__ import annotations
 
 import asyncio
-import concurrent.futures
 import selectors
 from collections.abc import Callable
 from typing import Any
 
-__all__ = ["Deadlock", "InlineExecutor", "VirtualTimeLoop"]
+__all__ = ["Deadlock", "VirtualTimeLoop"]
 
 
 class Deadlock(RuntimeError):
     """The virtual-time loop has nothing to run and nothing to wait for."""
-
-
-class InlineExecutor(concurrent.futures.Executor):
-    """An executor that runs each submitted call at once, on the caller's thread."""
-
-    def submit(self, fn: Callable[..., Any], /, *args: Any,
-               **kwargs: Any) -> concurrent.futures.Future[Any]:
-        future: concurrent.futures.Future[Any] = concurrent.futures.Future()
-        try:
-            result = fn(*args, **kwargs)
-        except BaseException as exc:  # handed to whoever awaits the future
-            future.set_exception(exc)
-        else:
-            future.set_result(result)
-        return future
 
 
 class _VirtualSelector(selectors.BaseSelector):
@@ -149,11 +133,9 @@ class VirtualTimeLoop(asyncio.SelectorEventLoop):
                         *args: Any) -> asyncio.Future[Any]:
         if executor is not None:
             return super().run_in_executor(executor, func, *args)
-        future = self.create_future()
-        try:
-            future.set_result(func(*args))
-        except (SystemExit, KeyboardInterrupt):
-            raise
-        except BaseException as exc:  # handed to whoever awaits the future
-            future.set_exception(exc)
-        return future
+        return self.create_task(_inline(func, args))
+
+
+async def _inline(func: Callable[..., Any], args: tuple[Any, ...]) -> Any:
+    """``func(*args)`` as a task's step: its result or exception goes to the task."""
+    return func(*args)
