@@ -10,15 +10,10 @@ Synchronous and single-threaded; the clock is always passed in (``now_ms``).  An
 from __future__ import annotations
 
 import bisect
-import functools
-import io
 import logging
 import os
 import shutil
-from collections.abc import Callable
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, TypeVar, cast
 
 from weir.common import TopicPartition
 from weir.protocol.errors import ErrorCode, KafkaError
@@ -26,11 +21,12 @@ from weir.records.batch import BatchHeader, assign_offsets, validate_batches, va
 from weir.records.control import EndTxnMarker, read_marker
 from weir.records.filter import require_keys
 from weir.records.records import iter_records
-from weir.storage.checkpoints import LEADER_EPOCH_CHECKPOINT, TMP_SUFFIX
+from weir.storage.checkpoints import LEADER_EPOCH_CHECKPOINT
 from weir.storage.config import LogConfig
 from weir.storage.epoch_cache import LeaderEpochCache
-from weir.storage.integrity import CorruptSegmentError, load_epoch_cache, recover_epochs
-from weir.storage.log_dirs import parse_log_dir_name
+from weir.storage.log_dirs import parse_log_dir_name, parse_topic_partition
+from weir.storage.log_loader import load_log, new_segment
+from weir.storage.log_results import AppendResult, ReadResult, storage_op
 from weir.storage.producer_snapshot import snapshot_path
 from weir.storage.producer_state import AppendOrigin, ProducerStateManager
 from weir.storage.producer_state_loader import (
@@ -41,92 +37,12 @@ from weir.storage.producer_state_loader import (
     truncate_snapshots,
 )
 from weir.storage.segment import LogSegment
-from weir.storage.swap import complete_interrupted_swaps, replace_files
+from weir.storage.swap import replace_files
 from weir.storage.txn_index import AbortedTxn, collect_aborted_transactions
 
 __all__ = ["AppendResult", "Log", "LogConfig", "ReadResult", "parse_topic_partition"]
 
-_F = TypeVar("_F", bound=Callable[..., Any])
 log = logging.getLogger(__name__)
-
-
-def parse_topic_partition(name: str) -> TopicPartition | None:
-    """``orders-3`` → TopicPartition("orders", 3); None for names that are not logs."""
-    topic, sep, partition = name.rpartition("-")
-    if not sep or not topic or not partition.isdigit():
-        return None
-    return TopicPartition(topic, int(partition))
-
-
-@dataclass(frozen=True, slots=True)
-class AppendResult:
-    first_offset: int
-    last_offset: int
-    log_append_time_ms: int  # -1 for CreateTime
-    log_start_offset: int
-    duplicate: bool = False
-    num_messages: int = 0
-    valid_bytes: int = 0
-
-
-@dataclass(frozen=True, slots=True)
-class ReadResult:
-    """A run of whole batches in one segment file (``size`` 0 = nothing to return).
-
-    ``file_path``/``fd``/``position``/``size`` allow a zero-copy sendfile; ``read_bytes``
-    copies.  Consume it before the log is next mutated (a deleted segment's fd is closed).
-    """
-
-    file_path: Path | None
-    position: int
-    size: int
-    first_offset: int
-    last_offset: int = -1
-    file: io.FileIO | None = field(default=None, repr=False, compare=False)
-
-    @property
-    def fd(self) -> int:
-        if self.file is None:
-            raise ValueError("empty read result has no file")
-        return self.file.fileno()
-
-    @property
-    def inode(self) -> int:
-        """The segment file's inode (a cleaned segment replacing it has another one)."""
-        return os.fstat(self.fd).st_ino if self.file is not None and not self.file.closed else 0
-
-    def read_bytes(self) -> bytes:
-        if self.size == 0:
-            return b""
-        assert self.file is not None and self.file_path is not None
-        if not self.file.closed:
-            return os.pread(self.file.fileno(), self.size, self.position)
-        try:
-            with open(self.file_path, "rb") as f:
-                return os.pread(f.fileno(), self.size, self.position)
-        except FileNotFoundError as exc:
-            raise KafkaError(ErrorCode.offset_out_of_range, "segment was deleted") from exc
-
-
-def _storage_op(method: _F) -> _F:
-    """Turn OSError into KafkaError(kafka_storage_error) and take the log offline."""
-
-    @functools.wraps(method)
-    def wrapper(self: Log, *args: Any, **kwargs: Any) -> Any:
-        if self.offline_reason is not None:
-            raise KafkaError(
-                ErrorCode.kafka_storage_error,
-                f"log {self.topic_partition} is offline: {self.offline_reason}",
-            )
-        try:
-            return method(self, *args, **kwargs)
-        except OSError as exc:
-            self.offline_reason = str(exc)
-            raise KafkaError(
-                ErrorCode.kafka_storage_error, f"I/O error in {self.dir}: {exc}"
-            ) from exc
-
-    return cast(_F, wrapper)
 
 
 class Log:
@@ -141,6 +57,7 @@ class Log:
         log_start_offset: int,
         epoch_cache: LeaderEpochCache,
         now_ms: int,
+        producer_state: ProducerStateManager | None = None,
     ) -> None:
         parsed = parse_log_dir_name(directory.name)  # also ``...-future`` (KIP-113)
         if parsed is None:
@@ -154,7 +71,7 @@ class Log:
         self._recovery_point = segments[-1].next_offset
         self._high_watermark = log_start_offset
         self._epoch_cache = epoch_cache
-        self._producer_state = ProducerStateManager()
+        self._producer_state = producer_state or ProducerStateManager()
         self._clock_ms = now_ms
         self._last_flush_ms = now_ms
         self._unflushed_messages = 0
@@ -165,7 +82,7 @@ class Log:
         self.truncations = 0
         self.truncated_to: int | None = None
 
-    # -- opening -----------------------------------------------------------------------
+    # -- opening (Kafka's LogLoader: weir.storage.log_loader) --------------------------
     @classmethod
     def open(
         cls,
@@ -179,78 +96,18 @@ class Log:
         high_watermark: int | None = None,
     ) -> Log:
         """Load (or create) the log in ``directory``; recover unflushed segments unless the
-        previous shutdown was clean.
-
-        A trusted segment found corrupt while loading is recovered by loading once more
-        with the recovery point at its base offset (see :mod:`weir.storage.integrity`)."""
-        load = functools.partial(
-            cls._load, directory, config, log_start_offset, now_ms, high_watermark
-        )
-        try:
-            return load(recovery_point, clean_shutdown)
-        except CorruptSegmentError as exc:
-            log.warning("%s; recovering it and the segments after it", exc)
-            recovery_point = min(recovery_point, exc.base_offset)
-        try:
-            return load(recovery_point, False)
-        except CorruptSegmentError as exc:  # recovery validated it: not expected
-            raise KafkaError(ErrorCode.kafka_storage_error, str(exc)) from exc
-
-    @classmethod
-    def _load(
-        cls,
-        directory: Path,
-        config: LogConfig,
-        log_start_offset: int | None,
-        now_ms: int,
-        high_watermark: int | None,
-        recovery_point: int,
-        clean_shutdown: bool,
-    ) -> Log:
-        directory.mkdir(parents=True, exist_ok=True)
-        complete_interrupted_swaps(directory, index_interval_bytes=config.index_interval_bytes,
-                                   max_index_bytes=config.segment_index_bytes, now_ms=now_ms)
-        _remove_leftovers(directory)
-        segments = _load_segments(directory, config, recovery_point, clean_shutdown, now_ms)
-        start = max(log_start_offset or 0, segments[0].base_offset if segments else 0)
-        if segments and start > segments[-1].next_offset:
-            for seg in segments:  # data past the checkpointed log start was lost
-                seg.delete()
-            segments = []
-        if not segments:
-            segments = [_new_segment(directory, start, config, now_ms)]
-        try:
-            cache = load_epoch_cache(directory / LEADER_EPOCH_CHECKPOINT, segments)
-            loaded = cls(
-                directory,
-                config,
-                segments,
-                log_start_offset=start,
-                epoch_cache=cache,
-                now_ms=now_ms,
-            )
-            recovered = None if clean_shutdown else next(
-                (s.base_offset for i, s in enumerate(segments)
-                 if i + 1 == len(segments) or segments[i + 1].base_offset > recovery_point),
-                None)
-            load_producer_state(directory, segments, loaded._producer_state,
-                                recovered_from=recovered)
-            if recovered is not None:
-                # Kafka's LogSegment.recover: the epochs of the recovered batches go back
-                # into the cache (a deferred checkpoint write may have died with the process).
-                recover_epochs(cache, segments, recovered)
-        except CorruptSegmentError:
-            for seg in segments:
-                seg.release()
-            raise
-        # Written later by the log manager's storage thread, as Kafka's LogLoader does
-        # (truncateFrom*AsyncFlush): every load repeats these truncations anyway.
-        cache.truncate_from_end(loaded.log_end_offset, defer=True)
-        cache.truncate_from_start(start, defer=True)
+        previous shutdown was clean (see :func:`weir.storage.log_loader.load_log`)."""
+        loaded = load_log(directory, config, recovery_point=recovery_point,
+                          log_start_offset=log_start_offset, clean_shutdown=clean_shutdown,
+                          now_ms=now_ms)
+        opened = cls(directory, config, loaded.segments,
+                     log_start_offset=loaded.log_start_offset,
+                     epoch_cache=loaded.epoch_cache, now_ms=now_ms,
+                     producer_state=loaded.producer_state)
         if high_watermark is not None:
-            loaded.update_high_watermark(high_watermark)
-        loaded._check_invariants()
-        return loaded
+            opened.update_high_watermark(high_watermark)
+        opened._check_invariants()
+        return opened
 
     # -- properties --------------------------------------------------------------------
     @property
@@ -339,7 +196,7 @@ class Log:
         assert self._segments[0].base_offset <= self._log_start
 
     # -- appends -----------------------------------------------------------------------
-    @_storage_op
+    @storage_op
     def append_as_leader(self, records: bytes, leader_epoch: int, now_ms: int,
                          origin: AppendOrigin = AppendOrigin.CLIENT, *,
                          verification: tuple[object | None] | None = None) -> AppendResult:
@@ -366,7 +223,7 @@ class Log:
         self._epoch_cache.assign(leader_epoch, first)
         return self._result(headers, len(buf), -1 if append_time is None else append_time)
 
-    @_storage_op
+    @storage_op
     def append_as_follower(self, records: bytes, now_ms: int | None = None) -> AppendResult:
         """Append batches whose offsets the leader already assigned (must start at the LEO)."""
         if now_ms is not None:
@@ -427,7 +284,7 @@ class Log:
             self._maybe_flush_by_time()
         self._check_invariants()
 
-    @_storage_op
+    @storage_op
     def roll(self) -> LogSegment:
         """Start a new active segment at the LEO (no-op if the active one is empty)."""
         active = self.active_segment
@@ -437,12 +294,12 @@ class Log:
         active.flush()
         # Kafka takes a producer snapshot at every roll: a restart replays from here.
         take_snapshot(self._dir, self.log_end_offset, self._producer_state, sync=False)
-        seg = _new_segment(self._dir, self.log_end_offset, self.config, self._clock_ms)
+        seg = new_segment(self._dir, self.log_end_offset, self.config, self._clock_ms)
         self._segments.append(seg)
         return seg
 
     # -- reads -------------------------------------------------------------------------
-    @_storage_op
+    @storage_op
     def read(
         self,
         offset: int,
@@ -487,7 +344,7 @@ class Log:
         i = bisect.bisect_right(self._segments, offset, key=lambda seg: seg.base_offset)
         return max(0, i - 1)
 
-    @_storage_op
+    @storage_op
     def offset_for_timestamp(self, timestamp: int) -> tuple[int, int] | None:
         """(offset, timestamp) of the first record with timestamp ≥ ``timestamp`` (Kafka's
         ListOffsets): the time index finds the batch, its records are decoded to find the
@@ -506,7 +363,7 @@ class Log:
                     return record.offset, record.timestamp
         return None
 
-    @_storage_op
+    @storage_op
     def max_timestamp_and_offset(self) -> tuple[int, int] | None:
         """(offset, timestamp) of the batch with the largest timestamp (ListOffsets -3)."""
         best: tuple[int, int] | None = None
@@ -516,7 +373,7 @@ class Log:
         return best
 
     # -- truncation and deletion -------------------------------------------------------
-    @_storage_op
+    @storage_op
     def truncate_to(self, offset: int) -> bool:
         """Follower truncation: drop everything from ``offset`` on (the whole batch that
         contains it).  True if anything was removed.
@@ -542,20 +399,20 @@ class Log:
         self._check_invariants()
         return True
 
-    @_storage_op
+    @storage_op
     def truncate_fully_and_start_at(self, offset: int) -> None:
         """Delete every segment and restart the log empty at ``offset``."""
         self._note_truncation(offset)
         for seg in self._segments:
             seg.delete()
-        self._segments = [_new_segment(self._dir, offset, self.config, self._clock_ms)]
+        self._segments = [new_segment(self._dir, offset, self.config, self._clock_ms)]
         self._log_start = self._recovery_point = self._high_watermark = offset
         self._epoch_cache.clear()
         self._producer_state.clear()
         truncate_snapshots(self._dir, offset + 1, -1)
         self._check_invariants()
 
-    @_storage_op
+    @storage_op
     def delete_records_before(self, offset: int) -> int:
         """DeleteRecords: move the log start to ``offset`` (≤ HW); returns the new start."""
         if offset > self._high_watermark:
@@ -580,7 +437,7 @@ class Log:
             count += 1
         return count
 
-    @_storage_op
+    @storage_op
     def apply_retention(self, now_ms: int) -> int:
         """Delete old segments by ``retention.ms`` / ``retention.bytes``; returns how many.
 
@@ -629,7 +486,7 @@ class Log:
         self.truncated_to = offset if self.truncated_to is None else min(offset,
                                                                           self.truncated_to)
 
-    @_storage_op
+    @storage_op
     def replace_segments(self, cleaned: list[LogSegment], old: list[LogSegment],
                          generation: int) -> bool:
         """Swap the log cleaner's ``.cleaned`` segments in for ``old`` (consecutive segments,
@@ -661,7 +518,7 @@ class Log:
             seg.delete()
 
     # -- durability --------------------------------------------------------------------
-    @_storage_op
+    @storage_op
     def flush(self, up_to: int | None = None) -> None:
         """fsync segments holding offsets in [recovery point, up_to) and advance it."""
         target = self.log_end_offset if up_to is None else min(up_to, self.log_end_offset)
@@ -721,7 +578,7 @@ class Log:
         for seg in self._segments:  # what lies past the recovery point may be unsynced
             seg.close(sync=seg.next_offset > self._recovery_point)
 
-    @_storage_op
+    @storage_op
     def rename_dir(self, new_dir: Path) -> None:
         """Rename the partition directory (same file system) and repoint every file path;
         open descriptors stay valid (Kafka's ``UnifiedLog.renameDir``, for the KIP-113 swap
@@ -746,71 +603,3 @@ class Log:
             f"Log({self._tp}, start={self._log_start}, hw={self._high_watermark}, "
             f"leo={self.log_end_offset}, segments={len(self._segments)})"
         )
-
-
-def _new_segment(directory: Path, base: int, config: LogConfig, now_ms: int) -> LogSegment:
-    return LogSegment.create(
-        directory,
-        base,
-        index_interval_bytes=config.index_interval_bytes,
-        max_index_bytes=config.segment_index_bytes,
-        now_ms=now_ms,
-    )
-
-
-def _remove_leftovers(directory: Path) -> None:
-    """Delete temp files, ``.deleted`` files and indexes without a ``.log``."""
-    for path in directory.iterdir():
-        name = path.name
-        if name.endswith((TMP_SUFFIX, ".deleted", ".cleaned", ".swap")):
-            path.unlink(missing_ok=True)
-        elif name.endswith((".index", ".timeindex", ".txnindex")):
-            stem = name.split(".", 1)[0]
-            if not (directory / f"{stem}.log").exists():
-                path.unlink(missing_ok=True)
-
-
-def _segment_bases(directory: Path) -> list[int]:
-    bases = []
-    for path in directory.glob("*.log"):
-        if len(path.stem) == 20 and path.stem.isdigit():
-            bases.append(int(path.stem))
-    return sorted(bases)
-
-
-def _load_segments(
-    directory: Path, config: LogConfig, recovery_point: int, clean: bool, now_ms: int
-) -> list[LogSegment]:
-    """Open every segment; recover those at/after the recovery point after a crash.
-
-    If recovery cuts a segment short, later segments are unreachable and are deleted.
-    """
-    bases = _segment_bases(directory)
-    segments: list[LogSegment] = []
-    for i, base in enumerate(bases):
-        later = bases[i + 1 :]
-        recover = not clean and (not later or later[0] > recovery_point)
-        seg, truncated = LogSegment.open(
-            directory,
-            base,
-            index_interval_bytes=config.index_interval_bytes,
-            max_index_bytes=config.segment_index_bytes,
-            now_ms=now_ms,
-            recover=recover,
-        )
-        if recover and seg.size:
-            # Recovered bytes may be only in the page cache of the crashed process: made
-            # durable now (an empty segment has none, so recovering 10,000 idle replicas
-            # costs no fsync each; a truncation to empty is synced at the next flush/close).
-            seg.flush()
-        segments.append(seg)
-        if later and (truncated or seg.next_offset > later[0]):
-            for base_after in later:
-                _delete_segment_files(directory, base_after)
-            break
-    return segments
-
-
-def _delete_segment_files(directory: Path, base: int) -> None:
-    for suffix in (".log", ".index", ".timeindex"):
-        (directory / f"{base:020d}{suffix}").unlink(missing_ok=True)

@@ -24,6 +24,7 @@ __all__ = [
     "disk_usage",
     "future_dir_name",
     "parse_log_dir_name",
+    "parse_topic_partition",
 ]
 
 FUTURE_SUFFIX = "-future"
@@ -87,3 +88,11 @@ def disk_usage(path: Path) -> DiskUsage:
     Raises OSError if it cannot be read (the log dir is then offline)."""
     st = os.statvfs(path)
     return DiskUsage(st.f_blocks * st.f_frsize, st.f_bavail * st.f_frsize)
+
+
+def parse_topic_partition(name: str) -> TopicPartition | None:
+    """``orders-3`` → TopicPartition("orders", 3); None for names that are not logs."""
+    topic, sep, partition = name.rpartition("-")
+    if not sep or not topic or not partition.isdigit():
+        return None
+    return TopicPartition(topic, int(partition))
