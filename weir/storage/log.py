@@ -10,9 +10,13 @@ Synchronous and single-threaded; the clock is always passed in (``now_ms``).  An
 from __future__ import annotations
 
 import bisect
+import contextlib
+import functools
 import logging
 import os
 import shutil
+from collections.abc import Sequence
+from concurrent.futures import Executor, Future
 from pathlib import Path
 
 from weir.common import TopicPartition
@@ -81,6 +85,8 @@ class Log:
         # not stay above it, Kafka's LogManager.truncateTo).
         self.truncations = 0
         self.truncated_to: int | None = None
+        self._file_work: Future[None] | None = None  # a cleaner swap's renames (swap.py)
+        self._swapping: frozenset[int] = frozenset()
 
     # -- opening (Kafka's LogLoader: weir.storage.log_loader) --------------------------
     @classmethod
@@ -381,6 +387,7 @@ class Log:
         Even when no record goes, epochs starting at or after the log end are dropped (as
         Kafka does): a broker that became leader and wrote nothing in that epoch keeps an
         entry the new leader never had, and would otherwise ask about it forever."""
+        self._await_file_work()
         if offset >= self.log_end_offset:
             self._epoch_cache.truncate_from_end(self.log_end_offset)
             return False
@@ -402,6 +409,7 @@ class Log:
     @storage_op
     def truncate_fully_and_start_at(self, offset: int) -> None:
         """Delete every segment and restart the log empty at ``offset``."""
+        self._await_file_work()
         self._note_truncation(offset)
         for seg in self._segments:
             seg.delete()
@@ -422,6 +430,7 @@ class Log:
                 f"{self._high_watermark}",
             )
         if offset > self._log_start:
+            self._await_file_work()
             self._log_start = offset
             self._delete_segments(self._count_below_start())
             self._epoch_cache.truncate_from_start(offset)
@@ -443,6 +452,7 @@ class Log:
 
         Never the active segment, never a segment reaching past the high watermark.
         """
+        self._await_file_work()
         self._clock_ms = now_ms
         cfg = self.config
         excess = (self.size_bytes - cfg.retention_bytes
@@ -489,28 +499,72 @@ class Log:
     @storage_op
     def replace_segments(self, cleaned: list[LogSegment], old: list[LogSegment],
                          generation: int) -> bool:
-        """Swap the log cleaner's ``.cleaned`` segments in for ``old`` (consecutive segments,
-        none the active one), Kafka's ``UnifiedLog.replaceSegments``; the crash-safe file
-        protocol is :mod:`weir.storage.swap`'s.  False (nothing changed, the new segments
-        deleted) if the log changed since the cleaning began: truncated (``generation``),
-        or a segment deleted by retention."""
+        """Swap the log cleaner's ``.cleaned`` segments in for ``old`` with all the file
+        work on this thread (tests, tools); see :meth:`swap_in_cleaned`."""
+        return self.swap_in_cleaned([(cleaned, old)], generation) is not None
+
+    @storage_op
+    def swap_in_cleaned(self, groups: Sequence[tuple[list[LogSegment], list[LogSegment]]],
+                        generation: int, executor: Executor | None = None
+                        ) -> Future[None] | None:
+        """Swap the log cleaner's ``.cleaned`` segments in, each group's for its ``old``
+        (consecutive segments, none the active one): Kafka's ``UnifiedLog.replaceSegments``.
+
+        Here, on the caller's thread: the check, the segment list and closing the old
+        segments' descriptors.  The crash-safe file protocol (:func:`swap.replace_files`:
+        renames, unlinks, directory fsyncs) runs on ``executor`` (the log cleaner's storage
+        thread; None: here); until it is done, every operation that deletes, renames,
+        truncates or flushes segment files waits for it first.  Returns that work's future,
+        or None — nothing changed, the new segments deleted — if the log changed since the
+        cleaning began: truncated (``generation``), or a segment deleted by retention."""
+        self._await_file_work()
         ids = [id(seg) for seg in self._segments[:-1]]
-        try:
-            first = ids.index(id(old[0]))
-        except ValueError:
-            first = -1
-        if (generation != self.truncations or first < 0
-                or ids[first:first + len(old)] != [id(seg) for seg in old]):
-            for seg in cleaned:
-                seg.delete()
-            return False
-
-        def swap_in_memory() -> None:
+        firsts = []
+        for _cleaned, old in groups:
+            first = ids.index(id(old[0])) if id(old[0]) in ids else -1
+            if first < 0 or ids[first:first + len(old)] != [id(seg) for seg in old]:
+                break
+            firsts.append(first)
+        if generation != self.truncations or len(firsts) != len(groups):
+            for cleaned, _old in groups:
+                for seg in cleaned:
+                    seg.delete()
+            return None
+        for first, (cleaned, old) in sorted(zip(firsts, groups, strict=True),
+                                            key=lambda pair: pair[0], reverse=True):
             self._segments[first:first + len(old)] = cleaned
-
-        replace_files(self._dir, cleaned, old, swap_in_memory)
+        for _cleaned, old in groups:
+            for seg in old:  # a ReadResult still holding one reads by path, or finds it gone
+                seg.release()
         self._check_invariants()
-        return True
+        directory = self._dir
+        work = functools.partial(_replace_all, directory, [(list(c), list(o)) for c, o in groups])
+        if executor is None:
+            done: Future[None] = Future()
+            work()
+            done.set_result(None)
+            return done
+        self._swapping = frozenset(id(seg) for cleaned, _old in groups for seg in cleaned)
+        self._file_work = executor.submit(work)
+        return self._file_work
+
+    def _swapping_now(self) -> frozenset[int]:
+        """The segments whose files the storage thread is renaming (already fsynced by the
+        cleaner: a flush leaves them alone)."""
+        work = self._file_work
+        if work is None:
+            return frozenset()
+        if work.done():
+            self._await_file_work()
+            return frozenset()
+        return self._swapping
+
+    def _await_file_work(self) -> None:
+        """Kafka's log lock, for the cleaner's swap: wait for the file work of a swap still
+        running on the storage thread (an ``OSError`` it met is raised here)."""
+        work, self._file_work = self._file_work, None
+        if work is not None:
+            work.result()
 
     def _delete_segments(self, count: int) -> None:
         doomed, self._segments = self._segments[:count], self._segments[count:]
@@ -526,8 +580,10 @@ class Log:
             # A deferred leader-epoch entry is written before the recovery point passes
             # records of its epoch: crash recovery only re-reads epochs past that point.
             self._epoch_cache.flush()
+            swapping = self._swapping_now()
             for seg in self._segments:
-                if seg.base_offset < target and seg.next_offset > self._recovery_point:
+                if (seg.base_offset < target and seg.next_offset > self._recovery_point
+                        and id(seg) not in swapping):
                     seg.flush()
             self._recovery_point = target
         if target >= self.log_end_offset:
@@ -567,6 +623,11 @@ class Log:
     def close(self) -> None:
         """Close every segment (writes the final time-index entries) and snapshot the
         producer state at the log end (Kafka does on clean shutdown)."""
+        try:
+            self._await_file_work()
+        except OSError as exc:
+            self.offline_reason = str(exc)
+            log.warning("%s: log cleaner swap failed: %s", self._tp, exc)
         if self.offline_reason is None and self._dir.exists():
             self._epoch_cache.flush()  # a deferred entry (LeaderAndIsr) before the marker
             try:
@@ -583,6 +644,7 @@ class Log:
         """Rename the partition directory (same file system) and repoint every file path;
         open descriptors stay valid (Kafka's ``UnifiedLog.renameDir``, for the KIP-113 swap
         of a future log and the ``-delete`` rename)."""
+        self._await_file_work()
         os.rename(self._dir, new_dir)
         self._dir = new_dir
         for seg in self._segments:
@@ -594,6 +656,8 @@ class Log:
 
     def delete(self) -> None:
         """Close and remove the whole partition directory."""
+        with contextlib.suppress(OSError):  # the files go anyway
+            self._await_file_work()
         for seg in self._segments:
             seg.delete()
         shutil.rmtree(self._dir, ignore_errors=True)
@@ -603,3 +667,9 @@ class Log:
             f"Log({self._tp}, start={self._log_start}, hw={self._high_watermark}, "
             f"leo={self.log_end_offset}, segments={len(self._segments)})"
         )
+
+
+def _replace_all(directory: Path, groups: list[tuple[list[LogSegment], list[LogSegment]]]
+                 ) -> None:
+    for cleaned, old in groups:
+        replace_files(directory, cleaned, old)

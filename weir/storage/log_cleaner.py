@@ -6,8 +6,10 @@ that hand each cleaning to a pool of worker processes.
 :class:`Cleaner` in a worker process (``log.cleaner.threads`` of them, started with
 ``spawn``: reading and writing files and decoding records hold the GIL, so a thread would
 stall the event loop; the worker gets the job's paths and plain values, never a ``Log``),
-open its ``.cleaned`` segments on a thread, swap them in on the event loop (a few renames
-and unlinks, with the same truncation-generation check) and advance the
+open its ``.cleaned`` segments on a thread, swap them into the log's segment list on the
+event loop (with the truncation-generation check), do the swap's renames, unlinks and
+directory fsyncs on the cleaner's storage thread (:mod:`weir.storage.swap`; the log waits
+for them before any structural change, as Kafka's log lock) and then advance the
 ``cleaner-offset-checkpoint``.  An abort reaches a worker through a file in a scratch
 directory (:meth:`CleanJob.abort`).  With nothing to clean a task waits
 ``log.cleaner.backoff.ms``.  The dedupe buffer (``log.cleaner.dedupe.buffer.size``) is split
@@ -28,12 +30,14 @@ import shutil
 import tempfile
 import threading
 import time
-from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures import Future, ProcessPoolExecutor, ThreadPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from weir.common import TopicPartition
+from weir.config.keys import default_value
 from weir.protocol.errors import ErrorCode, KafkaError
 from weir.storage.cleaner import (
     Cleaner,
@@ -47,6 +51,9 @@ from weir.storage.cleaner import (
 from weir.storage.cleaner_manager import LogCleanerManager, write_cleaner_checkpoint
 from weir.storage.log import Log
 
+if TYPE_CHECKING:
+    from weir.config import BrokerConfig
+
 __all__ = ["CleanerConfig", "CleanerMetrics", "LogCleaner"]
 
 log = logging.getLogger(__name__)
@@ -54,14 +61,27 @@ log = logging.getLogger(__name__)
 
 @dataclass(frozen=True, slots=True)
 class CleanerConfig:
-    """The broker's ``log.cleaner.*`` keys (Kafka's ``CleanerConfig``)."""
+    """The broker's ``log.cleaner.*`` keys (Kafka's ``CleanerConfig``); the field defaults
+    are the key table's, :meth:`from_config` reads a broker config."""
 
-    num_threads: int = 1
-    dedupe_buffer_size: int = 134217728
-    io_buffer_load_factor: float = 0.9
-    max_io_bytes_per_second: float = float(2**63 - 1)
-    backoff_ms: int = 15000
-    enable_cleaner: bool = True
+    num_threads: int = default_value("log.cleaner.threads")
+    dedupe_buffer_size: int = default_value("log.cleaner.dedupe.buffer.size")
+    io_buffer_load_factor: float = default_value("log.cleaner.io.buffer.load.factor")
+    max_io_bytes_per_second: float = default_value("log.cleaner.io.max.bytes.per.second")
+    backoff_ms: int = default_value("log.cleaner.backoff.ms")
+    enable_cleaner: bool = default_value("log.cleaner.enable")
+
+    @classmethod
+    def from_config(cls, config: BrokerConfig) -> CleanerConfig:
+        """The cleaner runs when ``log.cleaner.enable`` and ``log.cleaner.threads`` > 0."""
+        return cls(
+            num_threads=config.log_cleaner_threads,
+            dedupe_buffer_size=config.log_cleaner_dedupe_buffer_size,
+            io_buffer_load_factor=config.log_cleaner_io_buffer_load_factor,
+            max_io_bytes_per_second=config.log_cleaner_io_max_bytes_per_second,
+            backoff_ms=config.log_cleaner_backoff_ms,
+            enable_cleaner=config.log_cleaner_enable and config.log_cleaner_threads > 0,
+        )
 
 
 @dataclass(slots=True)
@@ -95,6 +115,7 @@ class LogCleaner:
         self.manager = LogCleanerManager(log_manager.log_dirs)
         self.metrics = CleanerMetrics()
         self._executor: ProcessPoolExecutor | None = None
+        self._storage: ThreadPoolExecutor | None = None  # the swaps' file work, in order
         self._scratch: str | None = None  # abort files of jobs in worker processes
         self._job_ids = itertools.count()
         self._tasks: list[asyncio.Task] = []
@@ -108,6 +129,7 @@ class LogCleaner:
             return
         n = max(1, self.config.num_threads)
         self._executor = self._new_executor()
+        self._storage = ThreadPoolExecutor(1, thread_name_prefix="log-cleaner-swap")
         self._scratch = tempfile.mkdtemp(prefix="weir-log-cleaner-")
         per_thread = max(self.config.dedupe_buffer_size // n, 24)
         self._tasks = [asyncio.create_task(self._run(i, per_thread), name=f"log-cleaner-{i}")
@@ -128,6 +150,9 @@ class LogCleaner:
         if self._executor is not None:  # workers see their abort files and stop soon
             await asyncio.to_thread(self._executor.shutdown, wait=True, cancel_futures=True)
             self._executor = None
+        if self._storage is not None:  # a swap's file work is finished, never dropped
+            await asyncio.to_thread(self._storage.shutdown, wait=True)
+            self._storage = None
         if self._scratch is not None:
             shutil.rmtree(self._scratch, ignore_errors=True)
             self._scratch = None
@@ -207,10 +232,9 @@ class LogCleaner:
                 return True
             if not result.groups:
                 return False  # nothing could be cleaned: back off
-            offsets = self._swap_in(chosen.log, log_dir, tp, result, job.generation)
-            if offsets is not None:  # the checkpoint's fsyncs off the event loop
-                write = asyncio.ensure_future(
-                    asyncio.to_thread(write_cleaner_checkpoint, log_dir, offsets))
+            swapped = self._swap_in(chosen.log, log_dir, tp, result, job.generation)
+            if swapped is not None:  # the files, then the checkpoint, off the event loop
+                write = asyncio.ensure_future(self._finish_swap(log_dir, *swapped))
                 try:
                     await asyncio.shield(write)
                 except asyncio.CancelledError:  # shutdown: a swapped-in cleaning is recorded
@@ -248,16 +272,23 @@ class LogCleaner:
         return True
 
     def _swap_in(self, lg: Log, log_dir: Path, tp: TopicPartition, result: CleanResult,
-                 generation: int) -> dict[TopicPartition, int] | None:
-        for i, (new, old) in enumerate(result.groups):
-            if not lg.replace_segments([new], old, generation):
-                for rest, _old in result.groups[i + 1:]:
-                    rest.delete()
-                log.info("cleaning of %s dropped: the log changed meanwhile", tp)
-                return None
+                 generation: int) -> tuple[Future[None], dict[TopicPartition, int]] | None:
+        """The segment list now; the file work handed to the storage thread."""
+        work = lg.swap_in_cleaned([([new], old) for new, old in result.groups], generation,
+                                  self._storage)
+        if work is None:
+            log.info("cleaning of %s dropped: the log changed meanwhile", tp)
+            return None
         offsets = self.manager.update_checkpoint(log_dir, tp, result.end_offset, write=False)
         self._record(tp, result.stats)
-        return offsets
+        return work, offsets
+
+    @staticmethod
+    async def _finish_swap(log_dir: Path, work: Future[None],
+                           offsets: dict[TopicPartition, int]) -> None:
+        """The cleaner checkpoint is written once the swapped segments' names are final."""
+        await asyncio.wrap_future(work)
+        await asyncio.to_thread(write_cleaner_checkpoint, log_dir, offsets)
 
     def _record(self, tp: TopicPartition, stats: CleanerStats) -> None:
         m = self.metrics

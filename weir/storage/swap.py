@@ -11,6 +11,16 @@ Kafka's ``UnifiedLog.replaceSegments`` protocol with its file names:
    them later; Weir deletes at once, the same as its retention);
 4. ``.swap`` → the final names (indexes first, the ``.log`` last), directory fsynced.
 
+Where each step runs (Kafka's ``replaceSegments`` holds the log lock for all of it): the
+log swaps the segments in its segment list and closes the old segments' descriptors on the
+event loop (``Log.swap_in_cleaned``, after its truncation check), then steps 2-4 run on the
+log cleaner's storage thread, so no rename, unlink or directory fsync stalls the loop.
+Reads and appends go on meanwhile (they use the new segments' open descriptors, valid across
+renames, and the active segment, which a cleaning never touches); any log operation that
+deletes, renames, truncates or flushes segment files first waits for that thread's work
+(``Log._await_file_work``).  A crash at any point leaves a state the load below turns into
+either the old segments or the finished swap.
+
 Loading a partition (``complete_interrupted_swaps``, as Kafka's ``LogLoader``): ``.cleaned``
 files are deleted (the old segments are intact); every ``<base>.log.swap`` is validated
 (recovered), the segment files with a base offset from the smallest swap base to the
@@ -30,7 +40,12 @@ from pathlib import Path
 from weir.storage.checkpoints import fsync_dir
 from weir.storage.segment import LogSegment, segment_file_name
 
-__all__ = ["CLEANED_SUFFIX", "SWAP_SUFFIX", "complete_interrupted_swaps", "replace_files"]
+__all__ = [
+    "CLEANED_SUFFIX",
+    "SWAP_SUFFIX",
+    "complete_interrupted_swaps",
+    "replace_files",
+]
 
 log = logging.getLogger(__name__)
 
@@ -44,11 +59,11 @@ def _base_of(name: str) -> int | None:
     return int(stem) if len(stem) == 20 and stem.isdigit() else None
 
 
-def replace_files(directory: Path, cleaned: list[LogSegment], old: list[LogSegment],
-                  swap_in_memory: Callable[[], None], *,
+def replace_files(directory: Path, cleaned: list[LogSegment], old: list[LogSegment], *,
                   crash_at: Callable[[str], None] | None = None) -> None:
     """Steps 2-4 above for segments ``cleaned`` (flushed, suffix ``.cleaned``) replacing
-    ``old``; ``swap_in_memory`` replaces them in the log's segment list between steps 2 and 3.
+    ``old`` (already out of the log's segment list, their descriptors closed).  Touches only
+    these segments' files, so it may run on another thread than the log's.
 
     ``crash_at(step)`` is a test hook called at each point a crash can interrupt."""
     hook = crash_at or (lambda _step: None)
@@ -57,7 +72,6 @@ def replace_files(directory: Path, cleaned: list[LogSegment], old: list[LogSegme
         hook("renamed-to-swap")
     fsync_dir(directory)
     hook("swap-durable")
-    swap_in_memory()
     for seg in old:
         seg.delete()
         hook("old-deleted")

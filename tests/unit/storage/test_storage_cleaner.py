@@ -220,7 +220,7 @@ def test_crash_at_every_swap_step_loses_nothing(log_dir, monkeypatch, step, nth)
     seen = {"n": 0}
     real = swap.replace_files
 
-    def crashing(directory, cleaned, old, swap_in_memory, crash_at=None):
+    def crashing(directory, cleaned, old, crash_at=None):
         def hook(name):
             if name == step:
                 seen["n"] += 1
@@ -228,7 +228,7 @@ def test_crash_at_every_swap_step_loses_nothing(log_dir, monkeypatch, step, nth)
                     raise Crash(name)
         if step == "cleaned-written":
             raise Crash(step)
-        return real(directory, cleaned, old, swap_in_memory, crash_at=hook)
+        return real(directory, cleaned, old, crash_at=hook)
 
     monkeypatch.setattr("weir.storage.log.replace_files", crashing)
     with pytest.raises(Crash):

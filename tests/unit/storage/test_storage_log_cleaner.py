@@ -97,3 +97,36 @@ def test_reconfigure_restarts_the_threads_with_new_values(tmp_path):
 
     asyncio.run(run())
     lm.shutdown()
+
+
+def test_swap_file_work_runs_on_the_cleaners_storage_thread(tmp_path, monkeypatch):
+    """The renames, unlinks and directory fsyncs of a swap never run on the event loop."""
+    import threading
+
+    from weir.storage import swap
+
+    seen: list[str] = []
+    real = swap.replace_files
+
+    def recording(directory, cleaned, old, crash_at=None):
+        seen.append(threading.current_thread().name)
+        return real(directory, cleaned, old, crash_at=crash_at)
+
+    monkeypatch.setattr("weir.storage.log.replace_files", recording)
+    lm = LogManager([tmp_path], LogConfig())
+    lm.startup(0)
+    lg = lm.get_or_create_log(TopicPartition("c", 0), COMPACT)
+    _fill(lg)
+
+    async def run():
+        cleaner = LogCleaner(lm, CleanerConfig(backoff_ms=20))
+        cleaner.start()
+        await _wait(lambda: cleaner.metrics.cleanings >= 1 and seen)
+        await cleaner.stop()
+
+    asyncio.run(run())
+    assert seen and all(name.startswith("log-cleaner-swap") for name in seen)
+    assert not [p for p in lg.dir.iterdir() if p.name.endswith((".cleaned", ".swap"))]
+    assert f"c 0 {lg.segments[-1].base_offset}" in (
+        tmp_path / "cleaner-offset-checkpoint").read_text()
+    lm.shutdown()
