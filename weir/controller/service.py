@@ -75,13 +75,6 @@ from weir.protocol.errors import ErrorCode, KafkaError
 __all__ = ["ControllerService", "StateChange"]
 
 
-def _setting(config: Any, key: str, default: Any) -> Any:
-    """``config``'s value of ``key`` (Kafka name), or ``default`` if it does not know it."""
-    if config is None:
-        return default
-    value = getattr(config, key.replace(".", "_"), None)
-    return default if value is None else value
-
 log = logging.getLogger(__name__)
 
 WRITE_CHUNK = 1000
@@ -171,18 +164,10 @@ class ControllerService:
         self.broker_id = broker_id
         self._zk = zk
         self._now_ms = now_ms
-        self.settings = settings or ControllerSettings(
-            broker_id=broker_id,
-            unclean_leader_election_enable=bool(
-                getattr(config, "unclean_leader_election_enable", False)),
-            auto_leader_rebalance_enable=bool(
-                _setting(config, "auto.leader.rebalance.enable", True)),
-            leader_imbalance_per_broker_percentage=int(
-                _setting(config, "leader.imbalance.per.broker.percentage", 10)),
-            leader_imbalance_check_interval_seconds=int(
-                _setting(config, "leader.imbalance.check.interval.seconds", 300)),
-        )
-        self._timeout_ms = int(getattr(config, "controller_socket_timeout_ms", 30000))
+        self.settings = settings or (
+            ControllerSettings.from_config(config) if config is not None
+            else ControllerSettings(broker_id=broker_id))
+        self._timeout_ms = self.settings.controller_socket_timeout_ms
         self._channel_factory = channel_factory or ControllerChannelManager
         self.core = ControllerCore(self.settings)
         self._queue: asyncio.Queue[Any] = asyncio.Queue()

@@ -15,10 +15,15 @@ from __future__ import annotations
 import enum
 import uuid
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from weir.common import TopicPartition
+from weir.config.keys import default_value
 from weir.groups.codec import GroupRecord, MemberRecord, OffsetAndMetadata
 from weir.protocol.errors import ErrorCode
+
+if TYPE_CHECKING:
+    from weir.config import BrokerConfig
 
 
 class GroupState(enum.Enum):
@@ -31,10 +36,22 @@ class GroupState(enum.Enum):
 
 @dataclass(frozen=True, slots=True)
 class GroupConfig:
-    min_session_timeout_ms: int = 6000
-    max_session_timeout_ms: int = 1800000
-    initial_rebalance_delay_ms: int = 3000
-    max_size: int = 2**31 - 1
+    """A group's limits (Kafka's ``GroupConfig``); the field defaults are the key table's,
+    :meth:`from_config` reads a broker config."""
+
+    min_session_timeout_ms: int = default_value("group.min.session.timeout.ms")
+    max_session_timeout_ms: int = default_value("group.max.session.timeout.ms")
+    initial_rebalance_delay_ms: int = default_value("group.initial.rebalance.delay.ms")
+    max_size: int = default_value("group.max.size")
+
+    @classmethod
+    def from_config(cls, config: BrokerConfig) -> GroupConfig:
+        return cls(
+            min_session_timeout_ms=config.group_min_session_timeout_ms,
+            max_session_timeout_ms=config.group_max_session_timeout_ms,
+            initial_rebalance_delay_ms=config.group_initial_rebalance_delay_ms,
+            max_size=config.group_max_size,
+        )
 
 
 @dataclass(slots=True)

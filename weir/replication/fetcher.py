@@ -29,6 +29,7 @@ from kio.index import load_request_schema
 
 from weir.asyncutil import cancel_and_wait
 from weir.common import TopicPartition
+from weir.config import BrokerConfig, default_value
 from weir.protocol import codec
 from weir.protocol.client import BrokerConnection
 from weir.protocol.errors import ErrorCode, KafkaError
@@ -75,15 +76,31 @@ class FetchState:
 
 @dataclass
 class FetcherSettings:
+    """A follower's fetch settings (Kafka's ``replica.fetch.*`` keys); the field defaults
+    are the key table's, :meth:`from_config` reads a broker config."""
+
     replica_id: int
-    max_wait_ms: int = 500
-    min_bytes: int = 1
-    max_bytes: int = 10 * 1024 * 1024
-    partition_max_bytes: int = 1024 * 1024
-    backoff_ms: int = 1000
-    socket_timeout_ms: int = 30000
+    max_wait_ms: int = default_value("replica.fetch.wait.max.ms")
+    min_bytes: int = default_value("replica.fetch.min.bytes")
+    max_bytes: int = default_value("replica.fetch.response.max.bytes")
+    partition_max_bytes: int = default_value("replica.fetch.max.bytes")
+    backoff_ms: int = default_value("replica.fetch.backoff.ms")
+    socket_timeout_ms: int = default_value("replica.socket.timeout.ms")
     # TLS/SASL of the inter-broker listener (weir.security.client.InterBrokerSecurity).
     security: Any = None
+
+    @classmethod
+    def from_config(cls, config: BrokerConfig, security: Any = None) -> FetcherSettings:
+        return cls(
+            replica_id=config.broker_id,
+            max_wait_ms=config.replica_fetch_wait_max_ms,
+            min_bytes=config.replica_fetch_min_bytes,
+            max_bytes=config.replica_fetch_response_max_bytes,
+            partition_max_bytes=config.replica_fetch_max_bytes,
+            backoff_ms=config.replica_fetch_backoff_ms,
+            socket_timeout_ms=config.replica_socket_timeout_ms,
+            security=security,
+        )
 
 
 @dataclass

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from weir.common import TopicPartition
+from weir.config import BrokerConfig, default_value
 from weir.protocol.errors import ErrorCode, KafkaError
 from weir.protocol.fetch_response import FileRegion
 from weir.replication.alter_partition import AlterPartitionManager, IsrProposal, IsrResult
@@ -89,8 +90,17 @@ class PartitionStateUpdate:
 
 @dataclass
 class ReplicationSettings:
-    replica_lag_time_max_ms: int = 30000
+    """The replica manager's settings; the field defaults are the key table's (``fetcher``
+    None: the fetcher's defaults for this broker), :meth:`from_config` reads a broker config."""
+
+    replica_lag_time_max_ms: int = default_value("replica.lag.time.max.ms")
     fetcher: FetcherSettings | None = None
+
+    @classmethod
+    def from_config(cls, config: BrokerConfig, security: Any = None) -> ReplicationSettings:
+        """``security``: the inter-broker listener's TLS/SASL, for the fetchers."""
+        return cls(replica_lag_time_max_ms=config.replica_lag_time_max_ms,
+                   fetcher=FetcherSettings.from_config(config, security))
 
 
 class ReplicaManager:

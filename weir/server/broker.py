@@ -27,7 +27,6 @@ from weir.coordination.zk import ZkClient
 from weir.protocol.client import BrokerConnection
 from weir.protocol.errors import ErrorCode
 from weir.protocol.interbroker import ControlledShutdownRequest
-from weir.replication.fetcher import FetcherSettings
 from weir.replication.log_dir_failure import take_dir_offline
 from weir.replication.log_dir_mover import CopyQuota, LogDirMover
 from weir.replication.replica_manager import ReplicaManager, ReplicationSettings
@@ -72,10 +71,10 @@ class Broker:
         )
         self.log_manager.dir_failure_listeners.append(self._on_log_dir_failure)
         # Log compaction (weir.storage.log_cleaner): Kafka's LogCleaner and its threads.
-        self.log_cleaner = LogCleaner(self.log_manager, cleaner_config(config))
+        self.log_cleaner = LogCleaner(self.log_manager, CleanerConfig.from_config(config))
         self.replica_manager = ReplicaManager(
             self.broker_id, self.log_manager, self.topic_log_config, self.topic_min_isr,
-            replication_settings(config, self.inter_broker_security),
+            ReplicationSettings.from_config(config, self.inter_broker_security),
         )
         # A caught-up follower outside the ISR holds the high watermark back only while its
         # broker is alive (Kafka's isReplicaIsrEligible in ZooKeeper mode).
@@ -413,35 +412,6 @@ def halt(code: int) -> None:
     shutdown (there is nothing left to serve)."""
     logging.shutdown()
     os._exit(code)
-
-
-def cleaner_config(config: BrokerConfig) -> CleanerConfig:
-    """The ``log.cleaner.*`` keys (Kafka's ``CleanerConfig``)."""
-    return CleanerConfig(
-        num_threads=config.get("log.cleaner.threads"),
-        dedupe_buffer_size=config.get("log.cleaner.dedupe.buffer.size"),
-        io_buffer_load_factor=config.get("log.cleaner.io.buffer.load.factor"),
-        max_io_bytes_per_second=config.get("log.cleaner.io.max.bytes.per.second"),
-        backoff_ms=config.get("log.cleaner.backoff.ms"),
-        enable_cleaner=bool(config.get("log.cleaner.enable"))
-        and config.get("log.cleaner.threads") > 0,
-    )
-
-
-def replication_settings(config: BrokerConfig, security: Any = None) -> ReplicationSettings:
-    return ReplicationSettings(
-        replica_lag_time_max_ms=config.replica_lag_time_max_ms,
-        fetcher=FetcherSettings(
-            replica_id=config.broker_id,
-            max_wait_ms=config.replica_fetch_wait_max_ms,
-            min_bytes=config.replica_fetch_min_bytes,
-            max_bytes=config.replica_fetch_response_max_bytes,
-            partition_max_bytes=config.replica_fetch_max_bytes,
-            backoff_ms=config.replica_fetch_backoff_ms,
-            socket_timeout_ms=config.replica_socket_timeout_ms,
-            security=security,
-        ),
-    )
 
 
 def dump_tasks() -> None:

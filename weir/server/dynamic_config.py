@@ -327,10 +327,10 @@ class DynamicBrokerConfigs:
             mover.quota.rate = int(new.get(_ALTER_LOG_DIRS_RATE))
         cleaner = getattr(broker, "log_cleaner", None)
         if cleaner is not None and any(k.startswith("log.cleaner.") for k in changed):
-            from weir.server.broker import cleaner_config  # the broker imports this module
+            from weir.storage.log_cleaner import CleanerConfig
 
             self._cleaner_restart = asyncio.ensure_future(
-                cleaner.reconfigure(cleaner_config(new)))
+                cleaner.reconfigure(CleanerConfig.from_config(new)))
         if _UNCLEAN in changed and broker.controller is not None:
             broker.controller.set_unclean_leader_election_enable(bool(new.get(_UNCLEAN)))
 

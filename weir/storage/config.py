@@ -2,10 +2,16 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass, fields, replace
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
+from weir.config.keys import topic_default
+from weir.config.topic import topic_config
 from weir.protocol.errors import ErrorCode, KafkaError
+
+if TYPE_CHECKING:
+    from weir.config import BrokerConfig
 
 __all__ = ["LogConfig"]
 
@@ -16,25 +22,27 @@ CLEANUP_POLICIES = ("compact", "delete")
 
 @dataclass(frozen=True, slots=True)
 class LogConfig:
-    """Typed log settings; field defaults are Kafka's topic-level defaults."""
+    """Typed log settings (Kafka's ``LogConfig``); the field defaults are Kafka's topic-level
+    defaults from the key table, :meth:`from_config` is a topic's effective config on a
+    broker."""
 
-    segment_bytes: int = 1073741824
-    segment_ms: int = 604800000
-    retention_ms: int = 604800000  # -1 = infinite
-    retention_bytes: int = -1  # -1 = infinite
-    index_interval_bytes: int = 4096
-    segment_index_bytes: int = 10485760
-    max_message_bytes: int = 1048588
-    message_timestamp_type: str = "CreateTime"
-    flush_messages: int = LONG_MAX
-    flush_ms: int = LONG_MAX
-    file_delete_delay_ms: int = 60000
+    segment_bytes: int = topic_default("segment.bytes")
+    segment_ms: int = topic_default("segment.ms")
+    retention_ms: int = topic_default("retention.ms")  # -1 = infinite
+    retention_bytes: int = topic_default("retention.bytes")  # -1 = infinite
+    index_interval_bytes: int = topic_default("index.interval.bytes")
+    segment_index_bytes: int = topic_default("segment.index.bytes")
+    max_message_bytes: int = topic_default("max.message.bytes")
+    message_timestamp_type: str = topic_default("message.timestamp.type")
+    flush_messages: int = topic_default("flush.messages")
+    flush_ms: int = topic_default("flush.ms")
+    file_delete_delay_ms: int = topic_default("file.delete.delay.ms")
     # Log compaction (KIP-58, KIP-354, KIP-534): weir.storage.cleaner
-    cleanup_policy: tuple[str, ...] = ("delete",)
-    min_cleanable_dirty_ratio: float = 0.5
-    min_compaction_lag_ms: int = 0
-    max_compaction_lag_ms: int = LONG_MAX
-    delete_retention_ms: int = 86400000
+    cleanup_policy: tuple[str, ...] = tuple(sorted(topic_default("cleanup.policy")))
+    min_cleanable_dirty_ratio: float = topic_default("min.cleanable.dirty.ratio")
+    min_compaction_lag_ms: int = topic_default("min.compaction.lag.ms")
+    max_compaction_lag_ms: int = topic_default("max.compaction.lag.ms")
+    delete_retention_ms: int = topic_default("delete.retention.ms")
 
     KEYS: ClassVar[dict[str, str]] = {
         "segment.bytes": "segment_bytes",
@@ -60,6 +68,13 @@ class LogConfig:
         """Build from Kafka topic config keys; missing keys come from ``base`` (or Kafka's
         defaults).  Keys this layer does not use (``cleanup.policy``...) are ignored."""
         return (base or cls()).merged(d)
+
+    @classmethod
+    def from_config(cls, config: BrokerConfig, overrides: Mapping[str, str] | None = None
+                    ) -> LogConfig:
+        """A topic's log settings on a broker: its overrides (``/config/topics/<t>``) over
+        the broker's effective defaults (``log.segment.bytes`` → ``segment.bytes``, ...)."""
+        return cls.from_dict(topic_config(config, overrides))
 
     def merged(self, overrides: dict[str, Any]) -> LogConfig:
         """A copy with the given Kafka topic config keys overridden."""
