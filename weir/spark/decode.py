@@ -218,6 +218,7 @@ def _walk(buf: bytes | memoryview, check_crc: bool, max_bytes: int) -> tuple[_Bo
     next_offset = -1
     walked = 0
     parts: list[Any] = []
+    in_place: list[tuple[int, int]] = []  # where each body is in ``buf``
     b = _Bodies(buf, [], [], [], [], [], [], [])
     compressed = False
     size_total = len(view)
@@ -243,6 +244,7 @@ def _walk(buf: bytes | memoryview, check_crc: bool, max_bytes: int) -> tuple[_Bo
                 compressed = True
                 raw = _decompress(codec, bytes(raw), max_bytes)
             parts.append(raw)
+            in_place.append((pos + HEADER_SIZE, pos + size))
             b.starts.append(body_pos)
             body_pos += len(raw)
             b.ends.append(body_pos)
@@ -253,11 +255,12 @@ def _walk(buf: bytes | memoryview, check_crc: bool, max_bytes: int) -> tuple[_Bo
             b.ts_override.append(max_ts if log_append else -1)
             b.ts_type.append(1 if log_append else 0)
         pos += size
-    if compressed or len(parts) != 1:
+    if compressed:
         b.buf = b"".join(parts)
-    else:
-        b.buf = parts[0]
-        b.starts, b.ends = [0], [len(parts[0])]
+    else:  # the kernel reads the bodies where they are: no copy of the fetched bytes
+        b.buf = view[:pos]
+        b.starts = [start for start, _ in in_place]
+        b.ends = [end for _, end in in_place]
     return b, next_offset, walked, pos
 
 

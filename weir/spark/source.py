@@ -31,6 +31,7 @@ from pyspark.sql.types import StructType
 
 from weir.common import TopicPartition
 from weir.spark import offsets as off
+from weir.spark import worker
 from weir.spark.consume import read_range
 from weir.spark.metadata import PartitionMetadata
 from weir.spark.options import (
@@ -99,6 +100,7 @@ class WeirDataSource(DataSource):
 def _read(opts: ReadOptions, partition: InputPartition) -> Iterator[Any]:
     if not isinstance(partition, RangePartition):  # Spark's placeholder when there are none
         return iter(())
+    worker.prepare("read")
     return read_range(opts.client_conf, partition.range, include_headers=opts.include_headers,
                       fail_on_data_loss=opts.fail_on_data_loss,
                       poll_timeout_ms=opts.poll_timeout_ms)
@@ -219,6 +221,7 @@ class WeirBatchWriter(DataSourceArrowWriter):
         self.opts = opts
 
     def write(self, iterator: Iterator[Any]) -> WriteResult:
+        worker.prepare("write")
         return WriteResult(write_batches(self.opts.client_conf, self.opts.topic, iterator))
 
     def commit(self, messages: list[WriterCommitMessage | None]) -> None:
@@ -233,6 +236,7 @@ class WeirStreamWriter(DataSourceStreamArrowWriter):
         self.opts = opts
 
     def write(self, iterator: Iterator[Any]) -> WriteResult:
+        worker.prepare("write")
         batch_id = current_batch_id()
         if self.opts.exactly_once:
             assert self.opts.topic is not None  # checked with the options
