@@ -4,34 +4,43 @@
         [--bootstrap host:port]   (default: start a one-broker LocalCluster in a temp dir)
 
 Produces ``--records`` records (100-byte values) into a fresh topic, copies the topic into a
-Parquet table with Spark, then times, ``--runs`` times each after one warm-up:
+Parquet table with Spark, then times, in ``--runs`` interleaved rounds after a warm-up
+round (each round runs every query on both sources back to back, alternating which goes
+first, so a change of load on a shared machine hits both):
 
-* ``count``        ``df.count()``
-* ``scan count``   ``df.where(length(value) > 0).count()`` (the values must be read; a plain
-                   Parquet count is answered from file footers)
+* ``count``          ``df.count()`` on a DataFrame loaded once
+* ``scan count``     ``df.where(length(value) > 0).count()`` (the values must be read; a plain
+                     Parquet count is answered from file footers)
+* ``load + count``   ``spark.read...load().count()``: a new DataFrame each time, so planning
+                     is included (Weir: the Python planning worker, Metadata, ListOffsets;
+                     Parquet: file listing and footers)
 
-Weir's figure is the ratio of its rows/s to Parquet's.  Before Spark starts, the record
-decoder alone (:mod:`weir.spark.decode`) is timed on one core: 100 000 records with
-100-byte values in batches of 1 000, uncompressed and with each codec, best of 5, as
-records per second of wall time and of CPU time (the machine may be shared).
-``--decoder-only`` stops there.  Results go to ``bench/results/spark_count.json`` and
-``.md``.
+Weir's figure is the ratio of its rows/s to Parquet's: of the medians, and round by round.
+Before Spark starts, the record decoder alone (:mod:`weir.spark.decode`) is timed on one
+core: 100 000 records with 100-byte values in batches of 1 000, uncompressed and with each
+codec, best of 5, as records per second of wall time and of CPU time (the machine may be
+shared).  ``--decoder-only`` stops there.  Results, with the commit, the machine and its
+load average: ``bench/results/spark_count-<UTC timestamp>.{md,json}`` and
+``bench/results/spark_count-latest.md``.
 """
 
 from __future__ import annotations
 
 import argparse
+import datetime
 import json
 import os
-import platform
+import shutil
 import statistics
 import sys
 import tempfile
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(HERE))
 RESULTS = ROOT / "bench" / "results"
 
 
@@ -80,25 +89,38 @@ def decoder_bench(repeat: int = 5) -> dict:
     return result
 
 
-def timed(fn, runs: int) -> list[float]:
-    fn()  # warm-up: Python workers, JIT, page cache
-    times = []
-    for _ in range(runs):
-        start = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - start)
-    return times
+def rounds(queries: dict, sources: dict, runs: int) -> dict[str, list[dict]]:
+    """Time every (query, source) ``runs`` times, interleaved, after one warm-up round.
+
+    Each round runs every query on both sources back to back (Weir first on even rounds,
+    Parquet first on odd ones), so a change of load on the shared machine hits both."""
+    measured: dict[str, list[dict]] = {f"{q}/{s}": [] for q in queries for s in sources}
+    for i in range(runs + 1):
+        order = list(sources) if i % 2 == 0 else list(reversed(sources))
+        for name, query in queries.items():
+            for source in order:
+                load = os.getloadavg()[0]
+                start = time.perf_counter()
+                query(sources[source])
+                seconds = time.perf_counter() - start
+                if i:  # round 0 warms up: Python workers, JIT cache, page cache
+                    measured[f"{name}/{source}"].append({"seconds": round(seconds, 3),
+                                                         "load_average": round(load, 2)})
+    return measured
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--records", type=int, default=1_000_000)
     parser.add_argument("--partitions", type=int, default=4)
-    parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--runs", type=int, default=5)
     parser.add_argument("--master", default="local[2]")
     parser.add_argument("--bootstrap", default=None)
     parser.add_argument("--decoder-only", action="store_true")
     args = parser.parse_args()
+    from produce_consume import machine  # same folder: the machine description
+
+    info = machine()
     decoder = decoder_bench()
     if args.decoder_only:
         return
@@ -117,6 +139,9 @@ def main() -> None:
     finally:
         if cluster is not None:
             cluster.stop()
+        shutil.rmtree(work, ignore_errors=True)
+    info["load_average_at_end"] = [round(x, 2) for x in os.getloadavg()]
+    result["machine"] = info
     result["decoder"] = decoder
     write_results(result)
 
@@ -135,59 +160,78 @@ def run(args: argparse.Namespace, bootstrap: str, work: Path) -> dict:
     spark.sparkContext.setLogLevel("ERROR")
     weir.spark.register(spark)
     try:
-        weir_df = (spark.read.format("weir").option("kafka.bootstrap.servers", bootstrap)
-                   .option("subscribe", topic).load())
+        def load_weir():
+            return (spark.read.format("weir").option("kafka.bootstrap.servers", bootstrap)
+                    .option("subscribe", topic).load())
+
         parquet_path = str(work / "table.parquet")
+        weir_df = load_weir()
         weir_df.write.parquet(parquet_path)
         parquet_df = spark.read.parquet(parquet_path)
         n_weir, n_parquet = weir_df.count(), parquet_df.count()
         assert n_weir == n_parquet == args.records, (n_weir, n_parquet)
+        sources = {"weir": (weir_df, load_weir),
+                   "parquet": (parquet_df, lambda: spark.read.parquet(parquet_path))}
         queries = {
-            "count": lambda df: df.count(),
-            "scan count": lambda df: df.where(F.length("value") > 0).count(),
+            "count": lambda s: s[0].count(),
+            "scan count": lambda s: s[0].where(F.length("value") > 0).count(),
+            "load + count": lambda s: s[1]().count(),
         }
-        measured = {}
-        for name, query in queries.items():
-            for source, df in (("weir", weir_df), ("parquet", parquet_df)):
-                times = timed(lambda q=query, d=df: q(d), args.runs)
-                measured[f"{name}/{source}"] = {
-                    "seconds": [round(t, 3) for t in times],
-                    "rows_per_s": round(args.records / statistics.median(times)),
-                }
+        measured = rounds(queries, sources, args.runs)
     finally:
         spark.stop()
-    ratios = {name: round(measured[f"{name}/weir"]["rows_per_s"]
-                          / measured[f"{name}/parquet"]["rows_per_s"], 4) for name in queries}
+    stats = {}
+    for key, runs in measured.items():
+        seconds = [r["seconds"] for r in runs]
+        stats[key] = {"runs": runs, "median_s": statistics.median(seconds),
+                      "min_s": min(seconds), "max_s": max(seconds),
+                      "rows_per_s": round(args.records / statistics.median(seconds))}
+    ratios = {}
+    for name in queries:
+        w, p = measured[f"{name}/weir"], measured[f"{name}/parquet"]
+        per_round = [b["seconds"] / a["seconds"] for a, b in zip(w, p, strict=True)]
+        ratios[name] = {"of_medians": round(stats[f"{name}/weir"]["rows_per_s"]
+                                            / stats[f"{name}/parquet"]["rows_per_s"], 4),
+                        "per_round": [round(x, 4) for x in per_round]}
     return {
         "benchmark": "spark batch count: weir topic vs parquet",
         "records": args.records, "partitions": args.partitions, "value_bytes": 100,
         "master": args.master, "runs": args.runs, "produce_seconds": round(produce_s, 2),
-        "results": measured, "weir_to_parquet_ratio": ratios,
-        "python": platform.python_version(), "cpus": os.cpu_count(),
-        "date": time.strftime("%Y-%m-%d %H:%M:%S"),
+        "results": stats, "weir_to_parquet_ratio": ratios,
+        "pyspark": __import__("pyspark").__version__,
     }
 
 
 def write_results(result: dict) -> None:
-    RESULTS.mkdir(parents=True, exist_ok=True)
-    (RESULTS / "spark_count.json").write_text(json.dumps(result, indent=2) + "\n")
+    info = result["machine"]
+    when = datetime.datetime.now(datetime.UTC).strftime("%Y%m%dT%H%M%SZ")
     lines = [
-        "# Spark batch count: Weir topic vs. Parquet",
+        f"# Spark batch count: Weir topic vs. Parquet — {when}",
         "",
+        (f"Commit `{info['commit']}`; {info['cpu']}, {info['cores']} cores shared by Spark"
+         f" `{result['master']}`, its Python workers and the broker (and whatever else ran);"
+         f" load average {info['load_average_at_start']} at the start,"
+         f" {info['load_average_at_end']} at the end; PySpark {result['pyspark']}."),
         (f"{result['records']:,} records ({result['value_bytes']}-byte values) in"
-        f" {result['partitions']} partitions, one broker; Spark `{result['master']}`,"
-        f" {result['cpus']} CPUs; median of {result['runs']} runs after a warm-up;"
-        f" {result['date']}."),
+         f" {result['partitions']} partitions, one broker. {result['runs']} interleaved rounds"
+         " after a warm-up round; rows/s from the median."),
         "",
-        "| query | source | rows/s | runs (s) |",
-        "|---|---|---:|---|",
+        "| query | source | rows/s | median s | min–max s | runs (s) | 1-min load per run |",
+        "|---|---|---:|---:|---|---|---|",
     ]
     for key, value in result["results"].items():
         query, source = key.split("/")
-        lines.append(f"| {query} | {source} | {value['rows_per_s']:,} |"
-                     f" {', '.join(map(str, value['seconds']))} |")
-    lines += ["", "Weir / Parquet ratio (rows/s): "
-              + ", ".join(f"{k}: **{v}**" for k, v in result["weir_to_parquet_ratio"].items())]
+        lines.append(f"| {query} | {source} | {value['rows_per_s']:,} | {value['median_s']} |"
+                     f" {value['min_s']}–{value['max_s']} |"
+                     f" {', '.join(str(r['seconds']) for r in value['runs'])} |"
+                     f" {', '.join(str(r['load_average']) for r in value['runs'])} |")
+    lines += ["", "Weir / Parquet (rows/s; ratio of the medians, then each round's own):", ""]
+    lines += [f"* {name}: **{r['of_medians']}** (rounds: {', '.join(map(str, r['per_round']))})"
+              for name, r in result["weir_to_parquet_ratio"].items()]
+    lines += ["", ("`count` and `scan count` reuse one DataFrame per source (planned once:"
+                   " Weir's offsets, Parquet's file listing); `load + count` builds a new one"
+                   " each time, so it includes planning (for Weir: a Python planning worker,"
+                   " Metadata and ListOffsets).")]
     decoder = result.get("decoder")
     if decoder:
         lines += ["", ("Decoder alone (`weir.spark.decode`, one core, 100-byte values, batches of"
@@ -195,11 +239,18 @@ def write_results(result: dict) -> None:
                   "| codec | records/s (wall) | records/s (CPU) |", "|---|---:|---:|"]
         lines += [f"| {codec} | {v['records_per_s_wall']:,} | {v['records_per_s_cpu']:,} |"
                   for codec, v in decoder.items() if codec != "compiled"]
-    lines += ["", ("Before the columnar read path (a confluent-kafka consumer, one Python object"
-              " per record; 2026-11-21): count 234,948 rows/s, ratio 0.0605; scan count"
-              " 239,900 rows/s, ratio 0.1158."), "", "Produced by `bench/spark_count.py`."]
-    (RESULTS / "spark_count.md").write_text("\n".join(lines) + "\n")
-    print("\n".join(lines))
+    lines += ["", ("Earlier runs: `spark_count.md` (2026-11-22, the columnar read path before"
+              " the Python worker's heap was frozen); before the columnar read path (a"
+              " confluent-kafka consumer, 2026-11-21): count 234,948 rows/s, ratio 0.0605;"
+              " scan count 239,900 rows/s, ratio 0.1158."), "",
+              "Produced by `bench/spark_count.py`."]
+    md = "\n".join(lines) + "\n"
+    RESULTS.mkdir(parents=True, exist_ok=True)
+    (RESULTS / f"spark_count-{when}.json").write_text(
+        json.dumps({"when": when, **result}, indent=2) + "\n")
+    (RESULTS / f"spark_count-{when}.md").write_text(md)
+    (RESULTS / "spark_count-latest.md").write_text(md)
+    print(md)
 
 
 if __name__ == "__main__":
