@@ -43,6 +43,83 @@ class FollowerState:
     log_start_offset: int = -1  # as the follower reported it in its last fetch
 
 
+@dataclass(frozen=True, slots=True)
+class CommittedPartitionState:
+    """The ISR the controller confirmed (LeaderAndIsr or an AlterPartition answer), with no
+    change in flight (Kafka's ``CommittedPartitionState``)."""
+
+    isr: frozenset[int]
+
+    @property
+    def maximal_isr(self) -> frozenset[int]:
+        return self.isr
+
+    @property
+    def is_inflight(self) -> bool:
+        return False
+
+    @property
+    def proposed_isr(self) -> frozenset[int] | None:
+        return None
+
+
+@dataclass(frozen=True, slots=True)
+class PendingExpandIsr:
+    """An AlterPartition adding ``new_in_sync_replica`` is in flight (Kafka's
+    ``PendingExpandIsr``, KIP-497): the replica already counts for the high watermark (the
+    maximal ISR), not yet for min.insync.replicas."""
+
+    new_in_sync_replica: int
+    last_committed: CommittedPartitionState
+
+    @property
+    def isr(self) -> frozenset[int]:
+        return self.last_committed.isr
+
+    @property
+    def maximal_isr(self) -> frozenset[int]:
+        return self.last_committed.isr | {self.new_in_sync_replica}
+
+    @property
+    def is_inflight(self) -> bool:
+        return True
+
+    @property
+    def proposed_isr(self) -> frozenset[int] | None:
+        return self.maximal_isr
+
+
+@dataclass(frozen=True, slots=True)
+class PendingShrinkIsr:
+    """An AlterPartition removing ``out_of_sync_replicas`` is in flight (Kafka's
+    ``PendingShrinkIsr``): until it is confirmed they still count (the maximal ISR keeps
+    them), so the high watermark never passes a replica the controller may still elect."""
+
+    out_of_sync_replicas: frozenset[int]
+    last_committed: CommittedPartitionState
+
+    @property
+    def isr(self) -> frozenset[int]:
+        return self.last_committed.isr
+
+    @property
+    def maximal_isr(self) -> frozenset[int]:
+        return self.last_committed.isr
+
+    @property
+    def is_inflight(self) -> bool:
+        return True
+
+    @property
+    def proposed_isr(self) -> frozenset[int] | None:
+        return self.last_committed.isr - self.out_of_sync_replicas
+
+
+# Kafka's sealed kafka.cluster.PartitionState: the leader's ISR, committed or changing.
+PartitionState = CommittedPartitionState | PendingExpandIsr | PendingShrinkIsr
+NO_ISR = CommittedPartitionState(frozenset())
+
+
 @dataclass(slots=True)
 class LeaderState:
     """What the controller told us (one LeaderAndIsr partition state)."""
@@ -66,12 +143,10 @@ class Partition:
     partition_epoch: int = -1
     controller_epoch: int = -1
     replicas: list[int] = field(default_factory=list)
-    isr: set[int] = field(default_factory=set)
-    pending_isr: set[int] = field(default_factory=set)  # additions not yet confirmed
+    # The ISR, committed or with one AlterPartition in flight (KIP-497): while one is in
+    # flight no other is sent, and the HW uses the maximal ISR.
+    partition_state: PartitionState = NO_ISR
     followers: dict[int, FollowerState] = field(default_factory=dict)
-    # The ISR proposed to the controller in an AlterPartition not yet answered (KIP-497).
-    # While one is in flight no other is sent; the HW uses the maximal ISR.
-    inflight_isr: frozenset[int] | None = None
     leader_epoch_start_offset: int = 0
     # Changes each time this broker becomes leader after not leading: a produce waiting for
     # replication fails if it changed (leader -> follower -> leader may have truncated the
@@ -91,9 +166,19 @@ class Partition:
         return self.leader == self.broker_id
 
     @property
-    def maximal_isr(self) -> set[int]:
+    def isr(self) -> frozenset[int]:
+        """The committed ISR."""
+        return self.partition_state.isr
+
+    @property
+    def maximal_isr(self) -> frozenset[int]:
         """Committed ISR plus members whose addition is in flight (never minus a removal)."""
-        return self.isr | self.pending_isr
+        return self.partition_state.maximal_isr
+
+    @property
+    def inflight_isr(self) -> frozenset[int] | None:
+        """The ISR proposed in an AlterPartition not yet answered, if any."""
+        return self.partition_state.proposed_isr
 
     def check_epoch(self, state: LeaderState) -> None:
         """Refuse a LeaderAndIsr state older than the one applied (KIP-320 fencing)."""
@@ -165,14 +250,12 @@ class Partition:
         return changed
 
     def _apply(self, state: LeaderState) -> None:
-        self.inflight_isr = None
         self.leader = state.leader
         self.leader_epoch = state.leader_epoch
         self.partition_epoch = state.partition_epoch
         self.controller_epoch = state.controller_epoch
         self.replicas = list(state.replicas)
-        self.isr = set(state.isr)
-        self.pending_isr = set()
+        self.partition_state = CommittedPartitionState(frozenset(state.isr))
 
     # -- leader side -----------------------------------------------------------------
 
@@ -273,7 +356,7 @@ class Partition:
 
     def propose_isr_expansion(self, replica_id: int) -> frozenset[int] | None:
         """The ISR to propose if ``replica_id`` caught up to the HW and this epoch's start."""
-        if (not self.is_leader or self.log is None or self.inflight_isr is not None
+        if (not self.is_leader or self.log is None or self.partition_state.is_inflight
                 or replica_id in self.isr or replica_id not in self.replicas):
             return None
         follower = self.followers.get(replica_id)
@@ -281,15 +364,13 @@ class Partition:
             return None
         if (follower.log_end_offset >= self.log.high_watermark
                 and follower.log_end_offset >= self.leader_epoch_start_offset):
-            proposed = frozenset(self.isr | {replica_id})
-            self.inflight_isr = proposed
-            self.pending_isr = {replica_id}
-            return proposed
+            self.partition_state = PendingExpandIsr(replica_id, CommittedPartitionState(self.isr))
+            return self.partition_state.proposed_isr
         return None
 
     def propose_isr_shrink(self, now_ms: int, max_lag_ms: int) -> frozenset[int] | None:
         """The ISR to propose without followers that have not caught up for ``max_lag_ms``."""
-        if not self.is_leader or self.log is None or self.inflight_isr is not None:
+        if not self.is_leader or self.log is None or self.partition_state.is_inflight:
             return None
         out_of_sync = {
             r for r in self.isr
@@ -297,9 +378,9 @@ class Partition:
         }
         if not out_of_sync:
             return None
-        proposed = frozenset(self.isr - out_of_sync)
-        self.inflight_isr = proposed
-        return proposed
+        self.partition_state = PendingShrinkIsr(frozenset(out_of_sync),
+                                                CommittedPartitionState(self.isr))
+        return self.partition_state.proposed_isr
 
     def _lagging(self, replica_id: int, now_ms: int, max_lag_ms: int) -> bool:
         follower = self.followers.get(replica_id)
@@ -311,18 +392,16 @@ class Partition:
 
     def apply_isr_change(self, leader_epoch: int, isr: list[int], partition_epoch: int) -> bool:
         """The controller confirmed an ISR; False if it is for another epoch (ignored)."""
-        self.inflight_isr = None
-        self.pending_isr = set()
+        self.partition_state = CommittedPartitionState(self.isr)
         if leader_epoch != self.leader_epoch or not self.is_leader:
             return False
-        self.isr = set(isr)
+        self.partition_state = CommittedPartitionState(frozenset(isr))
         self.partition_epoch = partition_epoch
         return True
 
     def abandon_isr_change(self) -> None:
         """The controller refused the change: wait for its next LeaderAndIsr or retry."""
-        self.inflight_isr = None
-        self.pending_isr = set()
+        self.partition_state = CommittedPartitionState(self.isr)
 
     def read_replica_candidates(self, fetch_offset: int, now_ms: int) -> list[ReplicaView]:
         """KIP-392: the in-sync followers whose log covers ``fetch_offset``, as the leader

@@ -20,7 +20,8 @@ from weir.config import BrokerConfig, default_value
 from weir.protocol.errors import ErrorCode, KafkaError
 from weir.protocol.fetch_response import FileRegion
 from weir.replication.alter_partition import AlterPartitionManager, IsrProposal, IsrResult
-from weir.replication.fetcher import FetcherSettings, LeaderEndpoint, ReplicaFetcherManager
+from weir.replication.fetcher import FetcherSettings, ReplicaFetcherManager
+from weir.replication.leader_endpoint import BrokerEndPoint
 from weir.replication.partition import LeaderState, Partition, delayed_produce_status
 from weir.replication.purgatory import Purgatory
 from weir.replication.read_replica import ReplicaView
@@ -110,8 +111,6 @@ class ReplicaManager:
                  settings: ReplicationSettings | None = None) -> None:
         self.broker_id = broker_id
         self.settings = settings or ReplicationSettings()
-        self.fetchers = ReplicaFetcherManager(
-            self, self.settings.fetcher or FetcherSettings(replica_id=broker_id))
         self.alter_partition: AlterPartitionManager | None = None
         self.log_manager = log_manager
         self.topic_log_config = topic_log_config
@@ -125,6 +124,10 @@ class ReplicaManager:
         # Replication throttling (reassignment, KIP-73): unbounded until the broker calls
         # self.throttles.configure(leader_rate, follower_rate, topic_config).
         self.throttles = ReplicationThrottles(broker_id)
+        # The follower side: fetchers see this manager only as FollowerLogs.
+        self.fetchers = ReplicaFetcherManager(
+            self, self.settings.fetcher or FetcherSettings(replica_id=broker_id),
+            quota=self.throttles)
         # Called as listener(tp, is_leader, leader_epoch) after each role change this broker
         # applies (e.g. the group coordinator loads/unloads __consumer_offsets partitions).
         self.leadership_listeners: list[Callable[[TopicPartition, bool, int], None]] = []
@@ -191,7 +194,7 @@ class ReplicaManager:
     def apply_leader_and_isr(self, controller_epoch: int,
                              updates: dict[TopicPartition, PartitionStateUpdate],
                              full: bool,
-                             live_leaders: dict[int, LeaderEndpoint] | None = None,
+                             live_leaders: dict[int, BrokerEndPoint] | None = None,
                              ) -> dict[TopicPartition, ErrorCode]:
         self.check_controller_epoch(controller_epoch)
         results: dict[TopicPartition, ErrorCode] = {}
@@ -213,7 +216,7 @@ class ReplicaManager:
         return results
 
     def _apply_one(self, tp: TopicPartition, update: PartitionStateUpdate, now: int,
-                   live_leaders: dict[int, LeaderEndpoint]) -> ErrorCode:
+                   live_leaders: dict[int, BrokerEndPoint]) -> ErrorCode:
         state = update.state
         # Kafka's HostedPartition.Offline comes first: a replica in a failed log dir answers
         # KAFKA_STORAGE_ERROR, so the controller marks it offline (JBOD, KIP-112).
@@ -574,6 +577,11 @@ class ReplicaManager:
         if p is None or p.is_leader or p.log is None:
             return None
         return p.log
+
+    def is_in_sync(self, tp: TopicPartition) -> bool:
+        """Whether this broker is in the ISR of ``tp`` (its follower quota spares it)."""
+        p = self.partitions.get(tp)
+        return p is not None and self.broker_id in p.isr
 
     def on_follower_fetched(self, tp: TopicPartition, leader_hw: int,
                             leader_log_start: int) -> None:

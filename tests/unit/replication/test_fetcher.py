@@ -1,133 +1,274 @@
-"""The replica fetcher's truncation states against scripted leader answers (no sockets): a
-fake connection answers OffsetForLeaderEpoch, the follower's log is a real one.  Kafka's
-AbstractFetcherThread is the reference (truncateToEpochEndOffsets, truncateOnFetchResponse,
-updateFetchOffsetAndMaybeMarkTruncationComplete)."""
+"""The replica fetcher against an in-memory leader (no sockets): real leader and follower
+logs, a settable clock.  Kafka's AbstractFetcherThread is the reference
+(truncateToEpochEndOffsets, truncateOnFetchResponse, handleOutOfRangeError,
+updateFetchOffsetAndMaybeMarkTruncationComplete, delayPartitions; AbstractFetcherThreadTest
+drives it the same way through a MockLeaderEndPoint)."""
 
 from __future__ import annotations
 
 import asyncio
-from pathlib import Path
-from types import SimpleNamespace
+import time
 
+from tests.unit.replication.leader_fakes import (
+    Clock,
+    Followed,
+    InMemoryLeader,
+    all_bytes,
+    open_log,
+    write,
+)
 from weir.common import TopicPartition
 from weir.protocol.errors import ErrorCode
-from weir.records.builder import build_batch
 from weir.replication.fetcher import (
-    DELAYED,
-    FETCHING,
-    TRUNCATING,
     FetcherSettings,
-    FetchState,
-    LeaderEndpoint,
+    PartitionFetchState,
     ReplicaFetcher,
+    ReplicaFetcherManager,
+    ReplicaState,
 )
-from weir.storage.log import Log, LogConfig
+from weir.replication.leader_endpoint import BrokerEndPoint, EpochEndOffset
+from weir.replication.throttle import FOLLOWER_REPLICAS, ReplicationThrottles
 
 TP = TopicPartition("t", 0)
+TP1 = TopicPartition("t", 1)
+TRUNCATING, FETCHING = ReplicaState.TRUNCATING, ReplicaState.FETCHING
 
 
-class FakeConn:
-    """Answers each OffsetForLeaderEpoch with the next scripted (error, epoch, end offset)."""
-
-    def __init__(self, answers: list[tuple[ErrorCode, int, int]]) -> None:
-        self.answers = answers
-        self.asked: list[int] = []  # the leader_epoch of each request
-
-    async def request(self, request, _timeout_s):
-        part = request.topics[0].partitions[0]
-        self.asked.append(int(part.leader_epoch))
-        error, epoch, end = self.answers.pop(0)
-        return SimpleNamespace(topics=[SimpleNamespace(topic=TP.topic, partitions=[
-            SimpleNamespace(partition=TP.partition, error_code=error, leader_epoch=epoch,
-                            end_offset=end)])])
+def diverged(tmp_path):
+    """Leader: epoch 0 at offsets 0-1, epoch 1 at 2-5 (current epoch 3).  Follower: epoch 0
+    at 0-1, then 2-3 in epoch 2, an epoch the leader never had."""
+    leader_log, follower_log = open_log(tmp_path / "leader" / "t-0"), open_log(tmp_path / "follower" / "t-0")
+    write(leader_log, [0, 0], b"common")
+    write(follower_log, [0, 0], b"common")
+    write(leader_log, [1, 1, 1, 1], b"leader")
+    leader_log.epoch_cache.assign(3, leader_log.log_end_offset)
+    leader_log.update_high_watermark(6)
+    write(follower_log, [2, 2], b"follower")
+    return leader_log, follower_log
 
 
-def follower_log(path: Path) -> Log:
-    """Offsets 0-1 in epoch 0 and 2-3 in epoch 2 (an epoch the leader never had)."""
-    log = Log.open(path / "t-0", LogConfig.from_dict({}), clean_shutdown=False, now_ms=0)
-    for epoch in (0, 0, 2, 2):
-        if log.epoch_cache.latest_epoch < epoch:
-            log.epoch_cache.assign(epoch, log.log_end_offset)
-        log.append_as_leader(build_batch([b"v"]), epoch, now_ms=0)
-    return log
-
-
-def fetcher(log: Log, backoff_ms: int = 0) -> tuple[ReplicaFetcher, FetchState]:
-    rm = SimpleNamespace(follower_log=lambda tp: log if tp == TP else None)
-    f = ReplicaFetcher(LeaderEndpoint(1, "localhost", 1), rm,
-                       FetcherSettings(replica_id=2, backoff_ms=backoff_ms))
-    st = FetchState(TP, leader_epoch=3, fetch_offset=log.log_end_offset)
+def make(tmp_path, backoff_ms: int = 1000, state=TRUNCATING, fetch_offset=None, quota=None):
+    leader_log, follower_log = diverged(tmp_path)
+    leader = InMemoryLeader({TP: leader_log}, {TP: 3})
+    logs = Followed({TP: follower_log})
+    clock = Clock()
+    f = ReplicaFetcher(leader, logs, FetcherSettings(replica_id=2, backoff_ms=backoff_ms),
+                       quota=quota, clock=clock)
+    offset = follower_log.log_end_offset if fetch_offset is None else fetch_offset
+    st = PartitionFetchState(TP, leader_epoch=3, fetch_offset=offset, state=state)
     f.partitions[TP] = st  # as ReplicaFetcher.add, without starting its task
-    return f, st
+    return f, st, leader, logs, clock
 
 
-def test_walk_back_moves_the_fetch_offset_and_asks_again(tmp_path):
-    """truncateToEpochEndOffsets (KIP-279): an answer that is not final truncates, sets the
-    fetch offset to the truncation point, stays truncating and asks again with the
-    follower's now-latest epoch; the final answer completes truncation there."""
-    log = follower_log(tmp_path)
-    f, st = fetcher(log)
-    # The leader has epochs 0 (offsets 0-1) and 1 (from 2 to 5): asked about epoch 2, it
-    # answers epoch 1 ending at 5, which the follower never had.
-    conn = FakeConn([(ErrorCode.none, 1, 5), (ErrorCode.none, 0, 2)])
-    asyncio.run(f._truncate(conn))
-    assert log.log_end_offset == 2 and log.epoch_cache.latest_epoch == 0
+def run(coro):
+    return asyncio.run(coro)
+
+
+def test_truncation_walks_back_through_epochs_then_fetches_the_leaders_log(tmp_path):
+    """truncateToEpochEndOffsets (KIP-279): asked about epoch 2, the leader answers epoch 1
+    (ending at 6), which the follower never had: it truncates to the end of its own older
+    epoch (2), stays truncating and asks again about epoch 0; that answer is final."""
+    f, st, leader, logs, _ = make(tmp_path)
+    follower_log = logs.logs[TP]
+    run(f.truncate())
+    assert follower_log.log_end_offset == 2 and follower_log.epoch_cache.latest_epoch == 0
     assert (st.state, st.fetch_offset) == (TRUNCATING, 2)
-    asyncio.run(f._truncate(conn))
-    assert conn.asked == [2, 0]
+    run(f.truncate())
+    assert [q[TP] for q in leader.epoch_questions] == [(3, 2), (3, 0)]
+    assert (st.state, st.fetch_offset) == (FETCHING, 2)
+    run(f.fetch())
+    assert all_bytes(follower_log) == all_bytes(leader.logs[TP])
+    assert follower_log.high_watermark == 6 and st.lag == 0
+    assert logs.fetched == [(TP, 6, 0)]
+
+
+def test_offset_for_leader_epoch_error_backs_off_and_keeps_truncating(tmp_path):
+    """handlePartitionsWithErrors / delayPartitions: an OffsetForLeaderEpoch error delays the
+    partition for the back-off, in its truncating state: it never fetches untruncated."""
+    f, st, leader, _, clock = make(tmp_path)
+    leader.errors[TP] = ErrorCode.not_leader_or_follower
+    run(f.truncate())
+    assert st.state is TRUNCATING and st.is_delayed(clock())
+    assert f._ready(FETCHING) == [] and f._ready(TRUNCATING) == []
+    clock.now += 999
+    assert f._ready(TRUNCATING) == []
+    clock.now += 1
+    del leader.errors[TP]
+    assert f._ready(TRUNCATING) == [st]
+    run(f.truncate())
+    run(f.truncate())
     assert (st.state, st.fetch_offset) == (FETCHING, 2)
 
 
-def test_offset_for_leader_epoch_error_retries_truncation(tmp_path):
-    """truncateToEpochEndOffsets / handlePartitionsWithErrors: an OffsetForLeaderEpoch error
-    delays the partition, which then asks again; it never fetches untruncated."""
-    log = follower_log(tmp_path)
-    f, st = fetcher(log)
-    conn = FakeConn([(ErrorCode.not_leader_or_follower, -1, -1), (ErrorCode.none, 0, 2)])
-    asyncio.run(f._truncate(conn))
-    assert st.state == DELAYED
-    assert f._ready(FETCHING) == [] and f._ready(TRUNCATING) == [st]  # back-off is 0 ms
-    asyncio.run(f._truncate(conn))
-    assert conn.asked == [2, 2]
-    assert (st.state, st.fetch_offset, log.log_end_offset) == (FETCHING, 2, 2)
-
-
-def test_fetch_errors_resume_fetching(tmp_path):
-    """delayPartitions: a fetching partition delayed after an error resumes fetching."""
-    log = follower_log(tmp_path)
-    f, st = fetcher(log)
-    st.state = FETCHING
-    f._delay(st, "test")
+def test_fetch_error_delays_and_then_resumes_fetching(tmp_path):
+    """A fenced epoch in a fetch answer (the controller's next LeaderAndIsr is on its way):
+    delayed for the back-off, then fetching again from the same offset."""
+    f, st, leader, logs, clock = make(tmp_path, state=FETCHING, fetch_offset=4)
+    leader.epoch[TP] = 4
+    run(f.fetch())
+    assert st.state is FETCHING and st.is_delayed(clock()) and st.fetch_offset == 4
+    run(f.fetch())
+    assert len(leader.fetches) == 1  # nothing was ready to fetch
+    clock.now += 1000
     assert f._ready(FETCHING) == [st]
+    assert logs.logs[TP].log_end_offset == 4
 
 
-def test_diverging_epoch_walk_back_moves_the_fetch_offset(tmp_path):
-    """truncateOnFetchResponse (KIP-320): a diverging epoch in a fetch response truncates and
-    the next fetch starts at the truncation point with the follower's latest epoch, also
-    when the walk back is not final."""
-    log = follower_log(tmp_path)
-    f, st = fetcher(log)
-    st.state = FETCHING
-    part = SimpleNamespace(error_code=ErrorCode.none, records=None, high_watermark=2,
-                           log_start_offset=0,
-                           diverging_epoch=SimpleNamespace(epoch=1, end_offset=5))
-    asyncio.run(f._apply_fetched(st, part))
-    assert log.log_end_offset == 2
+def test_diverging_epoch_in_a_fetch_answer_truncates_and_keeps_fetching(tmp_path):
+    """truncateOnFetchResponse (KIP-320): the leader reports a diverging epoch; the follower
+    truncates (here a walk back that is not final) and keeps fetching: the next fetch's last
+    fetched epoch lets the leader report the next divergence or send records."""
+    f, st, leader, logs, _ = make(tmp_path, state=FETCHING)
+    follower_log = logs.logs[TP]
+    run(f.fetch())
+    assert leader.fetches[0][TP].last_fetched_epoch == 2
+    assert follower_log.log_end_offset == 2
     assert (st.state, st.fetch_offset) == (FETCHING, 2)
+    run(f.fetch())
+    assert leader.fetches[1][TP].last_fetched_epoch == 0
+    assert all_bytes(follower_log) == all_bytes(leader.logs[TP])
+    assert leader.epoch_questions == []
 
 
-def test_answer_for_a_replaced_partition_state_is_ignored(tmp_path):
-    """truncateToEpochEndOffsets: an answer is applied only if the partition is still
-    fetched with the leader epoch the request was made for."""
-    log = follower_log(tmp_path)
-    f, _ = fetcher(log)
+def test_out_of_range_below_the_leaders_log_start_starts_over_there(tmp_path):
+    """handleOutOfRangeError: the leader deleted records past our log end; the follower
+    asks for the leader's earliest offset and restarts its log there."""
+    leader_log, follower_log = open_log(tmp_path / "leader" / "t-0"), open_log(tmp_path / "follower" / "t-0")
+    write(leader_log, [0] * 6)
+    leader_log.update_high_watermark(6)
+    leader_log.delete_records_before(4)
+    leader = InMemoryLeader({TP: leader_log}, {TP: 0})
+    f = ReplicaFetcher(leader, Followed({TP: follower_log}), FetcherSettings(replica_id=2),
+                       clock=Clock())
+    st = PartitionFetchState(TP, leader_epoch=0, fetch_offset=0, state=FETCHING)
+    f.partitions[TP] = st
+    run(f.fetch())
+    assert (follower_log.log_start_offset, follower_log.log_end_offset, st.fetch_offset) == (
+        4, 4, 4)
+    run(f.fetch())
+    assert follower_log.log_end_offset == 6 and follower_log.high_watermark == 6
 
-    class Replacing(FakeConn):
-        async def request(self, request, timeout_s):
-            out = await super().request(request, timeout_s)
-            f.partitions[TP] = FetchState(TP, leader_epoch=4, fetch_offset=4)  # re-added
-            return out
 
-    asyncio.run(f._truncate(Replacing([(ErrorCode.none, 0, 1)])))
-    assert log.log_end_offset == 4
-    assert f.partitions[TP].state == TRUNCATING
+def test_out_of_range_above_the_leaders_log_end_truncates_to_it(tmp_path):
+    """handleOutOfRangeError: a follower with no epochs (nothing to diverge on) ahead of the
+    leader truncates to the leader's log end."""
+    leader_log, follower_log = open_log(tmp_path / "leader" / "t-0"), open_log(tmp_path / "follower" / "t-0")
+    write(leader_log, [0] * 2)
+    for _ in range(4):
+        follower_log.append_as_follower(_unversioned_batch(follower_log.log_end_offset))
+    leader = InMemoryLeader({TP: leader_log}, {TP: 0})
+    f = ReplicaFetcher(leader, Followed({TP: follower_log}), FetcherSettings(replica_id=2),
+                       clock=Clock())
+    st = PartitionFetchState(TP, leader_epoch=0, fetch_offset=4, state=FETCHING)
+    f.partitions[TP] = st
+    assert follower_log.epoch_cache.latest_epoch < 0
+    run(f.fetch())
+    assert (follower_log.log_end_offset, st.fetch_offset) == (2, 2)
+
+
+def _unversioned_batch(offset: int) -> bytes:
+    """A batch with partition leader epoch -1 (written before epochs: no epoch entry)."""
+    from weir.records.builder import build_batch
+    return build_batch([b"old"], base_offset=offset, partition_leader_epoch=-1)
+
+
+def test_an_answer_for_a_replaced_partition_state_is_ignored(tmp_path):
+    """An answer is applied only if the partition is still fetched with the state (leader
+    epoch) the request was made for: here it is re-added for epoch 4 while in flight."""
+    f, _, leader, logs, _ = make(tmp_path)
+
+    class Replacing(InMemoryLeader):
+        async def fetch_epoch_end_offsets(self, replica_id, partitions):
+            f.partitions[TP] = PartitionFetchState(TP, leader_epoch=4, fetch_offset=4)
+            return {TP: EpochEndOffset(ErrorCode.none, 0, 1)}
+
+    f.leader = Replacing(leader.logs, leader.epoch)
+    run(f.truncate())
+    assert logs.logs[TP].log_end_offset == 4
+    assert f.partitions[TP].state is TRUNCATING
+
+
+def test_leader_change_moves_the_partition_and_truncates_against_the_new_leader(tmp_path):
+    """AbstractFetcherManager.addFetcherForPartitions: a new leader (or epoch) takes the
+    partition out of the old leader's fetcher and starts it truncating in the new one's; a
+    leader back on another address gets a fresh fetcher and endpoint."""
+    leader_log, follower_log = diverged(tmp_path)
+    leaders: dict[int, InMemoryLeader] = {}
+
+    def endpoint(broker: BrokerEndPoint) -> InMemoryLeader:
+        leaders[broker.broker_id] = InMemoryLeader({TP: leader_log}, {TP: 3},
+                                                   broker_id=broker.broker_id)
+        return leaders[broker.broker_id]
+
+    logs = Followed({TP: follower_log})
+    settings = FetcherSettings(replica_id=2, backoff_ms=0, max_wait_ms=0)
+
+    async def scenario() -> None:
+        manager = ReplicaFetcherManager(logs, settings, clock=Clock(),
+                                        endpoint_factory=endpoint)
+        leaders_epoch_1 = BrokerEndPoint(1, "h1", 1)
+        manager.add(TP, leaders_epoch_1, 2, follower_log.log_end_offset)
+        leaders[1].epoch[TP] = 99  # the old leader fences us from now on
+        manager.add(TP, BrokerEndPoint(3, "h3", 3), 3, follower_log.log_end_offset)
+        assert TP not in manager.fetchers[1].partitions
+        assert manager.fetchers[3].partitions[TP].state is TRUNCATING
+        await _until(lambda: all_bytes(follower_log) == all_bytes(leader_log))
+        assert manager.lag(TP) == 0
+        old = manager.fetchers[3]
+        manager.add(TP, BrokerEndPoint(3, "h3-moved", 3), 3, follower_log.log_end_offset)
+        assert manager.fetchers[3] is not old
+        await asyncio.sleep(0)
+        await manager.close()
+        assert leaders[3].closed
+
+    run(scenario())
+
+
+def test_connection_errors_reset_the_endpoint_and_retry(tmp_path):
+    """The fetcher's loop survives a lost connection: the endpoint is reset (its fetch
+    session dropped) and the round retried after the back-off."""
+    f, _, leader, logs, _ = make(tmp_path, backoff_ms=0)
+    leader.fail_next = [ConnectionError("gone"), TimeoutError()]
+
+    async def scenario() -> None:
+        f.add(TP, 3, logs.logs[TP].log_end_offset)
+        await _until(lambda: all_bytes(logs.logs[TP]) == all_bytes(leader.logs[TP]))
+        await f.close()
+
+    run(scenario())
+    assert leader.resets == 2 and leader.closed
+
+
+def test_follower_throttle_leaves_out_of_sync_partitions_out_of_the_fetch(tmp_path):
+    """ReplicationQuotaManager (KIP-73), follower side: once the follower quota is exceeded,
+    a throttled partition out of the ISR is left out of the next fetch; an in-sync one is
+    never throttled."""
+    leader_log, follower_log = open_log(tmp_path / "leader" / "t-0"), open_log(tmp_path / "follower" / "t-0")
+    leader_log1, follower_log1 = open_log(tmp_path / "leader" / "t-1"), open_log(tmp_path / "follower" / "t-1")
+    for log in (leader_log, leader_log1):
+        write(log, [0] * 3)
+        log.update_high_watermark(3)
+    quota = ReplicationThrottles(broker_id=2)
+    quota.configure(None, 10.0, topic_config=lambda _topic: {FOLLOWER_REPLICAS: "*"})
+    leader = InMemoryLeader({TP: leader_log, TP1: leader_log1}, {TP: 0, TP1: 0})
+    logs = Followed({TP: follower_log, TP1: follower_log1}, in_sync={TP1})
+    clock = Clock()
+    f = ReplicaFetcher(leader, logs, FetcherSettings(replica_id=2, partition_max_bytes=1),
+                       quota=quota, clock=clock)
+    for tp in (TP, TP1):
+        f.partitions[tp] = PartitionFetchState(tp, 0, 0, state=FETCHING)
+    run(f.fetch())
+    assert set(leader.fetches[0]) == {TP, TP1}
+    assert quota.follower.exceeded(clock())  # only TP's bytes count
+    run(f.fetch())
+    assert set(leader.fetches[1]) == {TP1}
+    clock.now += 60_000  # the measured window has passed
+    run(f.fetch())
+    assert set(leader.fetches[2]) == {TP, TP1}
+
+
+async def _until(condition, timeout_s: float = 5.0) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not condition():
+        assert time.monotonic() < deadline, "condition not reached in time"
+        await asyncio.sleep(0.01)

@@ -1,5 +1,6 @@
-"""The replica fetcher keeps an incremental fetch session with its leader (KIP-227): after
-the first full request it names only partitions whose fetch offset changed."""
+"""The remote leader endpoint keeps an incremental fetch session with its leader (KIP-227):
+after the first full request it names only partitions whose fetch offset changed.  Here the
+real fetcher drives a RemoteLeaderEndPoint whose connection is a scripted fake."""
 
 from __future__ import annotations
 
@@ -10,12 +11,12 @@ from weir.common import TopicPartition
 from weir.protocol.errors import ErrorCode
 from weir.records.builder import build_batch
 from weir.replication.fetcher import (
-    FETCHING,
     FetcherSettings,
-    FetchState,
-    LeaderEndpoint,
+    PartitionFetchState,
     ReplicaFetcher,
+    ReplicaState,
 )
+from weir.replication.leader_endpoint import BrokerEndPoint, RemoteLeaderEndPoint
 from weir.storage.log import Log, LogConfig
 
 TPS = [TopicPartition("t", 0), TopicPartition("t", 1)]
@@ -24,9 +25,14 @@ TPS = [TopicPartition("t", 0), TopicPartition("t", 1)]
 class FakeLeader:
     """Answers Fetch requests with scripted (error, session id, {partition: records})."""
 
+    connected = True
+
     def __init__(self, answers) -> None:
         self.answers = answers
         self.requests: list = []
+
+    async def close(self) -> None:
+        self.connected = False
 
     async def request(self, request, _timeout_s):
         self.requests.append(request)
@@ -39,16 +45,17 @@ class FakeLeader:
                 for p, data in records.items()])])
 
 
-def setup(tmp_path):
+def setup(tmp_path, leader: FakeLeader):
     logs = {tp: Log.open(tmp_path / f"t-{tp.partition}", LogConfig.from_dict({}),
                          clean_shutdown=False, now_ms=0) for tp in TPS}
-    throttles = SimpleNamespace(follower_throttled=lambda *a: False,
-                                record_follower=lambda *a: None)
-    rm = SimpleNamespace(follower_log=logs.get, partitions={}, throttles=throttles,
-                         on_follower_fetched=lambda *a: None)
-    f = ReplicaFetcher(LeaderEndpoint(1, "localhost", 1), rm, FetcherSettings(replica_id=2))
+    view = SimpleNamespace(follower_log=logs.get, is_in_sync=lambda _tp: True,
+                           on_follower_fetched=lambda *a: None)
+    endpoint = RemoteLeaderEndPoint(BrokerEndPoint(1, "localhost", 1), "test")
+    endpoint._conn = leader  # as if connected
+    f = ReplicaFetcher(endpoint, view, FetcherSettings(replica_id=2))
     for tp in TPS:
-        f.partitions[tp] = FetchState(tp, leader_epoch=0, fetch_offset=0, state=FETCHING)
+        f.partitions[tp] = PartitionFetchState(tp, leader_epoch=0, fetch_offset=0,
+                                               state=ReplicaState.FETCHING)
     return f, logs
 
 
@@ -59,7 +66,6 @@ def sent(request) -> tuple[int, int, set[int], set[int]]:
 
 
 def test_follower_fetches_are_incremental_after_the_first(tmp_path):
-    f, logs = setup(tmp_path)
     leader = FakeLeader([
         (ErrorCode.none, 41, {0: b"", 1: b""}),
         (ErrorCode.none, 41, {0: build_batch([b"x", b"y"])}),
@@ -67,8 +73,9 @@ def test_follower_fetches_are_incremental_after_the_first(tmp_path):
         (ErrorCode.invalid_fetch_session_epoch, 0, {}),
         (ErrorCode.none, 42, {0: b"", 1: b""}),
     ])
+    f, logs = setup(tmp_path, leader)
     for _ in range(5):
-        asyncio.run(f._fetch(leader))
+        asyncio.run(f.fetch())
     assert [sent(r) for r in leader.requests] == [
         (0, 0, {0, 1}, set()),     # full: creates the session
         (41, 1, set(), set()),     # nothing changed: no partition named
@@ -80,9 +87,23 @@ def test_follower_fetches_are_incremental_after_the_first(tmp_path):
 
 
 def test_a_partition_no_longer_followed_is_forgotten(tmp_path):
-    f, _logs = setup(tmp_path)
     leader = FakeLeader([(ErrorCode.none, 7, {0: b"", 1: b""}), (ErrorCode.none, 7, {})])
-    asyncio.run(f._fetch(leader))
+    f, _logs = setup(tmp_path, leader)
+    asyncio.run(f.fetch())
     f.remove(TPS[1])
-    asyncio.run(f._fetch(leader))
+    asyncio.run(f.fetch())
     assert sent(leader.requests[1]) == (7, 1, set(), {1})
+
+
+def test_a_lost_answer_makes_the_next_fetch_full(tmp_path):
+    """FetchSessionHandler.handleError: after a connection loss the endpoint is reset and
+    the next request is full (epoch 0 of the same session id, which closes it)."""
+    leader = FakeLeader([(ErrorCode.none, 9, {0: b"", 1: b""})])
+    f, _logs = setup(tmp_path, leader)
+    asyncio.run(f.fetch())
+    asyncio.run(f.leader.reset())
+    assert not leader.connected
+    again = FakeLeader([(ErrorCode.none, 9, {0: b"", 1: b""})])
+    f.leader._conn = again
+    asyncio.run(f.fetch())
+    assert sent(again.requests[0]) == (9, 0, {0, 1}, set())

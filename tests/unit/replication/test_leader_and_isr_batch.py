@@ -7,7 +7,7 @@ import asyncio
 import uuid
 
 from weir.common import TopicPartition
-from weir.replication.fetcher import LeaderEndpoint
+from weir.replication.leader_endpoint import BrokerEndPoint
 from weir.replication.partition import LeaderState
 from weir.replication.replica_manager import PartitionStateUpdate, ReplicaManager
 from weir.storage.checkpoints import (
@@ -19,7 +19,7 @@ from weir.storage.config import LogConfig
 from weir.storage.log_manager import LogManager
 
 TPS = [TopicPartition("t", p) for p in range(20)]
-LIVE = {2: LeaderEndpoint(2, "127.0.0.1", 1)}
+LIVE = {2: BrokerEndPoint(2, "127.0.0.1", 1)}
 TOPIC_ID = "AAAAAAAAAAAAAAAAAAAAAQ"
 
 

@@ -8,7 +8,7 @@ from typing import Any
 
 from weir.common import TopicPartition
 from weir.protocol.errors import ErrorCode, KafkaError
-from weir.replication.fetcher import LeaderEndpoint
+from weir.replication.leader_endpoint import BrokerEndPoint
 from weir.replication.partition import LeaderState
 from weir.replication.replica_manager import PartitionStateUpdate
 from weir.server.handlers._controller_requests import cluster_action_refused, stale_broker_epoch
@@ -43,15 +43,14 @@ async def handle(ctx, request) -> Any:
                     is_new=bool(ps.is_new),
                 )
             )
-    live_leaders = {int(b.broker_id): LeaderEndpoint(int(b.broker_id), b.host_name, int(b.port))
+    live_leaders = {int(b.broker_id): BrokerEndPoint(int(b.broker_id), b.host_name, int(b.port))
                     for b in request.live_leaders}
-    broker = ctx.broker
-    await broker.load_topic_configs(set(topic_ids))
+    await ctx.topic_configs.load(set(topic_ids))
     started = time.perf_counter()
     try:
-        await broker.replica_manager.create_new_logs(int(request.controller_epoch), updates)
+        await ctx.replica_manager.create_new_logs(int(request.controller_epoch), updates)
         created = time.perf_counter()
-        results = broker.replica_manager.apply_leader_and_isr(
+        results = ctx.replica_manager.apply_leader_and_isr(
             int(request.controller_epoch), updates, int(request.type_) == FULL, live_leaders
         )
     except KafkaError as exc:
