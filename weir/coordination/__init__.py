@@ -3,9 +3,19 @@
 - :mod:`~weir.coordination.paths`: Kafka's znode paths.
 - :mod:`~weir.coordination.codecs`: pure JSON codecs and the value types
   (:class:`BrokerInfo`, :class:`TopicAssignment`, :class:`LeaderIsr`).
-- :mod:`~weir.coordination.zk`: :class:`ZkClient`, the kazoo adapter (sync, thread-safe).
-- :mod:`~weir.coordination.fenced`: controller writes fenced by ``/controller_epoch``.
+- :mod:`~weir.coordination.errors`: the layer's errors, each with its Kafka error code.
+- :mod:`~weir.coordination.topic_admin`: :class:`TopicAdmin`, the topic-administration rules
+  (Kafka's ``AdminZkClient``) over a narrow znode interface.
+- :mod:`~weir.coordination.zk`: :class:`ZkClient`, the kazoo adapter (Kafka's
+  ``KafkaZkClient``: znode reads and writes, the session, watches; sync, thread-safe).
+- :mod:`~weir.coordination.controller_writes` / :mod:`~weir.coordination.fenced`: controller
+  writes fenced by ``/controller_epoch``.
+- :mod:`~weir.coordination.multi_read`: ZooKeeper ``multiRead`` on kazoo.
 - :mod:`~weir.coordination.zkserver`: a managed local ZooKeeper for tests and the CLI.
+
+This package's ``__init__`` imports no I/O (no kazoo, no subprocess): importing the codecs or
+paths does not load the ZooKeeper client (an import-linter contract in ``.importlinter``
+checks it).  Import :class:`ZkClient` from :mod:`weir.coordination.zk`.
 """
 
 from weir.coordination.codecs import (
@@ -23,8 +33,6 @@ from weir.coordination.errors import (
     ZkNoNodeError,
     ZkVersionMismatchError,
 )
-from weir.coordination.zk import Watch, ZkClient
-from weir.coordination.zkserver import ZooKeeperServer, find_zookeeper_classpath
 
 __all__ = [
     "BrokerIdInUseError",
@@ -33,13 +41,9 @@ __all__ = [
     "LeaderIsr",
     "ProducerIdBlock",
     "TopicAssignment",
-    "Watch",
-    "ZkClient",
     "ZkNoNodeError",
     "ZkNodeExistsError",
     "ZkVersionMismatchError",
-    "ZooKeeperServer",
-    "find_zookeeper_classpath",
     "topic_id_from_str",
     "topic_id_to_str",
 ]

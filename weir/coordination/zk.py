@@ -1,12 +1,17 @@
-"""ZkClient: Kafka's ZooKeeper operations on a kazoo client.
+"""ZkClient: Kafka's ``KafkaZkClient`` on a kazoo client: znode reads and writes, the
+session, and watches.
 
 Synchronous and thread-safe (kazoo's client is); asyncio code calls it through
 ``asyncio.to_thread``.  Watch and session callbacks run on kazoo's threads: they must only
 hand the event over (e.g. ``loop.call_soon_threadsafe``) and never call back into
 ZooKeeper from that thread.
 
-Every controller write takes ``controller_epoch_zk_version`` and is fenced by it (see
-:mod:`weir.coordination.fenced`).
+What may be written is decided above this class: topic creation, partition additions and
+deletion requests by :class:`weir.coordination.topic_admin.TopicAdmin` (Kafka's
+``AdminZkClient``); the controller's writes, each fenced by ``controller_epoch_zk_version``,
+are in :mod:`weir.coordination.controller_writes` (mixed in here) over
+:mod:`weir.coordination.fenced`.  Large batched reads use ZooKeeper's ``multiRead``
+(:mod:`weir.coordination.multi_read`).
 
 A znode whose data cannot be decoded (:class:`ZnodeDataError`) is logged once at ERROR with
 its path and what the reader does instead, and then, as Kafka's ``KafkaZkClient`` decoders
@@ -25,22 +30,7 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import Any, TypeVar
 
 from kazoo.client import KazooClient
-from kazoo.exceptions import (
-    EXCEPTIONS,
-    BadVersionError,
-    NodeExistsError,
-    NoNodeError,
-    NotEmptyError,
-    UnimplementedError,
-)
-from kazoo.protocol.serialization import (
-    GetData,
-    MultiHeader,
-    int_struct,
-    multiheader_struct,
-    read_buffer,
-    stat_struct,
-)
+from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError
 from kazoo.protocol.states import ZnodeStat
 from kazoo.recipe.watchers import ChildrenWatch, DataWatch
 from kazoo.retry import KazooRetry
@@ -48,6 +38,7 @@ from kazoo.retry import KazooRetry
 from weir.common import TopicPartition
 from weir.coordination import codecs, fenced, paths
 from weir.coordination.codecs import BrokerInfo, LeaderIsr, ProducerIdBlock, TopicAssignment
+from weir.coordination.controller_writes import ControllerWrites
 from weir.coordination.errors import (
     BrokerIdInUseError,
     ControllerMovedError,
@@ -55,16 +46,13 @@ from weir.coordination.errors import (
     ZkVersionMismatchError,
     ZnodeDataError,
 )
+from weir.coordination.multi_read import BatchedReader
 from weir.protocol.errors import ErrorCode, KafkaError
 
 log = logging.getLogger(__name__)
 _T = TypeVar("_T")
 
 _CONTROLLER_ELECTION_ATTEMPTS = 5
-_MULTI_READ_MIN = 8
-"""Batches at least this large go out as ZooKeeper ``multiRead`` requests."""
-_MULTI_READ_CHUNK = 1000
-"""Reads per ``multiRead`` (keeps each response far below ``jute.maxbuffer``)."""
 
 
 def split_connect(connect: str) -> tuple[str, str]:
@@ -109,45 +97,7 @@ class Watch:
         return self._fire(data, stat)
 
 
-class _MultiRead:
-    """ZooKeeper's ``multiRead`` (opcode 22, ZooKeeper >= 3.6) of ``getData`` operations.
-
-    kazoo has no such request; this one follows kazoo's request protocol (``type``,
-    ``serialize``, ``deserialize``).  The response holds, per path in order, ``(data, stat)``
-    or the exception of that read alone (e.g. ``NoNodeError``).
-    """
-
-    type = 22
-
-    def __init__(self, paths_: list[str]) -> None:
-        self.paths = paths_
-
-    def serialize(self) -> bytes:
-        parts = [MultiHeader(GetData.type, False, -1).serialize() + GetData(p, None).serialize()
-                 for p in self.paths]
-        parts.append(multiheader_struct.pack(-1, True, -1))
-        return b"".join(parts)
-
-    @classmethod
-    def deserialize(cls, data: bytes, offset: int) -> list[Any]:
-        results: list[Any] = []
-        while True:
-            kind, done, _err = multiheader_struct.unpack_from(data, offset)
-            offset += multiheader_struct.size
-            if done:
-                return results
-            if kind == GetData.type:
-                value, offset = read_buffer(data, offset)
-                stat = ZnodeStat._make(stat_struct.unpack_from(data, offset))
-                offset += stat_struct.size
-                results.append((value, stat))
-            else:  # an error result: the error code follows
-                (code,) = int_struct.unpack_from(data, offset)
-                offset += int_struct.size
-                results.append(EXCEPTIONS[code]())
-
-
-class ZkClient:
+class ZkClient(ControllerWrites):
     """Kafka's ZooKeeper client for one broker (``zookeeper.connect`` with chroot)."""
 
     def __init__(
@@ -162,7 +112,7 @@ class ZkClient:
         self._connection_timeout_s = connection_timeout_ms / 1000
         self._client = KazooClient(hosts=connect, timeout=self._session_timeout_s)
         self._retry = KazooRetry(max_tries=5, delay=0.05, max_delay=1.0, ignore_expire=False)
-        self._multi_read = True  # until the server answers UNIMPLEMENTED (ZooKeeper < 3.6)
+        self._reads = BatchedReader(self._client)
         self._reported: set[tuple[str, str]] = set()
         # When set, a registered broker's host/port are its endpoint on this listener (Kafka's
         # inter.broker.listener.name: the controller and the replicas connect there).
@@ -256,46 +206,8 @@ class ZkClient:
             return []
 
     def _get_many(self, path_list: Iterable[str]) -> dict[str, tuple[bytes, ZnodeStat]]:
-        """Batched reads of the nodes that exist.
-
-        Large batches use ``multiRead`` (one request per 1,000 paths, all sent before the
-        first answer is awaited); otherwise, or on a server without it, one pipelined
-        ``get`` per path.
-        """
-        wanted = list(path_list)
-        if self._multi_read and len(wanted) >= _MULTI_READ_MIN:
-            try:
-                return self._get_many_multi(wanted)
-            except UnimplementedError:
-                log.info("ZooKeeper has no multiRead (< 3.6): reading nodes one by one")
-                self._multi_read = False
-        pending = {p: self._client.get_async(p) for p in wanted}
-        found = {}
-        for path, result in pending.items():
-            try:
-                found[path] = result.get()
-            except NoNodeError:
-                continue
-        return found
-
-    def _get_many_multi(self, wanted: list[str]) -> dict[str, tuple[bytes, ZnodeStat]]:
-        client = self._client
-        pending = []
-        for start in range(0, len(wanted), _MULTI_READ_CHUNK):
-            chunk = wanted[start:start + _MULTI_READ_CHUNK]
-            result = client.handler.async_result()
-            # kazoo's internal request queue (kazoo has no public multiRead).
-            client._call(_MultiRead([_chrooted(client.chroot, p) for p in chunk]), result)
-            pending.append((chunk, result))
-        found = {}
-        for chunk, result in pending:
-            for path, item in zip(chunk, result.get(), strict=True):
-                if isinstance(item, NoNodeError):
-                    continue
-                if isinstance(item, Exception):
-                    raise item
-                found[path] = item
-        return found
+        """Batched reads of the nodes that exist (:class:`BatchedReader`: ``multiRead``)."""
+        return self._reads.get_many(path_list)
 
     def _create_or_get(self, path: str, data: bytes) -> bytes:
         try:
@@ -490,6 +402,9 @@ class ZkClient:
             "the topic is treated as absent until the node is rewritten",
         )
 
+    def topic_exists(self, name: str) -> bool:
+        return self._client.exists(paths.topic(name)) is not None
+
     def create_topic(
         self,
         name: str,
@@ -497,8 +412,12 @@ class ZkClient:
         configs: Mapping[str, str],
         topic_id: uuid.UUID | None = None,
     ) -> uuid.UUID:
-        """Write the topic's config then its assignment, atomically; returns its id."""
-        self._check_topic_creatable(name)
+        """Write the topic's config then its assignment, atomically; returns its id.
+
+        Kafka's ``KafkaZkClient.createTopicAssignment`` with the config written in the same
+        transaction; TOPIC_ALREADY_EXISTS if ``/brokers/topics/<t>`` is there.  The rules
+        (name, collisions, a topic marked for deletion) are :class:`TopicAdmin`'s.
+        """
         topic_id = topic_id or uuid.uuid4()
         assignment = TopicAssignment(name, topic_id, {p: list(r) for p, r in partitions.items()})
         config_path = paths.topic_config(name)
@@ -515,35 +434,6 @@ class ZkClient:
             if isinstance(result, Exception):
                 raise fenced.to_kafka_error(op, result)
         return topic_id
-
-    def _check_topic_creatable(self, name: str) -> None:
-        if self._client.exists(paths.topic(name)):
-            raise KafkaError(ErrorCode.topic_already_exists, f"Topic '{name}' already exists.")
-        if self._client.exists(paths.delete_topic(name)):
-            raise KafkaError(
-                ErrorCode.topic_already_exists, f"Topic '{name}' is marked for deletion."
-            )
-        collision = name.replace(".", "_")
-        for other in self.get_topic_names():
-            if other.replace(".", "_") == collision:
-                raise KafkaError(
-                    ErrorCode.invalid_topic_exception,
-                    f"Topic '{name}' collides with existing topic: {other}",
-                )
-
-    def add_partitions(
-        self, name: str, new_partitions: Mapping[int, list[int]], expected_version: int
-    ) -> int:
-        """Add partitions to the assignment (conditional on its version); new version."""
-        current = self.get_topic(name)
-        if current is None:
-            raise KafkaError(ErrorCode.unknown_topic_or_partition, f"Topic '{name}' not found.")
-        clash = sorted(set(new_partitions) & set(current.partitions))
-        if clash:
-            raise KafkaError(ErrorCode.invalid_partitions, f"partitions {clash} already exist")
-        merged = dict(current.partitions) | {p: list(r) for p, r in new_partitions.items()}
-        updated = TopicAssignment(name, current.topic_id, merged, current.adding, current.removing)
-        return self.set_topic_assignment(updated, expected_version)
 
     def set_topic_assignment(
         self,
@@ -630,103 +520,22 @@ class ZkClient:
                 states[tp] = state
         return states
 
-    def create_partition_states(
-        self, states: Mapping[TopicPartition, LeaderIsr], controller_epoch_zk_version: int
-    ) -> dict[TopicPartition, KafkaError | LeaderIsr]:
-        """Create state znodes (and their parents), fenced; each result has zk_version 0."""
-        tps = list(states)
-        self._create_partition_parents(tps, controller_epoch_zk_version)
-        ops = [
-            fenced.create(paths.partition_state(*tp), codecs.encode_leader_isr(states[tp]))
-            for tp in tps
-        ]
-        results = fenced.run_fenced(self._client, ops, controller_epoch_zk_version)
-        out: dict[TopicPartition, KafkaError | LeaderIsr] = {}
-        for tp, op, result in zip(tps, ops, results, strict=True):
-            if isinstance(result, Exception):
-                out[tp] = fenced.to_kafka_error(op, result)
-            else:
-                out[tp] = _with_version(states[tp], 0)
-        return out
-
-    def _create_partition_parents(self, tps: list[TopicPartition], epoch_version: int) -> None:
-        wanted: list[str] = []
-        for topic in sorted({tp.topic for tp in tps}):
-            wanted.append(paths.topic_partitions(topic))
-        wanted.extend(paths.partition(*tp) for tp in tps)
-        pending = {p: self._client.exists_async(p) for p in wanted}
-        missing = [p for p, result in pending.items() if result.get() is None]
-        # Failures (a parent already there, a topic gone) show up on the state creates.
-        fenced.run_fenced(self._client, [fenced.create(p) for p in missing], epoch_version)
-
-    def update_partition_states(
-        self, states: Mapping[TopicPartition, LeaderIsr], controller_epoch_zk_version: int
-    ) -> dict[TopicPartition, LeaderIsr | KafkaError]:
-        """Conditional updates (each at ``state.zk_version``), fenced; new versions out.
-
-        A stale version gives that partition a :class:`ZkVersionMismatchError` without
-        failing the others; a missing znode a :class:`ZkNoNodeError`.
-        """
-        tps = list(states)
-        ops = [
-            fenced.set_data(
-                paths.partition_state(*tp),
-                codecs.encode_leader_isr(states[tp]),
-                states[tp].zk_version,
-            )
-            for tp in tps
-        ]
-        results = fenced.run_fenced(self._client, ops, controller_epoch_zk_version)
-        out: dict[TopicPartition, LeaderIsr | KafkaError] = {}
-        for tp, op, result in zip(tps, ops, results, strict=True):
-            if isinstance(result, Exception):
-                out[tp] = fenced.to_kafka_error(op, result)
-            else:
-                out[tp] = _with_version(states[tp], int(result.version))
-        return out
-
     # -- topic deletion ------------------------------------------------------------------
 
     def mark_topic_for_deletion(self, name: str) -> None:
-        """Create ``/admin/delete_topics/<t>`` (idempotent)."""
-        if not self._client.exists(paths.topic(name)):
-            raise KafkaError(ErrorCode.unknown_topic_or_partition, f"Topic '{name}' not found.")
+        """Create ``/admin/delete_topics/<t>`` (idempotent; Kafka's ``createDeleteTopicPath``).
+
+        Whether the topic may be deleted is :class:`TopicAdmin`'s rule."""
         try:
             self._client.create(paths.delete_topic(name), b"", makepath=True)
         except NodeExistsError:
             pass
 
+    def is_topic_marked_for_deletion(self, name: str) -> bool:
+        return self._client.exists(paths.delete_topic(name)) is not None
+
     def get_topics_to_delete(self) -> list[str]:
         return self.get_children(paths.DELETE_TOPICS)
-
-    def delete_topic_znodes(self, name: str, controller_epoch_zk_version: int) -> None:
-        """Remove the topic's assignment tree, config and deletion mark, fenced."""
-        for _ in range(3):
-            targets = self._subtree_bottom_up(paths.topic(name))
-            targets += [paths.topic_config(name), paths.delete_topic(name)]
-            ops = [fenced.delete(p) for p in targets]
-            results = fenced.run_fenced(self._client, ops, controller_epoch_zk_version)
-            errors = [
-                r for r in results if isinstance(r, Exception) and not isinstance(r, NoNodeError)
-            ]
-            if not errors:
-                return
-            if not any(isinstance(e, NotEmptyError) for e in errors):
-                raise fenced.to_kafka_error(ops[results.index(errors[0])], errors[0])
-        raise KafkaError(ErrorCode.unknown_server_error, f"could not delete topic '{name}' znodes")
-
-    def _subtree_bottom_up(self, root: str) -> list[str]:
-        """``root`` and its descendants, children before parents."""
-        ordered: list[str] = []
-
-        def visit(path: str) -> None:
-            for child in self.get_children(path):
-                visit(f"{path}/{child}")
-            ordered.append(path)
-
-        if self._client.exists(root):
-            visit(root)
-        return ordered
 
     # -- admin: reassignment and preferred election --------------------------------------
 
@@ -750,24 +559,6 @@ class ZkClient:
                 ErrorCode.reassignment_in_progress, "a partition reassignment is in progress"
             ) from None
 
-    def set_reassignments(
-        self, reassignment: Mapping[TopicPartition, list[int]], controller_epoch_zk_version: int
-    ) -> None:
-        """Controller side: rewrite the pending reassignments (empty → delete), fenced."""
-        if not reassignment:
-            self.delete_reassignments(controller_epoch_zk_version)
-            return
-        op = fenced.set_data(paths.REASSIGN_PARTITIONS, codecs.encode_reassignment(reassignment))
-        (result,) = fenced.run_fenced(self._client, [op], controller_epoch_zk_version)
-        if isinstance(result, NoNodeError):
-            op = fenced.create(op.path, op.data)
-            (result,) = fenced.run_fenced(self._client, [op], controller_epoch_zk_version)
-        if isinstance(result, Exception):
-            raise fenced.to_kafka_error(op, result)
-
-    def delete_reassignments(self, controller_epoch_zk_version: int) -> None:
-        self._delete_fenced(paths.REASSIGN_PARTITIONS, controller_epoch_zk_version)
-
     def get_preferred_election(self) -> set[TopicPartition]:
         found = self.get_data(paths.PREFERRED_REPLICA_ELECTION)
         if not found or not found[0]:
@@ -789,9 +580,6 @@ class ZkClient:
             raise KafkaError(
                 ErrorCode.unknown_server_error, "a preferred replica election is in progress"
             ) from None
-
-    def delete_preferred_election(self, controller_epoch_zk_version: int) -> None:
-        self._delete_fenced(paths.PREFERRED_REPLICA_ELECTION, controller_epoch_zk_version)
 
     # -- log dir event notifications (JBOD, KIP-112) ----------------------------------------
 
@@ -815,18 +603,6 @@ class ZkClient:
                 if broker is not None:
                     events[name] = broker
         return events
-
-    def delete_log_dir_events(self, names: Iterable[str],
-                              controller_epoch_zk_version: int) -> None:
-        for name in names:
-            self._delete_fenced(f"{paths.LOG_DIR_EVENT_NOTIFICATION}/{name}",
-                                controller_epoch_zk_version)
-
-    def _delete_fenced(self, path: str, controller_epoch_zk_version: int) -> None:
-        op = fenced.delete(path)
-        (result,) = fenced.run_fenced(self._client, [op], controller_epoch_zk_version)
-        if isinstance(result, Exception) and not isinstance(result, NoNodeError):
-            raise fenced.to_kafka_error(op, result)
 
     # -- watches -------------------------------------------------------------------------
 
@@ -862,21 +638,6 @@ def _with_hint(decode: Callable[[], _T], hint: str) -> _T:
         return decode()
     except ZnodeDataError as exc:
         raise ZnodeDataError(exc.path, f"{exc.reason}; {hint}") from exc
-
-
-def _chrooted(chroot: str | None, path: str) -> str:
-    return f"{chroot}{path}" if chroot else path
-
-
-def _with_version(state: LeaderIsr, zk_version: int) -> LeaderIsr:
-    return LeaderIsr(
-        leader=state.leader,
-        leader_epoch=state.leader_epoch,
-        isr=list(state.isr),
-        controller_epoch=state.controller_epoch,
-        zk_version=zk_version,
-        leader_recovery_state=state.leader_recovery_state,
-    )
 
 
 __all__ = [

@@ -1,126 +1,87 @@
-"""Topic administration shared by CreateTopics, DeleteTopics, CreatePartitions and Metadata's
-auto-creation: validation, replica placement, ZooKeeper writes, and waiting for the
-controller's metadata to show the result (Kafka's delayed create/delete operations).
+"""The broker's asyncio shell over :class:`weir.coordination.topic_admin.TopicAdmin`.
+
+CreateTopics, DeleteTopics, CreatePartitions, Metadata's auto-creation and the coordinators'
+internal topics call these with the broker's parts (:class:`AdminServices`: the handlers'
+``BrokerServices``, or the broker itself): each builds a ``TopicAdmin`` over the ZooKeeper
+client with the broker's current settings, runs its rules and writes off the event loop
+(``asyncio.to_thread``), and passes in what only the broker knows (its metadata cache).
+Waiting for the controller's metadata to show the result (Kafka's delayed create/delete
+operations) is :func:`wait_until`.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-import re
 import time
 import uuid
-from typing import Any
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, Protocol
 
-from weir.config import validate_topic_configs
-from weir.controller.assignment import assign_replicas
+from weir.coordination.topic_admin import (
+    InternalTopic,
+    TopicAdmin,
+    TopicAdminSettings,
+    TopicStore,
+    offsets_topic,
+    transaction_state_topic,
+    validate_topic_name,
+)
 from weir.protocol.errors import ErrorCode, KafkaError
 
 log = logging.getLogger(__name__)
 
-MAX_TOPIC_NAME = 249
-_LEGAL = re.compile(r"^[a-zA-Z0-9._-]+$")
+
+class AdminServices(Protocol):
+    """What topic administration needs of the broker."""
+
+    broker_id: int
+    zk: TopicStore
+    metadata: Any  # the MetadataCache: .topics and .brokers are read
+
+    @property
+    def config(self) -> Any: ...  # the live BrokerConfig (dynamic configs replace it)
 
 
-def validate_topic_name(name: str) -> None:
-    if not name or name in (".", ".."):
-        raise KafkaError(ErrorCode.invalid_topic_exception, f"topic name {name!r} is illegal")
-    if len(name) > MAX_TOPIC_NAME:
-        raise KafkaError(ErrorCode.invalid_topic_exception,
-                         f"topic name is longer than {MAX_TOPIC_NAME} characters")
-    if not _LEGAL.match(name):
-        raise KafkaError(ErrorCode.invalid_topic_exception,
-                         f"topic name {name!r} has characters other than ASCII "
-                         "alphanumerics, '.', '_' and '-'")
+def topic_admin(services: AdminServices) -> TopicAdmin:
+    """A TopicAdmin over ``services.zk`` with ``services.config``'s current settings (dynamic
+    broker configs replace ``services.config``, so it is read on every request)."""
+    return TopicAdmin(services.zk, TopicAdminSettings.from_config(services.config))
 
 
-def live_broker_ids(broker) -> list[int]:
-    ids = sorted(broker.metadata.brokers)
-    return ids or [broker.broker_id]
+def live_broker_ids(services: AdminServices) -> list[int]:
+    ids = sorted(services.metadata.brokers)
+    return ids or [services.broker_id]
 
 
-async def registered_broker_ids(broker) -> list[int]:
-    """The brokers registered in ZooKeeper (``/brokers/ids``): what Kafka's ZooKeeper-mode
-    topic admin assigns replicas over (``AdminZkClient.getBrokerMetadatas``), rather than
-    this broker's metadata cache, which may not yet have heard of a broker that has just
-    registered."""
-    infos = await asyncio.to_thread(broker.zk.get_all_brokers)
-    return sorted(infos) or live_broker_ids(broker)
+async def create_topic(services: AdminServices, name: str, num_partitions: int, replication_factor: int,
+                       manual: dict[int, list[int]] | None, configs: Mapping[str, str],
+                       validate_only: bool = False
+                       ) -> tuple[uuid.UUID | None, dict[int, list[int]]]:
+    """:meth:`TopicAdmin.create_topic`: the new topic's id (None if ``validate_only``) and
+    assignment, or KafkaError."""
+    return await asyncio.to_thread(
+        topic_admin(services).create_topic, name, num_partitions, replication_factor, manual,
+        dict(configs), validate_only=validate_only,
+        in_metadata_cache=name in services.metadata.topics,
+        fallback_brokers=live_broker_ids(services))
 
 
-# ZooKeeper refuses a znode over jute.maxbuffer (1 MiB less one byte by default), and a topic's
-# whole assignment lives in one: /brokers/topics/<t>.
-ZNODE_MAX_BYTES = 0xFFFFF
+async def create_partitions(services: AdminServices, name: str, count: int,
+                            assignments: Sequence[Sequence[int]] | None,
+                            validate_only: bool) -> dict[int, list[int]]:
+    """:meth:`TopicAdmin.create_partitions`: the new partitions' assignment, or KafkaError."""
+    return await asyncio.to_thread(
+        topic_admin(services).create_partitions, name, count, assignments,
+        validate_only=validate_only, fallback_brokers=live_broker_ids(services))
 
 
-def check_assignment_fits(total_partitions: int, replication_factor: int) -> None:
-    """Refuse an assignment that cannot be stored, before building it: each partition takes
-    at least ``"p":[r],`` in the JSON (6 bytes and two per replica). Kafka fails the same
-    request only after building the assignment in memory; a request for 2**31 partitions must
-    not be able to exhaust the broker's memory first."""
-    least = total_partitions * (5 + 2 * replication_factor)
-    if least > ZNODE_MAX_BYTES:
-        raise KafkaError(
-            ErrorCode.invalid_partitions,
-            f"{total_partitions} partitions with replication factor {replication_factor} "
-            f"cannot be stored: the assignment would exceed ZooKeeper's {ZNODE_MAX_BYTES}-byte "
-            f"znode limit (jute.maxbuffer)")
+async def delete_topic(services: AdminServices, name: str) -> None:
+    """:meth:`TopicAdmin.delete_topic`: queue ``name`` for deletion, or KafkaError."""
+    await asyncio.to_thread(topic_admin(services).delete_topic, name)
 
 
-def plan_assignment(live_brokers: list[int], num_partitions: int, replication_factor: int,
-                    manual: dict[int, list[int]] | None,
-                    start_partition: int = 0) -> dict[int, list[int]]:
-    """Replica assignment of new partitions over ``live_brokers`` (or checks a manual one)."""
-    if manual:
-        live = set(live_brokers)
-        expected = list(range(start_partition, start_partition + len(manual)))
-        if sorted(manual) != expected:
-            raise KafkaError(ErrorCode.invalid_replica_assignment,
-                             f"partitions must be numbered {expected}, got {sorted(manual)}")
-        sizes = {len(r) for r in manual.values()}
-        for p, replicas in manual.items():
-            if not replicas or len(set(replicas)) != len(replicas):
-                raise KafkaError(ErrorCode.invalid_replica_assignment,
-                                 f"partition {p}: replica list {replicas} is empty or repeats")
-            unknown = [r for r in replicas if r not in live]
-            if unknown:
-                raise KafkaError(ErrorCode.invalid_replica_assignment,
-                                 f"partition {p}: brokers {unknown} are not alive")
-        if len(sizes) > 1:
-            raise KafkaError(ErrorCode.invalid_replica_assignment,
-                             "all partitions must have the same replication factor")
-        return {p: list(r) for p, r in manual.items()}
-    if num_partitions < 1:
-        raise KafkaError(ErrorCode.invalid_partitions,
-                         f"number of partitions must be at least 1, got {num_partitions}")
-    if replication_factor < 1:
-        raise KafkaError(ErrorCode.invalid_replication_factor,
-                         f"replication factor must be at least 1, got {replication_factor}")
-    check_assignment_fits(start_partition + num_partitions, replication_factor)
-    return assign_replicas(live_brokers, num_partitions, replication_factor,
-                           start_partition=start_partition)
-
-
-async def create_topic(broker, name: str, num_partitions: int, replication_factor: int,
-                       manual: dict[int, list[int]] | None, configs: dict[str, str],
-                       validate_only: bool = False) -> tuple[uuid.UUID | None, dict[int, list[int]]]:
-    validate_topic_name(name)
-    if name in broker.metadata.topics:
-        raise KafkaError(ErrorCode.topic_already_exists, f"topic {name!r} already exists")
-    validate_topic_configs(configs)
-    if num_partitions == -1:
-        num_partitions = broker.config.num_partitions
-    if replication_factor == -1:
-        replication_factor = broker.config.default_replication_factor
-    assignment = plan_assignment(await registered_broker_ids(broker), num_partitions,
-                                 replication_factor, manual)
-    if validate_only:
-        return None, assignment
-    topic_id = await asyncio.to_thread(broker.zk.create_topic, name, assignment, dict(configs))
-    return topic_id, assignment
-
-
-async def wait_until(predicate, timeout_ms: int) -> bool:
+async def wait_until(predicate: Callable[[], bool], timeout_ms: int) -> bool:
     """Poll ``predicate`` on the event loop until true or the deadline (metadata arrives
     through UpdateMetadata requests handled on this same loop)."""
     deadline = time.monotonic() + max(timeout_ms, 0) / 1000
@@ -141,43 +102,40 @@ def config_entries(configs: Any) -> dict[str, str]:
     return out
 
 
-async def create_transaction_state_topic(broker) -> None:
-    """``__transaction_state`` with Kafka's settings (``transaction.state.log.*``,
-    compacted, unclean election off), for the transaction coordinator; an existing topic is
-    not an error."""
-    from weir.transactions.codec import TRANSACTION_STATE_TOPIC
-
-    cfg = broker.config
-    rf = min(cfg.transaction_state_log_replication_factor, len(live_broker_ids(broker)))
-    configs = {"cleanup.policy": "compact", "retention.ms": "-1",
-               "min.insync.replicas": str(cfg.transaction_state_log_min_isr),
-               "segment.bytes": str(cfg.transaction_state_log_segment_bytes),
-               "unclean.leader.election.enable": "false", "compression.type": "uncompressed"}
+async def _create_internal_topic(services: AdminServices, topic: InternalTopic) -> None:
     try:
-        await create_topic(broker, TRANSACTION_STATE_TOPIC,
-                           cfg.transaction_state_log_num_partitions, rf, None, configs)
-        log.info("created %s (%d partitions, RF %d)", TRANSACTION_STATE_TOPIC,
-                 cfg.transaction_state_log_num_partitions, rf)
+        await create_topic(services, topic.name, topic.num_partitions, topic.replication_factor,
+                           None, topic.configs)
+        log.info("created %s (%d partitions, RF %d)", topic.name, topic.num_partitions,
+                 topic.replication_factor)
     except KafkaError as exc:
         if exc.code != ErrorCode.topic_already_exists:
-            log.warning("cannot create %s: %s", TRANSACTION_STATE_TOPIC, exc.message)
+            log.warning("cannot create %s: %s", topic.name, exc.message)
 
 
-async def create_offsets_topic(broker) -> None:
-    """``__consumer_offsets`` with Kafka's settings (``offsets.topic.*``), for the group
-    coordinator; an existing topic is not an error."""
-    from weir.groups.codec import OFFSETS_TOPIC
+async def create_transaction_state_topic(services: AdminServices) -> None:
+    """``__transaction_state`` for the transaction coordinator; an existing topic is not an
+    error."""
+    await _create_internal_topic(
+        services, transaction_state_topic(services.config, len(live_broker_ids(services))))
 
-    cfg = broker.config
-    rf = min(cfg.offsets_topic_replication_factor, len(live_broker_ids(broker)))
-    configs = {"cleanup.policy": "compact", "retention.ms": "-1",
-               "segment.bytes": str(cfg.offsets_topic_segment_bytes),
-               "compression.type": "producer"}
-    try:
-        await create_topic(broker, OFFSETS_TOPIC, cfg.offsets_topic_num_partitions, rf, None,
-                           configs)
-        log.info("created %s (%d partitions, RF %d)", OFFSETS_TOPIC,
-                 cfg.offsets_topic_num_partitions, rf)
-    except KafkaError as exc:
-        if exc.code != ErrorCode.topic_already_exists:
-            log.warning("cannot create %s: %s", OFFSETS_TOPIC, exc.message)
+
+async def create_offsets_topic(services: AdminServices) -> None:
+    """``__consumer_offsets`` for the group coordinator; an existing topic is not an error."""
+    await _create_internal_topic(
+        services, offsets_topic(services.config, len(live_broker_ids(services))))
+
+
+__all__ = [
+    "AdminServices",
+    "config_entries",
+    "create_offsets_topic",
+    "create_partitions",
+    "create_topic",
+    "create_transaction_state_topic",
+    "delete_topic",
+    "live_broker_ids",
+    "topic_admin",
+    "validate_topic_name",
+    "wait_until",
+]

@@ -15,8 +15,12 @@ from weir.coordination.errors import (
     ZkNoNodeError,
     ZkVersionMismatchError,
 )
+from weir.coordination.topic_admin import TopicAdmin, TopicAdminSettings
 from weir.coordination.zk import ZkClient, split_connect
 from weir.protocol.errors import ErrorCode, KafkaError
+
+SETTINGS = TopicAdminSettings(num_partitions=1, default_replication_factor=1,
+                              delete_topic_enable=True)
 
 
 def broker(broker_id: int) -> BrokerInfo:
@@ -174,8 +178,8 @@ def test_create_topic_and_configs(zk) -> None:
         zk.create_topic("orders", {0: [1]}, {})
     assert err.value.code is ErrorCode.topic_already_exists
     zk.create_topic("a.b", {0: [1]}, {})
-    with pytest.raises(KafkaError) as err:
-        zk.create_topic("a_b", {0: [1]}, {})
+    with pytest.raises(KafkaError) as err:  # TopicAdmin's rule: '.' and '_' collide
+        TopicAdmin(zk, SETTINGS).create_topic_with_assignment("a_b", {0: [1]}, {})
     assert err.value.code is ErrorCode.invalid_topic_exception
     given = uuid.uuid4()
     assert zk.create_topic("fixed", {0: [1]}, {}, topic_id=given) == given
@@ -192,17 +196,18 @@ def test_set_topic_config_posts_change_notification(zk) -> None:
 
 
 def test_add_partitions_is_conditional(zk) -> None:
+    admin = TopicAdmin(zk, SETTINGS)
     zk.create_topic("t", {0: [1]}, {})
     version = zk.get_topic("t").zk_version
-    assert zk.add_partitions("t", {1: [2]}, version) == version + 1
+    assert admin.add_partitions("t", {1: [2]}, version) == version + 1
     assert zk.get_topic("t").partitions == {0: [1], 1: [2]}
     with pytest.raises(ZkVersionMismatchError):
-        zk.add_partitions("t", {2: [1]}, version)
+        admin.add_partitions("t", {2: [1]}, version)
     with pytest.raises(KafkaError) as err:
-        zk.add_partitions("t", {1: [1]}, version + 1)
+        admin.add_partitions("t", {1: [1]}, version + 1)
     assert err.value.code is ErrorCode.invalid_partitions
     with pytest.raises(KafkaError) as err:
-        zk.add_partitions("nope", {0: [1]}, 0)
+        admin.add_partitions("nope", {0: [1]}, 0)
     assert err.value.code is ErrorCode.unknown_topic_or_partition
 
 
@@ -210,14 +215,16 @@ def test_topic_deletion(zk) -> None:
     zk.create_topic("t", {0: [1], 1: [1]}, {"retention.ms": "5"})
     _, epoch_version = zk.try_become_controller(1)
     zk.create_partition_states({tp(0): state(1), tp(1): state(1)}, epoch_version)
-    zk.mark_topic_for_deletion("t")
+    admin = TopicAdmin(zk, SETTINGS)
+    admin.delete_topic("t")
     zk.mark_topic_for_deletion("t")  # idempotent
     assert zk.get_topics_to_delete() == ["t"]
+    assert zk.is_topic_marked_for_deletion("t")
     with pytest.raises(KafkaError) as err:
         zk.create_topic("t", {0: [1]}, {})
     assert err.value.code is ErrorCode.topic_already_exists
     with pytest.raises(KafkaError) as err:
-        zk.mark_topic_for_deletion("missing")
+        admin.delete_topic("missing")
     assert err.value.code is ErrorCode.unknown_topic_or_partition
     zk.delete_topic_znodes("t", epoch_version)
     assert zk.get_topic("t") is None

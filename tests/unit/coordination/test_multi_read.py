@@ -1,4 +1,5 @@
-"""Batched state reads (ZooKeeper multiRead) used by controller failover, on a real server."""
+"""Batched znode reads (ZooKeeper multiRead, weir.coordination.multi_read) used by controller
+failover, on a real server."""
 
 from __future__ import annotations
 
@@ -6,10 +7,11 @@ import itertools
 from collections.abc import Iterator
 
 import pytest
+from kazoo.exceptions import UnimplementedError
 
 from weir.common import TopicPartition
-from weir.coordination import zk as zk_module
 from weir.coordination.codecs import LeaderIsr
+from weir.coordination.multi_read import BatchedReader
 from weir.coordination.zk import ZkClient
 from weir.coordination.zkserver import ZooKeeperServer
 
@@ -44,8 +46,8 @@ def _write(zk: ZkClient, count: int) -> dict[TopicPartition, LeaderIsr]:
     return states
 
 
-def test_multi_read_across_chunks_with_missing_nodes(zk: ZkClient, monkeypatch) -> None:
-    monkeypatch.setattr(zk_module, "_MULTI_READ_CHUNK", 7)
+def test_multi_read_across_chunks_with_missing_nodes(zk: ZkClient) -> None:
+    zk._reads.chunk = 7
     states = _write(zk, 30)
     missing = [TopicPartition("t", 99), TopicPartition("gone", 0)]
     wanted = [*missing[:1], *states, *missing[1:]]
@@ -54,13 +56,13 @@ def test_multi_read_across_chunks_with_missing_nodes(zk: ZkClient, monkeypatch) 
     for tp, state in states.items():
         assert read[tp] == LeaderIsr(state.leader, state.leader_epoch, state.isr,
                                      state.controller_epoch, zk_version=0)
-    assert zk._multi_read  # the server has multiRead: no fallback happened
+    assert zk._reads.multi_read  # the server has multiRead: no fallback happened
 
 
 def test_multi_read_matches_one_by_one_reads(zk: ZkClient) -> None:
     states = _write(zk, 20)
     batched = zk.get_partition_states(states)
-    zk._multi_read = False
+    zk._reads.multi_read = False
     assert zk.get_partition_states(states) == batched
     assert len(zk.get_topics(["t", "nope"])) == 1
 
@@ -68,12 +70,12 @@ def test_multi_read_matches_one_by_one_reads(zk: ZkClient) -> None:
 def test_falls_back_without_multi_read(zk: ZkClient, monkeypatch) -> None:
     states = _write(zk, 10)
 
-    def unimplemented(self: ZkClient, wanted: list[str]) -> dict:
-        raise zk_module.UnimplementedError()
+    def unimplemented(self: BatchedReader, wanted: list[str]) -> dict:
+        raise UnimplementedError()
 
-    monkeypatch.setattr(ZkClient, "_get_many_multi", unimplemented)
+    monkeypatch.setattr(BatchedReader, "get_many_multi", unimplemented)
     assert len(zk.get_partition_states(states)) == 10
-    assert zk._multi_read is False
+    assert zk._reads.multi_read is False
 
 
 def test_topic_configs_batched(zk: ZkClient) -> None:
@@ -83,3 +85,20 @@ def test_topic_configs_batched(zk: ZkClient) -> None:
     assert configs["c3"] == {"retention.ms": "3"} and configs["c2"] == {}
     assert configs["none"] == {}
     assert all(configs[f"c{i}"] == zk.get_topic_config(f"c{i}") for i in range(10))
+
+
+def test_large_batches_go_out_as_multi_read_small_ones_pipelined(zk: ZkClient,
+                                                                 monkeypatch) -> None:
+    states = _write(zk, 12)
+    calls: list[tuple[str, int]] = []
+    for name in ("get_many_multi", "get_many_pipelined"):
+        real = getattr(BatchedReader, name)
+
+        def spy(self, wanted, real=real, name=name):
+            calls.append((name, len(wanted)))
+            return real(self, wanted)
+
+        monkeypatch.setattr(BatchedReader, name, spy)
+    assert len(zk.get_partition_states(states)) == 12
+    assert len(zk.get_partition_states(list(states)[:3])) == 3
+    assert calls == [("get_many_multi", 12), ("get_many_pipelined", 3)]
