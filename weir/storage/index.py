@@ -68,13 +68,16 @@ class _SparseIndex:
             self._values.append(value)
         self._written = len(self._keys)
 
-    def reset(self) -> None:
-        """Empty the index (before a rebuild)."""
+    def reset(self, *, file: bool = True) -> None:
+        """Empty the index (before a rebuild), and its file unless ``file`` is False (the
+        index of an empty segment, which a load never reads: the next flush rewrites the
+        file whole)."""
         self._keys.clear()
         self._values.clear()
         self._written = 0
-        with open(self.path, "wb"):
-            pass
+        if file:
+            with open(self.path, "wb"):
+                pass
 
     def _append(self, key: int, value: int) -> None:
         self._keys.append(key)
@@ -95,7 +98,9 @@ class _SparseIndex:
         data = b"".join(self.ENTRY.pack(*self._encode(k, v)) for k, v in
                         zip(self._keys[self._written:], self._values[self._written:],
                             strict=True))
-        with open(self.path, "ab") as f:
+        # Nothing written yet: the file is rewritten whole (an empty segment's index is
+        # never read at load, so its file may still hold entries of an older segment).
+        with open(self.path, "ab" if self._written else "wb") as f:
             f.write(data)
             f.flush()
             os.fsync(f.fileno())

@@ -14,6 +14,7 @@ The result is a :class:`LoadedLog` (Kafka's ``LoadedLogOffsets`` plus the loaded
 from __future__ import annotations
 
 import logging
+import os
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -22,10 +23,11 @@ from weir.storage.checkpoints import LEADER_EPOCH_CHECKPOINT, TMP_SUFFIX
 from weir.storage.config import LogConfig
 from weir.storage.epoch_cache import LeaderEpochCache
 from weir.storage.integrity import CorruptSegmentError, load_epoch_cache, recover_epochs
+from weir.storage.producer_snapshot import snapshot_offsets
 from weir.storage.producer_state import ProducerStateManager
 from weir.storage.producer_state_loader import load_producer_state
 from weir.storage.segment import LogSegment
-from weir.storage.swap import complete_interrupted_swaps
+from weir.storage.swap import CLEANED_SUFFIX, SWAP_SUFFIX, complete_interrupted_swaps
 
 __all__ = ["LoadedLog", "load_log", "new_segment"]
 
@@ -61,11 +63,20 @@ def load_log(directory: Path, config: LogConfig, *, recovery_point: int,
 
 def _load(directory: Path, config: LogConfig, log_start_offset: int | None, now_ms: int,
           recovery_point: int, clean_shutdown: bool) -> LoadedLog:
-    directory.mkdir(parents=True, exist_ok=True)
-    complete_interrupted_swaps(directory, index_interval_bytes=config.index_interval_bytes,
-                               max_index_bytes=config.segment_index_bytes, now_ms=now_ms)
-    _remove_leftovers(directory)
-    segments = _load_segments(directory, config, recovery_point, clean_shutdown, now_ms)
+    # One listing of the directory serves every step below (a broker restarting with
+    # thousands of replicas would otherwise list each partition directory four times).
+    try:
+        names = os.listdir(directory)
+    except FileNotFoundError:
+        directory.mkdir(parents=True, exist_ok=True)
+        names = []
+    if any(name.endswith((CLEANED_SUFFIX, SWAP_SUFFIX)) for name in names):
+        complete_interrupted_swaps(directory, index_interval_bytes=config.index_interval_bytes,
+                                   max_index_bytes=config.segment_index_bytes, now_ms=now_ms)
+        names = os.listdir(directory)
+    present = _remove_leftovers(directory, names)
+    segments = _load_segments(directory, config, recovery_point, clean_shutdown, now_ms,
+                              present)
     start = max(log_start_offset or 0, segments[0].base_offset if segments else 0)
     if segments and start > segments[-1].next_offset:
         for seg in segments:  # data past the checkpointed log start was lost
@@ -80,7 +91,8 @@ def _load(directory: Path, config: LogConfig, log_start_offset: int | None, now_
             (s.base_offset for i, s in enumerate(segments)
              if i + 1 == len(segments) or segments[i + 1].base_offset > recovery_point),
             None)
-        load_producer_state(directory, segments, producer_state, recovered_from=recovered)
+        load_producer_state(directory, segments, producer_state, recovered_from=recovered,
+                            snapshots=snapshot_offsets(present))
         if recovered is not None:
             # Kafka's LogSegment.recover: the epochs of the recovered batches go back
             # into the cache (a deferred checkpoint write may have died with the process).
@@ -106,34 +118,40 @@ def new_segment(directory: Path, base: int, config: LogConfig, now_ms: int) -> L
     )
 
 
-def _remove_leftovers(directory: Path) -> None:
-    """Delete temp files, ``.deleted`` files and indexes without a ``.log``."""
-    for path in directory.iterdir():
-        name = path.name
-        if name.endswith((TMP_SUFFIX, ".deleted", ".cleaned", ".swap")):
-            path.unlink(missing_ok=True)
+def _remove_leftovers(directory: Path, names: list[str]) -> frozenset[str]:
+    """Delete temp files, ``.deleted`` files and indexes without a ``.log``; returns the
+    names left."""
+    present = set(names)
+    for name in names:
+        if name.endswith((TMP_SUFFIX, ".deleted", CLEANED_SUFFIX, SWAP_SUFFIX)):
+            (directory / name).unlink(missing_ok=True)
+            present.discard(name)
         elif name.endswith((".index", ".timeindex", ".txnindex")):
             stem = name.split(".", 1)[0]
-            if not (directory / f"{stem}.log").exists():
-                path.unlink(missing_ok=True)
+            if f"{stem}.log" not in present:
+                (directory / name).unlink(missing_ok=True)
+                present.discard(name)
+    return frozenset(present)
 
 
-def _segment_bases(directory: Path) -> list[int]:
+def _segment_bases(names: frozenset[str]) -> list[int]:
     bases = []
-    for path in directory.glob("*.log"):
-        if len(path.stem) == 20 and path.stem.isdigit():
-            bases.append(int(path.stem))
+    for name in names:
+        stem, dot, ext = name.partition(".")
+        if ext == "log" and dot and len(stem) == 20 and stem.isdigit():
+            bases.append(int(stem))
     return sorted(bases)
 
 
 def _load_segments(
-    directory: Path, config: LogConfig, recovery_point: int, clean: bool, now_ms: int
+    directory: Path, config: LogConfig, recovery_point: int, clean: bool, now_ms: int,
+    present: frozenset[str],
 ) -> list[LogSegment]:
     """Open every segment; recover those at/after the recovery point after a crash.
 
     If recovery cuts a segment short, later segments are unreachable and are deleted.
     """
-    bases = _segment_bases(directory)
+    bases = _segment_bases(present)
     segments: list[LogSegment] = []
     for i, base in enumerate(bases):
         later = bases[i + 1 :]
@@ -145,6 +163,7 @@ def _load_segments(
             max_index_bytes=config.segment_index_bytes,
             now_ms=now_ms,
             recover=recover,
+            present=present,
         )
         if recover and seg.size:
             # Recovered bytes may be only in the page cache of the crashed process: made

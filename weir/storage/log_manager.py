@@ -115,10 +115,13 @@ class LogManager:
             log_dir / REPLICATION_OFFSET_CHECKPOINT,
             "high watermarks are unknown (each starts at its log start offset)",
         )
-        for child in sorted(log_dir.iterdir()):
-            parsed = parse_log_dir_name(child.name)
-            if not child.is_dir() or parsed is None:
+        with os.scandir(log_dir) as listing:  # d_type: no stat per entry
+            children = sorted(entry.name for entry in listing if entry.is_dir())
+        for name in children:
+            parsed = parse_log_dir_name(name)
+            if parsed is None:
                 continue
+            child = log_dir / name
             tp, kind = parsed
             if kind is DirKind.DELETE:
                 self._leftover_deletes.setdefault(tp, []).append(child)

@@ -37,6 +37,7 @@ __all__ = [
     "list_snapshots",
     "load_latest",
     "read_snapshot",
+    "snapshot_offsets",
     "snapshot_path",
     "write_snapshot",
 ]
@@ -123,11 +124,17 @@ def read_snapshot(path: Path) -> list[ProducerEntry]:
 
 def list_snapshots(directory: Path) -> list[int]:
     """The offsets of the snapshot files in ``directory``, ascending."""
+    return snapshot_offsets(os.listdir(directory))
+
+
+def snapshot_offsets(names: Iterable[str]) -> list[int]:
+    """The offsets of the snapshot files among the file ``names`` of a directory, ascending."""
     out = []
-    for path in directory.glob(f"*{SNAPSHOT_SUFFIX}"):
-        stem = path.name[: -len(SNAPSHOT_SUFFIX)]
-        if len(stem) == 20 and stem.isdigit():
-            out.append(int(stem))
+    for name in names:
+        if name.endswith(SNAPSHOT_SUFFIX):
+            stem = name[: -len(SNAPSHOT_SUFFIX)]
+            if len(stem) == 20 and stem.isdigit():
+                out.append(int(stem))
     return sorted(out)
 
 
@@ -139,11 +146,12 @@ def delete_snapshots(directory: Path, *, below: int | None = None,
             snapshot_path(directory, offset).unlink(missing_ok=True)
 
 
-def load_latest(directory: Path, at_most: int, at_least: int
-                ) -> tuple[int, list[ProducerEntry]] | None:
+def load_latest(directory: Path, at_most: int, at_least: int,
+                offsets: list[int] | None = None) -> tuple[int, list[ProducerEntry]] | None:
     """The newest readable snapshot with ``at_least ≤ offset ≤ at_most``; corrupt ones
-    (and those out of range above ``at_most``) are deleted on the way."""
-    for offset in reversed(list_snapshots(directory)):
+    (and those out of range above ``at_most``) are deleted on the way.  ``offsets``: the
+    snapshots of the directory if the caller has listed it already."""
+    for offset in reversed(list_snapshots(directory) if offsets is None else offsets):
         path = snapshot_path(directory, offset)
         if offset > at_most:
             path.unlink(missing_ok=True)

@@ -50,16 +50,18 @@ def marker_of(seg: LogSegment, header: BatchHeader) -> EndTxnMarker | None:
 
 
 def load_producer_state(directory: Path, segments: Sequence[LogSegment],
-                        state: ProducerStateManager, *, recovered_from: int | None) -> int:
+                        state: ProducerStateManager, *, recovered_from: int | None,
+                        snapshots: list[int] | None = None) -> int:
     """Fill ``state`` for ``segments``; returns the offset the replay started at.
 
     ``recovered_from``: the base offset of the first segment crash recovery re-validated
     (None after a clean shutdown).  A snapshot above it is not trusted (it may describe
-    batches recovery cut off), and those segments get their transaction index rebuilt."""
+    batches recovery cut off), and those segments get their transaction index rebuilt.
+    ``snapshots``: the directory's snapshot offsets, if the caller listed it already."""
     leo = segments[-1].next_offset
     first_base = segments[0].base_offset
     at_most = leo if recovered_from is None else min(leo, recovered_from)
-    snap = load_latest(directory, at_most=at_most, at_least=first_base)
+    snap = load_latest(directory, at_most=at_most, at_least=first_base, offsets=snapshots)
     if snap is None:
         state.clear()
         start = first_base

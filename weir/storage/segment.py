@@ -14,7 +14,7 @@ from __future__ import annotations
 import io
 import logging
 import os
-from collections.abc import Iterator
+from collections.abc import Collection, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -57,6 +57,7 @@ class LogSegment:
         max_index_bytes: int,
         created_ms: int,
         suffix: str = "",
+        load_txn_index: bool = True,
     ) -> None:
         # ``suffix``: ".cleaned" / ".swap" for the log cleaner's replacement segments (Kafka's
         # UnifiedLog.replaceSegments); see weir.storage.swap.
@@ -73,7 +74,8 @@ class LogSegment:
         )
         # The aborted transactions whose ABORT marker is in this segment (KIP-98).
         self.txn_index = TransactionIndex(
-            directory / (segment_file_name(base_offset, ".txnindex") + suffix), base_offset)
+            directory / (segment_file_name(base_offset, ".txnindex") + suffix), base_offset,
+            load=load_txn_index)
         self.index_interval_bytes = index_interval_bytes
         self.created_ms = created_ms
         fd = os.open(self.log_path, os.O_RDWR | os.O_CREAT, 0o644)
@@ -129,12 +131,16 @@ class LogSegment:
         now_ms: int,
         recover: bool,
         suffix: str = "",
+        present: Collection[str] | None = None,
     ) -> tuple[LogSegment, int]:
         """Load an existing segment; returns it and the bytes cut off by recovery.
 
         Without ``recover`` the indexes are trusted if they validate; a missing or corrupt
         index (or a log that does not end on a batch boundary) triggers recovery anyway.
+        ``present``: the names in ``directory`` if the caller listed it (a segment without
+        aborted transactions has no ``.txnindex`` file: not looked for).
         """
+        txn_name = segment_file_name(base_offset, ".txnindex") + suffix
         seg = cls(
             directory,
             base_offset,
@@ -142,6 +148,7 @@ class LogSegment:
             max_index_bytes=max_index_bytes,
             created_ms=now_ms,
             suffix=suffix,
+            load_txn_index=present is None or txn_name in present,
         )
         truncated = seg.recover() if recover else seg._load_or_recover()
         try:
@@ -155,7 +162,13 @@ class LogSegment:
     def _load_or_recover(self) -> int:
         """Trust the indexes if they pass Kafka's sanity check (and the batches after the
         last offset-index entry are well formed); otherwise recover the segment, which
-        rebuilds both indexes (Kafka's LogLoader does the same on a failed sanityCheck)."""
+        rebuilds both indexes (Kafka's LogLoader does the same on a failed sanityCheck).
+
+        An empty ``.log`` has empty indexes whatever their files hold: they are not read
+        (an idle replica's segment costs no index I/O at startup; the first flush rewrites
+        a file that held stale entries, see ``_SparseIndex.flush``)."""
+        if self._size == 0:
+            return 0
         try:
             self.index.load()
             self.time_index.load()
@@ -363,9 +376,12 @@ class LogSegment:
 
     def recover(self) -> int:
         """Validate every batch (magic, length, offsets, CRC32C), cut the invalid tail,
-        rebuild both indexes.  Returns the number of bytes truncated."""
-        self.index.reset()
-        self.time_index.reset()
+        rebuild both indexes.  Returns the number of bytes truncated.
+
+        An empty segment's index files are left as they are (never read for an empty
+        ``.log``): recovering thousands of idle replicas after a crash writes no file."""
+        self.index.reset(file=self._size > 0)
+        self.time_index.reset(file=self._size > 0)
         self._next_offset = self.base_offset
         self._max_timestamp, self._offset_of_max_timestamp = -1, self.base_offset
         self._bytes_since_index = 0
