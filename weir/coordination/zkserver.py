@@ -119,7 +119,15 @@ def _pid_alive(pid: int) -> bool:
         stat = Path(f"/proc/{pid}/stat").read_text()
     except OSError:
         return True
-    return stat.rpartition(")")[2].split()[0] != "Z"
+    if stat.rpartition(")")[2].split()[0] != "Z":
+        return True
+    # A zombie thread-group leader is a process that is gone only once its other threads are:
+    # while a multithreaded process (the JVM) exits, its leader already shows "Z" but the
+    # process cannot be reaped yet, so its parent still sees it running.
+    try:
+        return len(os.listdir(f"/proc/{pid}/task")) > 1
+    except OSError:
+        return False
 
 
 class ZooKeeperServer:

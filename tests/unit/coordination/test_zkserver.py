@@ -1,6 +1,9 @@
 """The managed local ZooKeeper: classpath discovery, start, attach, stop."""
 
 import os
+import subprocess
+import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -9,6 +12,7 @@ from kazoo.client import KazooClient
 from weir.coordination.zkserver import (
     ZooKeeperNotFound,
     ZooKeeperServer,
+    _pid_alive,
     find_zookeeper_classpath,
 )
 
@@ -16,6 +20,38 @@ from weir.coordination.zkserver import (
 def test_missing_jars_name_the_debian_package(tmp_path: Path) -> None:
     with pytest.raises(ZooKeeperNotFound, match="libzookeeper-java"):
         find_zookeeper_classpath(tmp_path)
+
+
+def _state(pid: int) -> str:
+    return Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()[0]
+
+
+def test_a_process_whose_leader_thread_exited_is_alive_until_its_last_thread_ends() -> None:
+    """An exiting JVM's leader thread shows "Z" before its other threads are gone; its parent
+    cannot reap it yet, so stopping it through attach() must wait for those threads."""
+    # The leader thread exits; the other thread lives until its stdin is closed.
+    code = ("import ctypes, sys, threading\n"
+            "threading.Thread(target=sys.stdin.read).start()\n"
+            "ctypes.CDLL(None).pthread_exit(None)\n")
+    proc = subprocess.Popen([sys.executable, "-c", code], stdin=subprocess.PIPE)
+    try:
+        deadline = time.monotonic() + 30
+        while _state(proc.pid) != "Z":
+            assert time.monotonic() < deadline, "the leader thread did not exit"
+            time.sleep(0.01)
+        assert _pid_alive(proc.pid) and proc.poll() is None
+        proc.stdin.close()
+        assert proc.wait(timeout=30) == 0
+    finally:
+        proc.kill()
+        proc.wait()
+    done = subprocess.Popen(["true"])
+    deadline = time.monotonic() + 10
+    while _state(done.pid) != "Z":  # an exited, unreaped child
+        assert time.monotonic() < deadline
+        time.sleep(0.01)
+    assert not _pid_alive(done.pid)
+    done.wait()
 
 
 def test_classpath_has_the_server_and_its_dependencies() -> None:
