@@ -122,3 +122,17 @@ def test_default_value_resolves_fallbacks() -> None:
     assert default_value("broker.rack") is None
     assert topic_default("retention.ms") == default_value("log.retention.ms")
     assert topic_default("leader.replication.throttled.replicas") == []
+
+
+def test_effective_value_of_raw_properties() -> None:
+    from weir.config import ConfigError, effective_value
+
+    assert effective_value({}, "zookeeper.session.timeout.ms") == 18000
+    assert effective_value({"zookeeper.session.timeout.ms": " 6000 "},
+                           "zookeeper.session.timeout.ms") == 6000
+    assert effective_value({"log.dir": "/x"}, "log.dirs") == ["/x"]
+    assert effective_value({"log.dirs": "/a,/b", "log.dir": "/x"}, "log.dirs") == ["/a", "/b"]
+    assert effective_value({"log.retention.hours": "1"}, "log.retention.ms") == 3600000
+    assert effective_value({}, "metrics.http.port") == -1
+    with pytest.raises(ConfigError, match="metrics.http.port"):
+        effective_value({"metrics.http.port": "x"}, "metrics.http.port")

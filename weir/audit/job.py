@@ -30,7 +30,7 @@ REPORT_COLUMNS = ("topic", "partition", "leader", "replicas", "high_watermark",
 def local_cluster_dirs(data_dir: str | Path) -> tuple[str, dict[int, list[str]]]:
     """Bootstrap servers and each broker's log dirs of a ``weir up`` data directory."""
     from weir.cli.cluster import LocalCluster
-    from weir.config import read_properties
+    from weir.config import effective_value, read_properties
 
     cluster = LocalCluster(Path(data_dir))
     if not cluster.brokers:
@@ -38,8 +38,7 @@ def local_cluster_dirs(data_dir: str | Path) -> tuple[str, dict[int, list[str]]]
     dirs = {}
     for slot in cluster.brokers:
         props = read_properties(slot.config)
-        raw = props.get("log.dirs") or props.get("log.dir", "/tmp/kafka-logs")
-        dirs[slot.id] = [d.strip() for d in raw.split(",") if d.strip()]
+        dirs[slot.id] = effective_value(props, "log.dirs")
     return cluster.bootstrap, dirs
 
 

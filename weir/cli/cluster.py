@@ -33,7 +33,7 @@ from typing import Any, Self
 
 from weir.cli import procs
 from weir.cli.zkview import close_zk, open_zk, registered_brokers
-from weir.config import parse_listener, read_properties, write_properties
+from weir.config import effective_value, parse_listener, read_properties, write_properties
 
 CHROOT = "/weir"
 LOOPBACK = "127.0.0.1"
@@ -230,11 +230,12 @@ class LocalCluster:
                 **own,
             }
         if self.serve_metrics and "metrics.http.port" not in managed:
-            kept = read_properties(path).get("metrics.http.port", "-1") if path.exists() else "-1"
-            managed["metrics.http.port"] = kept if int(kept) > 0 else str(free_port())
+            kept = (effective_value(read_properties(path), "metrics.http.port")
+                    if path.exists() else -1)
+            managed["metrics.http.port"] = str(kept if kept > 0 else free_port())
         write_properties(path, managed, header=CONFIG_HEADER)
         props = read_properties(path)
-        listener = parse_listener(props.get("listeners", "PLAINTEXT://:9092").split(",")[0])
+        listener = parse_listener(effective_value(props, "listeners")[0])
         old = self._slots.get(broker_id)
         slot = BrokerSlot(broker_id, listener.host or LOOPBACK, listener.port, path,
                           old.pid if old else 0)
@@ -331,8 +332,8 @@ class LocalCluster:
     def _stale_wait_s(self, config: Path) -> float:
         """How long a dead process's registration can outlive it: its session timeout."""
         try:
-            raw = read_properties(config).get("zookeeper.session.timeout.ms", "18000")
-            return int(raw) / 1000 * 1.5 + 2
+            timeout_ms = effective_value(read_properties(config), "zookeeper.session.timeout.ms")
+            return timeout_ms / 1000 * 1.5 + 2
         except (OSError, ValueError):
             return 30.0
 

@@ -30,6 +30,7 @@ from weir.config.keys import (
     ConfigType,
     TopicConfigDef,
     default_value,
+    effective_value,
     topic_default,
 )
 from weir.config.properties import (
@@ -62,6 +63,7 @@ __all__ = [
     "TOPIC_CONFIGS", "UNIT_SYNONYMS", "BrokerConfig", "ConfigDef", "ConfigEntry", "ConfigError",
     "ConfigSource", "ConfigSynonym", "ConfigType", "Listener", "OneOf", "Range",
     "TopicConfigDef", "default_value", "describe_broker_config", "describe_topic_config",
+    "effective_value",
     "format_property", "format_value", "parse_ip_overrides", "parse_listener",
     "parse_properties", "parse_value", "read_properties", "topic_config", "topic_default",
     "validate_topic_configs", "write_properties",

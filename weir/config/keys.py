@@ -16,6 +16,7 @@ takes another key's value (times a unit factor) when unset (``log.roll.ms`` ←
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from enum import IntEnum
 from typing import Any
@@ -37,7 +38,7 @@ from weir.config.validators import (
 __all__ = [
     "BROKER_CONFIGS", "BROKER_CONFIG_DEFS", "DYNAMIC_BROKER_CONFIGS", "TOPIC_CONFIGS",
     "UNIT_SYNONYMS", "ConfigDef", "ConfigSource", "ConfigType", "TopicConfigDef",
-    "default_value", "topic_default",
+    "default_value", "effective_value", "resolve", "topic_default",
 ]
 
 
@@ -434,6 +435,20 @@ def resolve(key: str, explicit: dict[str, Any]) -> Any:
     if factor != 1:
         return -1 if base < 0 else base * factor
     return base
+
+
+def effective_value(props: Mapping[str, Any], key: str) -> Any:
+    """The typed value of ``key`` in raw properties ``props`` (a ``server.properties`` read
+    without building a whole broker config): as written, else through its fallback keys,
+    else the default.  ConfigError names a key whose value is malformed."""
+    explicit: dict[str, Any] = {}
+    probe: str | None = key
+    while probe is not None:
+        cdef = BROKER_CONFIG_DEFS[probe]
+        if props.get(probe) is not None:
+            explicit[probe] = parse_value(probe, cdef.type, props[probe])
+        probe = cdef.fallback[0] if cdef.fallback else None
+    return resolve(key, explicit)
 
 
 def default_value(key: str) -> Any:

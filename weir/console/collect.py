@@ -21,7 +21,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from weir.config import read_properties
+from weir.config import effective_value, read_properties
 from weir.server.metrics import parse
 
 COUNTERS = {
@@ -61,7 +61,7 @@ def endpoints_from_data_dir(data_dir: str | Path) -> dict[int, str]:
     out: dict[int, str] = {}
     for entry in state.get("brokers", []):
         try:
-            port = int(read_properties(Path(entry["config"])).get("metrics.http.port", "-1"))
+            port = effective_value(read_properties(Path(entry["config"])), "metrics.http.port")
         except (OSError, ValueError, KeyError):
             continue
         if port > 0:

@@ -139,12 +139,12 @@ class Target:
     def log_dirs(self) -> dict[int, Path]:
         if self.cluster is None:
             return {}
-        from weir.config import read_properties
+        from weir.config import effective_value, read_properties
 
         dirs = {}
         for b in self.cluster.broker_ids:
             props = read_properties(self.cluster.config_path(b))
-            dirs[b] = Path(props.get("log.dirs", "").split(",")[0])
+            dirs[b] = Path(effective_value(props, "log.dirs")[0])
         return dirs
 
     def unfreeze(self) -> None:
