@@ -1,24 +1,35 @@
 """The group coordinator: the asyncio shell around :class:`weir.groups.state.Group`.
 
-It owns the ``__consumer_offsets`` partitions this broker leads (loading each by scanning its
-log when leadership arrives, dropping it when leadership goes), parks JoinGroup/SyncGroup
-requests until the state machine answers them, writes group metadata and offset commits as
-record batches through the replica manager (``acks=-1``), and drives the clock (session
-expiry, rebalance deadlines, offset retention).
+It owns the ``__consumer_offsets`` partitions this broker leads (the shared coordinator shell,
+:mod:`weir.coordinator_runtime`, loads each by scanning its log when leadership arrives and
+drops it when leadership goes), parks JoinGroup/SyncGroup requests until the state machine
+answers them, writes group metadata and offset commits as record batches through its
+:class:`~weir.coordinator_runtime.CoordinatorLog` (``acks=-1``), and drives the clock (session
+expiry, rebalance deadlines, offset retention).  It sees the broker only through its
+collaborators: its settings, a metadata view, that log and a clock.
 """
 
 from __future__ import annotations
 
 import asyncio
-import enum
 import logging
-import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from weir.asyncutil import cancel_and_wait, parked
+from weir.asyncutil import parked
 from weir.common import TopicPartition
+from weir.config import default_value
+from weir.coordinator_runtime import (
+    SYSTEM_CLOCK,
+    Clock,
+    CoordinatorLog,
+    CoordinatorPartition,
+    CoordinatorShell,
+    Loading,
+    MetadataView,
+    read_batches,
+)
 from weir.groups import codec
 from weir.groups.codec import OFFSETS_TOPIC, GroupKey, OffsetAndMetadata, OffsetKey
 from weir.groups.state import (
@@ -31,16 +42,16 @@ from weir.groups.state import (
     SyncResult,
 )
 from weir.protocol.errors import ErrorCode, KafkaError
-from weir.records.batch import iter_headers, parse_header
+from weir.records.batch import parse_header
 from weir.records.builder import build_batch
 from weir.records.control import read_marker
 from weir.records.records import iter_records
-from weir.storage.producer_state import AppendOrigin
+
+__all__ = ["GroupCoordinator", "GroupCoordinatorSettings", "Loading", "OffsetsPartition"]
 
 log = logging.getLogger(__name__)
 
 TICK_S = 0.05
-LOAD_CHUNK_BYTES = 1 << 20
 
 # How append errors reach clients: offset writes as Kafka's
 # GroupMetadataManager.maybeConvertOffsetCommitError (REQUEST_TIMED_OUT passes through)...
@@ -66,22 +77,36 @@ _GROUP_WRITE_ERRORS = {
 _LOADING_AS_REBALANCE = {ErrorCode.coordinator_load_in_progress: ErrorCode.rebalance_in_progress}
 
 
-def now_ms() -> int:
-    return int(time.time() * 1000)
+@dataclass(frozen=True)
+class GroupCoordinatorSettings:
+    """The broker keys the group coordinator reads (Kafka's GroupConfig and OffsetConfig)."""
 
+    broker_id: int
+    group: GroupConfig
+    offsets_topic_num_partitions: int = default_value("offsets.topic.num.partitions")
+    offsets_retention_check_interval_ms: int = default_value(
+        "offsets.retention.check.interval.ms")
+    offsets_retention_minutes: int = default_value("offsets.retention.minutes")
+    offsets_commit_timeout_ms: int = default_value("offsets.commit.timeout.ms")
+    offset_metadata_max_bytes: int = default_value("offset.metadata.max.bytes")
 
-class Loading(enum.Enum):
-    LOADING = 1
-    LOADED = 2
+    @classmethod
+    def from_config(cls, config: Any) -> GroupCoordinatorSettings:
+        return cls(
+            broker_id=config.broker_id,
+            group=GroupConfig.from_config(config),
+            offsets_topic_num_partitions=config.offsets_topic_num_partitions,
+            offsets_retention_check_interval_ms=config.offsets_retention_check_interval_ms,
+            offsets_retention_minutes=config.offsets_retention_minutes,
+            offsets_commit_timeout_ms=config.offsets_commit_timeout_ms,
+            offset_metadata_max_bytes=config.offset_metadata_max_bytes,
+        )
 
 
 @dataclass
-class OffsetsPartition:
+class OffsetsPartition(CoordinatorPartition):
     """One ``__consumer_offsets`` partition this broker leads, and the groups it holds."""
 
-    index: int
-    epoch: int
-    status: Loading = Loading.LOADING
     groups: dict[str, Group] = field(default_factory=dict)
     # Transactional offset commits (TxnOffsetCommit) written but not yet decided, per
     # producer id → group → partition, as Kafka's GroupMetadata.pendingTransactionalOffsetCommits.
@@ -89,150 +114,82 @@ class OffsetsPartition:
         default_factory=dict)
 
 
-class GroupCoordinator:
-    def __init__(self, broker: Any,
+_Loaded = tuple[dict[str, Group], dict[int, dict[str, dict[TopicPartition, OffsetAndMetadata]]]]
+
+
+class GroupCoordinator(CoordinatorShell[OffsetsPartition, _Loaded]):
+    topic = OFFSETS_TOPIC
+
+    def __init__(self, settings: GroupCoordinatorSettings, metadata: MetadataView,
+                 log: CoordinatorLog, *, clock: Clock = SYSTEM_CLOCK,
                  create_offsets_topic: Callable[[], Awaitable[None]] | None = None) -> None:
-        """``create_offsets_topic`` creates ``__consumer_offsets`` (the broker passes the
-        topic administration's; Kafka's ``AutoTopicCreationManager`` role) so that the
-        coordinator does not reach into the server layer."""
-        self.broker = broker
-        self._create_topic = create_offsets_topic or _no_topic_creation
-        cfg = broker.config
-        self.group_config = GroupConfig(
-            min_session_timeout_ms=cfg.group_min_session_timeout_ms,
-            max_session_timeout_ms=cfg.group_max_session_timeout_ms,
-            initial_rebalance_delay_ms=cfg.group_initial_rebalance_delay_ms,
-            max_size=cfg.group_max_size,
-        )
-        self.partitions: dict[int, OffsetsPartition] = {}
+        """``log`` appends to and reads the ``__consumer_offsets`` partitions;
+        ``create_offsets_topic`` creates the topic (the broker passes the topic
+        administration's: Kafka's ``AutoTopicCreationManager`` role)."""
+        super().__init__(broker_id=settings.broker_id, metadata=metadata,
+                         default_partitions=settings.offsets_topic_num_partitions,
+                         clock=clock, create_topic=create_offsets_topic)
+        self.settings = settings
+        self.group_config = settings.group
+        self.log = log
         self._joins: dict[tuple[str, str], asyncio.Future] = {}
         self._syncs: dict[tuple[str, str], asyncio.Future] = {}
-        self._tasks: set[asyncio.Task] = set()
-        self._loop_task: asyncio.Task | None = None
-        self._creating: asyncio.Task | None = None
 
-    # -- lifecycle -----------------------------------------------------------------------
+    def _now(self) -> int:
+        return self.clock.now_ms()
 
-    def start(self) -> None:
-        self._loop_task = asyncio.ensure_future(self._run())
+    # -- the coordinator shell's part ----------------------------------------------------------
 
-    async def stop(self) -> None:
-        await cancel_and_wait(self._loop_task, *self._tasks)
-        for index in list(self.partitions):
-            self._unload(index)
-
-    def _spawn(self, coro: Any) -> asyncio.Task:
-        task = asyncio.ensure_future(coro)
-        self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
-        return task
-
-    async def _run(self) -> None:
-        cfg = self.broker.config
-        retention_every = cfg.offsets_retention_check_interval_ms / 1000
-        last_expiry = time.monotonic()
-        while True:
-            await asyncio.sleep(TICK_S)
-            try:
-                self._tick(now_ms())
-                if time.monotonic() - last_expiry >= retention_every:
-                    last_expiry = time.monotonic()
-                    await self.expire_offsets(now_ms())
-            except Exception:
-                log.exception("group coordinator tick failed")
+    def _periodic_jobs(self) -> tuple[float, Any, list[tuple[float, Any]]]:
+        retention_every = self.settings.offsets_retention_check_interval_ms / 1000
+        return TICK_S, self._tick, [(retention_every, self.expire_offsets)]
 
     def _tick(self, now: int) -> None:
-        for part in list(self.partitions.values()):
-            if part.status != Loading.LOADED:
-                continue
+        for part in self.loaded_partitions():
             for group in list(part.groups.values()):
                 deadline = group.next_deadline()
                 if deadline is not None and deadline <= now:
                     self._apply(group, group.tick(now))
 
-    # -- placement and leadership ----------------------------------------------------------
+    def _new_partition(self, index: int, epoch: int) -> OffsetsPartition:
+        return OffsetsPartition(index, epoch)
 
-    def num_partitions(self) -> int:
-        parts = self.broker.metadata.topics.get(OFFSETS_TOPIC)
-        return len(parts) if parts else self.broker.config.offsets_topic_num_partitions
+    def _on_unloaded(self, part: OffsetsPartition) -> None:
+        log.info("unloading %s-%d (%d groups)", OFFSETS_TOPIC, part.index, len(part.groups))
+        for group in part.groups.values():
+            self._apply(group, group.mark_dead(self._now()))
+
+    def _install(self, part: OffsetsPartition, state: _Loaded, elapsed_ms: float) -> None:
+        part.groups, part.pending_txn = state
+        log.info("loaded %s-%d: %d groups in %.0f ms", OFFSETS_TOPIC, part.index,
+                 len(part.groups), elapsed_ms)
 
     def partition_for(self, group_id: str) -> int:
         return codec.partition_for(group_id, self.num_partitions())
 
-    def on_leadership(self, tp: TopicPartition, is_leader: bool, leader_epoch: int) -> None:
-        """Replica manager hook: load a partition we now lead, drop one we no longer lead."""
-        if tp.topic != OFFSETS_TOPIC:
-            return
-        current = self.partitions.get(tp.partition)
-        if is_leader:
-            if current is not None:
-                current.epoch = leader_epoch
-                return
-            part = OffsetsPartition(tp.partition, leader_epoch)
-            self.partitions[tp.partition] = part
-            self._spawn(self._load(part))
-        elif current is not None:
-            self._unload(tp.partition)
-
-    def _unload(self, index: int) -> None:
-        part = self.partitions.pop(index, None)
-        if part is None:
-            return
-        log.info("unloading %s-%d (%d groups)", OFFSETS_TOPIC, index, len(part.groups))
-        for group in part.groups.values():
-            self._apply(group, group.mark_dead(now_ms()))
-
-    async def _load(self, part: OffsetsPartition) -> None:
-        tp = TopicPartition(OFFSETS_TOPIC, part.index)
-        started = time.monotonic()
-        await asyncio.sleep(0)  # let the LeaderAndIsr that made us leader finish first
-        try:
-            groups, pending = await self._scan(tp)
-        except Exception:
-            log.exception("loading %s failed", tp)
-            if self.partitions.get(part.index) is part:
-                del self.partitions[part.index]
-            return
-        if self.partitions.get(part.index) is not part:
-            return  # leadership moved on while we read
-        part.groups = groups
-        part.pending_txn = pending
-        part.status = Loading.LOADED
-        log.info("loaded %s: %d groups in %.0f ms", tp, len(groups),
-                 (time.monotonic() - started) * 1000)
-
-    async def _scan(self, tp: TopicPartition) -> tuple[dict[str, Group], dict]:
+    async def _scan(self, tp: TopicPartition) -> _Loaded:
         """Replay the partition's log (the latest record of each key wins); transactional
         offset commits wait for their transaction's marker (Kafka's loadGroupsAndOffsets).
         Returns the groups and the transactional commits still undecided."""
-        plog = self.broker.replica_manager.partition(tp).log
         offsets: dict[str, dict[TopicPartition, OffsetAndMetadata]] = {}
         records: dict[str, codec.GroupRecord | None] = {}
         pending: dict[int, dict[str, dict[TopicPartition, OffsetAndMetadata]]] = {}
-        pos, end = plog.log_start_offset, plog.log_end_offset
-        while pos < end:
-            read = plog.read(pos, LOAD_CHUNK_BYTES, max_offset=end, min_one_batch=True)
-            data = read.read_bytes()
-            if not data:
-                break
-            for batch in _whole_batches(data):
-                try:
-                    header = parse_header(batch)
-                    if header.is_control:
-                        _replay_marker(batch, header.producer_id, pending, offsets)
-                        continue
-                    txn = (pending.setdefault(header.producer_id, {})
-                           if header.is_transactional else None)
-                    for rec in iter_records(batch):
-                        self._replay(rec, offsets if txn is None else txn, records)
-                except (KafkaError, codec.CorruptGroupRecord) as exc:
-                    # Kafka's GroupMetadataManager skips keys it cannot read; a record that
-                    # cannot be decoded at all is skipped the same way, loudly.
-                    log.error("%s: skipping a corrupt record batch at offset %d: %s",
-                              tp, parse_header(batch).base_offset, exc)
-            pos = read.last_offset + 1
-            await asyncio.sleep(0)
-        now = now_ms()
+        async for batch in read_batches(self.log.log(tp)):
+            try:
+                header = parse_header(batch)
+                if header.is_control:
+                    _replay_marker(batch, header.producer_id, pending, offsets)
+                    continue
+                txn = (pending.setdefault(header.producer_id, {})
+                       if header.is_transactional else None)
+                for rec in iter_records(batch):
+                    self._replay(rec, offsets if txn is None else txn, records)
+            except (KafkaError, codec.CorruptGroupRecord) as exc:
+                # Kafka's GroupMetadataManager skips keys it cannot read; a record that
+                # cannot be decoded at all is skipped the same way, loudly.
+                log.error("%s: skipping a corrupt record batch at offset %d: %s",
+                          tp, parse_header(batch).base_offset, exc)
+        now = self._now()
         groups: dict[str, Group] = {}
         live = {g for g, o in offsets.items() if o} | {g for g, r in records.items() if r}
         for group_id in live:
@@ -280,7 +237,7 @@ class GroupCoordinator:
             return dict.fromkeys(offsets, ErrorCode.coordinator_not_available)
         if generation >= 0 or member_id or instance_id is not None:
             # KIP-447: a producer naming its consumer's generation is checked like a commit.
-            error = group.validate_commit(member_id, instance_id, generation, now_ms())
+            error = group.validate_commit(member_id, instance_id, generation, self._now())
             if error != ErrorCode.none:
                 return dict.fromkeys(offsets, error)
         results: dict[TopicPartition, ErrorCode] = {}
@@ -316,7 +273,7 @@ class GroupCoordinator:
         for group_id, per_tp in pending.items():
             group = part.groups.get(group_id)
             if group is None:
-                group = part.groups[group_id] = Group(group_id, self.group_config, now_ms())
+                group = part.groups[group_id] = Group(group_id, self.group_config, self._now())
             for commit_tp, o in per_tp.items():
                 group.apply_offset(commit_tp, o)
 
@@ -333,56 +290,29 @@ class GroupCoordinator:
     def _partition_of(self, group_id: str) -> OffsetsPartition:
         if not group_id:
             raise KafkaError(ErrorCode.invalid_group_id, "the group id is empty")
-        part = self.partitions.get(self.partition_for(group_id))
-        if part is None:
-            raise KafkaError(ErrorCode.not_coordinator,
-                             f"broker {self.broker.broker_id} is not the coordinator of "
-                             f"group {group_id!r}")
-        if part.status == Loading.LOADING:
-            raise KafkaError(ErrorCode.coordinator_load_in_progress,
-                             f"{OFFSETS_TOPIC}-{part.index} is loading")
-        return part
+        return self.loaded_partition(self.partition_for(group_id), f"group {group_id!r}")
 
     def group(self, group_id: str, create: bool = False) -> Group | None:
         """The group (raising NOT_COORDINATOR / COORDINATOR_LOAD_IN_PROGRESS)."""
         part = self._partition_of(group_id)
         group = part.groups.get(group_id)
         if group is None and create:
-            group = part.groups[group_id] = Group(group_id, self.group_config, now_ms())
+            group = part.groups[group_id] = Group(group_id, self.group_config, self._now())
         return group
 
-    def loading(self) -> bool:
-        return any(p.status == Loading.LOADING for p in self.partitions.values())
-
     def all_groups(self) -> list[Group]:
-        return [g for p in self.partitions.values() if p.status == Loading.LOADED
-                for g in p.groups.values()]
+        return [g for p in self.loaded_partitions() for g in p.groups.values()]
 
     # -- FindCoordinator -------------------------------------------------------------------
 
     async def find_coordinator(self, group_id: str) -> tuple[ErrorCode, int, str, int]:
         """(error, node id, host, port) of the group's coordinator."""
-        cache = self.broker.metadata
-        parts = cache.topics.get(OFFSETS_TOPIC)
-        if not parts:
-            await self._ensure_offsets_topic()
-            return ErrorCode.coordinator_not_available, -1, "", -1
-        meta = parts.get(codec.partition_for(group_id, len(parts)))
-        if meta is None or meta.leader < 0 or meta.leader not in cache.brokers:
-            return ErrorCode.coordinator_not_available, -1, "", -1
-        b = cache.brokers[meta.leader]
+        error, node = await self.coordinator_for(
+            lambda count: codec.partition_for(group_id, count))
+        if error != ErrorCode.none:
+            return error, -1, "", -1
+        b = self.metadata.brokers[node]
         return ErrorCode.none, b.id, b.host, b.port
-
-    async def _ensure_offsets_topic(self) -> None:
-        if self._creating is None or self._creating.done():
-            self._creating = asyncio.ensure_future(self._create_offsets_topic())
-        await asyncio.shield(self._creating)
-
-    async def _create_offsets_topic(self) -> None:
-        try:
-            await self._create_topic()
-        except Exception:  # e.g. ZooKeeper unreachable: the client simply retries
-            log.exception("cannot create %s", OFFSETS_TOPIC)
 
     # -- JoinGroup / SyncGroup / Heartbeat / LeaveGroup -----------------------------------
 
@@ -393,7 +323,7 @@ class GroupCoordinator:
             return JoinResult(exc.code, req.member_id)
         if group is None:
             return JoinResult(ErrorCode.unknown_member_id, req.member_id)
-        immediate, member_id, outcome = group.join(req, now_ms())
+        immediate, member_id, outcome = group.join(req, self._now())
         future = None
         if immediate is None:
             future = self._park(self._joins, (group_id, member_id),
@@ -416,7 +346,7 @@ class GroupCoordinator:
         if group is None:
             return SyncResult(ErrorCode.unknown_member_id)
         immediate, outcome = group.sync(member_id, instance_id, generation, protocol_type,
-                                        protocol_name, assignments, now_ms())
+                                        protocol_name, assignments, self._now())
         future = None
         if immediate is None:
             future = self._park(self._syncs, (group_id, member_id),
@@ -436,7 +366,7 @@ class GroupCoordinator:
             return ErrorCode.none if exc.code == ErrorCode.coordinator_load_in_progress else exc.code
         if group is None:
             return ErrorCode.unknown_member_id
-        return group.heartbeat(member_id, instance_id, generation, now_ms())
+        return group.heartbeat(member_id, instance_id, generation, self._now())
 
     def leave(self, group_id: str, members: list[tuple[str, str | None]]) -> tuple[ErrorCode, list[ErrorCode]]:
         """(group-level error, per-member errors) for members given as (member id, instance id)."""
@@ -448,7 +378,7 @@ class GroupCoordinator:
             return ErrorCode.unknown_member_id, [ErrorCode.unknown_member_id] * len(members)
         errors = []
         for member_id, instance_id in members:
-            error, outcome = group.leave(member_id, instance_id, now_ms())
+            error, outcome = group.leave(member_id, instance_id, self._now())
             self._apply(group, outcome)
             errors.append(error)
         return ErrorCode.none, errors
@@ -489,7 +419,7 @@ class GroupCoordinator:
 
     async def _store_for_sync(self, group: Group, generation: int) -> None:
         error = await self._store_group(group)
-        self._apply(group, group.on_stored(generation, error, now_ms()))
+        self._apply(group, group.on_stored(generation, error, self._now()))
 
     async def _write(self, index: int, entries: list[tuple[bytes, bytes | None]],
                      errors: dict[ErrorCode, ErrorCode] = _WRITE_ERRORS,
@@ -501,14 +431,10 @@ class GroupCoordinator:
             return ErrorCode.not_coordinator, -1
         pid, epoch = txn if txn is not None else (-1, -1)
         batch = build_batch([v for _, v in entries], keys=[k for k, _ in entries],
-                            timestamp_ms=now_ms(), producer_id=pid, producer_epoch=epoch,
+                            timestamp_ms=self._now(), producer_id=pid, producer_epoch=epoch,
                             transactional=txn is not None)
-        timeout = self.broker.config.offsets_commit_timeout_ms
-        # Kafka's coordinators append with AppendOrigin.Coordinator: a transactional batch
-        # of the producer carries no sequence.
-        result = (await self.broker.replica_manager.append(
-            -1, timeout, {tp: batch}, origin=AppendOrigin.COORDINATOR))[tp]
-        return errors.get(result.error, result.error), result.base_offset
+        error, base = await self.log.append(tp, batch, self.settings.offsets_commit_timeout_ms)
+        return errors.get(error, error), base
 
     # -- offsets --------------------------------------------------------------------------
 
@@ -521,7 +447,7 @@ class GroupCoordinator:
             return dict.fromkeys(offsets, exc.code)
         if group is None:
             return dict.fromkeys(offsets, ErrorCode.illegal_generation)
-        error = group.validate_commit(member_id, instance_id, generation, now_ms())
+        error = group.validate_commit(member_id, instance_id, generation, self._now())
         if error != ErrorCode.none:
             return dict.fromkeys(offsets, error)
         results: dict[TopicPartition, ErrorCode] = {}
@@ -538,10 +464,10 @@ class GroupCoordinator:
 
     def _valid_commits(self, offsets: dict[TopicPartition, OffsetAndMetadata],
                        results: dict[TopicPartition, ErrorCode]) -> dict[TopicPartition, OffsetAndMetadata]:
-        max_meta = _optional_config(self.broker.config, "offset.metadata.max.bytes", 4096)
+        max_meta = self.settings.offset_metadata_max_bytes
         valid = {}
         for tp, o in offsets.items():
-            if self.broker.metadata.partition(tp) is None:
+            if self.metadata.partition(tp) is None:
                 results[tp] = ErrorCode.unknown_topic_or_partition
             elif len(o.metadata.encode()) > max_meta:
                 results[tp] = ErrorCode.offset_metadata_too_large
@@ -612,7 +538,7 @@ class GroupCoordinator:
             for tp in doomed:
                 group.apply_offset(tp, None)
             if remove_group:
-                group.mark_dead(now_ms())
+                group.mark_dead(self._now())
                 part = self.partitions.get(index)
                 if part is not None and part.groups.get(group.group_id) is group:
                     del part.groups[group.group_id]
@@ -622,7 +548,7 @@ class GroupCoordinator:
         """``offsets.retention.minutes``: an Empty group's offsets expire that long after it
         became Empty (a group without a protocol: after each commit); offsets of topics a
         consumer group no longer subscribes to expire that long after their commit."""
-        retention = self.broker.config.offsets_retention_minutes * 60_000
+        retention = self.settings.offsets_retention_minutes * 60_000
         for group in self.all_groups():
             expired = _expired_offsets(group, now, retention)
             if expired is None:
@@ -651,15 +577,6 @@ def _expired_offsets(group: Group, now: int, retention_ms: int) -> list[TopicPar
     return expired or None
 
 
-def _optional_config(config: Any, key: str, default: int) -> int:
-    """A broker setting that weir.config may not define yet (Kafka's default otherwise)."""
-    try:
-        value = config.get(key)
-    except KeyError:
-        return default
-    return default if value is None else int(value)
-
-
 def _replay_marker(batch: bytes, producer_id: int, pending: dict, offsets: dict) -> None:
     """A transaction marker while loading: the producer's pending commits are applied
     (COMMIT, unless a later plain commit is already there) or dropped (ABORT)."""
@@ -674,13 +591,3 @@ def _replay_marker(batch: bytes, producer_id: int, pending: dict, offsets: dict)
         for tp, o in per_tp.items():
             if tp not in current or current[tp].record_offset < o.record_offset:
                 current[tp] = o
-
-
-def _whole_batches(data: bytes) -> list[bytes]:
-    """The complete batches of a log read, each on its own."""
-    return [data[h.position:h.position + h.size] for h in iter_headers(data)
-            if h.position + h.size <= len(data)]
-
-
-async def _no_topic_creation() -> None:
-    log.warning("%s does not exist and this coordinator cannot create it", OFFSETS_TOPIC)

@@ -210,7 +210,7 @@ def create_authorizer(config: BrokerConfig, zk: ZkClient) -> AclAuthorizerServic
 # -- the checks handlers make (Kafka's AuthHelper) -------------------------------------------
 
 def _service(ctx: Any) -> AclAuthorizerService | None:
-    return getattr(ctx.broker, "authorizer", None)
+    return getattr(ctx, "authorizer", None)
 
 
 def enabled(ctx: Any) -> bool:

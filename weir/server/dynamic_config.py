@@ -314,7 +314,7 @@ class DynamicBrokerConfigs:
         log.info("broker %d: dynamic config updated: %s", broker.broker_id,
                  ", ".join(f"{k}={new.get(k)}" for k in sorted(changed)))
         if any(BROKER_CONFIG_DEFS[k].topic_key for k in changed):
-            broker.log_defaults_changed()
+            broker.topic_configs.defaults_changed()
         if changed & set(_THROTTLES):
             broker.replica_manager.throttles.configure(*(new.get(k) for k in _THROTTLES))
         if changed & set(_CONNECTIONS):

@@ -23,10 +23,10 @@ from weir.security.listeners import (
 from weir.server.network import ConnectionLimits, SocketServer
 
 if TYPE_CHECKING:
-    from weir.server.broker import Broker
+    from weir.server.context import BrokerServices
 
 
-def socket_servers(broker: Broker, config: BrokerConfig) -> list[SocketServer]:
+def socket_servers(services: BrokerServices, config: BrokerConfig) -> list[SocketServer]:
     """One server per listener, in the order of ``listeners`` (ConfigError: a security
     setting is unusable; the message names the key)."""
     limits = ConnectionLimits.from_config(config)
@@ -38,7 +38,7 @@ def socket_servers(broker: Broker, config: BrokerConfig) -> list[SocketServer]:
         except (SecurityConfigError, ValueError) as exc:
             raise ConfigError(str(exc)) from None
         host = "" if lst.host in ("0.0.0.0", "::") else lst.host
-        servers.append(SocketServer(broker, host, lst.port, limits, security))
+        servers.append(SocketServer(services, host, lst.port, limits, security))
     return servers
 
 

@@ -9,7 +9,8 @@ enabled by the broker key ``metrics.http.port`` (Weir's own key; see docs/metric
 
 Three layers, each testable alone:
 
-* :func:`collect` reads the broker's objects into a :class:`MetricsSnapshot` (plain values);
+* :func:`collect` reads a :class:`MetricsSource` (the broker's parts, read-only) into a
+  :class:`MetricsSnapshot` (plain values);
 * :func:`families` turns a snapshot into prometheus_client metric families, which a custom
   collector (:class:`SnapshotCollector`) hands to a ``CollectorRegistry``; :func:`render` is
   the registry's text exposition (prometheus_client's ``generate_latest``);
@@ -107,12 +108,25 @@ class MetricsSnapshot:
 # -- collection -----------------------------------------------------------------------------
 
 
-def broker_state(broker: Any) -> int:
+@dataclass(frozen=True)
+class MetricsSource:
+    """What ``/metrics`` reads of the broker, each a public, named part (a read-only view:
+    collection never changes them)."""
+
+    replica_manager: Any
+    log_manager: Any
+    min_isr: Callable[[str], int]  # a topic's effective min.insync.replicas
+    state: Callable[[], int]  # Kafka's BrokerState code (see broker_state)
+    controller: Callable[[], Any]  # the ControllerService, once started
+    fetch_sessions: Any = None  # the FetchSessionCache (KIP-227)
+    log_cleaner: Any = None
+
+
+def broker_state(stopping: bool, broker_epoch: int) -> int:
     """Kafka's BrokerState code: Starting until registered, RunningAsBroker, ShuttingDown."""
-    stopping = getattr(broker, "_stopping", None)
-    if stopping is not None and stopping.is_set():
+    if stopping:
         return STATE_SHUTTING_DOWN
-    return STATE_RUNNING if getattr(broker, "broker_epoch", -1) >= 0 else STATE_STARTING
+    return STATE_RUNNING if broker_epoch >= 0 else STATE_STARTING
 
 
 def _partition_snapshot(rm: Any, p: Any, min_isr: int) -> PartitionSnapshot | None:
@@ -128,9 +142,9 @@ def _partition_snapshot(rm: Any, p: Any, min_isr: int) -> PartitionSnapshot | No
     )
 
 
-def _min_isr(broker: Any, topic: str) -> int:
+def _min_isr(source: MetricsSource, topic: str) -> int:
     try:
-        return int(broker.topic_min_isr(topic))
+        return int(source.min_isr(topic))
     except (KafkaError, KeyError, ValueError):  # e.g. a topic whose overrides are invalid
         return 1
 
@@ -147,28 +161,28 @@ def controller_snapshot(controller: Any) -> ControllerSnapshot:
     )
 
 
-def collect(broker: Any) -> MetricsSnapshot:
-    """Read the broker's objects into a snapshot (runs on the event loop, at scrape time)."""
-    rm = broker.replica_manager
+def collect(source: MetricsSource) -> MetricsSnapshot:
+    """Read the broker's parts into a snapshot (runs on the event loop, at scrape time)."""
+    rm = source.replica_manager
     partitions = []
     for p in list(rm.partitions.values()):
-        snap = _partition_snapshot(rm, p, _min_isr(broker, p.tp.topic))
+        snap = _partition_snapshot(rm, p, _min_isr(source, p.tp.topic))
         if snap is not None:
             partitions.append(snap)
     return MetricsSnapshot(
-        broker_state=broker_state(broker),
+        broker_state=source.state(),
         partitions=partitions,
         isr_shrinks=getattr(rm, "isr_shrinks", 0),
         isr_expands=getattr(rm, "isr_expands", 0),
         failed_isr_updates=getattr(rm, "failed_isr_updates", 0),
-        offline_log_dirs=len(broker.log_manager.offline_dirs),
+        offline_log_dirs=len(source.log_manager.offline_dirs),
         bytes_in=getattr(rm, "bytes_in", 0),
         messages_in=getattr(rm, "messages_in", 0),
         bytes_out=getattr(rm, "bytes_out", 0),
         replication_bytes_out=getattr(rm, "replication_bytes_out", 0),
-        controller=controller_snapshot(broker.controller),
-        **_fetch_session_counts(getattr(broker, "fetch_sessions", None)),
-        cleaner=_cleaner_values(getattr(broker, "log_cleaner", None)),
+        controller=controller_snapshot(source.controller()),
+        **_fetch_session_counts(source.fetch_sessions),
+        cleaner=_cleaner_values(source.log_cleaner),
     )
 
 
@@ -447,12 +461,12 @@ class MetricsServer:
         self._server: asyncio.Server | None = None
 
     @classmethod
-    def for_broker(cls, broker: Any, port: int) -> MetricsServer:
-        registry = registry_for(lambda: collect(broker))
+    def for_broker(cls, source: MetricsSource, broker_id: int, host: str,
+                   port: int) -> MetricsServer:
+        registry = registry_for(lambda: collect(source))
         monitor = EventLoopLagMonitor(registry)
-        return cls(lambda: generate_latest(registry).decode(), broker.config.listener_host, port,
-                   controller_doc=lambda: controller_json(broker.config.broker_id,
-                                                          broker.controller),
+        return cls(lambda: generate_latest(registry).decode(), host, port,
+                   controller_doc=lambda: controller_json(broker_id, source.controller()),
                    lag_monitor=monitor)
 
     async def start(self) -> int:

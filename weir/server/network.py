@@ -61,7 +61,7 @@ from weir.server.context import RawResponse, RequestContext
 from weir.server.handlers import REGISTRY
 
 if TYPE_CHECKING:
-    from weir.server.broker import Broker
+    from weir.server.context import BrokerServices
 
 log = logging.getLogger(__name__)
 _SIZE = struct.Struct(">i")
@@ -74,8 +74,8 @@ class CloseConnection(Exception):
 
 
 class Dispatcher:
-    def __init__(self, broker: Broker) -> None:
-        self.broker = broker
+    def __init__(self, services: BrokerServices) -> None:
+        self.services = services
 
     async def dispatch(self, frame: bytes, peer: str, security: ConnectionSecurity | None = None
                        ) -> bytes | list[bytes | FileRegion] | None:
@@ -103,7 +103,7 @@ class Dispatcher:
             request = codec.decode_body(request_cls, frame, header.size)
         except codec.MalformedRequest as exc:
             raise CloseConnection(f"malformed {handler.name} v{version} request: {exc}") from exc
-        ctx = RequestContext(self.broker, header, request_cls, response_cls, peer)
+        ctx = RequestContext(self.services, header, request_cls, response_cls, peer)
         if security is not None:
             ctx.principal = security.principal
             ctx.listener = security.listener.name
@@ -177,16 +177,16 @@ class RequestQueue:
 
 
 class SocketServer:
-    def __init__(self, broker: Broker, host: str, port: int,
+    def __init__(self, services: BrokerServices, host: str, port: int,
                  limits: ConnectionLimits | None = None,
                  security: ListenerSecurity | None = None) -> None:
-        self.broker = broker
+        self.services = services
         self.security = security or ListenerSecurity.plaintext()
         self.host = host
         self.port = port
         self.limits = limits or ConnectionLimits()
         self.max_request_bytes = self.limits.max_request_bytes
-        self.dispatcher = Dispatcher(broker)
+        self.dispatcher = Dispatcher(services)
         self.queue = RequestQueue(self.limits.queued_max_requests)
         self._sock: socket.socket | None = None
         self._acceptor: asyncio.Task | None = None

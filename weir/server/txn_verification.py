@@ -16,6 +16,7 @@ partition's producer state (:mod:`weir.storage.producer_state`).
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from typing import Any
 
 from kio.schema.add_partitions_to_txn.v4.request import AddPartitionsToTxnRequest
@@ -24,7 +25,6 @@ from weir.common import TopicPartition, partitions_by_topic
 from weir.protocol.client import BrokerConnections
 from weir.protocol.codec import build
 from weir.protocol.errors import ErrorCode
-from weir.transactions.markers import inter_broker_endpoint
 
 __all__ = ["TxnVerifier", "translate"]
 
@@ -57,8 +57,17 @@ def translate(error: ErrorCode) -> ErrorCode:
 class TxnVerifier:
     """Verify-only AddPartitionsToTxn requests to transaction coordinators."""
 
-    def __init__(self, broker: Any, request_timeout_s: float = 30.0) -> None:
-        self.broker = broker
+    def __init__(self, broker_id: int, metadata: Any, listener: str,
+                 coordinator_partition: Callable[[str], int], security: Any = None,
+                 request_timeout_s: float = 30.0) -> None:
+        """``metadata`` is the broker's metadata cache, ``listener`` the inter-broker
+        listener's name, ``coordinator_partition`` the ``__transaction_state`` partition of
+        a transactional id (the transaction coordinator's placement)."""
+        self.broker_id = broker_id
+        self.metadata = metadata
+        self.listener = listener
+        self._coordinator_partition = coordinator_partition
+        self.security = security
         self.request_timeout_s = request_timeout_s
         self._pool: BrokerConnections | None = None
 
@@ -66,18 +75,21 @@ class TxnVerifier:
     def _connections(self) -> BrokerConnections:
         if self._pool is None:  # made on first use: the broker's listeners are known by then
             self._pool = BrokerConnections(
-                lambda b: inter_broker_endpoint(self.broker, b),
-                f"broker-{self.broker.broker_id}-txn-verify",
-                security=self.broker.inter_broker_security)
+                self._endpoint, f"broker-{self.broker_id}-txn-verify",
+                security=self.security)
         return self._pool
+
+    def _endpoint(self, broker_id: int) -> tuple[str, int] | None:
+        endpoint = self.metadata.broker_on(broker_id, self.listener)
+        return None if endpoint is None else (endpoint.host, endpoint.port)
 
     async def close(self) -> None:
         if self._pool is not None:
             await self._pool.close()
 
     def _coordinator(self, transactional_id: str) -> int | None:
-        index = self.broker.txn_coordinator.partition_for(transactional_id)
-        meta = self.broker.metadata.partition(TopicPartition(TRANSACTION_STATE_TOPIC, index))
+        index = self._coordinator_partition(transactional_id)
+        meta = self.metadata.partition(TopicPartition(TRANSACTION_STATE_TOPIC, index))
         if meta is None or meta.leader < 0:
             return None
         return meta.leader

@@ -12,23 +12,30 @@ their timeout.
 from __future__ import annotations
 
 import asyncio
-import enum
 import logging
-import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
-from weir.asyncutil import cancel_and_wait
 from weir.common import TopicPartition
+from weir.config import default_value
+from weir.coordinator_runtime import (
+    SYSTEM_CLOCK,
+    Clock,
+    CoordinatorLog,
+    CoordinatorPartition,
+    CoordinatorShell,
+    Loading,
+    MetadataView,
+    read_batches,
+)
 from weir.protocol.errors import ErrorCode, KafkaError
-from weir.records.batch import iter_headers, parse_header
+from weir.records.batch import parse_header
 from weir.records.builder import build_batch
 from weir.records.records import iter_records
-from weir.storage.producer_state import AppendOrigin
 from weir.transactions import codec
 from weir.transactions.codec import TRANSACTION_STATE_TOPIC
-from weir.transactions.markers import DONE, STOP, MarkerSender, classify
+from weir.transactions.markers import DONE, STOP, classify
 from weir.transactions.state import (
     NO_PRODUCER_EPOCH,
     NO_PRODUCER_ID,
@@ -41,9 +48,11 @@ from weir.transactions.state import (
     prepare_end,
 )
 
+__all__ = ["InitResult", "Loading", "TransactionCoordinator", "TransactionCoordinatorSettings",
+           "TxnPartition"]
+
 log = logging.getLogger(__name__)
 
-LOAD_CHUNK_BYTES = 1 << 20
 RETRY_BACKOFF_S = 0.1
 MAX_BACKOFF_S = 2.0  # markers to a broker that keeps failing (reconnect backoff)
 
@@ -60,23 +69,60 @@ _WRITE_ERRORS = {
 }
 
 
-def now_ms() -> int:
-    return int(time.time() * 1000)
+@dataclass(frozen=True)
+class TransactionCoordinatorSettings:
+    """The broker keys the transaction coordinator reads (Kafka's TransactionConfig)."""
+
+    broker_id: int
+    transaction_state_log_num_partitions: int = default_value(
+        "transaction.state.log.num.partitions")
+    transaction_max_timeout_ms: int = default_value("transaction.max.timeout.ms")
+    request_timeout_ms: int = default_value("request.timeout.ms")
+    abort_timed_out_interval_ms: int = default_value(
+        "transaction.abort.timed.out.transaction.cleanup.interval.ms")
+    remove_expired_interval_ms: int = default_value(
+        "transaction.remove.expired.transaction.cleanup.interval.ms")
+    transactional_id_expiration_ms: int = default_value("transactional.id.expiration.ms")
+
+    @classmethod
+    def from_config(cls, config: Any) -> TransactionCoordinatorSettings:
+        return cls(
+            broker_id=config.broker_id,
+            transaction_state_log_num_partitions=config.transaction_state_log_num_partitions,
+            transaction_max_timeout_ms=config.transaction_max_timeout_ms,
+            request_timeout_ms=config.request_timeout_ms,
+            abort_timed_out_interval_ms=(
+                config.transaction_abort_timed_out_transaction_cleanup_interval_ms),
+            remove_expired_interval_ms=(
+                config.transaction_remove_expired_transaction_cleanup_interval_ms),
+            transactional_id_expiration_ms=config.transactional_id_expiration_ms,
+        )
 
 
-class Loading(enum.Enum):
-    LOADING = 1
-    LOADED = 2
+class ProducerIdSource(Protocol):
+    """Blocks of producer ids (Kafka's ProducerIdManager)."""
+
+    async def next_id(self) -> int: ...
+
+
+class MarkerChannel(Protocol):
+    """Sends transaction markers to partition leaders (weir.transactions.markers.MarkerSender,
+    Kafka's TransactionMarkerChannelManager)."""
+
+    def leader_of(self, tp: TopicPartition) -> int | None: ...
+
+    async def send(self, broker_id: int, producer_id: int, producer_epoch: int, commit: bool,
+                   coordinator_epoch: int,
+                   tps: list[TopicPartition]) -> dict[TopicPartition, ErrorCode]: ...
+
+    async def close(self) -> None: ...
 
 
 @dataclass
-class TxnPartition:
+class TxnPartition(CoordinatorPartition):
     """One ``__transaction_state`` partition this broker leads; ``epoch`` is its leader
     epoch, the coordinator epoch the markers carry."""
 
-    index: int
-    epoch: int
-    status: Loading = Loading.LOADING
     txns: dict[str, TransactionMetadata] = field(default_factory=dict)
 
 
@@ -87,141 +133,83 @@ class InitResult:
     producer_epoch: int = NO_PRODUCER_EPOCH
 
 
-class TransactionCoordinator:
-    def __init__(self, broker: Any,
-                 create_topic: Callable[[], Awaitable[None]] | None = None,
-                 sender: MarkerSender | None = None) -> None:
-        self.broker = broker
-        self._create_topic = create_topic
-        self.sender = sender or MarkerSender(broker)
-        self.partitions: dict[int, TxnPartition] = {}
-        self._tasks: set[asyncio.Task] = set()
-        self._loop_task: asyncio.Task | None = None
-        self._creating: asyncio.Task | None = None
+class TransactionCoordinator(CoordinatorShell[TxnPartition, dict[str, TransactionMetadata]]):
+    topic = TRANSACTION_STATE_TOPIC
+    reload_on_new_epoch = True  # a new epoch reloads: transactions in flight are resumed
 
-    # -- lifecycle ----------------------------------------------------------------------------
+    def __init__(self, settings: TransactionCoordinatorSettings, metadata: MetadataView,
+                 log: CoordinatorLog, producer_ids: ProducerIdSource, sender: MarkerChannel,
+                 *, clock: Clock = SYSTEM_CLOCK,
+                 create_topic: Callable[[], Awaitable[None]] | None = None) -> None:
+        super().__init__(broker_id=settings.broker_id, metadata=metadata,
+                         default_partitions=settings.transaction_state_log_num_partitions,
+                         clock=clock, create_topic=create_topic)
+        self.settings = settings
+        self.log = log
+        self.producer_ids = producer_ids
+        self.sender = sender
 
-    def start(self) -> None:
-        self._loop_task = asyncio.ensure_future(self._run())
+    def _now(self) -> int:
+        return self.clock.now_ms()
+
+    # -- the coordinator shell's part ---------------------------------------------------------
 
     async def stop(self) -> None:
-        await cancel_and_wait(self._loop_task, *self._tasks)
-        self.partitions.clear()
+        await super().stop()
         await self.sender.close()
 
-    def _spawn(self, coro: Any) -> asyncio.Task:
-        task = asyncio.ensure_future(coro)
-        self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
-        return task
+    def _periodic_jobs(self) -> tuple[float, Any, list[tuple[float, Any]]]:
+        return (self.settings.abort_timed_out_interval_ms / 1000, self.abort_timed_out,
+                [(self.settings.remove_expired_interval_ms / 1000,
+                  self.expire_transactional_ids)])
 
-    async def _run(self) -> None:
-        cfg = self.broker.config
-        abort_every = cfg.transaction_abort_timed_out_transaction_cleanup_interval_ms / 1000
-        expire_every = cfg.transaction_remove_expired_transaction_cleanup_interval_ms / 1000
-        last_expiry = time.monotonic()
-        while True:
-            await asyncio.sleep(abort_every)
-            try:
-                self.abort_timed_out(now_ms())
-                if time.monotonic() - last_expiry >= expire_every:
-                    last_expiry = time.monotonic()
-                    self.expire_transactional_ids(now_ms())
-            except Exception:
-                log.exception("transaction coordinator tick failed")
+    def _new_partition(self, index: int, epoch: int) -> TxnPartition:
+        return TxnPartition(index, epoch)
 
-    # -- placement and leadership -------------------------------------------------------------
-
-    def num_partitions(self) -> int:
-        parts = self.broker.metadata.topics.get(TRANSACTION_STATE_TOPIC)
-        return len(parts) if parts else self.broker.config.transaction_state_log_num_partitions
+    def _on_unloaded(self, part: TxnPartition) -> None:
+        log.info("resigned as transaction coordinator of %s-%d", TRANSACTION_STATE_TOPIC,
+                 part.index)
 
     def partition_for(self, transactional_id: str) -> int:
         return codec.partition_for(transactional_id, self.num_partitions())
 
-    def on_leadership(self, tp: TopicPartition, is_leader: bool, leader_epoch: int) -> None:
-        """Replica manager hook (Kafka's onElection / onResignation)."""
-        if tp.topic != TRANSACTION_STATE_TOPIC:
-            return
-        current = self.partitions.get(tp.partition)
-        if is_leader:
-            if current is not None and current.epoch == leader_epoch:
-                return
-            # A new epoch reloads: transactions in flight under the old one are resumed.
-            part = TxnPartition(tp.partition, leader_epoch)
-            self.partitions[tp.partition] = part
-            self._spawn(self._load(part))
-        elif current is not None:
-            log.info("resigned as transaction coordinator of %s", tp)
-            del self.partitions[tp.partition]
-
     def _owns(self, part: TxnPartition) -> bool:
-        return self.partitions.get(part.index) is part
+        return self.owns(part)
 
-    async def _load(self, part: TxnPartition) -> None:
-        tp = TopicPartition(TRANSACTION_STATE_TOPIC, part.index)
-        await asyncio.sleep(0)  # let the LeaderAndIsr that made us leader finish first
-        try:
-            txns = await self._scan(tp)
-        except Exception:
-            log.exception("loading %s failed", tp)
-            if self._owns(part):
-                del self.partitions[part.index]
-            return
-        if not self._owns(part):
-            return
-        part.txns = txns
-        part.status = Loading.LOADED
-        log.info("loaded %s at coordinator epoch %d: %d transactional ids", tp, part.epoch,
-                 len(txns))
-        for txn_id, meta in txns.items():
+    def _install(self, part: TxnPartition, state: dict[str, TransactionMetadata],
+                 elapsed_ms: float) -> None:
+        part.txns = state
+        log.info("loaded %s-%d at coordinator epoch %d: %d transactional ids",
+                 TRANSACTION_STATE_TOPIC, part.index, part.epoch, len(state))
+        for txn_id, meta in state.items():
             # Kafka's loadTransactionsForTxnTopicPartition: transactions that were ending
             # when the previous coordinator stopped get their markers (again).
             if meta.state in (TxnState.PREPARE_COMMIT, TxnState.PREPARE_ABORT):
-                transit = meta.prepare_complete(now_ms())
+                transit = meta.prepare_complete(self._now())
                 self._spawn(self._complete_txn(part, txn_id, meta, transit))
 
     async def _scan(self, tp: TopicPartition) -> dict[str, TransactionMetadata]:
-        plog = self.broker.replica_manager.partition(tp).log
         latest: dict[str, TxnTransit | None] = {}
-        pos, end = plog.log_start_offset, plog.log_end_offset
-        while pos < end:
-            read = plog.read(pos, LOAD_CHUNK_BYTES, max_offset=end, min_one_batch=True)
-            data = read.read_bytes()
-            if not data:
-                break
-            for h in iter_headers(data):
-                if h.position + h.size > len(data):
-                    break
-                batch = data[h.position:h.position + h.size]
-                try:
-                    for rec in iter_records(batch):
-                        if rec.key is None:
-                            continue
-                        txn_id = codec.decode_key(rec.key)
-                        if txn_id is not None:
-                            latest[txn_id] = (None if rec.value is None
-                                              else codec.decode_value(rec.value))
-                except (KafkaError, codec.CorruptTxnRecord, UnicodeDecodeError) as exc:
-                    log.error("%s: skipping a corrupt record batch at offset %d: %s", tp,
-                              parse_header(batch).base_offset, exc)
-            pos = read.last_offset + 1
-            await asyncio.sleep(0)
+        async for batch in read_batches(self.log.log(tp)):
+            try:
+                for rec in iter_records(batch):
+                    if rec.key is None:
+                        continue
+                    txn_id = codec.decode_key(rec.key)
+                    if txn_id is not None:
+                        latest[txn_id] = (None if rec.value is None
+                                          else codec.decode_value(rec.value))
+            except (KafkaError, codec.CorruptTxnRecord, UnicodeDecodeError) as exc:
+                log.error("%s: skipping a corrupt record batch at offset %d: %s", tp,
+                          parse_header(batch).base_offset, exc)
         return {txn_id: TransactionMetadata.from_transit(txn_id, t)
                 for txn_id, t in latest.items() if t is not None and t.state != TxnState.DEAD}
 
     # -- lookups --------------------------------------------------------------------------------
 
     def _partition_of(self, transactional_id: str) -> TxnPartition:
-        part = self.partitions.get(self.partition_for(transactional_id))
-        if part is None:
-            raise KafkaError(ErrorCode.not_coordinator,
-                             f"broker {self.broker.broker_id} is not the coordinator of "
-                             f"transactional id {transactional_id!r}")
-        if part.status == Loading.LOADING:
-            raise KafkaError(ErrorCode.coordinator_load_in_progress,
-                             f"{TRANSACTION_STATE_TOPIC}-{part.index} is loading")
-        return part
+        return self.loaded_partition(self.partition_for(transactional_id),
+                                     f"transactional id {transactional_id!r}")
 
     def _existing(self, transactional_id: str) -> tuple[TxnPartition, TransactionMetadata]:
         if not transactional_id:
@@ -236,27 +224,8 @@ class TransactionCoordinator:
     async def find_coordinator(self, transactional_id: str) -> tuple[ErrorCode, int]:
         """(error, node id) of the transactional id's coordinator; the first lookup creates
         ``__transaction_state``."""
-        cache = self.broker.metadata
-        parts = cache.topics.get(TRANSACTION_STATE_TOPIC)
-        if not parts:
-            await self._ensure_topic()
-            return ErrorCode.coordinator_not_available, -1
-        meta = parts.get(codec.partition_for(transactional_id, len(parts)))
-        if meta is None or meta.leader < 0 or meta.leader not in cache.brokers:
-            return ErrorCode.coordinator_not_available, -1
-        return ErrorCode.none, meta.leader
-
-    async def _ensure_topic(self) -> None:
-        if self._create_topic is None:
-            log.warning("%s does not exist and this coordinator cannot create it",
-                        TRANSACTION_STATE_TOPIC)
-            return
-        if self._creating is None or self._creating.done():
-            self._creating = asyncio.ensure_future(self._create_topic())
-        try:
-            await asyncio.shield(self._creating)
-        except Exception:  # e.g. ZooKeeper unreachable: the client simply retries
-            log.exception("cannot create %s", TRANSACTION_STATE_TOPIC)
+        return await self.coordinator_for(
+            lambda count: codec.partition_for(transactional_id, count))
 
     # -- writing the log ------------------------------------------------------------------------
 
@@ -267,12 +236,10 @@ class TransactionCoordinator:
         epoch = part.epoch
         tp = TopicPartition(TRANSACTION_STATE_TOPIC, part.index)
         batch = build_batch([codec.encode_value(transit)], keys=[codec.encode_key(txn_id)],
-                            timestamp_ms=now_ms())
-        timeout = self.broker.config.request_timeout_ms
+                            timestamp_ms=self._now())
         try:
-            result = (await self.broker.replica_manager.append(
-                -1, timeout, {tp: batch}, origin=AppendOrigin.COORDINATOR))[tp]
-            error = _WRITE_ERRORS.get(result.error, result.error)
+            error, _base = await self.log.append(tp, batch, self.settings.request_timeout_ms)
+            error = _WRITE_ERRORS.get(error, error)
         except KafkaError as exc:
             error = _WRITE_ERRORS.get(exc.code, exc.code)
         if error == ErrorCode.none and not (self._owns(part) and part.epoch == epoch
@@ -288,10 +255,10 @@ class TransactionCoordinator:
     # -- InitProducerId -------------------------------------------------------------------------
 
     def _validate_timeout(self, timeout_ms: int) -> None:
-        if not 0 < timeout_ms <= self.broker.config.transaction_max_timeout_ms:
+        if not 0 < timeout_ms <= self.settings.transaction_max_timeout_ms:
             raise KafkaError(ErrorCode.invalid_transaction_timeout,
                              f"transaction.timeout.ms {timeout_ms} is not in (0, "
-                             f"{self.broker.config.transaction_max_timeout_ms}]")
+                             f"{self.settings.transaction_max_timeout_ms}]")
 
     async def init_producer_id(self, transactional_id: str, timeout_ms: int,
                                expected_pid: int = -1, expected_epoch: int = -1) -> InitResult:
@@ -305,11 +272,11 @@ class TransactionCoordinator:
             part = self._partition_of(transactional_id)
             meta = part.txns.get(transactional_id)
             if meta is None:
-                pid = await self.broker.producer_ids.next_id()
+                pid = await self.producer_ids.next_id()
                 part = self._partition_of(transactional_id)  # may have moved while we waited
                 meta = part.txns.setdefault(transactional_id, TransactionMetadata(
                     transactional_id, pid, txn_timeout_ms=timeout_ms,
-                    txn_last_update_timestamp=now_ms()))
+                    txn_last_update_timestamp=self._now()))
             return await self._init_existing(part, meta, timeout_ms, expected_pid,
                                              expected_epoch)
         except KafkaError as exc:
@@ -337,10 +304,10 @@ class TransactionCoordinator:
                              else ErrorCode.concurrent_transactions)
         if state not in (TxnState.EMPTY, TxnState.COMPLETE_COMMIT, TxnState.COMPLETE_ABORT):
             raise KafkaError(ErrorCode.invalid_txn_state, f"transactional id is {state.name}")
-        now = now_ms()
+        now = self._now()
         if meta.is_producer_epoch_exhausted() and (not expected
                                                    or expected_epoch == meta.producer_epoch):
-            new_pid = await self.broker.producer_ids.next_id()
+            new_pid = await self.producer_ids.next_id()
             transit = meta.prepare_producer_id_rotation(new_pid, timeout_ms, now, expected)
         else:
             transit = meta.prepare_increment_producer_epoch(
@@ -358,7 +325,7 @@ class TransactionCoordinator:
                              producer_epoch: int, tps: set[TopicPartition]) -> ErrorCode:
         try:
             part, meta = self._existing(transactional_id)
-            transit = prepare_add_partitions(meta, producer_id, producer_epoch, tps, now_ms())
+            transit = prepare_add_partitions(meta, producer_id, producer_epoch, tps, self._now())
         except KafkaError as exc:
             return exc.code
         if transit is None:
@@ -400,7 +367,7 @@ class TransactionCoordinator:
         fencing = meta.pending_state == TxnState.PREPARE_EPOCH_FENCE
         try:
             transit = prepare_end(meta, producer_id, producer_epoch, commit, from_client,
-                                  now_ms())
+                                  self._now())
         except KafkaError as exc:
             if fencing and meta.pending_state == TxnState.PREPARE_EPOCH_FENCE:
                 meta.abandon()
@@ -412,7 +379,7 @@ class TransactionCoordinator:
             if fencing:
                 meta.has_failed_epoch_fence = True
             return error
-        complete = meta.prepare_complete(now_ms())
+        complete = meta.prepare_complete(self._now())
         self._spawn(self._complete_txn(part, txn_id, meta, complete))
         return ErrorCode.none
 
@@ -455,7 +422,7 @@ class TransactionCoordinator:
         while self._owns(part) and part.txns.get(txn_id) is meta:
             # Kafka's maybeWriteTxnCompletion: retried until written or no longer ours.
             if meta.pending_state != complete.state:
-                complete = meta.prepare_complete(now_ms())
+                complete = meta.prepare_complete(self._now())
             error = await self._append(part, txn_id, meta, complete)
             if error in (ErrorCode.none, ErrorCode.not_coordinator):
                 return
@@ -466,9 +433,7 @@ class TransactionCoordinator:
     def abort_timed_out(self, now: int) -> None:
         """Kafka's abortTimedOutTransactions: an Ongoing transaction older than its timeout
         is aborted with a bumped epoch (the producer is fenced)."""
-        for part in list(self.partitions.values()):
-            if part.status != Loading.LOADED:
-                continue
+        for part in self.loaded_partitions():
             for meta in list(part.txns.values()):
                 if (meta.state == TxnState.ONGOING and not meta.pending
                         and meta.txn_start_timestamp + meta.txn_timeout_ms <= now):
@@ -485,10 +450,8 @@ class TransactionCoordinator:
     def expire_transactional_ids(self, now: int) -> None:
         """``transactional.id.expiration.ms``: an idle id whose last transaction ended that
         long ago is removed with a tombstone (Kafka's removeExpiredTransactionalIds)."""
-        expiry = self.broker.config.transactional_id_expiration_ms
-        for part in list(self.partitions.values()):
-            if part.status != Loading.LOADED:
-                continue
+        expiry = self.settings.transactional_id_expiration_ms
+        for part in self.loaded_partitions():
             for txn_id, meta in list(part.txns.items()):
                 if (meta.state in (TxnState.EMPTY, TxnState.COMPLETE_COMMIT,
                                    TxnState.COMPLETE_ABORT) and not meta.pending
@@ -502,12 +465,9 @@ class TransactionCoordinator:
         except KafkaError:
             return  # it moved on meanwhile
         tp = TopicPartition(TRANSACTION_STATE_TOPIC, part.index)
-        batch = build_batch([None], keys=[codec.encode_key(txn_id)], timestamp_ms=now_ms())
+        batch = build_batch([None], keys=[codec.encode_key(txn_id)], timestamp_ms=self._now())
         try:
-            result = (await self.broker.replica_manager.append(
-                -1, self.broker.config.request_timeout_ms, {tp: batch},
-                origin=AppendOrigin.COORDINATOR))[tp]
-            error = result.error
+            error, _base = await self.log.append(tp, batch, self.settings.request_timeout_ms)
         except KafkaError as exc:
             error = exc.code
         if error == ErrorCode.none and self._owns(part) and part.txns.get(txn_id) is meta:
@@ -548,11 +508,11 @@ class TransactionCoordinator:
         """(error, unknown state filters, [(transactional id, producer id, state name)])."""
         unknown = {s for s in states if s not in STATE_BY_NAME}
         wanted = {STATE_BY_NAME[s] for s in states if s in STATE_BY_NAME}
-        if any(p.status != Loading.LOADED for p in self.partitions.values()):
+        if self.loading():
             return ErrorCode.coordinator_load_in_progress, unknown, []
         error = ErrorCode.none
         found = []
-        now = now_ms()
+        now = self._now()
         for part in self.partitions.values():
             for txn_id, meta in part.txns.items():
                 if meta.state == TxnState.DEAD:

@@ -36,12 +36,6 @@ _STOP = {ErrorCode.invalid_producer_epoch, ErrorCode.transaction_coordinator_fen
 _SKIP = {ErrorCode.unsupported_for_message_format, ErrorCode.unsupported_version}
 
 
-def inter_broker_endpoint(broker: Any, broker_id: int) -> tuple[str, int] | None:
-    """Where ``broker_id`` listens on the inter-broker listener (None: unknown)."""
-    endpoint = broker.metadata.broker_on(broker_id, broker.config.inter_broker_listener_name)
-    return None if endpoint is None else (endpoint.host, endpoint.port)
-
-
 def classify(error: ErrorCode) -> str:
     if error == ErrorCode.none or error in _SKIP:
         return DONE
@@ -55,9 +49,15 @@ def classify(error: ErrorCode) -> str:
 class MarkerSender:
     """Connections to the partition leaders over the inter-broker listener."""
 
-    def __init__(self, broker: Any, connect: Callable[..., BrokerConnection] | None = None,
+    def __init__(self, broker_id: int, metadata: Any, listener: str, security: Any = None,
+                 connect: Callable[..., BrokerConnection] | None = None,
                  request_timeout_s: float = 30.0) -> None:
-        self.broker = broker
+        """``metadata`` is the broker's metadata cache, ``listener`` the inter-broker
+        listener's name and ``security`` its client-side TLS/SASL settings."""
+        self.broker_id = broker_id
+        self.metadata = metadata
+        self.listener = listener
+        self.security = security
         self._connect = connect
         self._pool: BrokerConnections | None = None
         self.request_timeout_s = request_timeout_s
@@ -66,10 +66,13 @@ class MarkerSender:
     def _connections(self) -> BrokerConnections:
         if self._pool is None:  # made on first use: the broker's listeners are known by then
             self._pool = BrokerConnections(
-                lambda b: inter_broker_endpoint(self.broker, b),
-                f"broker-{self.broker.broker_id}-txn-markers",
-                security=self.broker.inter_broker_security, connect=self._connect)
+                self._endpoint, f"broker-{self.broker_id}-txn-markers",
+                security=self.security, connect=self._connect)
         return self._pool
+
+    def _endpoint(self, broker_id: int) -> tuple[str, int] | None:
+        endpoint = self.metadata.broker_on(broker_id, self.listener)
+        return None if endpoint is None else (endpoint.host, endpoint.port)
 
     async def close(self) -> None:
         if self._pool is not None:
@@ -78,7 +81,7 @@ class MarkerSender:
     def leader_of(self, tp: TopicPartition) -> int | None:
         """The partition's leader, -2 when the topic is gone (nothing to mark), None while
         unknown."""
-        cache = self.broker.metadata
+        cache = self.metadata
         if not cache.has_topic(tp.topic):
             return -2
         meta = cache.partition(tp)

@@ -51,7 +51,6 @@ class Registration:
     def __init__(self, epoch: int, registers_as: int | None = None) -> None:
         self.broker_epoch = epoch
         self.registers_as = registers_as
-        self.replica_manager = self.metadata = self.load_topic_configs = Untouchable()
 
     async def wait_registered(self) -> bool:
         if self.registers_as is None:
@@ -61,8 +60,10 @@ class Registration:
         return True
 
 
-def _ctx(broker: Registration, response_cls: type) -> Any:
-    return SimpleNamespace(broker=broker,
+def _ctx(registration: Registration, response_cls: type) -> Any:
+    untouchable = Untouchable()
+    return SimpleNamespace(registration=registration, replica_manager=untouchable,
+                           metadata=untouchable, topic_configs=untouchable,
                            respond=lambda **kw: codec.build(response_cls, **kw))
 
 

@@ -8,8 +8,9 @@ import time
 from types import SimpleNamespace
 
 from weir.common import TopicPartition
+from weir.coordinator_runtime import ReplicaManagerLog
 from weir.groups.codec import OFFSETS_TOPIC, OffsetAndMetadata
-from weir.groups.coordinator import GroupCoordinator, Loading
+from weir.groups.coordinator import GroupCoordinator, GroupCoordinatorSettings, Loading
 from weir.groups.state import GroupState, JoinRequest
 from weir.protocol.errors import ErrorCode
 from weir.replication.replica_manager import ProduceResult
@@ -51,12 +52,19 @@ def make_broker(tmp_path) -> SimpleNamespace:
     meta = MetadataCache()
     part = PartitionMeta(leader=1, leader_epoch=0, isr=(1,), replicas=(1,))
     meta.topics = {OFFSETS_TOPIC: {0: part}, "t": {0: part}}
-    config = _Config(group_min_session_timeout_ms=1000, group_max_session_timeout_ms=60000,
+    config = _Config(broker_id=1, group_min_session_timeout_ms=1000, group_max_session_timeout_ms=60000,
                      group_initial_rebalance_delay_ms=0, group_max_size=100,
                      offsets_topic_num_partitions=1, offsets_retention_check_interval_ms=600000,
-                     offsets_commit_timeout_ms=5000, offsets_retention_minutes=10080)
+                     offsets_commit_timeout_ms=5000, offsets_retention_minutes=10080,
+                     offset_metadata_max_bytes=4096)
     return SimpleNamespace(broker_id=1, config=config, metadata=meta,
                            replica_manager=FakeReplicaManager(plog))
+
+
+def make_coordinator(broker: SimpleNamespace) -> GroupCoordinator:
+    """The coordinator over the stand-in broker's parts (as the broker wires it)."""
+    return GroupCoordinator(GroupCoordinatorSettings.from_config(broker.config), broker.metadata,
+                            ReplicaManagerLog(broker.replica_manager))
 
 
 async def _loaded(coordinator: GroupCoordinator) -> None:
@@ -75,7 +83,7 @@ def _join_req(member_id: str = "") -> JoinRequest:
 
 async def _scenario(tmp_path) -> None:
     broker = make_broker(tmp_path)
-    coord = GroupCoordinator(broker)
+    coord = make_coordinator(broker)
     assert (await coord.join("g", _join_req())).error == ErrorCode.not_coordinator
     coord.on_leadership(OFFSETS_TP, True, 0)
     assert (await coord.join("g", _join_req())).error == ErrorCode.coordinator_load_in_progress
@@ -99,7 +107,7 @@ async def _scenario(tmp_path) -> None:
     assert await coord.delete_groups(["g"]) == {"g": ErrorCode.non_empty_group}
 
     # A second coordinator reading the same log sees the Stable group and its offsets.
-    again = GroupCoordinator(broker)
+    again = make_coordinator(broker)
     again.on_leadership(OFFSETS_TP, True, 1)
     await _loaded(again)
     group = again.group("g")
@@ -117,7 +125,7 @@ async def _scenario(tmp_path) -> None:
             break
     assert await again.delete_groups(["g", "nope"]) == {
         "g": ErrorCode.none, "nope": ErrorCode.group_id_not_found}
-    third = GroupCoordinator(broker)
+    third = make_coordinator(broker)
     third.on_leadership(OFFSETS_TP, True, 2)
     await _loaded(third)
     assert third.group("g") is None
@@ -132,7 +140,7 @@ def test_coordinator_end_to_end(tmp_path):
 
 
 async def _unload_answers_parked(tmp_path) -> None:
-    coord = GroupCoordinator(make_broker(tmp_path))
+    coord = make_coordinator(make_broker(tmp_path))
     coord.on_leadership(OFFSETS_TP, True, 0)
     await _loaded(coord)
     first = await coord.join("g", _join_req())

@@ -5,9 +5,15 @@ from __future__ import annotations
 
 import asyncio
 
-from tests.unit.groups.test_coordinator import OFFSETS_TP, _join_req, _loaded, make_broker
+from tests.unit.groups.test_coordinator import (
+    OFFSETS_TP,
+    _join_req,
+    _loaded,
+    make_broker,
+    make_coordinator,
+)
 from tests.unit.groups.test_state import CFG, join_new, req
-from weir.groups.coordinator import GroupCoordinator, Loading
+from weir.groups.coordinator import Loading
 from weir.groups.state import Group, GroupState
 from weir.protocol.errors import ErrorCode
 from weir.replication.replica_manager import ProduceResult
@@ -62,7 +68,7 @@ def test_synced_members_end_the_pending_sync_watch():
 
 
 async def _during_load(tmp_path) -> None:
-    coord = GroupCoordinator(make_broker(tmp_path))
+    coord = make_coordinator(make_broker(tmp_path))
     coord.on_leadership(OFFSETS_TP, True, 0)
     await _loaded(coord)
     first = await coord.join("g", _join_req())
@@ -85,7 +91,7 @@ def test_sync_and_heartbeat_while_loading_answer_as_kafka(tmp_path):
 
 async def _timed_out_store(tmp_path) -> None:
     broker = make_broker(tmp_path)
-    coord = GroupCoordinator(broker)
+    coord = make_coordinator(broker)
     coord.on_leadership(OFFSETS_TP, True, 0)
     await _loaded(coord)
     real_append = broker.replica_manager.append

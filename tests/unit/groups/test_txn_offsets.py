@@ -6,9 +6,14 @@ from __future__ import annotations
 import asyncio
 import time
 
-from tests.unit.groups.test_coordinator import DATA_TP, OFFSETS_TP, _loaded, make_broker
+from tests.unit.groups.test_coordinator import (
+    DATA_TP,
+    OFFSETS_TP,
+    _loaded,
+    make_broker,
+    make_coordinator,
+)
 from weir.groups.codec import OffsetAndMetadata
-from weir.groups.coordinator import GroupCoordinator
 from weir.protocol.errors import ErrorCode
 from weir.records.control import build_marker
 from weir.storage.producer_state import AppendOrigin
@@ -24,7 +29,7 @@ def _marker(broker, producer_id: int, commit: bool) -> None:
 def test_pending_until_the_marker_then_committed_or_dropped(tmp_path):
     async def scenario():
         broker = make_broker(tmp_path)
-        coord = GroupCoordinator(broker)
+        coord = make_coordinator(broker)
         coord.on_leadership(OFFSETS_TP, True, 0)
         await _loaded(coord)
         assert await coord.commit_txn_offsets("g", 7, 0, "", None, -1, {
@@ -48,7 +53,7 @@ def test_pending_until_the_marker_then_committed_or_dropped(tmp_path):
         assert await coord.commit_txn_offsets("g", 9, 0, "", None, -1, {
             DATA_TP: OffsetAndMetadata(40)}) == {DATA_TP: ErrorCode.none}
 
-        again = GroupCoordinator(broker)
+        again = make_coordinator(broker)
         again.on_leadership(OFFSETS_TP, True, 1)
         await _loaded(again)
         assert again.fetch_offsets("g", [DATA_TP])[DATA_TP].offset == 10  # 20 was aborted
@@ -57,7 +62,7 @@ def test_pending_until_the_marker_then_committed_or_dropped(tmp_path):
         again.on_txn_marker(OFFSETS_TP, 9, committed=True)
         assert again.fetch_offsets("g", [DATA_TP])[DATA_TP].offset == 40
 
-        third = GroupCoordinator(broker)
+        third = make_coordinator(broker)
         third.on_leadership(OFFSETS_TP, True, 2)
         await _loaded(third)
         assert third.fetch_offsets("g", [DATA_TP])[DATA_TP].offset == 40
@@ -68,7 +73,7 @@ def test_pending_until_the_marker_then_committed_or_dropped(tmp_path):
 def test_markers_for_other_partitions_or_producers_change_nothing(tmp_path):
     async def scenario():
         broker = make_broker(tmp_path)
-        coord = GroupCoordinator(broker)
+        coord = make_coordinator(broker)
         coord.on_leadership(OFFSETS_TP, True, 0)
         await _loaded(coord)
         await coord.commit_txn_offsets("g", 7, 0, "", None, -1, {DATA_TP: OffsetAndMetadata(5)})

@@ -41,8 +41,9 @@ def _broker(acls=(), super_users=(), with_authorizer=True):
     async def wait_registered():
         return True
 
-    return SimpleNamespace(authorizer=service if with_authorizer else None, broker_epoch=5,
-                           wait_registered=wait_registered)
+    return SimpleNamespace(authorizer=service if with_authorizer else None,
+                           registration=SimpleNamespace(broker_epoch=5,
+                                                        wait_registered=wait_registered))
 
 
 def _ctx(broker, api_key: int, version: int, principal: str) -> RequestContext:

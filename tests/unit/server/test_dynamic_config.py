@@ -174,7 +174,8 @@ def test_apply_reconfigures_only_what_changed() -> None:
     """BrokerReconfigurables: log defaults, throttles, connection limits, the controller."""
     log_defaults, throttles, sockets, controller = (_Recorder() for _ in range(4))
     broker = SimpleNamespace(
-        broker_id=1, config=static(), log_defaults_changed=lambda: log_defaults.calls.append(1),
+        broker_id=1, config=static(),
+        topic_configs=SimpleNamespace(defaults_changed=lambda: log_defaults.calls.append(1)),
         replica_manager=SimpleNamespace(throttles=throttles), socket_server=sockets,
         controller=controller)
     dynamic = DynamicBrokerConfigs(broker)
@@ -212,7 +213,7 @@ class _FakeZk:
 def _shell(stored: dict[str, dict[str, str]]):
     zk = _FakeZk(stored)
     broker = SimpleNamespace(broker_id=1, config=static(), zk=zk, controller=None,
-                             log_defaults_changed=lambda: None,
+                             topic_configs=SimpleNamespace(defaults_changed=lambda: None),
                              replica_manager=SimpleNamespace(throttles=_Recorder()),
                              socket_server=_Recorder())
     return broker, zk, DynamicBrokerConfigs(broker)

@@ -6,7 +6,7 @@ import random
 from types import SimpleNamespace
 
 from weir.server.fetch_session import FetchSessionCache, PartitionRequest
-from weir.server.metrics import collect, parse, render
+from weir.server.metrics import MetricsSource, broker_state, collect, parse, render
 from weir.storage.log import LogConfig
 from weir.storage.log_manager import LogManager
 
@@ -24,9 +24,10 @@ def test_fetch_session_cache_metrics(tmp_path):
     _open(cache, 2, now=0)
     _open(cache, 3, now=1, follower=True)  # evicts the 1-partition consumer session
     rm = SimpleNamespace(partitions={}, log_manager=LogManager([tmp_path], LogConfig()))
-    broker = SimpleNamespace(replica_manager=rm, log_manager=rm.log_manager, controller=None,
-                             topic_min_isr=lambda _t: 1, broker_epoch=1, fetch_sessions=cache)
-    samples = parse(render(collect(broker)))
+    source = MetricsSource(replica_manager=rm, log_manager=rm.log_manager,
+                           min_isr=lambda _t: 1, state=lambda: broker_state(False, 1),
+                           controller=lambda: None, fetch_sessions=cache)
+    samples = parse(render(collect(source)))
     prefix = "kafka_server_fetchsessioncache_"
     assert samples[(prefix + "numincrementalfetchsessions", ())] == 2
     assert samples[(prefix + "numincrementalfetchpartitionscached", ())] == 5

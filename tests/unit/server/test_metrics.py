@@ -155,9 +155,10 @@ def apply(rm, tp, leader, replicas, isr, epoch=0):
     rm.apply_leader_and_isr(1, {tp: PartitionStateUpdate(state, None, False)}, False)
 
 
-def fake_broker(rm, controller=None, epoch=5):
-    return SimpleNamespace(replica_manager=rm, log_manager=rm.log_manager, controller=controller,
-                           topic_min_isr=lambda _t: 2, broker_epoch=epoch)
+def fake_broker(rm, controller=None, epoch=5, stopping=False):
+    return metrics.MetricsSource(
+        replica_manager=rm, log_manager=rm.log_manager, min_isr=lambda _t: 2,
+        state=lambda: metrics.broker_state(stopping, epoch), controller=lambda: controller)
 
 
 def test_collect_reads_partitions_logs_and_lag(tmp_path):
@@ -176,6 +177,7 @@ def test_collect_reads_partitions_logs_and_lag(tmp_path):
     s = parse(render(snap))
     assert value(s, "kafka_server_replicamanager_underreplicatedpartitions") == 1
     assert collect(fake_broker(rm, epoch=-1)).broker_state == metrics.STATE_STARTING
+    assert collect(fake_broker(rm, stopping=True)).broker_state == metrics.STATE_SHUTTING_DOWN
 
 
 def test_collect_reads_the_active_controller_context():

@@ -9,6 +9,7 @@ import time
 from types import SimpleNamespace
 
 from weir.common import TopicPartition
+from weir.coordinator_runtime import ReplicaManagerLog
 from weir.protocol.errors import ErrorCode
 from weir.replication.replica_manager import ProduceResult
 from weir.server.metadata_cache import MetadataCache, PartitionMeta
@@ -16,7 +17,11 @@ from weir.storage.config import LogConfig
 from weir.storage.log import Log
 from weir.storage.producer_state import AppendOrigin
 from weir.transactions.codec import TRANSACTION_STATE_TOPIC, partition_for
-from weir.transactions.coordinator import Loading, TransactionCoordinator
+from weir.transactions.coordinator import (
+    Loading,
+    TransactionCoordinator,
+    TransactionCoordinatorSettings,
+)
 from weir.transactions.state import TxnState
 
 A0, A1 = TopicPartition("a", 0), TopicPartition("a", 1)
@@ -80,7 +85,7 @@ def make_broker(tmp_path) -> SimpleNamespace:
     part = PartitionMeta(leader=1, leader_epoch=0, isr=(1,), replicas=(1,))
     meta.topics = {TRANSACTION_STATE_TOPIC: {0: part}, "a": {0: part, 1: part}}
     config = SimpleNamespace(
-        transaction_state_log_num_partitions=1, transaction_max_timeout_ms=900000,
+        broker_id=1, transaction_state_log_num_partitions=1, transaction_max_timeout_ms=900000,
         request_timeout_ms=5000, transaction_abort_timed_out_transaction_cleanup_interval_ms=10,
         transaction_remove_expired_transaction_cleanup_interval_ms=3600000,
         transactional_id_expiration_ms=604800000)
@@ -91,9 +96,16 @@ def make_broker(tmp_path) -> SimpleNamespace:
 TP = TopicPartition(TRANSACTION_STATE_TOPIC, 0)
 
 
+def make_coordinator(broker: SimpleNamespace, sender) -> TransactionCoordinator:
+    """The coordinator over the stand-in broker's parts (as the broker wires it)."""
+    return TransactionCoordinator(
+        TransactionCoordinatorSettings.from_config(broker.config), broker.metadata,
+        ReplicaManagerLog(broker.replica_manager), broker.producer_ids, sender)
+
+
 async def _coordinator(broker, epoch: int) -> tuple[TransactionCoordinator, FakeSender]:
     sender = FakeSender()
-    coord = TransactionCoordinator(broker, sender=sender)
+    coord = make_coordinator(broker, sender)
     coord.on_leadership(TP, True, epoch)
     for _ in range(200):
         if coord.partitions[0].status == Loading.LOADED:
@@ -191,7 +203,7 @@ def test_kip360_reinit_with_the_current_epoch(tmp_path):
 def test_bad_requests(tmp_path):
     async def scenario():
         broker = make_broker(tmp_path)
-        coord = TransactionCoordinator(broker, sender=FakeSender())
+        coord = make_coordinator(broker, FakeSender())
         assert (await coord.init_producer_id("tx", 1000)).error == ErrorCode.not_coordinator
         coord.on_leadership(TP, True, 0)
         assert (await coord.init_producer_id("tx", 1000)).error == ErrorCode.coordinator_load_in_progress
@@ -259,7 +271,7 @@ def test_failover_completes_prepared_transactions(tmp_path):
 
 def test_placement_uses_the_topics_partition_count(tmp_path):
     broker = make_broker(tmp_path)
-    coord = TransactionCoordinator(broker, sender=FakeSender())
+    coord = make_coordinator(broker, FakeSender())
     assert coord.partition_for("anything") == 0
     broker.metadata.topics[TRANSACTION_STATE_TOPIC] = {i: None for i in range(50)}
     assert coord.partition_for("hello") == partition_for("hello", 50) == 99162322 % 50

@@ -27,13 +27,12 @@ async def stale_broker_epoch(ctx, request) -> ErrorCode | None:
     otherwise let through) or one that arrived while registration never completed: only
     the previous incarnation can have been meant.
     """
-    broker = ctx.broker
-    early = broker.broker_epoch < 0
-    if early and not await broker.wait_registered():
+    early = ctx.registration.broker_epoch < 0
+    if early and not await ctx.registration.wait_registered():
         return ErrorCode.stale_broker_epoch
     epoch = int(request.broker_epoch)
     if epoch == -1:
         return ErrorCode.stale_broker_epoch if early else None
-    if epoch < broker.broker_epoch:
+    if epoch < ctx.registration.broker_epoch:
         return ErrorCode.stale_broker_epoch
     return None

@@ -23,8 +23,8 @@ async def handle(ctx, request) -> Any:
         return ctx.respond(error_code=ErrorCode.transactional_id_authorization_failed)
     if not authz.authorize(ctx, AclOperation.READ, ResourceType.GROUP, request.group_id):
         return ctx.respond(error_code=ErrorCode.group_authorization_failed)
-    groups = ctx.broker.group_coordinator
+    groups = ctx.group_coordinator
     tp = TopicPartition("__consumer_offsets", groups.partition_for(request.group_id))
-    error = await ctx.broker.txn_coordinator.add_partitions(
+    error = await ctx.txn_coordinator.add_partitions(
         request.transactional_id, int(request.producer_id), int(request.producer_epoch), {tp})
     return ctx.respond(error_code=fenced_for_version(error, ctx.version, 2))

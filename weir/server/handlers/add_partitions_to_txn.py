@@ -47,11 +47,11 @@ async def _one(ctx, txn_id: str, pid: int, epoch: int, topics, verify_only: bool
                 ctx, AclOperation.WRITE, ResourceType.TOPIC, tp.topic)
         if from_client and not allowed[tp.topic]:
             failed[tp] = ErrorCode.topic_authorization_failed
-        elif ctx.broker.metadata.partition(tp) is None:
+        elif ctx.metadata.partition(tp) is None:
             failed[tp] = ErrorCode.unknown_topic_or_partition
     if failed:
         return {tp: failed.get(tp, ErrorCode.operation_not_attempted) for tp in tps}
-    coordinator = ctx.broker.txn_coordinator
+    coordinator = ctx.txn_coordinator
     if verify_only:
         return coordinator.verify_partitions(txn_id, pid, epoch, tps)
     error = await coordinator.add_partitions(txn_id, pid, epoch, tps)

@@ -32,7 +32,7 @@ async def handle(ctx, request) -> Any:
         ) or authz.config_refusal(
             ctx, int(res.resource_type), res.resource_name, AclOperation.ALTER_CONFIGS
         ) or await alter_resource(
-            ctx.broker, int(res.resource_type), res.resource_name,
+            ctx.services, int(res.resource_type), res.resource_name,
             lambda current, effective, entries=entries: replacement(entries),
             bool(request.validate_only))
         responses.append({"error_code": code, "error_message": message,

@@ -16,7 +16,7 @@ async def handle(ctx, request) -> Any:
     refused = cluster_action_refused(ctx)
     if refused is not None:
         return ctx.respond(error_code=refused, topics=[])
-    controller = ctx.broker.controller
+    controller = ctx.controller
     if controller is None or not controller.is_active:
         return ctx.respond(error_code=ErrorCode.not_controller, topics=[])
     try:

@@ -34,7 +34,7 @@ def _responses(request: Any, outcome: dict[TopicPartition, tuple[ErrorCode, str 
 
 
 async def handle(ctx, request) -> Any:
-    controller = ctx.broker.controller
+    controller = ctx.controller
     targets: dict[TopicPartition, tuple[int, ...] | None] = {}
     for topic in request.topics:
         for part in topic.partitions:

@@ -17,7 +17,6 @@ MAX_VERSION = 2
 
 
 async def handle(ctx, request) -> Any:
-    broker = ctx.broker
     destinations: dict[TopicPartition, str] = {}
     for d in request.dirs:
         for t in d.topics:
@@ -27,8 +26,8 @@ async def handle(ctx, request) -> Any:
         # Kafka's handleAlterReplicaLogDirsRequest: ALTER on the cluster.
         results = dict.fromkeys(destinations, ErrorCode.cluster_authorization_failed)
     else:
-        await broker.load_topic_configs({tp.topic for tp in destinations})
-        results = alter_replica_log_dirs(broker.replica_manager, broker.log_dir_mover,
+        await ctx.topic_configs.load({tp.topic for tp in destinations})
+        results = alter_replica_log_dirs(ctx.replica_manager, ctx.log_dir_mover,
                                          destinations)
     by_topic: dict[str, list[dict[str, Any]]] = {}
     for tp, code in results.items():

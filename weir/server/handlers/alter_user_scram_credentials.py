@@ -51,7 +51,7 @@ async def handle(ctx, request) -> Any:
         return ctx.respond(results=[{"user": user,
                                      "error_code": ErrorCode.cluster_authorization_failed,
                                      "error_message": "Cluster authorization failed."} for user in users])
-    store = ctx.broker.scram_credentials
+    store = ctx.scram_credentials
     counts = Counter([(d.name, int(d.mechanism)) for d in request.deletions]
                      + [(u.name, int(u.mechanism)) for u in request.upsertions])
     errors: dict[str, tuple[ErrorCode, str]] = {}

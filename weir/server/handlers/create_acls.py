@@ -20,7 +20,7 @@ async def handle(ctx, request) -> Any:
         code, message = refused
         return ctx.respond(results=[{"error_code": code, "error_message": message}
                                     for _ in creations])
-    results = await ctx.broker.authorizer.create_acls([binding_of(c) for c in creations])
+    results = await ctx.authorizer.create_acls([binding_of(c) for c in creations])
     return ctx.respond(results=[
         {"error_code": code, "error_message": message if code != ErrorCode.none else None}
         for code, message in results])

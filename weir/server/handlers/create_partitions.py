@@ -3,6 +3,7 @@ partitions online."""
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 from weir.protocol.errors import ErrorCode, KafkaError
@@ -15,7 +16,7 @@ MAX_VERSION = 3
 
 
 async def handle(ctx, request) -> Any:
-    broker = ctx.broker
+    broker = ctx.services  # admin calls take the broker's services
     timeout_ms = int(request.timeout.total_seconds() * 1000)
     results = []
     grown: dict[str, int] = {}
@@ -45,7 +46,29 @@ async def handle(ctx, request) -> Any:
 
 
 async def _grow(ctx, topic, validate_only: bool) -> None:
-    assignments = (None if topic.assignments is None
-                   else [list(a.broker_ids) for a in topic.assignments])
-    await admin.create_partitions(ctx.broker, topic.name, int(topic.count), assignments,
-                                  validate_only)
+    broker = ctx.services  # admin calls take the broker's services
+    current = await asyncio.to_thread(broker.zk.get_topic, topic.name)
+    if current is None:
+        raise KafkaError(ErrorCode.unknown_topic_or_partition, f"topic {topic.name!r} not found")
+    have = len(current.partitions)
+    count = int(topic.count)
+    if count <= have:
+        raise KafkaError(ErrorCode.invalid_partitions,
+                         f"topic {topic.name!r} has {have} partitions; "
+                         f"the new count must be larger, got {count}")
+    rf = len(current.partitions[0])
+    manual = None
+    if topic.assignments is not None:
+        if len(topic.assignments) != count - have:
+            raise KafkaError(ErrorCode.invalid_replica_assignment,
+                             f"{count - have} new partitions but "
+                             f"{len(topic.assignments)} assignments")
+        manual = {have + i: [int(b) for b in a.broker_ids]
+                  for i, a in enumerate(topic.assignments)}
+        if any(len(r) != rf for r in manual.values()):
+            raise KafkaError(ErrorCode.invalid_replica_assignment,
+                             f"new partitions must have replication factor {rf}")
+    added = admin.plan_assignment(await admin.registered_broker_ids(broker), count - have, rf,
+                                  manual, start_partition=have)
+    if not validate_only:
+        await asyncio.to_thread(broker.zk.add_partitions, topic.name, added, current.zk_version)

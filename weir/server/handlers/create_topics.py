@@ -15,7 +15,7 @@ MAX_VERSION = 7
 
 
 async def handle(ctx, request) -> Any:
-    broker = ctx.broker
+    broker = ctx.services  # admin calls take the broker's services
     timeout_ms = int(request.timeout.total_seconds() * 1000)
     validate_only = bool(getattr(request, "validate_only", False))  # v1+
     results: list[dict[str, Any]] = []

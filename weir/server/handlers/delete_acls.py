@@ -21,7 +21,7 @@ async def handle(ctx, request) -> Any:
         return ctx.respond(filter_results=[
             {"error_code": code, "error_message": message, "matching_acls": []}
             for _ in filters])
-    results = await ctx.broker.authorizer.delete_acls([filter_of(f) for f in filters])
+    results = await ctx.authorizer.delete_acls([filter_of(f) for f in filters])
     return ctx.respond(filter_results=[
         {"error_code": code, "error_message": message, "matching_acls": [
             {"error_code": err, "error_message": None if err == ErrorCode.none

@@ -17,6 +17,6 @@ async def handle(ctx, request) -> Any:
     # Kafka's handleDeleteGroupsRequest: DELETE on each group.
     allowed, denied = authz.filter_authorized(ctx, AclOperation.DELETE, ResourceType.GROUP,
                                               list(request.groups_names))
-    results = await ctx.broker.group_coordinator.delete_groups(allowed) if allowed else {}
+    results = await ctx.group_coordinator.delete_groups(allowed) if allowed else {}
     results.update(dict.fromkeys(denied, ErrorCode.group_authorization_failed))
     return ctx.respond(results=[{"group_id": g, "error_code": e} for g, e in results.items()])

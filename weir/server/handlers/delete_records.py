@@ -16,15 +16,14 @@ MAX_VERSION = 2
 
 
 async def handle(ctx, request) -> Any:
-    broker = ctx.broker
     # Kafka's handleDeleteRecordsRequest: DELETE on each topic.
     allowed, denied = authz.filter_authorized(ctx, AclOperation.DELETE, ResourceType.TOPIC,
                                               request.topics, lambda t: t.name)
     offsets = {TopicPartition(t.name, int(p.partition_index)): int(p.offset)
                for t in allowed for p in t.partitions}
     timeout_ms = int(request.timeout.total_seconds() * 1000)
-    results = await broker.replica_manager.delete_records(
-        offsets, timeout_ms, lambda: set(broker.metadata.brokers)) if offsets else {}
+    results = await ctx.replica_manager.delete_records(
+        offsets, timeout_ms, lambda: set(ctx.metadata.brokers)) if offsets else {}
     by_topic: dict[str, list[dict[str, Any]]] = {}
     for t in denied:
         by_topic.setdefault(t.name, []).extend(

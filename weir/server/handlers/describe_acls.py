@@ -25,7 +25,7 @@ async def handle(ctx, request) -> Any:
         return ctx.respond(error_code=ErrorCode.invalid_request, error_message=str(exc),
                            resources=[])
     by_pattern: dict = {}
-    for binding in ctx.broker.authorizer.describe_acls(flt):
+    for binding in ctx.authorizer.describe_acls(flt):
         by_pattern.setdefault(binding.pattern, []).append(binding.entry)
     return ctx.respond(error_code=ErrorCode.none, error_message=None, resources=[
         {"resource_type": int(p.resource_type), "resource_name": p.name,

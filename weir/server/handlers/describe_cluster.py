@@ -18,21 +18,20 @@ BROKERS_ENDPOINT = 1
 
 
 async def handle(ctx, request) -> Any:
-    broker = ctx.broker
     endpoint_type = int(getattr(request, "endpoint_type", BROKERS_ENDPOINT))
     if endpoint_type != BROKERS_ENDPOINT:  # a ZooKeeper-mode broker has no KRaft controllers
         return ctx.respond(error_code=ErrorCode.unsupported_endpoint_type,
                            error_message=f"endpoint type {endpoint_type} is not supported; "
                                          "a ZooKeeper-based cluster lists brokers only",
-                           endpoint_type=endpoint_type, cluster_id=broker.cluster_id,
+                           endpoint_type=endpoint_type, cluster_id=ctx.cluster_id,
                            controller_id=-1, brokers=[],
                            cluster_authorized_operations=_NO_OPERATIONS)
-    cache = broker.metadata
+    cache = ctx.metadata
     brokers = [{"broker_id": b.id, "host": b.host, "port": b.port, "rack": b.rack}
                for b in cache.brokers_on(ctx.listener)]
     controller_id = cache.controller_id
     if not brokers or controller_id < 0:  # no UpdateMetadata yet: ask ZooKeeper
-        registered, controller_id = await _from_zookeeper(broker, ctx.listener)
+        registered, controller_id = await _from_zookeeper(ctx, ctx.listener)
         brokers = brokers or [{"broker_id": b["node_id"], "host": b["host"],
                                "port": b["port"], "rack": b["rack"]} for b in registered]
     cluster_ops = _NO_OPERATIONS
@@ -40,6 +39,6 @@ async def handle(ctx, request) -> Any:
         cluster_ops = (authz.authorized_operations(ctx, ResourceType.CLUSTER, "kafka-cluster")
                        if authz.authorize_cluster(ctx, AclOperation.DESCRIBE) else 0)
     return ctx.respond(error_code=ErrorCode.none, error_message=None,
-                       endpoint_type=endpoint_type, cluster_id=broker.cluster_id,
+                       endpoint_type=endpoint_type, cluster_id=ctx.cluster_id,
                        controller_id=controller_id, brokers=brokers,
                        cluster_authorized_operations=cluster_ops)

@@ -23,7 +23,6 @@ DYNAMIC_BROKER_LOGGER_CONFIG = 6  # ConfigSource of a logger's level
 
 
 async def handle(ctx, request) -> Any:
-    broker = ctx.broker
     results = []
     for res in request.resources:
         entry: dict[str, Any] = {"resource_type": res.resource_type,
@@ -35,25 +34,25 @@ async def handle(ctx, request) -> Any:
         if refused is not None:
             entry.update(error_code=refused[0], error_message=refused[1])
         elif res.resource_type == TOPIC:
-            if res.resource_name not in broker.metadata.topics:
+            if res.resource_name not in ctx.metadata.topics:
                 entry.update(error_code=ErrorCode.unknown_topic_or_partition,
                              error_message=f"topic {res.resource_name!r} not found")
             else:
-                overrides = await asyncio.to_thread(broker.zk.get_topic_config,
+                overrides = await asyncio.to_thread(ctx.zk.get_topic_config,
                                                     res.resource_name)
-                entries = describe_topic_config(broker.config, overrides)
+                entries = describe_topic_config(ctx.config, overrides)
                 entry["configs"] = _render(entries, res.configuration_keys, request)
         elif res.resource_type == BROKER:
             try:
-                per_broker = check_describe_name(res.resource_name, broker.broker_id)
+                per_broker = check_describe_name(res.resource_name, ctx.broker_id)
             except KafkaError as exc:
                 entry.update(error_code=exc.code, error_message=exc.message)
             else:
-                entries = describe_broker_config(broker.config, per_broker)
+                entries = describe_broker_config(ctx.config, per_broker)
                 entry["configs"] = _render(entries, res.configuration_keys, request)
         elif res.resource_type == BROKER_LOGGER:
             try:
-                levels = describe_logger_resource(res.resource_name, broker.broker_id)
+                levels = describe_logger_resource(res.resource_name, ctx.broker_id)
             except KafkaError as exc:
                 entry.update(error_code=exc.code, error_message=exc.message)
             else:

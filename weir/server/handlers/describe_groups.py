@@ -25,7 +25,7 @@ def _describe(ctx, group_id: str) -> dict[str, Any]:
         entry["error_code"] = ErrorCode.group_authorization_failed
         return entry
     try:
-        group = ctx.broker.group_coordinator.group(group_id)
+        group = ctx.group_coordinator.group(group_id)
     except KafkaError as exc:
         entry["error_code"] = exc.code
         return entry

@@ -23,7 +23,7 @@ async def handle(ctx, request) -> Any:
     if not authz.authorize_cluster(ctx, AclOperation.DESCRIBE):
         # Kafka's handleDescribeLogDirsRequest: DESCRIBE on the cluster.
         return ctx.respond(error_code=ErrorCode.cluster_authorization_failed, results=[])
-    lm = ctx.broker.log_manager
+    lm = ctx.log_manager
     wanted: set[TopicPartition] | None = None
     if request.topics is not None:
         wanted = {TopicPartition(t.topic, int(p)) for t in request.topics for p in t.partitions}

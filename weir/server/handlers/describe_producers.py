@@ -23,13 +23,12 @@ MAX_VERSION = 0
 
 
 async def handle(ctx, request) -> Any:
-    broker = ctx.broker
     topics = []
     for topic in request.topics:
         error = None
         if not authz.authorize(ctx, AclOperation.READ, ResourceType.TOPIC, topic.name):
             error = ErrorCode.topic_authorization_failed
-        elif not broker.metadata.has_topic(topic.name):
+        elif not ctx.metadata.has_topic(topic.name):
             error = ErrorCode.unknown_topic_or_partition
         parts = []
         for index in topic.partition_indexes:
@@ -44,7 +43,7 @@ async def handle(ctx, request) -> Any:
 def _partition(ctx, tp: TopicPartition) -> dict[str, Any]:
     out: dict[str, Any] = {"partition_index": tp.partition, "active_producers": []}
     try:
-        p = ctx.broker.replica_manager.partition(tp)
+        p = ctx.replica_manager.partition(tp)
     except KafkaError as exc:
         out["error_code"] = ctx.partition_error(tp, exc.code)
         out["error_message"] = exc.message

@@ -29,10 +29,10 @@ async def handle(ctx, request) -> Any:
     for txn_id in request.transactional_ids:
         if not authz.authorize(ctx, AclOperation.DESCRIBE, ResourceType.TRANSACTIONAL_ID,
                                txn_id):
-            entry = ctx.broker.txn_coordinator.describe("")
+            entry = ctx.txn_coordinator.describe("")
             entry.update(transactional_id=txn_id,
                          error_code=ErrorCode.transactional_id_authorization_failed)
         else:
-            entry = ctx.broker.txn_coordinator.describe(txn_id)
+            entry = ctx.txn_coordinator.describe(txn_id)
         states.append(_as_schema(entry))
     return ctx.respond(transaction_states=states)

@@ -27,7 +27,7 @@ async def handle(ctx, request) -> Any:
         return ctx.respond(error_code=refused, error_message="Cluster authorization failed.", results=[
             {"user": u.name, "error_code": refused, "error_message": "Cluster authorization failed."}
             for u in request.users or ()])
-    store = ctx.broker.scram_credentials
+    store = ctx.scram_credentials
     requested = [u.name for u in request.users] if request.users else None
     return ctx.respond(error_code=ErrorCode.none,
                        results=await asyncio.to_thread(_describe, store, requested))

@@ -34,7 +34,7 @@ def _results(outcome: dict, error: ErrorCode | None = None,
 async def handle(ctx, request) -> Any:
     partitions = elect_leaders_partitions(request)
     election_type = int(getattr(request, "election_type", 0))
-    controller = ctx.broker.controller
+    controller = ctx.controller
     error: ErrorCode | None = None
     outcome: dict = {}
     if not authz.authorize_cluster(ctx, AclOperation.ALTER):

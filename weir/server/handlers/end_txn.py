@@ -19,7 +19,7 @@ async def handle(ctx, request) -> Any:
     if not authz.authorize(ctx, AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID,
                            request.transactional_id):
         return ctx.respond(error_code=ErrorCode.transactional_id_authorization_failed)
-    error = await ctx.broker.txn_coordinator.end_txn(
+    error = await ctx.txn_coordinator.end_txn(
         request.transactional_id, int(request.producer_id), int(request.producer_epoch),
         bool(request.committed))
     return ctx.respond(error_code=fenced_for_version(error, ctx.version, 2))

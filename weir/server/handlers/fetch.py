@@ -70,13 +70,12 @@ def _requested(request, version: int, resolve) -> tuple[list[PartitionRequest],
 
 
 async def handle(ctx, request) -> Any:
-    broker = ctx.broker
     version = ctx.version
     replica_id = _replica_id(request, version)
     consumer = replica_id < 0
-    resolve = broker.metadata.topic_by_id
+    resolve = ctx.metadata.topic_by_id
     fetch, forgotten = _requested(request, version, resolve)
-    context = broker.fetch_sessions.new_context(
+    context = ctx.fetch_sessions.new_context(
         version, int(getattr(request, "session_id", 0)),
         int(getattr(request, "session_epoch", -1)), not consumer, fetch, forgotten,
         _now_ms(), resolve)
@@ -96,7 +95,7 @@ async def handle(ctx, request) -> Any:
     max_wait_ms = int(request.max_wait.total_seconds() * 1000)
     max_bytes = int(getattr(request, "max_bytes", 0x7FFFFFFF))
     redirected = _preferred_read_replicas(ctx, request, wanted) if consumer else {}
-    results = await broker.replica_manager.fetch(
+    results = await ctx.replica_manager.fetch(
         replica_id, max_wait_ms, int(request.min_bytes), max_bytes,
         [w for w in wanted if w.tp not in redirected],
         followers_serve_consumers=consumer and version >= 11,
@@ -131,13 +130,13 @@ async def handle(ctx, request) -> Any:
                 (t.producer_id, t.first_offset) for t in r.aborted_transactions],
         )
         if tp in redirected:
-            p = broker.replica_manager.partitions[tp]
+            p = ctx.replica_manager.partitions[tp]
             data.preferred_read_replica = redirected[tp]
             data.records = b""
             data.high_watermark = p.log.high_watermark
             data.last_stable_offset = p.log.last_stable_offset
             data.log_start_offset = p.log.log_start_offset
-        meta = broker.metadata.partition(tp)
+        meta = ctx.metadata.partition(tp)
         if error in (ErrorCode.not_leader_or_follower, ErrorCode.fenced_leader_epoch) and meta:
             data.current_leader = (meta.leader, meta.leader_epoch)
             leaders.add(meta.leader)
@@ -156,7 +155,7 @@ async def handle(ctx, request) -> Any:
     endpoints = []
     if version >= 16:  # KIP-951: where the new leaders are
         for leader in sorted(leaders):
-            b = broker.metadata.broker_on(leader, ctx.listener)
+            b = ctx.metadata.broker_on(leader, ctx.listener)
             if b is not None:
                 endpoints.append((b.id, b.host, b.port, b.rack))
     return RawResponse(fetch_response.encode(version, list(by_topic.items()), error_code=error,
@@ -184,7 +183,7 @@ async def _down_convert(ctx, answers: list[tuple[PartitionRequest, PartitionData
             data.error_code = int(ErrorCode.not_leader_or_follower)
         if data.error_code or req.topic is None:
             continue
-        if ctx.broker.topic_config(req.topic).get("compression.type") == "zstd":
+        if ctx.topic_configs.topic_config(req.topic).get("compression.type") == "zstd":
             data.error_code = int(ErrorCode.unsupported_compression_type)
             data.records = b""
             continue
@@ -224,15 +223,14 @@ def _now_ms() -> int:
 
 def _preferred_read_replicas(ctx, request, wanted: list[FetchPartition]) -> dict:
     """KIP-392: partitions led here whose consumer should read from a replica in its rack."""
-    broker = ctx.broker
     client_rack = getattr(request, "rack_id", "") or ""
-    if not client_rack or not rack_aware_enabled(broker.config.get("replica.selector.class")):
+    if not client_rack or not rack_aware_enabled(ctx.config.get("replica.selector.class")):
         return {}
-    racks = {b.id: b.rack for b in broker.metadata.brokers.values()}
+    racks = {b.id: b.rack for b in ctx.metadata.brokers.values()}
     out = {}
     for w in wanted:
-        chosen = broker.replica_manager.preferred_read_replica(w.tp, w.fetch_offset, racks,
+        chosen = ctx.replica_manager.preferred_read_replica(w.tp, w.fetch_offset, racks,
                                                                client_rack)
-        if chosen >= 0 and chosen != broker.broker_id:
+        if chosen >= 0 and chosen != ctx.broker_id:
             out[w.tp] = chosen
     return out

@@ -40,16 +40,16 @@ async def _lookup(ctx, key: str, key_type: int) -> dict[str, Any]:
                 "error_message": "share groups are not supported", "node_id": -1,
                 "host": "", "port": -1}
     if key_type == TRANSACTION_KEY_TYPE:
-        error, node = await ctx.broker.txn_coordinator.find_coordinator(key)
+        error, node = await ctx.txn_coordinator.find_coordinator(key)
         host, port = "", -1
     elif key_type == GROUP_KEY_TYPE:
-        error, node, host, port = await ctx.broker.group_coordinator.find_coordinator(key)
+        error, node, host, port = await ctx.group_coordinator.find_coordinator(key)
     else:
         return {"key": key, "error_code": ErrorCode.invalid_request,
                 "error_message": f"unknown coordinator key type {key_type}", "node_id": -1,
                 "host": "", "port": -1}
     if error == ErrorCode.none:  # the coordinator's endpoint on this request's listener
-        b = ctx.broker.metadata.broker_on(node, ctx.listener)
+        b = ctx.metadata.broker_on(node, ctx.listener)
         if b is None:
             error, node, host, port = ErrorCode.coordinator_not_available, -1, "", -1
         else:

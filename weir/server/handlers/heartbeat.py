@@ -16,7 +16,7 @@ MAX_VERSION = 4
 async def handle(ctx, request) -> Any:
     if not authz.authorize(ctx, AclOperation.READ, ResourceType.GROUP, request.group_id):
         return ctx.respond(error_code=ErrorCode.group_authorization_failed)
-    error = ctx.broker.group_coordinator.heartbeat(
+    error = ctx.group_coordinator.heartbeat(
         request.group_id, request.member_id, getattr(request, "group_instance_id", None),
         int(request.generation_id))
     return ctx.respond(error_code=error)

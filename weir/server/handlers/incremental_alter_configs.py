@@ -70,12 +70,12 @@ async def handle(ctx, request) -> Any:
         if refused is not None:
             code, message = refused
         elif rtype == BROKER_LOGGER:
-            code, message = _alter_loggers(ctx.broker, res.resource_name, ops,
+            code, message = _alter_loggers(ctx.services, res.resource_name, ops,
                                            bool(request.validate_only))
         else:
             kind = "broker" if rtype == BROKER else "topic"
             code, message = await alter_resource(
-                ctx.broker, rtype, res.resource_name,
+                ctx.services, rtype, res.resource_name,
                 lambda current, effective, ops=ops, kind=kind:
                     incremental(current, effective, ops, kind),
                 bool(request.validate_only))
@@ -85,16 +85,16 @@ async def handle(ctx, request) -> Any:
     return ctx.respond(responses=responses)
 
 
-async def alter_resource(broker, resource_type: int, name: str,
+async def alter_resource(services, resource_type: int, name: str,
                          change: Callable[[dict[str, str], dict[str, Any]], dict[str, str]],
                          validate_only: bool) -> tuple[ErrorCode, str | None]:
     """Apply ``change`` (current overrides, effective typed config → new overrides) to one
     resource; the error code and message for the response."""
     try:
         if resource_type == TOPIC:
-            await alter_topic_configs(broker, name, change, validate_only)
+            await alter_topic_configs(services, name, change, validate_only)
         elif resource_type == BROKER:
-            await broker.dynamic_configs.alter(name, change, validate_only)
+            await services.dynamic_configs.alter(name, change, validate_only)
         else:
             raise KafkaError(ErrorCode.invalid_request,
                              f"Unknown resource type {resource_type}")
@@ -103,33 +103,33 @@ async def alter_resource(broker, resource_type: int, name: str,
     return ErrorCode.none, None
 
 
-def _alter_loggers(broker, name: str, ops: list[tuple[str, int, str | None]],
+def _alter_loggers(services, name: str, ops: list[tuple[str, int, str | None]],
                    validate_only: bool) -> tuple[ErrorCode, str | None]:
     try:
-        alter_loggers(name, broker.broker_id, ops, validate_only)
+        alter_loggers(name, services.broker_id, ops, validate_only)
     except KafkaError as exc:
         return exc.code, exc.message
     return ErrorCode.none, None
 
 
-async def alter_topic_configs(broker, topic: str,
+async def alter_topic_configs(services, topic: str,
                               change: Callable[[dict[str, str], dict[str, Any]], dict[str, str]],
                               validate_only: bool) -> dict[str, str]:
     """Read the topic's overrides, compute and validate the new set, store it with a change
     notification (not when ``validate_only``); the new overrides."""
     if not topic:
         raise KafkaError(ErrorCode.invalid_request, "the topic name is empty")
-    lock = _LOCKS.setdefault(broker, asyncio.Lock())
+    lock = _LOCKS.setdefault(services, asyncio.Lock())
     async with lock:
-        if await asyncio.to_thread(broker.zk.get_topic, topic) is None:
+        if await asyncio.to_thread(services.zk.get_topic, topic) is None:
             raise KafkaError(ErrorCode.unknown_topic_or_partition,
                              f"topic {topic!r} not found")
-        current = await asyncio.to_thread(broker.zk.get_topic_config, topic)
-        effective = topic_config(broker.config, _valid_only(current))
+        current = await asyncio.to_thread(services.zk.get_topic_config, topic)
+        effective = topic_config(services.config, _valid_only(current))
         new = change(dict(current), effective)
         validate_topic_configs(new)
         if not validate_only and new != current:
-            await asyncio.to_thread(broker.zk.set_topic_config, topic, new)
+            await asyncio.to_thread(services.zk.set_topic_config, topic, new)
     return new
 
 

@@ -36,7 +36,7 @@ async def handle(ctx, request) -> Any:
             return ctx.respond(error_code=ErrorCode.transactional_id_authorization_failed,
                                producer_id=-1, producer_epoch=-1)
         timeout_ms = int(request.transaction_timeout.total_seconds() * 1000)
-        result = await ctx.broker.txn_coordinator.init_producer_id(
+        result = await ctx.txn_coordinator.init_producer_id(
             request.transactional_id, timeout_ms, pid, epoch)
         return ctx.respond(error_code=fenced_for_version(result.error, ctx.version, 4),
                            producer_id=result.producer_id,
@@ -46,7 +46,7 @@ async def handle(ctx, request) -> Any:
             # KIP-360: an idempotent producer may bump its own epoch to reset sequences.
             return ctx.respond(error_code=ErrorCode.none, producer_id=pid,
                                producer_epoch=epoch + 1)
-        new_pid = await ctx.broker.producer_ids.next_id()
+        new_pid = await ctx.producer_ids.next_id()
     except KafkaError as exc:
         return ctx.respond(error_code=exc.code, producer_id=-1, producer_epoch=-1)
     return ctx.respond(error_code=ErrorCode.none, producer_id=new_pid, producer_epoch=0)

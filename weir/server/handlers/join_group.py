@@ -42,7 +42,7 @@ async def handle(ctx, request) -> Any:
         protocols=[(p.name, bytes(p.metadata)) for p in request.protocols],
         require_known_member_id=ctx.version >= 4,
     )
-    result = await ctx.broker.group_coordinator.join(request.group_id, req)
+    result = await ctx.group_coordinator.join(request.group_id, req)
     return ctx.respond(
         error_code=result.error,
         generation_id=result.generation_id,

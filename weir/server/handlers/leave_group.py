@@ -14,7 +14,7 @@ MAX_VERSION = 5
 
 
 async def handle(ctx, request) -> Any:
-    coordinator = ctx.broker.group_coordinator
+    coordinator = ctx.group_coordinator
     if not authz.authorize(ctx, AclOperation.READ, ResourceType.GROUP, request.group_id):
         return ctx.respond(error_code=ErrorCode.group_authorization_failed, members=[])
     if ctx.version < 3:

@@ -15,7 +15,7 @@ MAX_VERSION = 5
 
 
 async def handle(ctx, request) -> Any:
-    coordinator = ctx.broker.group_coordinator
+    coordinator = ctx.group_coordinator
     wanted = {s.lower() for s in getattr(request, "states_filter", ()) or ()}
     types = {t.lower() for t in getattr(request, "types_filter", ()) or ()}
     classic = not types or "classic" in types

@@ -33,7 +33,7 @@ LATEST_TIERED_TIMESTAMP = -5
 
 
 async def handle(ctx, request) -> Any:
-    rm = ctx.broker.replica_manager
+    rm = ctx.replica_manager
     topics = []
     for topic in request.topics:
         parts = []
@@ -76,7 +76,7 @@ async def _legacy_entry(ctx, tp: TopicPartition, part, replica_id: int) -> dict[
         # Kafka: v0 knows only the latest (-1) and earliest (-2) special timestamps.
         return {"error_code": ErrorCode.unsupported_version}
     try:
-        _p, plog = ctx.broker.replica_manager.leader_log(tp)
+        _p, plog = ctx.replica_manager.leader_log(tp)
     except KafkaError as exc:
         return {"error_code": ctx.partition_error(tp, exc.code)}
     start, end, high_watermark = plog.log_start_offset, plog.log_end_offset, plog.high_watermark

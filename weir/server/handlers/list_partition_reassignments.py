@@ -19,7 +19,7 @@ MAX_VERSION = 0
 
 
 async def handle(ctx, request) -> Any:
-    controller = ctx.broker.controller
+    controller = ctx.controller
     wanted: list[TopicPartition] | None = None
     if request.topics is not None:
         wanted = [TopicPartition(t.name, int(p)) for t in request.topics

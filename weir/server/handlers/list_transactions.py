@@ -15,7 +15,7 @@ MAX_VERSION = 1
 
 
 async def handle(ctx, request) -> Any:
-    error, unknown, found = ctx.broker.txn_coordinator.list_transactions(
+    error, unknown, found = ctx.txn_coordinator.list_transactions(
         {int(p) for p in request.producer_id_filters}, set(request.state_filters),
         int(getattr(request, "duration_filter", -1)))
     states = [{"transactional_id": txn_id, "producer_id": pid, "transaction_state": state}

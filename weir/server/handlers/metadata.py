@@ -27,8 +27,7 @@ _ZERO_UUID = uuid.UUID(int=0)
 
 
 async def handle(ctx, request) -> Any:
-    broker = ctx.broker
-    cache = broker.metadata
+    cache = ctx.metadata
     version = ctx.version
     by_id: dict[str, Any] = {}  # names asked for by topic id (Metadata v10+)
     if request.topics is None or (version == 0 and not request.topics):
@@ -61,7 +60,7 @@ async def handle(ctx, request) -> Any:
             continue
         may_create = auto_create and not requested_all
         if may_create and name not in cache.topics and authz.enabled(ctx) and \
-                ctx.broker.config.auto_create_topics_enable:
+                ctx.config.auto_create_topics_enable:
             if create_on_cluster is None:
                 create_on_cluster = authz.authorize_cluster(ctx, AclOperation.CREATE,
                                                             log_if_denied=False)
@@ -83,7 +82,7 @@ async def handle(ctx, request) -> Any:
         # No UpdateMetadata yet (the broker or the controller just started): answer from
         # ZooKeeper rather than with no brokers or controller -1, which leaves clients
         # such as librdkafka's admin client waiting for a refresh that may not come soon.
-        registered, controller_id = await _from_zookeeper(broker, ctx.listener)
+        registered, controller_id = await _from_zookeeper(ctx, ctx.listener)
         brokers = brokers or registered
     cluster_ops = _NO_OPERATIONS
     if getattr(request, "include_cluster_authorized_operations", False):
@@ -91,7 +90,7 @@ async def handle(ctx, request) -> Any:
                        if authz.authorize_cluster(ctx, AclOperation.DESCRIBE) else 0)
     return ctx.respond(
         brokers=brokers,
-        cluster_id=broker.cluster_id,
+        cluster_id=ctx.cluster_id,
         controller_id=controller_id,
         topics=topics,
         cluster_authorized_operations=cluster_ops,
@@ -107,14 +106,14 @@ def _refused(name: str | None, topic_id: Any = _ZERO_UUID) -> dict[str, Any]:
 
 
 async def _describe_topic(ctx, name: str, auto_create: bool) -> dict[str, Any]:
-    cache = ctx.broker.metadata
+    cache = ctx.metadata
     base = {"name": name, "topic_id": cache.topic_ids.get(name, _ZERO_UUID),
             "is_internal": name.startswith("__"),
             "topic_authorized_operations": _NO_OPERATIONS}
     parts = cache.topics.get(name)
     if parts is None:
         code = ErrorCode.unknown_topic_or_partition
-        if auto_create and ctx.broker.config.auto_create_topics_enable:
+        if auto_create and ctx.config.auto_create_topics_enable:
             code = await _auto_create(ctx, name)
         return dict(base, error_code=code, partitions=[])
     key = (name, ctx.response_cls)
@@ -150,8 +149,8 @@ def _partitions(ctx, cache, parts) -> tuple[Any, ...]:
 async def _auto_create(ctx, name: str) -> ErrorCode:
     try:
         admin.validate_topic_name(name)
-        cfg = ctx.broker.config
-        await admin.create_topic(ctx.broker, name, cfg.num_partitions,
+        cfg = ctx.config
+        await admin.create_topic(ctx.services, name, cfg.num_partitions,
                                  cfg.default_replication_factor, None, {})
         log.info("auto-created topic %s", name)
         return ErrorCode.leader_not_available
@@ -164,10 +163,10 @@ async def _auto_create(ctx, name: str) -> ErrorCode:
         return ErrorCode.leader_not_available
 
 
-async def _from_zookeeper(broker, listener: str = "PLAINTEXT"
+async def _from_zookeeper(ctx, listener: str = "PLAINTEXT"
                           ) -> tuple[list[dict[str, Any]], int]:
-    infos = await asyncio.to_thread(broker.zk.get_all_brokers)
-    controller = await asyncio.to_thread(broker.zk.get_controller_id)
+    infos = await asyncio.to_thread(ctx.zk.get_all_brokers)
+    controller = await asyncio.to_thread(ctx.zk.get_controller_id)
     brokers = [{"node_id": b.id, "host": ep[0], "port": ep[1], "rack": b.rack}
                for b in sorted(infos.values(), key=lambda b: b.id)
                if (ep := b.endpoint(listener)) is not None]

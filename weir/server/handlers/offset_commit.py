@@ -48,7 +48,7 @@ async def handle(ctx, request) -> Any:
     if ctx.version == 0:
         results = await _commit_to_zookeeper(ctx, request.group_id, offsets)
         return _response(ctx, {**refused, **results})
-    results = await ctx.broker.group_coordinator.commit_offsets(
+    results = await ctx.group_coordinator.commit_offsets(
         request.group_id, request.member_id, getattr(request, "group_instance_id", None),
         int(request.generation_id_or_member_epoch), offsets) if offsets or not refused else {}
     return _response(ctx, {**refused, **results})
@@ -72,19 +72,18 @@ async def _commit_to_zookeeper(ctx, group: str, offsets: dict[TopicPartition, Of
                                ) -> dict[TopicPartition, ErrorCode]:
     """Kafka's ``commitOffsetsToZookeeper``: unknown topics or partitions and oversized
     metadata are refused, the rest written one znode each."""
-    broker = ctx.broker
-    max_meta = int(broker.config.get("offset.metadata.max.bytes"))
+    max_meta = int(ctx.config.get("offset.metadata.max.bytes"))
     results: dict[TopicPartition, ErrorCode] = {}
     writes: dict[TopicPartition, int] = {}
     for tp, o in offsets.items():
-        if broker.metadata.partition(tp) is None:
+        if ctx.metadata.partition(tp) is None:
             results[tp] = ErrorCode.unknown_topic_or_partition
         elif len(o.metadata) > max_meta:
             results[tp] = ErrorCode.offset_metadata_too_large
         else:
             writes[tp] = o.offset
     if writes:
-        results.update(await asyncio.to_thread(_write_offsets, broker.zk.kazoo, group, writes))
+        results.update(await asyncio.to_thread(_write_offsets, ctx.zk.kazoo, group, writes))
     return results
 
 

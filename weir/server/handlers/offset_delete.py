@@ -22,7 +22,7 @@ async def handle(ctx, request) -> Any:
                                               request.topics, lambda t: t.name)
     tps = [TopicPartition(t.name, int(p.partition_index))
            for t in allowed for p in t.partitions]
-    error, results = await ctx.broker.group_coordinator.delete_offsets(request.group_id, tps)
+    error, results = await ctx.group_coordinator.delete_offsets(request.group_id, tps)
     results = dict(results)
     for t in denied:
         for p in t.partitions:

@@ -35,7 +35,7 @@ def _fetch(ctx, group_id: str, topics: Any,
                                                  ResourceType.TOPIC, {tp.topic for tp in wanted})
             denied = set(refused)
         try:
-            found = ctx.broker.group_coordinator.fetch_offsets(
+            found = ctx.group_coordinator.fetch_offsets(
                 group_id, None if wanted is None else [tp for tp in wanted
                                                        if tp.topic not in denied])
             error = ErrorCode.none
@@ -46,7 +46,7 @@ def _fetch(ctx, group_id: str, topics: Any,
                      if authz.authorize(ctx, AclOperation.DESCRIBE, ResourceType.TOPIC,
                                         tp.topic, log_if_denied=False)}
     by_topic: dict[str, list[dict[str, Any]]] = {}
-    coordinator = ctx.broker.group_coordinator
+    coordinator = ctx.group_coordinator
     for tp, o in found.items():
         if (require_stable and error == ErrorCode.none
                 and coordinator.has_pending_txn_offsets(group_id, tp)):
@@ -101,8 +101,8 @@ async def _fetch_from_zookeeper(ctx, group_id: str, topics: Any) -> list[dict[st
         errors = {tp: ErrorCode.topic_authorization_failed for tp in wanted
                   if tp.topic in set(refused)}
     known = [tp for tp in wanted
-             if tp not in errors and ctx.broker.metadata.partition(tp) is not None]
-    found = await asyncio.to_thread(_read_offsets, ctx.broker.zk.kazoo, group_id, known)
+             if tp not in errors and ctx.metadata.partition(tp) is not None]
+    found = await asyncio.to_thread(_read_offsets, ctx.zk.kazoo, group_id, known)
     by_topic: dict[str, list[dict[str, Any]]] = {}
     for tp in wanted:
         offset, error = found.get(tp, (-1, errors.get(tp, ErrorCode.none)))

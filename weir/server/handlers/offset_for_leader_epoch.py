@@ -15,7 +15,7 @@ MAX_VERSION = 4
 
 
 async def handle(ctx, request) -> Any:
-    rm = ctx.broker.replica_manager
+    rm = ctx.replica_manager
     topics = []
     # Kafka's handleOffsetForLeaderEpochRequest: CLUSTER_ACTION (followers) covers every
     # topic; consumers (KIP-320) need DESCRIBE on each.

@@ -27,7 +27,6 @@ INTERNAL_TOPICS = frozenset({OFFSETS_TOPIC, "__transaction_state"})
 
 
 async def handle(ctx, request) -> Any:
-    broker = ctx.broker
     acks = int(request.acks)
     entries: dict[TopicPartition, bytes] = {}
     results: dict[TopicPartition, ProduceResult] = {}
@@ -67,11 +66,11 @@ async def handle(ctx, request) -> Any:
                 entries[tp] = part.records
     verification = None
     if entries and transactional_id is not None and not txn_denied \
-            and broker.config.get("transaction.partition.verification.enable"):
-        verification = await _verify(broker, transactional_id, entries, results)
+            and ctx.config.get("transaction.partition.verification.enable"):
+        verification = await _verify(ctx, transactional_id, entries, results)
     if entries:
         timeout_ms = int(request.timeout.total_seconds() * 1000)
-        results.update(await broker.replica_manager.append(acks, timeout_ms, entries,
+        results.update(await ctx.replica_manager.append(acks, timeout_ms, entries,
                                                            verification=verification))
     if acks == 0:
         return None
@@ -91,12 +90,12 @@ async def handle(ctx, request) -> Any:
     endpoints = []
     if ctx.version >= 10:  # KIP-951: where the partitions refused here are led now
         for tp, r in results.items():
-            meta = broker.metadata.partition(tp)
+            meta = ctx.metadata.partition(tp)
             if r.error == ErrorCode.not_leader_or_follower and meta is not None \
                     and meta.leader >= 0:
                 leaders[(tp.topic, tp.partition)] = (meta.leader, meta.leader_epoch)
         for leader_id in sorted({leader for leader, _ in leaders.values()}):
-            b = broker.metadata.broker_on(leader_id, ctx.listener)
+            b = ctx.metadata.broker_on(leader_id, ctx.listener)
             if b is not None:
                 endpoints.append((b.id, b.host, b.port, b.rack))
     record_errors = {(tp.topic, tp.partition): r.record_errors
@@ -118,14 +117,14 @@ def _has_transactional_records(request) -> bool:
     return False
 
 
-async def _verify(broker, transactional_id: str, entries: dict[TopicPartition, bytes],
+async def _verify(ctx, transactional_id: str, entries: dict[TopicPartition, bytes],
                   results: dict[TopicPartition, ProduceResult]
                   ) -> dict[TopicPartition, object | None]:
     """KIP-890 (Kafka's ReplicaManager.appendRecords with verification): start a
     verification on each partition whose producer has no transaction open there, ask the
     coordinator once for all of them, and take the refused partitions out of ``entries``
     (their results set).  The guards, for the append."""
-    rm = broker.replica_manager
+    rm = ctx.replica_manager
     guards: dict[TopicPartition, object | None] = {}
     pending: list[TopicPartition] = []
     producer = None
@@ -147,7 +146,7 @@ async def _verify(broker, transactional_id: str, entries: dict[TopicPartition, b
         if guards[tp] is not None:
             pending.append(tp)
     if pending and producer is not None:
-        verdicts = await broker.txn_verifier.verify(transactional_id, *producer, pending)
+        verdicts = await ctx.txn_verifier.verify(transactional_id, *producer, pending)
         for tp, error in verdicts.items():
             if error != ErrorCode.none:
                 results[tp] = ProduceResult(

@@ -74,7 +74,7 @@ async def handle(ctx, request) -> Any:
             if server.token_auth:
                 return _failed(ctx, mechanism, "delegation tokens are not supported")
             credential = await asyncio.to_thread(
-                ctx.broker.scram_credentials.credential, user, mechanism)
+                ctx.scram_credentials.credential, user, mechanism)
             if credential is None:
                 return _failed(ctx, mechanism, f"no {mechanism} credential for user {user!r}")
             security.exchange = server

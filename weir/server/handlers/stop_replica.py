@@ -23,7 +23,7 @@ async def handle(ctx, request) -> Any:
         for t in request.topic_states for p in t.partition_states
     }
     try:
-        results = ctx.broker.replica_manager.stop_replicas(int(request.controller_epoch), wanted)
+        results = ctx.replica_manager.stop_replicas(int(request.controller_epoch), wanted)
     except KafkaError as exc:
         return ctx.respond(error_code=exc.code, partition_errors=[])
     return ctx.respond(error_code=ErrorCode.none, partition_errors=[

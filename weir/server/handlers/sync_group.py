@@ -17,7 +17,7 @@ async def handle(ctx, request) -> Any:
     if not authz.authorize(ctx, AclOperation.READ, ResourceType.GROUP, request.group_id):
         return ctx.respond(error_code=ErrorCode.group_authorization_failed,
                            protocol_type=None, protocol_name=None, assignment=b"")
-    result = await ctx.broker.group_coordinator.sync(
+    result = await ctx.group_coordinator.sync(
         request.group_id, request.member_id, getattr(request, "group_instance_id", None),
         int(request.generation_id), getattr(request, "protocol_type", None),
         getattr(request, "protocol_name", None),

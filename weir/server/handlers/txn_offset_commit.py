@@ -47,7 +47,7 @@ async def handle(ctx, request) -> Any:
             tp = TopicPartition(topic.name, int(p.partition_index))
             if not allowed[topic.name]:
                 refused[tp] = ErrorCode.topic_authorization_failed
-            elif ctx.broker.metadata.partition(tp) is None:
+            elif ctx.metadata.partition(tp) is None:
                 refused[tp] = ErrorCode.unknown_topic_or_partition
             else:
                 offsets[tp] = OffsetAndMetadata(
@@ -56,7 +56,7 @@ async def handle(ctx, request) -> Any:
                     metadata=p.committed_metadata or "", commit_timestamp=now)
     results: dict[TopicPartition, ErrorCode] = {}
     if offsets:
-        results = await ctx.broker.group_coordinator.commit_txn_offsets(
+        results = await ctx.group_coordinator.commit_txn_offsets(
             request.group_id, int(request.producer_id), int(request.producer_epoch),
             getattr(request, "member_id", ""), getattr(request, "group_instance_id", None),
             int(getattr(request, "generation_id", -1)), offsets)

@@ -17,11 +17,10 @@ async def handle(ctx, request) -> Any:
     error = cluster_action_refused(ctx) or await stale_broker_epoch(ctx, request)
     if error is not None:
         return ctx.respond(error_code=error)
-    broker = ctx.broker
-    if int(request.controller_epoch) < broker.metadata.controller_epoch:
+    if int(request.controller_epoch) < ctx.metadata.controller_epoch:
         return ctx.respond(error_code=ErrorCode.stale_controller_epoch)
     brokers = []
-    inter_broker = broker.config.inter_broker_listener_name
+    inter_broker = ctx.config.inter_broker_listener_name
     for b in request.live_brokers:
         endpoints = tuple((e.listener, e.host, int(e.port)) for e in b.endpoints)
         ep = next((e for e in endpoints if e[0] == inter_broker),
@@ -37,8 +36,8 @@ async def handle(ctx, request) -> Any:
                 offline_replicas=tuple(int(x) for x in p.offline_replicas),
                 partition_epoch=int(p.zk_version),
             )))
-    deleted = broker.metadata.update(int(request.controller_id),
+    deleted = ctx.metadata.update(int(request.controller_id),
                                      int(request.controller_epoch), brokers, partitions)
     for topic in deleted:
-        broker.set_topic_overrides(topic, None)
+        ctx.topic_configs.set_overrides(topic, None)
     return ctx.respond(error_code=ErrorCode.none)

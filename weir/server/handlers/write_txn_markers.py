@@ -64,8 +64,7 @@ def _result(marker, error_of) -> dict[str, Any]:
 
 async def _write(ctx, marker) -> dict[TopicPartition, ErrorCode]:
     """Append one marker to each of its partitions; the error per partition."""
-    broker = ctx.broker
-    rm = broker.replica_manager
+    rm = ctx.replica_manager
     pid, committed = int(marker.producer_id), bool(marker.transaction_result)
     errors: dict[TopicPartition, ErrorCode] = {}
     entries: dict[TopicPartition, bytes] = {}
@@ -78,19 +77,19 @@ async def _write(ctx, marker) -> dict[TopicPartition, ErrorCode]:
         entries[tp] = build_marker(pid, int(marker.producer_epoch), committed,
                                    int(marker.coordinator_epoch), now)
     if entries:
-        timeout = int(broker.config.get("request.timeout.ms") or DEFAULT_REQUEST_TIMEOUT_MS)
+        timeout = int(ctx.config.get("request.timeout.ms") or DEFAULT_REQUEST_TIMEOUT_MS)
         results = await rm.append(-1, timeout, entries, origin=AppendOrigin.COORDINATOR)
         for tp, result in results.items():
             errors[tp] = result.error
             if result.error == ErrorCode.none and tp.topic == OFFSETS_TOPIC:
-                errors[tp] = _complete_offsets(broker, tp, pid, committed)
+                errors[tp] = _complete_offsets(ctx, tp, pid, committed)
     return errors
 
 
-def _complete_offsets(broker, tp: TopicPartition, producer_id: int,
+def _complete_offsets(ctx, tp: TopicPartition, producer_id: int,
                       committed: bool) -> ErrorCode:
     """Hand the decided transaction to the group coordinator (its pending offsets)."""
-    hook = getattr(broker.group_coordinator, "on_txn_marker", None)
+    hook = getattr(ctx.group_coordinator, "on_txn_marker", None)
     if hook is None:
         return ErrorCode.none
     try:
