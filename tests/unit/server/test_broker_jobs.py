@@ -264,3 +264,45 @@ def test_a_change_notification_reloads_broker_and_topic_configs():
         await listener.stop()
 
     run(scenario())
+
+
+# -- the wiring ----------------------------------------------------------------------------------
+
+
+def test_broker_wiring_hands_out_typed_parts_and_the_live_config(tmp_path):
+    """Handlers see the broker's parts through BrokerServices (never the Broker), the config
+    they read is the live one (dynamic configs replace it), and the coordinators and
+    /metrics read the same parts."""
+    from weir.protocol import codec
+    from weir.server import metrics
+    from weir.server.broker import Broker
+    from weir.server.context import BrokerServices, RequestContext
+    from weir.server.handlers import REGISTRY
+
+    async def scenario():
+        config = BrokerConfig({"broker.id": "3", "zookeeper.connect": "127.0.0.1:1",
+                               "log.dirs": str(tmp_path), "listeners": "PLAINTEXT://:0"})
+        broker = Broker(config)
+        services = broker.services
+        assert isinstance(services, BrokerServices)
+        assert all(s.dispatcher.services is services for s in broker.socket_servers)
+        assert services.replica_manager is broker.replica_manager
+        assert services.group_coordinator.metadata is broker.metadata
+        assert services.txn_coordinator.metadata is broker.metadata
+        assert services.registration.broker_epoch == -1 == broker.broker_epoch
+        request_cls, response_cls = REGISTRY[3].schemas(12)
+        ctx = RequestContext(services, codec.RequestHeader(3, 12, 1, "c", 0), request_cls,
+                             response_cls, "127.0.0.1:5555")
+        assert ctx.broker_id == 3 and ctx.metadata is broker.metadata
+        assert not hasattr(ctx, "broker")
+        broker.dynamic_configs.apply(config.with_dynamic({"log.retention.bytes": "10"}, {}))
+        assert ctx.config.get("log.retention.bytes") == 10
+        assert ctx.topic_configs.topic_config("t")["retention.bytes"] == 10
+        source = broker.metrics_source()
+        assert source.state() == metrics.STATE_STARTING  # until registered
+        broker.request_stop()
+        assert source.state() == metrics.STATE_SHUTTING_DOWN
+        assert source.controller() is None
+        assert broker.scheduler.job_names == []  # scheduled at start
+
+    run(scenario())
