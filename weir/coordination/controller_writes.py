@@ -3,7 +3,7 @@
 Kafka's ``KafkaZkClient`` methods that take ``expectedControllerEpochZkVersion``
 (``createTopicPartitionStatesRaw``, ``updateLeaderAndIsr``, ``deleteTopicZNode``,
 ``setOrCreatePartitionReassignment``, ``deletePreferredReplicaElection``,
-``deleteIsrChangeNotifications``-style notification cleanup): every write goes through
+``deleteLogDirEventNotifications``): every write goes through
 :func:`weir.coordination.fenced.run_fenced`, so a deposed controller's writes fail as a whole
 with :class:`ControllerMovedError`.  :class:`ControllerWrites` is mixed into
 :class:`weir.coordination.zk.ZkClient`; the controller calls these methods on its client.

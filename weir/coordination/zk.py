@@ -403,6 +403,7 @@ class ZkClient(ControllerWrites):
         )
 
     def topic_exists(self, name: str) -> bool:
+        """Kafka's ``KafkaZkClient.topicExists``."""
         return self._client.exists(paths.topic(name)) is not None
 
     def create_topic(
@@ -532,6 +533,7 @@ class ZkClient(ControllerWrites):
             pass
 
     def is_topic_marked_for_deletion(self, name: str) -> bool:
+        """Kafka's ``KafkaZkClient.isTopicMarkedForDeletion``."""
         return self._client.exists(paths.delete_topic(name)) is not None
 
     def get_topics_to_delete(self) -> list[str]:
