@@ -2,9 +2,12 @@
 
 One ``asyncio.Queue`` and one consumer task.  ZooKeeper watch callbacks run on kazoo's
 threads and only put a marker on the queue (``loop.call_soon_threadsafe``); the consumer
-reads ZooKeeper through ``asyncio.to_thread``, feeds events to the sans-I/O
+reads ZooKeeper off the loop (``asyncio.to_thread``), feeds events to the sans-I/O
 :class:`~weir.controller.core.ControllerCore`, executes its ZooKeeper operations (feeding
-the results back) and hands its requests to the :class:`ControllerChannelManager`.
+the results back through :mod:`weir.controller.executor`) and hands its requests to the
+:class:`ControllerChannelManager`.  Its collaborators (the ZooKeeper store, the clock, the
+channels' transport, the blocking-call runner) come through the constructor, so the seeded
+simulation runs this very class on a virtual-time loop (:mod:`weir.sim`).
 """
 
 from __future__ import annotations
@@ -13,13 +16,14 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections import deque
+from collections import Counter, deque
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
 from weir.asyncutil import cancel_and_wait
 from weir.common import TopicPartition
+from weir.controller import executor
 from weir.controller.channel import ControllerChannelManager
 from weir.controller.context import ReplicaAssignment
 from weir.controller.core import ControllerCore
@@ -28,18 +32,9 @@ from weir.controller.effects import (
     Log,
     Reply,
     SendRequests,
-    TopicsRead,
     UnwatchTopics,
     WatchTopics,
-    ZkCreatePartitionStates,
-    ZkDeletePreferredElection,
-    ZkDeleteTopic,
     ZkOperation,
-    ZkReadPartitionStates,
-    ZkReadTopics,
-    ZkSetReassignments,
-    ZkUpdatePartitionStates,
-    ZkUpdateTopicAssignments,
 )
 from weir.controller.events import (
     AlterReassignments,
@@ -60,25 +55,19 @@ from weir.controller.events import (
     UncleanLeaderElectionEnable,
     ZkReassignmentChange,
 )
-from weir.controller.log_dir_events import LogDirEventNotification, ZkDeleteLogDirEvents
-from weir.controller.reassignment import merge_topic_assignment
+from weir.controller.executor import WRITE_CHUNK, RunBlocking
+from weir.controller.log_dir_events import LogDirEventNotification
 from weir.controller.rpc import alter_partition_event, alter_partition_response
 from weir.controller.settings import ControllerSettings
+from weir.controller.store import ControllerZk
 from weir.coordination import codecs, paths
-from weir.coordination.errors import (
-    ControllerMovedError,
-    ZkVersionMismatchError,
-    ZnodeDataError,
-)
+from weir.coordination.errors import ControllerMovedError, ZnodeDataError
 from weir.protocol.errors import ErrorCode, KafkaError
 
-__all__ = ["ControllerService", "StateChange"]
+__all__ = ["WRITE_CHUNK", "ControllerService", "StateChange"]
 
 
 log = logging.getLogger(__name__)
-
-WRITE_CHUNK = 1000
-"""Partitions per multi of a pipelined state update (the client's own multi size)."""
 
 STATE_CHANGE_HISTORY = 200
 """Entries of the controller's state-change log kept in memory (for the metrics endpoint)."""
@@ -156,14 +145,20 @@ def _wall_ms() -> int:
 class ControllerService:
     """Runs the controller election and, while elected, the controller."""
 
-    def __init__(self, broker_id: int, zk: Any, config: Any = None, *,
+    def __init__(self, broker_id: int, zk: ControllerZk, config: Any = None, *,
                  now_ms: Callable[[], int] = _wall_ms,
                  settings: ControllerSettings | None = None,
-                 channel_factory: Callable[..., ControllerChannelManager] | None = None
-                 ) -> None:
+                 channel_factory: Callable[..., ControllerChannelManager] | None = None,
+                 run_blocking: RunBlocking = asyncio.to_thread) -> None:
+        """``zk`` is the ZooKeeper store, ``now_ms`` the clock, ``channel_factory`` makes
+        the channels to the brokers (``ControllerChannelManager(on_event,
+        request_timeout_ms=...)``: its ``connect`` is the transport) and ``run_blocking``
+        runs blocking ZooKeeper calls off the loop (worker threads; inline under the
+        simulation's virtual-time loop)."""
         self.broker_id = broker_id
         self._zk = zk
         self._now_ms = now_ms
+        self._run_blocking = run_blocking
         self.settings = settings or (
             ControllerSettings.from_config(config) if config is not None
             else ControllerSettings(broker_id=broker_id))
@@ -187,6 +182,8 @@ class ControllerService:
         self.current_event: str | None = None
         """The event being handled now (Kafka's ControllerEventManager state), or None."""
         self.events_processed = 0
+        self.events_by_type: Counter[str] = Counter()
+        """Events handled, per event type (as Kafka's per-ControllerState rate metrics)."""
 
     @property
     def event_queue_size(self) -> int:
@@ -219,7 +216,7 @@ class ControllerService:
         await self._resign()
         if was_active:
             with contextlib.suppress(Exception):
-                await asyncio.to_thread(self._zk.resign_controller, self.broker_id)
+                await self._run_blocking(self._zk.resign_controller, self.broker_id)
 
     def set_unclean_leader_election_enable(self, enabled: bool) -> None:
         """The broker default of ``unclean.leader.election.enable`` changed (a dynamic broker
@@ -306,12 +303,12 @@ class ControllerService:
             case _SessionLost():
                 await self._resign()
             case _BrokersChanged(generation=g) if g == self._generation and self.is_active:
-                live = await asyncio.to_thread(self._zk.get_all_brokers)
+                live = await self._run_blocking(self._zk.get_all_brokers)
                 await self._process(BrokerChange(live))
             case _Watched(generation=g, event=event) if g == self._generation:
                 await self._process(event)
             case _Reread(generation=g, read=read) if g == self._generation and self.is_active:
-                event = await asyncio.to_thread(read)
+                event = await self._run_blocking(read)
                 if event is not None and g == self._generation:
                     await self._process(event)
             case _Call(event=event):
@@ -335,20 +332,20 @@ class ControllerService:
                                             "this broker is not the controller"))
 
     async def _elect(self) -> None:
-        holder = await asyncio.to_thread(self._zk.get_controller_id)
+        holder = await self._run_blocking(self._zk.get_controller_id)
         if self.is_active:
             if holder == self.broker_id:
                 return
             await self._resign()
         if holder is not None and holder != self.broker_id:
             return
-        won = await asyncio.to_thread(self._zk.try_become_controller, self.broker_id)
+        won = await self._run_blocking(self._zk.try_become_controller, self.broker_id)
         if won is None:
             return
         epoch, epoch_zk_version = won
         log.info("broker %d won the controller election (epoch %d)", self.broker_id, epoch)
         self._register_watches()
-        startup = await asyncio.to_thread(self._read_snapshot, epoch, epoch_zk_version)
+        startup = await self._run_blocking(self._read_snapshot, epoch, epoch_zk_version)
         await self._process(startup)
 
     def _register_watches(self) -> None:
@@ -481,6 +478,7 @@ class ControllerService:
         try:
             await self._process_effects(self.core.handle(event, self._now_ms()))
         finally:
+            self.events_by_type[self.current_event] += 1
             self.current_event = None
             self.events_processed += 1
 
@@ -546,76 +544,5 @@ class ControllerService:
         return callback
 
     async def _run_zk(self, op: ZkOperation) -> Any:
-        """Run one ZooKeeper operation on worker threads; its result for the core.
-
-        A large state update goes out as several multis in flight at once (one per
-        :data:`WRITE_CHUNK` partitions, each fenced on its own, as the client would send
-        them one after the other): the client's encoding overlaps the server's work.
-        """
-        if isinstance(op, ZkUpdatePartitionStates) and len(op.states) > WRITE_CHUNK:
-            items = list(op.states.items())
-            chunks = [dict(items[i:i + WRITE_CHUNK]) for i in range(0, len(items), WRITE_CHUNK)]
-            update = self._zk.update_partition_states
-            results = await asyncio.gather(
-                *(asyncio.to_thread(update, chunk, op.epoch_zk_version) for chunk in chunks),
-                return_exceptions=True)
-            errors = [r for r in results if isinstance(r, BaseException)]
-            if errors:
-                raise next((e for e in errors if isinstance(e, ControllerMovedError)), errors[0])
-            merged: dict[TopicPartition, Any] = {}
-            for result in results:
-                merged.update(result)
-            return merged
-        return await asyncio.to_thread(self._execute, op)
-
-    def _execute(self, op: ZkOperation) -> Any:
-        """Run one ZooKeeper operation (on a worker thread)."""
-        zk = self._zk
-        if isinstance(op, ZkCreatePartitionStates):
-            return zk.create_partition_states(dict(op.states), op.epoch_zk_version)
-        if isinstance(op, ZkUpdatePartitionStates):
-            return zk.update_partition_states(dict(op.states), op.epoch_zk_version)
-        if isinstance(op, ZkReadPartitionStates):
-            return zk.get_partition_states(op.partitions)
-        if isinstance(op, ZkReadTopics):
-            topics = zk.get_topics(op.topics)
-            return TopicsRead(topics, zk.get_topic_configs(topics))
-        if isinstance(op, ZkDeleteTopic):
-            zk.delete_topic_znodes(op.topic, op.epoch_zk_version)
-            return None
-        if isinstance(op, ZkDeletePreferredElection):
-            zk.delete_preferred_election(op.epoch_zk_version)
-            return None
-        if isinstance(op, ZkUpdateTopicAssignments):
-            return {topic: self._update_topic_assignment(topic, changes, op.epoch_zk_version)
-                    for topic, changes in op.changes.items()}
-        if isinstance(op, ZkDeleteLogDirEvents):
-            zk.delete_log_dir_events(op.names, op.epoch_zk_version)
-            return None
-        if isinstance(op, ZkSetReassignments):
-            zk.set_reassignments({tp: list(r) for tp, r in op.partitions.items()},
-                                 op.epoch_zk_version)
-            return None
-        raise TypeError(f"unknown ZooKeeper operation {op!r}")
-
-    def _update_topic_assignment(self, topic: str, changes: Mapping[int, ReplicaAssignment],
-                                 epoch_zk_version: int, attempts: int = 5
-                                 ) -> Exception | None:
-        """Read-modify-write of one topic znode, conditional on its version (worker thread)."""
-        error: Exception | None = None
-        for _ in range(attempts):
-            current = self._zk.get_topic(topic)
-            if current is None:
-                return KafkaError(ErrorCode.unknown_topic_or_partition, f"{topic} is gone")
-            merged = merge_topic_assignment(current, changes)
-            try:
-                self._zk.set_topic_assignment(merged, current.zk_version,
-                                              controller_epoch_zk_version=epoch_zk_version)
-                return None
-            except ControllerMovedError:
-                raise
-            except ZkVersionMismatchError as exc:
-                error = exc  # someone else wrote the topic znode: merge again
-            except KafkaError as exc:
-                return exc
-        return error
+        """Run one ZooKeeper operation off the loop (:func:`weir.controller.executor.run`)."""
+        return await executor.run(self._zk, op, self._run_blocking)

@@ -1,37 +1,55 @@
-"""The seeded, deterministic simulation: scheduler, network, faults and invariants.
+"""The seeded, deterministic simulation: virtual time, network, faults and invariants.
 
-Everything random comes from one ``random.Random(seed)`` and time is a simulated clock, so
-a seed replays exactly.  :meth:`Simulation.run` injects faults for ``fault_ms``, then
-restarts every dead broker and lets the cluster settle; safety invariants are checked after
-every step and convergence at the end.  Violations are collected in
-:attr:`Simulation.violations` (the first few are enough to debug a seed).
+Every broker runs the production :class:`~weir.controller.service.ControllerService` (see
+:mod:`weir.sim.node`) on one :class:`~weir.sim.vloop.VirtualTimeLoop`, against the
+in-memory ZooKeeper :class:`~weir.sim.zk.SimZk`.  Everything random comes from one
+``random.Random(seed)``, time is the loop's virtual clock and nothing runs on threads, so a
+seed replays exactly.  :meth:`Simulation.run` injects faults for ``fault_ms`` (crashes,
+controller kills, ZooKeeper session expiry, controlled shutdown, topic creation and
+deletion, reassignments through ``/admin/reassign_partitions`` and KIP-455's
+AlterPartitionReassignments, preferred elections through the znode and ElectLeaders),
+then restarts every dead broker and lets the cluster settle.  The invariants of
+:mod:`weir.sim.invariants` are checked after every step and at the end; violations are
+collected in :attr:`Simulation.violations` (the first few are enough to debug a seed).
 """
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import dataclasses
-import heapq
+import logging
 import os
 import random
 import shutil
 import tempfile
 import uuid
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from weir.common import TopicPartition
-from weir.controller.events import AlterPartition, ControlledShutdown, IsrChange
+from weir.controller.events import IsrChange
+from weir.controller.rpc import ALTER_PARTITION_KEY
 from weir.controller.settings import ControllerSettings
 from weir.coordination.codecs import LeaderIsr
-from weir.protocol.errors import ErrorCode
+from weir.protocol import codec
+from weir.protocol.errors import ErrorCode, KafkaError
+from weir.protocol.interbroker import INTERBROKER_SCHEMAS
 from weir.sim.data import DataPlane
+from weir.sim.invariants import (
+    DataPathInvariants,
+    Invariant,
+    ReassignmentsResolve,
+    controller_invariants,
+)
 from weir.sim.node import PartitionView, SimNode
+from weir.sim.vloop import VirtualTimeLoop
 from weir.sim.zk import SimZk
 
 __all__ = ["SimConfig", "SimResult", "Simulation", "data_config"]
-
 
 @dataclass(frozen=True)
 class SimConfig:
@@ -46,8 +64,11 @@ class SimConfig:
     session_timeout_ms: int = 150
     fault_every_ms: tuple[int, int] = (80, 400)
     isr_tick_ms: int = 40
-    rebalance_tick_ms: int = 700
-    max_steps: int = 400_000
+    rebalance_interval_s: int = 1  # leader.imbalance.check.interval.seconds
+    controller_socket_timeout_ms: int = 3000  # controller.socket.timeout.ms
+    converge_ms: int = 6000  # after settle_ms: how long convergence may still take
+    max_steps: int = 2_000_000
+    reassignments: bool = True  # inject reassignments (an ISR change can then complete one)
     # -- the data path (weir.sim.data); off: the controller-only simulation -----------------
     data: bool = False
     min_insync_replicas: int = 2
@@ -56,7 +77,9 @@ class SimConfig:
     data_drop_ratio: float = 0.01  # data-path messages lost outright
     fetch_timeout_ms: int = 150
     fetch_backoff_ms: int = 40
-    fetch_idle_ms: tuple[int, int] = (5, 20)  # an empty fetch answer: the long poll's wait
+    data_duplicate_ratio: float = 0.01  # fetcher requests delivered twice
+    data_reorder_ratio: float = 0.02  # data-path messages overtaking earlier ones on a link
+    fetch_max_wait_ms: int = 20  # replica.fetch.wait.max.ms: the fetch purgatory's long poll
     fetch_max_bytes: int = 400
     produce_every_ms: tuple[int, int] = (2, 10)
     produce_timeout_ms: int = 600
@@ -93,39 +116,86 @@ class SimResult:
         return not self.violations
 
 
+class _TooManySteps(Exception):
+    pass
+
+
+class _ErrorLog(logging.Handler):
+    """Errors the controller shell logs with a traceback while its broker is alive (the
+    consumer's catch-all: a crash in handling an event) are violations."""
+
+    def __init__(self, sim: Simulation) -> None:
+        super().__init__(logging.ERROR)
+        self.sim = sim
+
+    def emit(self, record: logging.LogRecord) -> None:
+        if record.exc_info is None:
+            return
+        broker = record.args[0] if isinstance(record.args, tuple) and record.args else None
+        node = self.sim.nodes.get(broker) if isinstance(broker, int) else None
+        if node is None or node.alive:
+            self.sim.violation(f"logged error: {record.getMessage()}: "
+                               f"{record.exc_info[1]!r}")
+
+
 class Simulation:
     """One simulated cluster; see the module docstring."""
 
-    def __init__(self, seed: int, config: SimConfig | None = None) -> None:
+    def __init__(self, seed: int, config: SimConfig | None = None,
+                 invariants: list[Invariant] | None = None) -> None:
         self.seed = seed
         self.config = config or SimConfig()
         self.rng = random.Random(seed)
-        self.now = 0
-        self._heap: list[tuple[int, int, Callable[[], None]]] = []
-        self._seq = 0
+        self.loop = VirtualTimeLoop()
         self._links: dict[tuple[int, int], int] = {}
         self.data: DataPlane | None = None
-        self.zk = SimZk()
-        self.zk.watchers.append(self._on_zk_change)
+        self.zk = SimZk(schedule=self.schedule, latency=self.zk_latency)
         self.zk.on_state_write = self._check_write
-        settings = {b: ControllerSettings(broker_id=b, leader_imbalance_check_interval_seconds=1)
-                    for b in range(1, self.config.brokers + 1)}
+        settings = {b: ControllerSettings(
+            broker_id=b, leader_imbalance_check_interval_seconds=self.config.rebalance_interval_s,
+            auto_leader_rebalance_enable=self.config.rebalance_interval_s > 0)
+            for b in range(1, self.config.brokers + 1)}
         self.nodes = {b: SimNode(self, b, s) for b, s in settings.items()}
+        self.invariants = (controller_invariants() if invariants is None else invariants)
+        self.invariants.append(DataPathInvariants())
+        self.reassignments = next((i for i in self.invariants
+                                   if isinstance(i, ReassignmentsResolve)), None)
         self.violations: list[str] = []
         self.faults: list[str] = []
         self.ticking = True
+        self._seq = 0
         self._ops: dict[str, list[int]] = {}
-        self._event_ops: dict[int, int] = {}
-        self._writers: dict[int, int] = {}
+        self._event_ops: dict[tuple[int, int, int], int] = {}
+        self._tasks: set[asyncio.Task[Any]] = set()
+        self._retired_events: Counter[str] = Counter()
+
+    @property
+    def now(self) -> int:
+        """Simulated milliseconds since the start."""
+        return self.loop.now_ms()
 
     # -- scheduling ------------------------------------------------------------------------
 
-    def schedule(self, delay_ms: int, fn: Callable[[], None]) -> None:
-        self._seq += 1
-        heapq.heappush(self._heap, (self.now + delay_ms, self._seq, fn))
+    def schedule(self, delay_ms: int, fn: Callable[[], object]) -> None:
+        self.loop.call_later(delay_ms / 1000, fn)
+
+    def spawn(self, coro: Any) -> None:
+        """Run ``coro`` as a task of the simulation (kept referenced until it ends)."""
+        task = self.loop.create_task(coro)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
 
     def zk_latency(self) -> int:
         return self.rng.randint(1, 4)
+
+    async def run_zk(self, node: SimNode, fn: Callable[..., Any], *args: Any) -> Any:
+        """A node's ControllerService ``run_blocking``: a ZooKeeper call takes a simulated
+        round trip and runs inline (deterministically) on the loop."""
+        self._count_zk_op(node)
+        await asyncio.sleep(self.zk_latency() / 1000)
+        result = fn(*args)
+        await asyncio.sleep(self.zk_latency() / 1000)
+        return result
 
     def net_delay(self) -> int:
         delay = self.rng.randint(1, 8)
@@ -133,101 +203,101 @@ class Simulation:
             delay += self.rng.randint(50, 250)  # a lost packet, resent after a timeout
         return delay
 
-    def _deliver(self, src: int, dst: int, fn: Callable[[], None]) -> None:
+    def _deliver(self, src: int, dst: int, fn: Callable[[], object]) -> None:
         """FIFO per link, like one TCP connection."""
         at = max(self.now + self.net_delay(), self._links.get((src, dst), 0))
         self._links[(src, dst)] = at
         self.schedule(at - self.now, fn)
 
-    # -- network ---------------------------------------------------------------------------
-
-    def send_request(self, controller: SimNode, broker_id: int, request: Any) -> None:
-        incarnation = controller.incarnation
-        target = self.nodes[broker_id]
-
-        def deliver() -> None:
-            if controller.alive and controller.incarnation == incarnation and target.alive:
-                target.receive(controller.id, request)
-        self._deliver(controller.id, broker_id, deliver)
-
-    def respond(self, broker: SimNode, controller_id: int, event: Any) -> None:
-        node = self.nodes[controller_id]
-        self._deliver(broker.id, controller_id,
-                      lambda: node.enqueue(("watch", node.generation, event)))
-
     def next_token(self) -> int:
         self._seq += 1
         return self._seq
 
+    # -- RPCs to the controller ------------------------------------------------------------
+
+    def _controller_node(self) -> SimNode | None:
+        holder = self.zk.controller
+        return None if holder is None else self.nodes[holder[0]]
+
+    def _rpc(self, source: SimNode, call: Callable[[SimNode], Any],
+             answer: Callable[[Any], None]) -> None:
+        """Send ``call(controller)`` (a coroutine of its ControllerService) from ``source``
+        to the broker ZooKeeper names as controller; its result, or the KafkaError it
+        raised, comes back to ``answer`` unless either process died meanwhile."""
+        target = self._controller_node()
+        incarnation = source.incarnation
+
+        def back(value: Any) -> None:
+            if source.alive and source.incarnation == incarnation:
+                answer(value)
+        if target is None:
+            self.schedule(50, lambda: back(ErrorCode.not_controller))
+            return
+        target_incarnation = target.incarnation
+
+        async def serve() -> None:
+            try:
+                value = await call(target)
+            except KafkaError as exc:
+                value = exc.code
+            except TimeoutError:  # the controller did not answer within its socket timeout
+                value = ErrorCode.request_timed_out
+            if target.alive and target.incarnation == target_incarnation:
+                self._deliver(target.id, source.id, lambda: back(value))
+
+        def arrive() -> None:
+            if target.alive and target.incarnation == target_incarnation \
+                    and target.service is not None:
+                target.spawn(serve())
+        self._deliver(source.id, target.id, arrive)
+
     def send_alter_partition(self, node: SimNode, topic_id: uuid.UUID, tp: TopicPartition,
                              change: IsrChange, token: int) -> None:
-        holder = self.zk.controller
-        reply_to = ("alter", node.id, node.incarnation, tp, topic_id, token)
+        """An AlterPartition v3 request (KIP-497) from a partition leader; the outcome (a
+        LeaderIsr, an ErrorCode, or None after 500 ms without an answer) goes to
+        ``node.on_alter_partition_answer``."""
         incarnation = node.incarnation
         self.schedule(500, lambda: node.alive and node.incarnation == incarnation
                       and node.on_alter_partition_answer(tp, None, token))
-        if holder is None:
-            self.schedule(50, lambda: self.reply(reply_to, ErrorCode.not_controller))
+        epochs = change.isr_broker_epochs or (-1,) * len(change.new_isr)
+        request_cls = INTERBROKER_SCHEMAS[ALTER_PARTITION_KEY][3][0]
+        request = codec.build(request_cls, broker_id=node.id, broker_epoch=node.epoch, topics=[{
+            "topic_id": topic_id, "partitions": [{
+                "partition_index": tp.partition, "leader_epoch": change.leader_epoch,
+                "partition_epoch": change.partition_epoch,
+                "leader_recovery_state": change.leader_recovery_state,
+                "new_isr_with_epochs": [{"broker_id": b, "broker_epoch": e}
+                                        for b, e in zip(change.new_isr, epochs, strict=True)],
+            }]}])
+
+        def answer(value: Any) -> None:
+            node.on_alter_partition_answer(tp, _alter_outcome(value, tp.partition), token)
+        self._rpc(node, lambda c: c.service.on_alter_partition(request), answer)
+
+    # -- ZooKeeper sessions ----------------------------------------------------------------
+
+    def _count_zk_op(self, node: SimNode) -> None:
+        """Statistics: ZooKeeper operations per controller event (those run while the
+        service processes an event: the core's operations)."""
+        service = node.service
+        if service is None or service.current_event is None:
             return
-        event = AlterPartition(node.id, node.epoch, {topic_id: {tp.partition: change}},
-                               reply_to)
-        target = self.nodes[holder[0]]
-        self._deliver(node.id, target.id, lambda: target.enqueue(("call", event)))
-
-    def reply(self, reply_to: Any, value: Any) -> None:
-        kind, node_id, incarnation = reply_to[:3]
-        node = self.nodes[node_id]
-
-        def deliver() -> None:
-            if not node.alive or node.incarnation != incarnation:
-                return
-            if kind == "alter":
-                tp, topic_id, token = reply_to[3:6]
-                outcome = value if isinstance(value, ErrorCode) else value[topic_id][tp.partition]
-                node.on_alter_partition_answer(tp, outcome, token)
-            else:
-                self._shutdown_answer(node, value, reply_to[3])
-        self.schedule(self.net_delay(), deliver)
-
-    # -- ZooKeeper notifications -----------------------------------------------------------
-
-    def _on_zk_change(self, what: str) -> None:
-        for node in self.nodes.values():
-            if not node.alive or not self.zk.alive(node.session):
-                continue
-            if what == "controller":
-                self.schedule(self.zk_latency(), lambda n=node: n.enqueue("elect"))
-            elif node.core.active:
-                item = ("watch", node.generation, what)
-                self.schedule(self.zk_latency(), lambda n=node, i=item: n.enqueue(i))
-
-    def on_elected(self, node: SimNode, epoch: int) -> None:
-        if self.config.rebalance_tick_ms:
-            generation = node.generation
-
-            def tick() -> None:
-                if self.ticking and node.alive and node.generation == generation:
-                    node.enqueue(("watch", generation, "rebalance"))
-                    self.schedule(self.config.rebalance_tick_ms, tick)
-            self.schedule(self.config.rebalance_tick_ms, tick)
-
-    def on_resigned(self, node: SimNode) -> None:
-        """Nothing to do: generations make the old controllership's items stale."""
-
-    # -- statistics ------------------------------------------------------------------------
-
-    def count_event(self, event: Any) -> None:
-        name = type(event).__name__
-        self._ops.setdefault(name, [0, 0, 0])[0] += 1
-        self._event_ops[id(event)] = 0
-
-    def count_zk_op(self, event: Any) -> None:
-        name = type(event).__name__
-        stats = self._ops.setdefault(name, [0, 0, 0])
+        stats = self._ops.setdefault(service.current_event, [0, 0, 0])
+        key = (node.id, node.incarnation, service.events_processed)
+        n = self._event_ops.get(key, 0) + 1
+        self._event_ops[key] = n
         stats[1] += 1
-        n = self._event_ops.get(id(event), 0) + 1
-        self._event_ops[id(event)] = n
         stats[2] = max(stats[2], n)
+
+    def retire_service(self, service: Any) -> None:
+        """A process's ControllerService is replaced: keep its event counts."""
+        self._retired_events.update(service.events_by_type)
+
+    def on_broker_leader_epoch(self, broker: int, tp: TopicPartition, old: int | None,
+                               new: int) -> None:
+        for invariant in self.invariants:
+            for message in invariant.on_broker_leader_epoch(self, broker, tp, old, new):
+                self.violation(f"{invariant.name}: {message}")
 
     # -- faults ----------------------------------------------------------------------------
 
@@ -237,31 +307,37 @@ class Simulation:
         alive = [n for n in self.nodes.values() if n.alive]
         dead = [n for n in self.nodes.values() if not n.alive]
         roll = self.rng.random()
-        controller = next((n for n in alive if n.core.active), None)
-        if roll < 0.25 and alive:
+        controller = next((n for n in alive if n.active), None)
+        if roll < 0.2 and alive:
             node = self.rng.choice(alive)
             if self.data is not None and self.rng.random() < self.config.power_loss_ratio:
                 self._kill(node, "power loss of", lose_unflushed=True)
             else:
                 self._kill(node, "kill")
-        elif roll < 0.35 and controller is not None:
+        elif roll < 0.28 and controller is not None:
             self._kill(controller, "kill controller")
-        elif roll < 0.45 and alive:
+        elif roll < 0.36 and alive:
             node = self.rng.choice(alive)
             self.faults.append(f"{self.now}: controlled shutdown of {node.id}")
             self._request_shutdown(node, attempt=1)
-        elif roll < 0.55 and alive:
+        elif roll < 0.44 and alive:
             node = self.rng.choice(alive)
-            self.faults.append(f"{self.now}: session expiry of {node.id}")
+            what = "controller " if node.active else ""
+            self.faults.append(f"{self.now}: session expiry of {what}{node.id}")
             self._expire_session(node)
-        elif roll < 0.6 and self.zk.topics:
+        elif roll < 0.48 and self.zk.topics:
             topic = self.rng.choice(sorted(self.zk.topics))
             self.faults.append(f"{self.now}: delete topic {topic}")
             self.zk.mark_for_deletion(topic)
             if self.data is not None:
                 self.data.forget_topic(topic)
-        elif roll < 0.65:
+        elif roll < 0.53:
             self._create_topic(f"x{self.now}")
+        elif roll < 0.63 and alive:
+            if self.config.reassignments:
+                self._reassign(self.rng.choice(alive))
+        elif roll < 0.7 and alive:
+            self._preferred_election(self.rng.choice(alive))
         elif dead:
             self._restart(self.rng.choice(dead))
         self.schedule(self.rng.randint(*self.config.fault_every_ms), self._fault)
@@ -273,17 +349,12 @@ class Simulation:
         self.schedule(self.config.session_timeout_ms, lambda: self.zk.expire(session))
 
     def _expire_session(self, node: SimNode) -> None:
+        """ZooKeeper expires the session (the client hears LOST at once); the broker
+        reconnects a little later with a new session and registers again."""
         incarnation = node.incarnation
         self.zk.expire(node.session)
-
-        def reconnect() -> None:
-            if not node.alive or node.incarnation != incarnation:
-                return
-            node.enqueue("session_lost")
-            node.session = self.zk.open_session()
-            node.epoch = self.zk.register_broker(node.id, node.session)
-            node.enqueue("elect")
-        self.schedule(self.zk_latency() + 5, reconnect)
+        self.schedule(self.zk_latency() + 5,
+                      lambda: node.incarnation == incarnation and node.session_expired())
 
     def _restart(self, node: SimNode) -> None:
         if node.alive:
@@ -295,14 +366,11 @@ class Simulation:
         node.start()
 
     def _request_shutdown(self, node: SimNode, attempt: int) -> None:
-        holder = self.zk.controller
-        reply_to = ("shutdown", node.id, node.incarnation, attempt)
-        if holder is None:
-            self.reply(reply_to, ErrorCode.not_controller)
-            return
-        target = self.nodes[holder[0]]
-        event = ControlledShutdown(node.id, node.epoch, reply_to)
-        self._deliver(node.id, target.id, lambda: target.enqueue(("call", event)))
+        """ControlledShutdown (Kafka's KafkaServer.controlledShutdown: retried while the
+        broker still leads partitions, then the broker stops anyway)."""
+        epoch = node.epoch
+        self._rpc(node, lambda c: c.service.on_controlled_shutdown(node.id, epoch),
+                  lambda value: self._shutdown_answer(node, value, attempt))
 
     def _shutdown_answer(self, node: SimNode, value: Any, attempt: int) -> None:
         if isinstance(value, list) and not value or attempt >= 3:
@@ -322,6 +390,51 @@ class Simulation:
         parts = {p: [ids[(start + p + i) % len(ids)] for i in range(cfg.replication)]
                  for p in range(cfg.partitions)}
         self.zk.create_topic(name, parts)
+
+    def _reassign(self, admin: SimNode) -> None:
+        """Move one partition to other brokers (or cancel a move): through KIP-455's
+        AlterPartitionReassignments, or by writing ``/admin/reassign_partitions`` as the
+        old kafka-reassign-partitions tool does."""
+        live = [t for t in sorted(self.zk.topics) if t not in self.zk.to_delete]
+        if not live:
+            return
+        topic = self.zk.topics[self.rng.choice(live)]
+        tp = TopicPartition(topic.name, self.rng.choice(sorted(topic.partitions)))
+        cancel = tp.partition in topic.adding and self.rng.random() < 0.3
+        target = None if cancel else tuple(self.rng.sample(sorted(self.nodes),
+                                                           self.config.replication))
+        if self.rng.random() < 0.3 and target is not None:
+            self.faults.append(f"{self.now}: /admin/reassign_partitions {tp} -> {list(target)}")
+            try:
+                self.zk.create_reassignments({tp: list(target)})
+            except KafkaError:
+                return  # one is in progress: the tool refuses
+            if self.reassignments is not None:  # the controller may refuse it (dead brokers)
+                self.reassignments.supersede(tp)
+            return
+        self.faults.append(f"{self.now}: AlterPartitionReassignments {tp} -> "
+                           f"{'cancel' if target is None else list(target)} via {admin.id}")
+
+        def answer(value: Any) -> None:
+            if isinstance(value, dict) and value.get(tp, (None,))[0] == ErrorCode.none \
+                    and self.reassignments is not None:
+                self.reassignments.acknowledge(tp, target)
+        self._rpc(admin, lambda c: c.service.alter_reassignments({tp: target}), answer)
+
+    def _preferred_election(self, admin: SimNode) -> None:
+        """A preferred-leader election: ElectLeaders (KIP-460) or the znode written by the
+        old kafka-preferred-replica-election tool."""
+        states = sorted(tp for tp in self.zk.states if tp.topic not in self.zk.to_delete)
+        if not states:
+            return
+        chosen = frozenset(self.rng.sample(states, min(3, len(states))))
+        if self.rng.random() < 0.5:
+            self.faults.append(f"{self.now}: /admin/preferred_replica_election {sorted(chosen)}")
+            with contextlib.suppress(KafkaError):
+                self.zk.create_preferred_election(chosen)
+            return
+        self.faults.append(f"{self.now}: ElectLeaders {sorted(chosen)} via {admin.id}")
+        self._rpc(admin, lambda c: c.service.elect_leaders(0, chosen), lambda _value: None)
 
     def _isr_tick(self) -> None:
         if not self.ticking:
@@ -347,77 +460,94 @@ class Simulation:
             self.violations.append(f"t={self.now}: {message}")
 
     def _check_write(self, tp: TopicPartition, old: LeaderIsr | None, new: LeaderIsr) -> None:
-        version = self.zk.epoch_version
-        writer = self.zk.writer
-        if self._writers.setdefault(version, writer) != writer:
-            self.violation(f"two controllers wrote at controller epoch version {version}")
-        assignment = self.zk.topics[tp.topic].partitions.get(tp.partition, [])
-        if not set(new.isr) <= set(assignment) or not new.isr:
-            self.violation(f"{tp}: ISR {new.isr} not a non-empty subset of {assignment}")
-        if new.leader >= 0 and new.leader not in new.isr:
-            self.violation(f"{tp}: leader {new.leader} not in ISR {new.isr}")
-        if old is None:
-            return
-        if new.leader_epoch < old.leader_epoch:
-            self.violation(f"{tp}: leader epoch went back {old.leader_epoch}->{new.leader_epoch}")
-        if new.leader != old.leader and new.leader_epoch <= old.leader_epoch:
-            self.violation(f"{tp}: leader changed without a new leader epoch")
-        if new.leader >= 0 and new.leader != old.leader and new.leader not in old.isr:
-            self.violation(f"{tp}: unclean election of {new.leader} (ISR was {old.isr})")
+        for invariant in self.invariants:
+            for message in invariant.on_state_write(self, tp, old, new, self.zk.writer,
+                                                    self.zk.epoch_version):
+                self.violation(f"{invariant.name}: {message}")
 
     def _check_step(self) -> None:
-        epochs = [n.core.ctx.controller_epoch for n in self.nodes.values()
-                  if n.alive and n.core.active]
-        if len(epochs) != len(set(epochs)):
-            self.violation(f"two active controllers share an epoch: {sorted(epochs)}")
-        if self.data is not None:
-            self.data.check_step()
+        if self.loop.steps > self.config.max_steps:
+            raise _TooManySteps
+        for invariant in self.invariants:
+            for message in invariant.after_step(self):
+                self.violation(f"{invariant.name}: {message}")
 
-    def _check_converged(self) -> None:
+    def _convergence(self) -> list[str]:
+        """What is not yet as it must end (empty: converged)."""
         zk = self.zk
-        active = [n for n in self.nodes.values() if n.alive and n.core.active]
+        out: list[str] = []
+        active = [n for n in self.nodes.values() if n.active]
         if len(active) != 1 or zk.controller is None or active[0].id != zk.controller[0]:
-            self.violation(f"no single controller at the end: {[n.id for n in active]}, "
-                           f"ZooKeeper says {zk.controller}")
+            out.append(f"no single controller at the end: {[n.id for n in active]}, "
+                       f"ZooKeeper says {zk.controller}")
         if zk.to_delete:
-            self.violation(f"topic deletion did not complete: {sorted(zk.to_delete)}")
+            out.append(f"topic deletion did not complete: {sorted(zk.to_delete)}")
+        if zk.preferred:
+            out.append(f"preferred election not processed: {sorted(zk.preferred)}")
+        for node in self.nodes.values():
+            if not node.alive:
+                out.append(f"broker {node.id} is not running at the end")
+        for invariant in self.invariants:
+            out.extend(f"{invariant.name}: {m}" for m in invariant.at_end(self))
         for tp, state in sorted(zk.states.items()):
             replicas = zk.topics[tp.topic].partitions[tp.partition]
             if state.leader < 0 or not self.nodes[state.leader].alive:
-                self.violation(f"{tp} has no live leader at the end: {state}")
+                out.append(f"{tp} has no live leader at the end: {state}")
             if sorted(state.isr) != sorted(replicas):
-                self.violation(f"{tp}: ISR {state.isr} did not converge to {replicas}")
+                out.append(f"{tp}: ISR {state.isr} did not converge to {replicas}")
             for node in self.nodes.values():
                 if not node.alive:
-                    self.violation(f"broker {node.id} is not running at the end")
                     continue
                 seen = node.broker.metadata.get(tp)
                 if seen is None or (seen.leader, seen.leader_epoch, seen.isr,
                                     seen.partition_epoch) != (
                         state.leader, state.leader_epoch, state.isr, state.zk_version):
-                    self.violation(f"broker {node.id} metadata of {tp} is {seen}, "
-                                   f"ZooKeeper has {state}")
+                    out.append(f"broker {node.id} metadata of {tp} is {seen}, "
+                               f"ZooKeeper has {state}")
                 hosted = node.broker.hosted.get(tp)
                 if node.id in replicas and (hosted is None or (hosted.leader, hosted.leader_epoch)
                                             != (state.leader, state.leader_epoch)):
-                    self.violation(f"broker {node.id} replica of {tp} is {hosted}, "
-                                   f"ZooKeeper has {state}")
+                    out.append(f"broker {node.id} replica of {tp} is {hosted}, "
+                               f"ZooKeeper has {state}")
+        return out
 
     # -- running ---------------------------------------------------------------------------
 
     def run(self) -> SimResult:
-        if not self.config.data:
-            return self._run()
-        root = Path(tempfile.mkdtemp(prefix=f"weir-sim-{self.seed}-",
-                                     dir=self.config.data_dir or _fast_dir()))
+        errors = _ErrorLog(self)
+        logger = logging.getLogger("weir.controller")
+        logger.addHandler(errors)
+        self.loop.set_exception_handler(self._on_loop_error)
+        self.loop.add_step_hook(self._check_step)
+        asyncio.set_event_loop(self.loop)
         try:
-            self.data = DataPlane(self, root)
-            return self._run()
+            if not self.config.data:
+                return self._run()
+            root = Path(tempfile.mkdtemp(prefix=f"weir-sim-{self.seed}-",
+                                         dir=self.config.data_dir or _fast_dir()))
+            try:
+                self.data = DataPlane(self, root)
+                return self._run()
+            finally:
+                for node in self.nodes.values():
+                    if node.replicas is not None:
+                        node.replicas.close(lose_unflushed=False)
+                shutil.rmtree(root, ignore_errors=True)
         finally:
-            for node in self.nodes.values():
-                if node.replicas is not None:
-                    node.replicas.close(lose_unflushed=False)
-            shutil.rmtree(root, ignore_errors=True)
+            logger.removeHandler(errors)
+            self._close_loop()
+
+    def _close_loop(self) -> None:
+        for task in asyncio.all_tasks(self.loop):
+            task.cancel()
+        with contextlib.suppress(_TooManySteps):
+            self.loop.run_until_complete(asyncio.sleep(0))
+        asyncio.set_event_loop(None)
+        self.loop.close()
+
+    def _on_loop_error(self, _loop: asyncio.AbstractEventLoop, context: dict[str, Any]) -> None:
+        self.violation(f"unhandled in the event loop: {context.get('message')} "
+                       f"{context.get('exception')!r}")
 
     def _run(self) -> SimResult:
         cfg = self.config
@@ -431,22 +561,29 @@ class Simulation:
             self.data.start_producers()
         self.schedule(cfg.fault_ms, self._restart_all)
         self.schedule(cfg.fault_ms + cfg.settle_ms, self._stop_ticking)
-        steps = 0
-        while self._heap and steps < cfg.max_steps:
-            at, _, fn = heapq.heappop(self._heap)
-            self.now = at
-            fn()
-            steps += 1
-            self._check_step()
-        if self._heap:
+        try:
+            self.loop.run_for((cfg.fault_ms + cfg.settle_ms) / 1000)
+            pending = self._convergence()
+            deadline = self.now + cfg.converge_ms
+            while pending and self.now < deadline:
+                self.loop.run_for(0.1)
+                pending = self._convergence()
+            for message in pending:
+                self.violation(message)
+        except _TooManySteps:
             self.violation(f"did not settle within {cfg.max_steps} steps")
-        self._check_converged()
         stats: dict[str, int] = {}
         if self.data is not None:
-            self.data.check_converged()
             stats = dict(sorted(self.data.stats.items()))
+        events = Counter(self._retired_events)
+        for node in self.nodes.values():
+            if node.service is not None:
+                events.update(node.service.events_by_type)
+        for name, count in events.items():
+            self._ops.setdefault(name, [0, 0, 0])[0] = count
         ops = {name: (s[0], s[1], s[2]) for name, s in sorted(self._ops.items())}
-        return SimResult(self.seed, steps, list(self.violations), self.faults, ops, stats)
+        return SimResult(self.seed, self.loop.steps, list(self.violations), self.faults, ops,
+                         stats)
 
     def _restart_all(self) -> None:
         for node in self.nodes.values():
@@ -455,3 +592,22 @@ class Simulation:
 
     def _stop_ticking(self) -> None:
         self.ticking = False
+
+
+def _alter_outcome(value: Any, partition: int) -> Any:
+    """An AlterPartitionResponse as the leader's ReplicaManager reads it: the partition's
+    new state (LeaderIsr), its error, or the request's error."""
+    if isinstance(value, ErrorCode):
+        return value
+    if value.error_code != ErrorCode.none:
+        return ErrorCode(value.error_code)
+    for topic in value.topics:
+        for p in topic.partitions:
+            if p.partition_index != partition:
+                continue
+            if p.error_code != ErrorCode.none:
+                return ErrorCode(p.error_code)
+            return LeaderIsr(leader=p.leader_id, leader_epoch=p.leader_epoch, isr=list(p.isr),
+                             controller_epoch=-1, zk_version=p.partition_epoch,
+                             leader_recovery_state=p.leader_recovery_state)
+    return ErrorCode.unknown_server_error

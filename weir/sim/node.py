@@ -1,39 +1,43 @@
-"""A simulated broker: its controller shell around a real :class:`ControllerCore`, and the
-tiny broker state the controller's requests change.
-
-The shell mirrors :class:`~weir.controller.service.ControllerService`: one event queue, one
-event at a time, each ZooKeeper operation takes simulated time (the node is busy until the
-result comes back), a :class:`ControllerMovedError` aborts the event and resigns.
+"""A simulated broker process: the production
+:class:`~weir.controller.service.ControllerService` (on the simulation's virtual-time loop,
+with a :class:`~weir.sim.zk.SimZkClient` session and the real
+:class:`~weir.controller.channel.ControllerChannelManager` over a simulated transport), and
+the tiny broker state the controller's requests change (its broker half answers
+LeaderAndIsr, UpdateMetadata and StopReplica as a broker does).
 """
 
 from __future__ import annotations
 
-import collections
+import asyncio
+import functools
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from weir.common import TopicPartition
-from weir.controller.core import ControllerCore
-from weir.controller.effects import Reply, SendRequests, ZkOperation
-from weir.controller.events import (
-    AutoLeaderRebalance,
-    BrokerChange,
-    ControllerEvent,
-    IsrChange,
-    StopReplicaResult,
-    TopicChange,
-    TopicDeletion,
-)
+from weir.controller.channel import ControllerChannelManager
+from weir.controller.events import IsrChange
+from weir.controller.service import ControllerService
 from weir.controller.settings import ControllerSettings
-from weir.coordination.errors import ControllerMovedError
+from weir.protocol import codec
 from weir.protocol.errors import ErrorCode
-from weir.protocol.interbroker import LeaderAndIsrRequest, StopReplicaRequest, UpdateMetadataRequest
+from weir.protocol.interbroker import (
+    LeaderAndIsrRequest,
+    LeaderAndIsrResponse,
+    StopReplicaRequest,
+    StopReplicaResponse,
+    UpdateMetadataRequest,
+    UpdateMetadataResponse,
+)
+from weir.sim.zk import SimZkClient
 
 if TYPE_CHECKING:
     from weir.sim.cluster import Simulation
     from weir.sim.replica import SimReplicas
 
-__all__ = ["PartitionView", "SimNode"]
+__all__ = ["PartitionView", "SimConnection", "SimNode"]
+
+SIM_PORT_BASE = 9000
+"""Simulated brokers listen on ``SIM_PORT_BASE + broker id`` (see :class:`SimZk`)."""
 
 
 @dataclass
@@ -58,6 +62,63 @@ class BrokerState:
     alter_in_flight: dict[TopicPartition, int] = field(default_factory=dict)
 
 
+@dataclass(frozen=True)
+class _ControllerConfig:
+    """The broker configs ControllerService reads (Kafka names, attribute spelling)."""
+
+    controller_socket_timeout_ms: int
+
+
+class SimConnection:
+    """The controller channel's transport to one simulated broker (what
+    :class:`~weir.protocol.client.BrokerConnection` is over TCP): requests and answers
+    cross the simulated network in order; a dead or restarted broker resets it."""
+
+    def __init__(self, sim: Simulation, source: SimNode, target_id: int) -> None:
+        self.sim, self.source, self.target = sim, source, sim.nodes[target_id]
+        self._incarnation = source.incarnation
+        self._target_incarnation = -1
+        self.connected = False
+
+    def _reachable(self) -> bool:
+        return (self.target.alive and self.target.incarnation == self._target_incarnation
+                and self.source.alive and self.source.incarnation == self._incarnation)
+
+    async def connect(self, timeout_s: float) -> None:
+        await asyncio.sleep(self.sim.net_delay() / 1000)
+        if not self.target.alive:
+            raise ConnectionRefusedError(f"broker {self.target.id} is down")
+        self._target_incarnation = self.target.incarnation
+        self.connected = True
+
+    async def request(self, request: Any, timeout_s: float) -> Any:
+        if not self._reachable():
+            self.connected = False
+            raise ConnectionResetError(f"connection to broker {self.target.id} reset")
+        answer: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+
+        def arrive() -> None:
+            if not self.source.alive or self.source.incarnation != self._incarnation:
+                return  # the controller process is gone: nobody reads the answer
+            if not self._reachable():
+                if not answer.done():
+                    answer.set_exception(ConnectionResetError("broker went away"))
+                return
+            response = self.target.receive(self.source.id, request)
+            self.sim._deliver(self.target.id, self.source.id,
+                              lambda: answer.done() or answer.set_result(response))
+
+        self.sim._deliver(self.source.id, self.target.id, arrive)
+        try:
+            return await asyncio.wait_for(answer, timeout_s)
+        except TimeoutError:
+            self.connected = False
+            raise
+
+    async def close(self) -> None:
+        self.connected = False
+
+
 class SimNode:
     """One broker process (alive or dead) in the simulation."""
 
@@ -69,29 +130,52 @@ class SimNode:
         self.session = 0
         self.epoch = -1
         self.incarnation = 0
-        self.core = ControllerCore(settings)
+        self.zk: SimZkClient | None = None
+        self.service: ControllerService | None = None
         self.broker = BrokerState()
-        self.queue: collections.deque[Any] = collections.deque()
-        self.busy = False
-        self.generation = 0
         self.replicas: SimReplicas | None = None  # the data path (``SimConfig.data``)
+        self._tasks: set[asyncio.Task[Any]] = set()
+
+    @property
+    def active(self) -> bool:
+        """Whether this live process is the active controller."""
+        return self.alive and self.service is not None and self.service.is_active
+
+    @property
+    def controller_epoch(self) -> int:
+        return -1 if self.service is None else self.service.core.ctx.controller_epoch
+
+    def spawn(self, coro: Any) -> None:
+        """Run ``coro`` as a task of this process (kept referenced until it ends)."""
+        task = asyncio.get_event_loop().create_task(coro)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
 
     # -- lifecycle -------------------------------------------------------------------------
 
     def start(self) -> None:
-        """A fresh process: new session, registration, election attempt."""
-        zk = self.sim.zk
+        """A fresh process: new session, registration, the controller election."""
+        sim = self.sim
         self.alive = True
         self.incarnation += 1
-        self.core = ControllerCore(self.settings)
         self.broker = BrokerState()
-        self.queue.clear()
-        self.busy = False
-        self.session = zk.open_session()
-        self.epoch = zk.register_broker(self.id, self.session)
-        if self.sim.data is not None:
-            self.sim.data.start(self)
-        self.enqueue("elect")
+        self.zk = SimZkClient(sim.zk, self.id)
+        self.session = self.zk.session
+        self.epoch = sim.zk.register_broker(self.id, self.session)
+        if sim.data is not None:
+            sim.data.start(self)
+        channels = functools.partial(ControllerChannelManager,
+                                     connect=self._connect, backoff_ms=20, max_backoff_ms=200)
+        if self.service is not None:
+            sim.retire_service(self.service)
+        self.service = ControllerService(
+            self.id, self.zk, _ControllerConfig(sim.config.controller_socket_timeout_ms),
+            now_ms=sim.loop.now_ms, settings=self.settings, channel_factory=channels,
+            run_blocking=functools.partial(sim.run_zk, self))
+        self.spawn(self.service.start())
+
+    def _connect(self, host: str, port: int) -> SimConnection:
+        return SimConnection(self.sim, self, port - SIM_PORT_BASE)
 
     def crash(self, lose_unflushed: bool = False) -> None:
         """The process dies; its session expires later (the simulation schedules it).
@@ -99,126 +183,34 @@ class SimNode:
         if self.sim.data is not None:
             self.sim.data.crash(self, lose_unflushed)
         self.alive = False
-        self.queue.clear()
-        self.busy = False
-        self.generation += 1
-        self.core = ControllerCore(self.settings)
+        if self.zk is not None:
+            self.zk.close()
+        for task in list(self._tasks):  # the requests it was serving die with it
+            task.cancel()
+        if self.service is not None:
+            self.spawn(self.service.stop())  # no ZooKeeper write gets out: the client is closed
 
-    # -- the event loop --------------------------------------------------------------------
-
-    def enqueue(self, item: Any) -> None:
-        if self.alive:
-            self.queue.append(item)
-            self.sim.schedule(0, self.pump)
-
-    def pump(self) -> None:
-        while self.alive and not self.busy and self.queue:
-            self._dispatch(self.queue.popleft())
-
-    def _dispatch(self, item: Any) -> None:
-        zk = self.sim.zk
-        if item == "elect":
-            self._elect()
-        elif item == "session_lost":
-            self._resign()
-        elif isinstance(item, tuple) and item[0] == "watch":
-            if item[1] != self.generation or not self.core.active:
-                return
-            what = item[2]
-            if what == "brokers":
-                self._process(BrokerChange(zk.live_brokers()))
-            elif what == "topics":
-                self._process(TopicChange(frozenset(zk.topics)))
-            elif what == "delete_topics":
-                self._process(TopicDeletion(frozenset(zk.to_delete)))
-            elif what == "rebalance":
-                self._process(AutoLeaderRebalance())
-            else:
-                self._process(what)
-        elif isinstance(item, tuple) and item[0] == "call":
-            event = item[1]
-            if self.core.active:
-                self._process(event)
-            else:
-                self.sim.reply(event.reply_to, ErrorCode.not_controller)
-
-    def _elect(self) -> None:
-        zk = self.sim.zk
-        if self.core.active:
-            if zk.controller is None or zk.controller[1] != self.session:
-                self._resign()
+    def session_expired(self) -> None:
+        """ZooKeeper expired the session (the client heard LOST): reconnect with a new one,
+        re-register, and tell the service (CONNECTED), as the broker's session handler does."""
+        if not self.alive or self.zk is None:
             return
-        won = zk.try_become_controller(self.id, self.session)
-        if won is None:
-            return
-        self.generation += 1
-        self.sim.on_elected(self, won[0])
-        self._process(zk.snapshot(*won))
-
-    def _resign(self) -> None:
-        self.generation += 1
-        self.busy = False
-        if self.core.awaiting_result:
-            self.core.abort()
-        elif self.core.active:
-            from weir.controller.events import ControllerResigned
-            self.core.handle(ControllerResigned(), self.sim.now)
-        self.sim.on_resigned(self)
-
-    def _process(self, event: ControllerEvent) -> None:
-        self.sim.count_event(event)
-        self._apply(self.core.handle(event, self.sim.now), event)
-
-    def _apply(self, effects: list[Any], event: ControllerEvent) -> None:
-        for effect in effects:
-            if isinstance(effect, SendRequests):
-                for request in effect.requests:
-                    self.sim.send_request(self, request.broker_id, request.request)
-            elif isinstance(effect, Reply):
-                self.sim.reply(effect.reply_to, effect.value)
-        if effects and isinstance(effects[-1], ZkOperation):
-            self._run_zk(effects[-1], event)
-
-    def _run_zk(self, op: ZkOperation, event: ControllerEvent) -> None:
-        self.busy = True
-        self.sim.count_zk_op(event)
-        generation = self.generation
-
-        def execute() -> None:
-            if generation != self.generation or not self.alive:
-                return
-            try:
-                result = self.sim.zk.execute(op, self.session, self.id)
-            except ControllerMovedError:
-                self.sim.schedule(self.sim.zk_latency(), lambda: self._moved(generation))
-                return
-            self.sim.schedule(self.sim.zk_latency(), lambda: complete(result))
-
-        def complete(result: Any) -> None:
-            if generation != self.generation or not self.alive:
-                return
-            self.busy = False
-            self._apply(self.core.complete(result, self.sim.now), event)
-            self.pump()
-
-        self.sim.schedule(self.sim.zk_latency(), execute)
-
-    def _moved(self, generation: int) -> None:
-        if generation != self.generation or not self.alive:
-            return
-        self._resign()
-        self.enqueue("elect")
-        self.pump()
+        self.zk.reconnect()
+        self.session = self.zk.session
+        self.epoch = self.sim.zk.register_broker(self.id, self.session)
+        self.zk.session_event("CONNECTED")
 
     # -- the broker side -------------------------------------------------------------------
 
-    def receive(self, controller_id: int, request: Any) -> None:
-        """Apply a controller request (stale controller epochs are rejected)."""
+    def receive(self, controller_id: int, request: Any) -> Any:
+        """Apply a controller request and answer it as a broker does (Kafka's
+        ReplicaManager: a stale controller epoch gets STALE_CONTROLLER_EPOCH, a request
+        for an earlier incarnation STALE_BROKER_EPOCH)."""
         state = self.broker
         if request.controller_epoch < state.controller_epoch:
-            return
+            return _answer(request, ErrorCode.stale_controller_epoch)
         if request.broker_epoch not in (-1, self.epoch):
-            return  # meant for an earlier incarnation
+            return _answer(request, ErrorCode.stale_broker_epoch)
         state.controller_epoch = request.controller_epoch
         if isinstance(request, LeaderAndIsrRequest):
             self._leader_and_isr(request)
@@ -229,7 +221,6 @@ class SimNode:
                     state.metadata[tp] = PartitionView(p.leader, p.leader_epoch, list(p.isr),
                                                        p.zk_version, tuple(p.replicas))
         elif isinstance(request, StopReplicaRequest):
-            errors = {}
             for topic in request.topic_states:
                 for p in topic.partition_states:
                     tp = TopicPartition(topic.topic_name, p.partition_index)
@@ -238,8 +229,7 @@ class SimNode:
                         state.follower_epochs.pop(tp, None)
                     if self.replicas is not None:
                         self.replicas.stop_replica(tp, p.leader_epoch, p.delete_partition)
-                    errors[tp] = ErrorCode.none
-            self.sim.respond(self, controller_id, StopReplicaResult(self.id, errors))
+        return _answer(request, ErrorCode.none)
 
     def _leader_and_isr(self, request: LeaderAndIsrRequest) -> None:
         state = self.broker
@@ -250,8 +240,8 @@ class SimNode:
                 if mine is not None and (p.leader_epoch, p.partition_epoch) < (
                         mine.leader_epoch, mine.partition_epoch):
                     continue
-                if mine is not None and p.leader_epoch < mine.leader_epoch:
-                    self.sim.violation(f"broker {self.id} leader epoch of {tp} went back")
+                self.sim.on_broker_leader_epoch(self.id, tp, mine and mine.leader_epoch,
+                                                p.leader_epoch)
                 state.hosted[tp] = PartitionView(p.leader, p.leader_epoch, list(p.isr),
                                                  p.partition_epoch, tuple(p.replicas))
                 state.follower_epochs[tp] = self.epoch
@@ -294,3 +284,19 @@ class SimNode:
         if outcome.leader_epoch == view.leader_epoch and outcome.zk_version > view.partition_epoch:
             view.isr = list(outcome.isr)
             view.partition_epoch = outcome.zk_version
+
+
+def _answer(request: Any, error: ErrorCode) -> Any:
+    """A broker's response to a controller request, ``error`` for every partition."""
+    if isinstance(request, LeaderAndIsrRequest):
+        topics = [{"topic_id": t.topic_id,
+                   "partition_errors": [{"partition_index": p.partition_index,
+                                         "error_code": error} for p in t.partition_states]}
+                  for t in request.topic_states] if error == ErrorCode.none else []
+        return codec.build(LeaderAndIsrResponse, error_code=error, topics=topics)
+    if isinstance(request, StopReplicaRequest):
+        errors = [{"topic_name": t.topic_name, "partition_index": p.partition_index,
+                   "error_code": error} for t in request.topic_states
+                  for p in t.partition_states] if error == ErrorCode.none else []
+        return codec.build(StopReplicaResponse, error_code=error, partition_errors=errors)
+    return codec.build(UpdateMetadataResponse, error_code=error)

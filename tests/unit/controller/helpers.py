@@ -1,4 +1,5 @@
-"""Test helpers: a fake ZooKeeper that executes the core's operations, and a driver."""
+"""Test helpers: the in-memory ZooKeeper store running the core's operations through
+:mod:`weir.controller.executor`, and a driver."""
 
 from __future__ import annotations
 
@@ -8,26 +9,15 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from weir.common import TopicPartition
+from weir.controller import executor
 from weir.controller.core import ControllerCore
-from weir.controller.effects import (
-    Effect,
-    Log,
-    SendRequests,
-    TopicsRead,
-    ZkCreatePartitionStates,
-    ZkDeletePreferredElection,
-    ZkDeleteTopic,
-    ZkOperation,
-    ZkReadPartitionStates,
-    ZkReadTopics,
-    ZkUpdatePartitionStates,
-)
+from weir.controller.effects import Effect, Log, SendRequests, ZkOperation
 from weir.controller.events import BrokerChange, Startup, TopicChange
 from weir.controller.requests import OutboundRequest
 from weir.controller.settings import ControllerSettings
-from weir.coordination.codecs import BrokerInfo, LeaderIsr, TopicAssignment
-from weir.coordination.errors import ZkNodeExistsError, ZkNoNodeError, ZkVersionMismatchError
+from weir.coordination.codecs import BrokerInfo, TopicAssignment
 from weir.protocol.interbroker import LeaderAndIsrRequest, StopReplicaRequest, UpdateMetadataRequest
+from weir.sim.zk import SimZk
 
 CONTROLLER_ID = 1
 EPOCH_ZK_VERSION = 7
@@ -42,67 +32,39 @@ def brokers(*ids: int) -> dict[int, BrokerInfo]:
     return {i: broker(i) for i in ids}
 
 
-class FakeZk:
-    """Executes ZkOperations against dicts, like the real ZkClient would."""
+class FakeZk(SimZk):
+    """The in-memory store (:class:`~weir.sim.zk.SimZk`, fenced at
+    :data:`EPOCH_ZK_VERSION`) running the core's operations through the one executor,
+    recording them."""
 
     def __init__(self) -> None:
-        self.states: dict[TopicPartition, LeaderIsr] = {}
-        self.topics: dict[str, TopicAssignment] = {}
-        self.configs: dict[str, dict[str, str]] = {}
+        super().__init__()
+        self.epoch_version = EPOCH_ZK_VERSION
+        self.stamp_mzxid = False  # the tests' broker epochs are not this store's zxids
         self.ops: list[ZkOperation] = []
         self.deleted: list[str] = []
         self.preferred_election_deleted = 0
 
     def add_topic(self, name: str, partitions: Mapping[int, list[int]],
                   configs: Mapping[str, str] | None = None) -> TopicAssignment:
-        assignment = TopicAssignment(name=name, topic_id=uuid.uuid4(),
-                                     partitions={p: list(r) for p, r in partitions.items()})
-        self.topics[name] = assignment
-        self.configs[name] = dict(configs or {})
-        return assignment
+        return self.create_topic(name, partitions, configs, topic_id=uuid.uuid4())
 
     def bump(self, tp: TopicPartition, **changes: Any) -> None:
         """Someone else wrote the state znode (its version moves on)."""
         cur = self.states[tp]
         self.states[tp] = dataclasses.replace(cur, zk_version=cur.zk_version + 1, **changes)
 
+    def delete_topic_znodes(self, name: str, controller_epoch_zk_version: int) -> None:
+        self.deleted.append(name)
+        super().delete_topic_znodes(name, controller_epoch_zk_version)
+
+    def delete_preferred_election(self, controller_epoch_zk_version: int) -> None:
+        self.preferred_election_deleted += 1
+        super().delete_preferred_election(controller_epoch_zk_version)
+
     def execute(self, op: ZkOperation) -> Any:
         self.ops.append(op)
-        if isinstance(op, ZkCreatePartitionStates):
-            out: dict[TopicPartition, Any] = {}
-            for tp, state in op.states.items():
-                if tp in self.states:
-                    out[tp] = ZkNodeExistsError(str(tp))
-                else:
-                    self.states[tp] = out[tp] = dataclasses.replace(state, zk_version=0)
-            return out
-        if isinstance(op, ZkUpdatePartitionStates):
-            out = {}
-            for tp, state in op.states.items():
-                cur = self.states.get(tp)
-                if cur is None:
-                    out[tp] = ZkNoNodeError(str(tp))
-                elif cur.zk_version != state.zk_version:
-                    out[tp] = ZkVersionMismatchError(str(tp), state.zk_version)
-                else:
-                    new = dataclasses.replace(state, zk_version=cur.zk_version + 1)
-                    self.states[tp] = out[tp] = new
-            return out
-        if isinstance(op, ZkReadPartitionStates):
-            return {tp: self.states[tp] for tp in op.partitions if tp in self.states}
-        if isinstance(op, ZkReadTopics):
-            found = {t: self.topics[t] for t in op.topics if t in self.topics}
-            return TopicsRead(found, {t: self.configs.get(t, {}) for t in found})
-        if isinstance(op, ZkDeleteTopic):
-            self.deleted.append(op.topic)
-            self.topics.pop(op.topic, None)
-            for tp in [tp for tp in self.states if tp.topic == op.topic]:
-                del self.states[tp]
-            return None
-        if isinstance(op, ZkDeletePreferredElection):
-            self.preferred_election_deleted += 1
-            return None
-        raise AssertionError(f"unexpected op {op!r}")
+        return executor.execute(self, op)
 
     def startup_event(self, live: Mapping[int, BrokerInfo], epoch: int = 1,
                       to_delete: Iterable[str] = ()) -> Startup:

@@ -1,0 +1,120 @@
+"""The one executor of the core's ZooKeeper operations.
+
+:func:`execute` maps each :class:`~weir.controller.effects.ZkOperation` to the
+:class:`~weir.controller.store.ControllerStore` calls that carry it out and returns the
+result the core expects (see each operation's docstring).  It blocks on the store, so the
+asyncio shell runs it through :func:`run` (worker threads in production, inline under the
+simulation's virtual-time loop); the unit tests call it directly on the in-memory store.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable, Mapping
+from typing import Any
+
+from weir.common import TopicPartition
+from weir.controller.context import ReplicaAssignment
+from weir.controller.effects import (
+    TopicsRead,
+    ZkCreatePartitionStates,
+    ZkDeletePreferredElection,
+    ZkDeleteTopic,
+    ZkOperation,
+    ZkReadPartitionStates,
+    ZkReadTopics,
+    ZkSetReassignments,
+    ZkUpdatePartitionStates,
+    ZkUpdateTopicAssignments,
+)
+from weir.controller.log_dir_events import ZkDeleteLogDirEvents
+from weir.controller.reassignment import merge_topic_assignment
+from weir.controller.store import ControllerStore
+from weir.coordination.errors import ControllerMovedError, ZkVersionMismatchError
+from weir.protocol.errors import ErrorCode, KafkaError
+
+__all__ = ["WRITE_CHUNK", "RunBlocking", "execute", "run", "update_topic_assignment"]
+
+WRITE_CHUNK = 1000
+"""Partitions per multi of a pipelined state update (the client's own multi size)."""
+
+RunBlocking = Callable[..., Awaitable[Any]]
+"""``run_blocking(fn, *args)``: ``fn(*args)`` off the event loop (``asyncio.to_thread``)."""
+
+
+def execute(store: ControllerStore, op: ZkOperation) -> Any:
+    """Run one ZooKeeper operation on ``store`` (blocking); its result for the core."""
+    if isinstance(op, ZkCreatePartitionStates):
+        return store.create_partition_states(dict(op.states), op.epoch_zk_version)
+    if isinstance(op, ZkUpdatePartitionStates):
+        return store.update_partition_states(dict(op.states), op.epoch_zk_version)
+    if isinstance(op, ZkReadPartitionStates):
+        return store.get_partition_states(op.partitions)
+    if isinstance(op, ZkReadTopics):
+        topics = store.get_topics(op.topics)
+        return TopicsRead(topics, store.get_topic_configs(topics))
+    if isinstance(op, ZkDeleteTopic):
+        store.delete_topic_znodes(op.topic, op.epoch_zk_version)
+        return None
+    if isinstance(op, ZkDeletePreferredElection):
+        store.delete_preferred_election(op.epoch_zk_version)
+        return None
+    if isinstance(op, ZkUpdateTopicAssignments):
+        return {topic: update_topic_assignment(store, topic, changes, op.epoch_zk_version)
+                for topic, changes in op.changes.items()}
+    if isinstance(op, ZkDeleteLogDirEvents):
+        store.delete_log_dir_events(op.names, op.epoch_zk_version)
+        return None
+    if isinstance(op, ZkSetReassignments):
+        store.set_reassignments({tp: list(r) for tp, r in op.partitions.items()},
+                                op.epoch_zk_version)
+        return None
+    raise TypeError(f"unknown ZooKeeper operation {op!r}")
+
+
+def update_topic_assignment(store: ControllerStore, topic: str,
+                            changes: Mapping[int, ReplicaAssignment], epoch_zk_version: int,
+                            attempts: int = 5) -> Exception | None:
+    """Read-modify-write of one topic znode, conditional on its version (Kafka's
+    ``KafkaZkClient.setTopicAssignment`` after re-reading on a version conflict)."""
+    error: Exception | None = None
+    for _ in range(attempts):
+        current = store.get_topic(topic)
+        if current is None:
+            return KafkaError(ErrorCode.unknown_topic_or_partition, f"{topic} is gone")
+        merged = merge_topic_assignment(current, changes)
+        try:
+            store.set_topic_assignment(merged, current.zk_version,
+                                       controller_epoch_zk_version=epoch_zk_version)
+            return None
+        except ControllerMovedError:
+            raise
+        except ZkVersionMismatchError as exc:
+            error = exc  # someone else wrote the topic znode: merge again
+        except KafkaError as exc:
+            return exc
+    return error
+
+
+async def run(store: ControllerStore, op: ZkOperation, run_blocking: RunBlocking) -> Any:
+    """:func:`execute` through ``run_blocking``.
+
+    A large state update goes out as several multis in flight at once (one per
+    :data:`WRITE_CHUNK` partitions, each fenced on its own, as the client would send them
+    one after the other): the client's encoding overlaps the server's work.
+    """
+    if isinstance(op, ZkUpdatePartitionStates) and len(op.states) > WRITE_CHUNK:
+        items = list(op.states.items())
+        chunks = [dict(items[i:i + WRITE_CHUNK]) for i in range(0, len(items), WRITE_CHUNK)]
+        update = store.update_partition_states
+        results = await asyncio.gather(
+            *(run_blocking(update, chunk, op.epoch_zk_version) for chunk in chunks),
+            return_exceptions=True)
+        errors = [r for r in results if isinstance(r, BaseException)]
+        if errors:
+            raise next((e for e in errors if isinstance(e, ControllerMovedError)), errors[0])
+        merged: dict[TopicPartition, Any] = {}
+        for result in results:
+            merged.update(result)
+        return merged
+    return await run_blocking(execute, store, op)
