@@ -168,6 +168,7 @@ class Simulation:
         self._event_ops: dict[tuple[int, int, int], int] = {}
         self._tasks: set[asyncio.Task[Any]] = set()
         self._retired_events: Counter[str] = Counter()
+        self._alter_batches: dict[tuple[int, int], list[tuple[Any, ...]]] = {}
 
     @property
     def now(self) -> int:
@@ -253,25 +254,42 @@ class Simulation:
 
     def send_alter_partition(self, node: SimNode, topic_id: uuid.UUID, tp: TopicPartition,
                              change: IsrChange, token: int) -> None:
-        """An AlterPartition v3 request (KIP-497) from a partition leader; the outcome (a
-        LeaderIsr, an ErrorCode, or None after 500 ms without an answer) goes to
-        ``node.on_alter_partition_answer``."""
+        """Queue an ISR change of a partition leader for the controller (KIP-497).  As
+        Kafka's AlterPartitionManager, the changes queued in one step go out as one
+        AlterPartition v3 request; each outcome (a LeaderIsr, an ErrorCode, or None after
+        500 ms without an answer) goes to ``node.on_alter_partition_answer``."""
         incarnation = node.incarnation
         self.schedule(500, lambda: node.alive and node.incarnation == incarnation
                       and node.on_alter_partition_answer(tp, None, token))
-        epochs = change.isr_broker_epochs or (-1,) * len(change.new_isr)
-        request_cls = INTERBROKER_SCHEMAS[ALTER_PARTITION_KEY][3][0]
-        request = codec.build(request_cls, broker_id=node.id, broker_epoch=node.epoch, topics=[{
-            "topic_id": topic_id, "partitions": [{
+        key = (node.id, incarnation)
+        batch = self._alter_batches.get(key)
+        if batch is None:
+            batch = self._alter_batches[key] = []
+            self.loop.call_soon(self._send_alter_batch, node, key)
+        batch.append((topic_id, tp, change, token))
+
+    def _send_alter_batch(self, node: SimNode, key: tuple[int, int]) -> None:
+        batch = self._alter_batches.pop(key, [])
+        if not batch or not node.alive or node.incarnation != key[1]:
+            return
+        topics: dict[uuid.UUID, list[dict[str, Any]]] = {}
+        for topic_id, tp, change, _token in batch:
+            epochs = change.isr_broker_epochs or (-1,) * len(change.new_isr)
+            topics.setdefault(topic_id, []).append({
                 "partition_index": tp.partition, "leader_epoch": change.leader_epoch,
                 "partition_epoch": change.partition_epoch,
                 "leader_recovery_state": change.leader_recovery_state,
                 "new_isr_with_epochs": [{"broker_id": b, "broker_epoch": e}
-                                        for b, e in zip(change.new_isr, epochs, strict=True)],
-            }]}])
+                                        for b, e in zip(change.new_isr, epochs, strict=True)]})
+        request_cls = INTERBROKER_SCHEMAS[ALTER_PARTITION_KEY][3][0]
+        request = codec.build(request_cls, broker_id=node.id, broker_epoch=node.epoch,
+                              topics=[{"topic_id": t, "partitions": p}
+                                      for t, p in topics.items()])
 
         def answer(value: Any) -> None:
-            node.on_alter_partition_answer(tp, _alter_outcome(value, tp.partition), token)
+            for topic_id, tp, _change, token in batch:
+                node.on_alter_partition_answer(tp, _alter_outcome(value, topic_id, tp.partition),
+                                               token)
         self._rpc(node, lambda c: c.service.on_alter_partition(request), answer)
 
     # -- ZooKeeper sessions ----------------------------------------------------------------
@@ -594,7 +612,7 @@ class Simulation:
         self.ticking = False
 
 
-def _alter_outcome(value: Any, partition: int) -> Any:
+def _alter_outcome(value: Any, topic_id: uuid.UUID, partition: int) -> Any:
     """An AlterPartitionResponse as the leader's ReplicaManager reads it: the partition's
     new state (LeaderIsr), its error, or the request's error."""
     if isinstance(value, ErrorCode):
@@ -603,7 +621,7 @@ def _alter_outcome(value: Any, partition: int) -> Any:
         return ErrorCode(value.error_code)
     for topic in value.topics:
         for p in topic.partitions:
-            if p.partition_index != partition:
+            if topic.topic_id != topic_id or p.partition_index != partition:
                 continue
             if p.error_code != ErrorCode.none:
                 return ErrorCode(p.error_code)
