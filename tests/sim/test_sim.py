@@ -66,3 +66,18 @@ def test_seeds_cover_reassignment_shutdown_deletion_elections_and_failover() -> 
         assert events["Startup"][0] >= 1
     assert seen == set(kinds)
     assert completed > 0  # acknowledged moves that the invariant saw finish on their target
+
+
+def test_a_seed_replays_exactly_in_another_process() -> None:
+    import os
+    import subprocess
+    import sys
+
+    outputs = set()
+    for hash_seed in ("1", "2"):
+        env = dict(os.environ, PYTHONHASHSEED=hash_seed)
+        done = subprocess.run([sys.executable, "-m", "weir.sim", "--seed", "7", "--faults",
+                               "--stats"], env=env, capture_output=True, text=True,
+                              timeout=120, check=True)
+        outputs.add(done.stdout)
+    assert len(outputs) == 1 and "seed 7: ok" in outputs.pop()
