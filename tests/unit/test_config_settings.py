@@ -136,3 +136,16 @@ def test_effective_value_of_raw_properties() -> None:
     assert effective_value({}, "metrics.http.port") == -1
     with pytest.raises(ConfigError, match="metrics.http.port"):
         effective_value({"metrics.http.port": "x"}, "metrics.http.port")
+
+
+def test_tls_settings_defaults_come_from_the_key_table() -> None:
+    from weir.security.tls import TlsSettings
+
+    s = TlsSettings()
+    assert s == TlsSettings.from_lookup(lambda key: default_value(key))
+    # Kafka's, but for the store types: Weir reads PEM stores only (KIP-651), no JKS
+    assert (s.keystore_type, s.truststore_type) == ("PEM", "PEM")
+    assert s.client_auth == "none" and s.enabled_protocols == ("TLSv1.2", "TLSv1.3")
+    assert s.endpoint_identification_algorithm == "https"
+    assert s.principal_mapping_rules == "DEFAULT"
+    assert TlsSettings.from_lookup(lambda key: None).endpoint_identification_algorithm == ""

@@ -21,6 +21,8 @@ import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from weir.config.keys import default_value
+
 PROTOCOLS = {"TLSv1.2": ssl.TLSVersion.TLSv1_2, "TLSv1.3": ssl.TLSVersion.TLSv1_3}
 CLIENT_AUTH = {"none": ssl.CERT_NONE, "requested": ssl.CERT_OPTIONAL,
                "required": ssl.CERT_REQUIRED}
@@ -32,20 +34,22 @@ class TlsConfigError(ValueError):
 
 @dataclass(frozen=True)
 class TlsSettings:
-    """The ``ssl.*`` values of one listener (or of the inter-broker client)."""
+    """The ``ssl.*`` values of one listener (or of the inter-broker client); the defaults are
+    the key table's (Kafka's), :meth:`from_lookup` reads one listener's view of the config."""
 
-    keystore_type: str = "PEM"
+    keystore_type: str = default_value("ssl.keystore.type")
     keystore_location: str | None = None
     keystore_certificate_chain: str | None = None
     keystore_key: str | None = None
     key_password: str | None = None
-    truststore_type: str = "PEM"
+    truststore_type: str = default_value("ssl.truststore.type")
     truststore_location: str | None = None
     truststore_certificates: str | None = None
-    client_auth: str = "none"
-    enabled_protocols: tuple[str, ...] = ("TLSv1.2", "TLSv1.3")
-    endpoint_identification_algorithm: str = "https"
-    principal_mapping_rules: str = "DEFAULT"
+    client_auth: str = default_value("ssl.client.auth")
+    enabled_protocols: tuple[str, ...] = tuple(default_value("ssl.enabled.protocols"))
+    endpoint_identification_algorithm: str = default_value(
+        "ssl.endpoint.identification.algorithm")
+    principal_mapping_rules: str = default_value("ssl.principal.mapping.rules")
 
     @classmethod
     def from_lookup(cls, get: Callable[[str], object]) -> TlsSettings:
@@ -53,23 +57,24 @@ class TlsSettings:
             value = get(key)
             return None if value in (None, "") else str(value)
 
-        protocols = get("ssl.enabled.protocols") or ["TLSv1.2", "TLSv1.3"]
+        protocols = get("ssl.enabled.protocols") or list(cls.enabled_protocols)
         if isinstance(protocols, str):
             protocols = [p.strip() for p in protocols.split(",") if p.strip()]
         return cls(
-            keystore_type=(text("ssl.keystore.type") or "PEM").upper(),
+            keystore_type=(text("ssl.keystore.type") or cls.keystore_type).upper(),
             keystore_location=text("ssl.keystore.location"),
             keystore_certificate_chain=text("ssl.keystore.certificate.chain"),
             keystore_key=text("ssl.keystore.key"),
             key_password=text("ssl.key.password"),
-            truststore_type=(text("ssl.truststore.type") or "PEM").upper(),
+            truststore_type=(text("ssl.truststore.type") or cls.truststore_type).upper(),
             truststore_location=text("ssl.truststore.location"),
             truststore_certificates=text("ssl.truststore.certificates"),
-            client_auth=(text("ssl.client.auth") or "none").lower(),
+            client_auth=(text("ssl.client.auth") or cls.client_auth).lower(),
             enabled_protocols=tuple(protocols),
             endpoint_identification_algorithm=text("ssl.endpoint.identification.algorithm")
             or "",
-            principal_mapping_rules=text("ssl.principal.mapping.rules") or "DEFAULT",
+            principal_mapping_rules=(text("ssl.principal.mapping.rules")
+                                     or cls.principal_mapping_rules),
         )
 
     @property
