@@ -16,6 +16,8 @@ first, so a change of load on a shared machine hits both):
                      Parquet: file listing and footers)
 
 Weir's figure is the ratio of its rows/s to Parquet's: of the medians, and round by round.
+The floor (``bench/spark_floor.py``: the same rows served from memory by a Python data source)
+is timed the same way: its ratio bounds what any Python data source can reach here.
 Before Spark starts, the record decoder alone (:mod:`weir.spark.decode`) is timed on one
 core: 100 000 records with 100-byte values in batches of 1 000, uncompressed and with each
 codec, best of 5, as records per second of wall time and of CPU time (the machine may be
@@ -147,6 +149,7 @@ def main() -> None:
 
 
 def run(args: argparse.Namespace, bootstrap: str, work: Path) -> dict:
+    import spark_floor  # same folder
     from pyspark.sql import SparkSession
     from pyspark.sql import functions as F
 
@@ -170,8 +173,17 @@ def run(args: argparse.Namespace, bootstrap: str, work: Path) -> dict:
         parquet_df = spark.read.parquet(parquet_path)
         n_weir, n_parquet = weir_df.count(), parquet_df.count()
         assert n_weir == n_parquet == args.records, (n_weir, n_parquet)
+        per_partition = sorted((r["partition"], r["count"])
+                               for r in weir_df.groupBy("partition").count().collect())
+        spark_floor.register(spark)
+
+        def load_floor():
+            return (spark.read.format("weir_floor").option("topic", topic)
+                    .option("rows", ",".join(str(n) for _, n in per_partition)).load())
+
         sources = {"weir": (weir_df, load_weir),
-                   "parquet": (parquet_df, lambda: spark.read.parquet(parquet_path))}
+                   "parquet": (parquet_df, lambda: spark.read.parquet(parquet_path)),
+                   "floor": (load_floor(), load_floor)}
         queries = {
             "count": lambda s: s[0].count(),
             "scan count": lambda s: s[0].where(F.length("value") > 0).count(),
@@ -186,18 +198,21 @@ def run(args: argparse.Namespace, bootstrap: str, work: Path) -> dict:
         stats[key] = {"runs": runs, "median_s": statistics.median(seconds),
                       "min_s": min(seconds), "max_s": max(seconds),
                       "rows_per_s": round(args.records / statistics.median(seconds))}
-    ratios = {}
-    for name in queries:
-        w, p = measured[f"{name}/weir"], measured[f"{name}/parquet"]
-        per_round = [b["seconds"] / a["seconds"] for a, b in zip(w, p, strict=True)]
-        ratios[name] = {"of_medians": round(stats[f"{name}/weir"]["rows_per_s"]
-                                            / stats[f"{name}/parquet"]["rows_per_s"], 4),
-                        "per_round": [round(x, 4) for x in per_round]}
+    ratios: dict[str, dict] = {"weir": {}, "floor": {}}
+    for source, by_query in ratios.items():
+        for name in queries:
+            w, p = measured[f"{name}/{source}"], measured[f"{name}/parquet"]
+            per_round = [b["seconds"] / a["seconds"] for a, b in zip(w, p, strict=True)]
+            by_query[name] = {
+                "of_medians": round(stats[f"{name}/{source}"]["rows_per_s"]
+                                    / stats[f"{name}/parquet"]["rows_per_s"], 4),
+                "per_round": [round(x, 4) for x in per_round]}
     return {
         "benchmark": "spark batch count: weir topic vs parquet",
         "records": args.records, "partitions": args.partitions, "value_bytes": 100,
         "master": args.master, "runs": args.runs, "produce_seconds": round(produce_s, 2),
-        "results": stats, "weir_to_parquet_ratio": ratios,
+        "results": stats, "weir_to_parquet_ratio": ratios["weir"],
+        "floor_to_parquet_ratio": ratios["floor"],
         "pyspark": __import__("pyspark").__version__,
     }
 
@@ -225,9 +240,16 @@ def write_results(result: dict) -> None:
                      f" {value['min_s']}–{value['max_s']} |"
                      f" {', '.join(str(r['seconds']) for r in value['runs'])} |"
                      f" {', '.join(str(r['load_average']) for r in value['runs'])} |")
-    lines += ["", "Weir / Parquet (rows/s; ratio of the medians, then each round's own):", ""]
-    lines += [f"* {name}: **{r['of_medians']}** (rounds: {', '.join(map(str, r['per_round']))})"
-              for name, r in result["weir_to_parquet_ratio"].items()]
+    for source, label in (("weir", "Weir"), ("floor", "Floor (`bench/spark_floor.py`)")):
+        lines += ["", (f"{label} / Parquet (rows/s; ratio of the medians, then each round's"
+                  " own):"), ""]
+        lines += [f"* {name}: **{r['of_medians']}**"
+                  f" (rounds: {', '.join(map(str, r['per_round']))})"
+                  for name, r in result[f"{source}_to_parquet_ratio"].items()]
+    lines += ["", ("The floor is a Python data source that serves rows of the same shape from"
+                   " memory (no broker, no Fetch, no decoding): what Spark itself costs for a"
+                   " Python data source. No Python data source can beat it on this machine,"
+                   " so its ratio bounds Weir's.")]
     lines += ["", ("`count` and `scan count` reuse one DataFrame per source (planned once:"
                    " Weir's offsets, Parquet's file listing); `load + count` builds a new one"
                    " each time, so it includes planning (for Weir: a Python planning worker,"
