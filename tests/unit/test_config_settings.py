@@ -149,3 +149,28 @@ def test_tls_settings_defaults_come_from_the_key_table() -> None:
     assert s.endpoint_identification_algorithm == "https"
     assert s.principal_mapping_rules == "DEFAULT"
     assert TlsSettings.from_lookup(lambda key: None).endpoint_identification_algorithm == ""
+
+
+def test_coordinator_settings_kafka_defaults() -> None:
+    from weir.groups.coordinator import GroupCoordinatorSettings
+    from weir.transactions.coordinator import TransactionCoordinatorSettings
+
+    g = GroupCoordinatorSettings.from_config(make())
+    assert g == GroupCoordinatorSettings(broker_id=7, group=GroupConfig())
+    assert (g.offsets_topic_num_partitions, g.offsets_retention_check_interval_ms,
+            g.offsets_retention_minutes, g.offsets_commit_timeout_ms,
+            g.offset_metadata_max_bytes) == (50, 600000, 10080, 5000, 4096)
+    t = TransactionCoordinatorSettings.from_config(make())
+    assert t == TransactionCoordinatorSettings(broker_id=7)
+    assert (t.transaction_state_log_num_partitions, t.transaction_max_timeout_ms,
+            t.request_timeout_ms, t.abort_timed_out_interval_ms, t.remove_expired_interval_ms,
+            t.transactional_id_expiration_ms) == (50, 900000, 30000, 10000, 3600000, 604800000)
+    t = TransactionCoordinatorSettings.from_config(make(**{"transaction.max.timeout.ms": "60"}))
+    assert t.transaction_max_timeout_ms == 60
+
+
+def test_topic_admin_settings_kafka_defaults() -> None:
+    from weir.coordination.topic_admin import TopicAdminSettings
+
+    s = TopicAdminSettings.from_config(make())
+    assert (s.num_partitions, s.default_replication_factor, s.delete_topic_enable) == (1, 1, True)
