@@ -34,7 +34,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from weir.config import validate_topic_configs
+from weir.config import BrokerConfig, validate_topic_configs
 from weir.controller.assignment import assign_replicas
 from weir.coordination.codecs import BrokerInfo, TopicAssignment
 from weir.groups.codec import OFFSETS_TOPIC
@@ -87,7 +87,7 @@ class TopicAdminSettings:
     delete_topic_enable: bool
 
     @classmethod
-    def from_config(cls, config: Any) -> TopicAdminSettings:
+    def from_config(cls, config: BrokerConfig) -> TopicAdminSettings:
         return cls(num_partitions=config.num_partitions,
                    default_replication_factor=config.default_replication_factor,
                    delete_topic_enable=config.delete_topic_enable)

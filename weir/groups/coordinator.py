@@ -19,7 +19,7 @@ from typing import Any
 
 from weir.asyncutil import parked
 from weir.common import TopicPartition
-from weir.config import default_value
+from weir.config import BrokerConfig, default_value
 from weir.coordinator_runtime import (
     SYSTEM_CLOCK,
     Clock,
@@ -91,7 +91,7 @@ class GroupCoordinatorSettings:
     offset_metadata_max_bytes: int = default_value("offset.metadata.max.bytes")
 
     @classmethod
-    def from_config(cls, config: Any) -> GroupCoordinatorSettings:
+    def from_config(cls, config: BrokerConfig) -> GroupCoordinatorSettings:
         return cls(
             broker_id=config.broker_id,
             group=GroupConfig.from_config(config),

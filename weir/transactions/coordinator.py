@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from weir.common import TopicPartition
-from weir.config import default_value
+from weir.config import BrokerConfig, default_value
 from weir.coordinator_runtime import (
     SYSTEM_CLOCK,
     Clock,
@@ -85,7 +85,7 @@ class TransactionCoordinatorSettings:
     transactional_id_expiration_ms: int = default_value("transactional.id.expiration.ms")
 
     @classmethod
-    def from_config(cls, config: Any) -> TransactionCoordinatorSettings:
+    def from_config(cls, config: BrokerConfig) -> TransactionCoordinatorSettings:
         return cls(
             broker_id=config.broker_id,
             transaction_state_log_num_partitions=config.transaction_state_log_num_partitions,
