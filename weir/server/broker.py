@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from weir.asyncutil import cancel_and_wait
-from weir.config import BrokerConfig, topic_config
+from weir.config import BrokerConfig
 from weir.coordination.zk import ZkClient
 from weir.coordinator_runtime import ReplicaManagerLog
 from weir.groups.coordinator import GroupCoordinator, GroupCoordinatorSettings
@@ -79,7 +79,7 @@ class Broker:
         self.scram_credentials = ScramCredentialStore(self.zk)
         self.metadata = MetadataCache()
         self.log_manager = LogManager(config.log_dir_paths,
-                                      LogConfig.from_dict(topic_config(config, {})))
+                                      LogConfig.from_config(config))
         # Topic overrides and effective topic configs (weir.server.topic_configs).
         self.topic_configs = TopicConfigs(lambda: self.config, self.zk, self.log_manager)
         self.log_manager.dir_failure_listeners.append(self._on_log_dir_failure)
@@ -103,7 +103,6 @@ class Broker:
         self.fetch_sessions = FetchSessionCache(
             max_entries=config.get("max.incremental.fetch.session.cache.slots"))
         self.producer_ids = ProducerIdManager(self.zk, self.broker_id)
-        self.controller: Any = None  # weir.controller.service.ControllerService once started
         # The coordinators of __consumer_offsets (Kafka's GroupCoordinator) and of
         # __transaction_state (KIP-98) follow leadership of their topic's partitions.
         coordinator_log = ReplicaManagerLog(self.replica_manager)
@@ -159,13 +158,21 @@ class Broker:
             registration=self.registration, zk=self.zk)
         self.socket_servers = listeners.socket_servers(self.services, config)  # per listener
         self.socket_server = self.socket_servers[0]
-        self.cluster_id: str = ""
         self._stopping = asyncio.Event()
         self._background: set[asyncio.Task] = set()  # log dir failure notifications
 
     @property
     def broker_epoch(self) -> int:
         return self.registration.broker_epoch
+
+    @property
+    def controller(self) -> Any:
+        """The ControllerService once started (None before)."""
+        return self.services.controller
+
+    @property
+    def cluster_id(self) -> str:
+        return self.services.cluster_id
 
     def metrics_source(self) -> MetricsSource:
         """The read-only view /metrics collects from."""
@@ -182,7 +189,7 @@ class Broker:
         loop = asyncio.get_running_loop()
         await asyncio.to_thread(self.zk.start)
         await asyncio.to_thread(self.zk.ensure_paths)
-        self.cluster_id = self.services.cluster_id = await asyncio.to_thread(
+        self.services.cluster_id = await asyncio.to_thread(
             self.zk.get_or_create_cluster_id)
         await self.dynamic_configs.reload()  # before recovery, as Kafka's DynamicBrokerConfig
         self.log_manager.startup(_now_ms())
@@ -201,7 +208,7 @@ class Broker:
         from weir.controller.channel import ControllerChannelManager
         from weir.controller.service import ControllerService
 
-        self.controller = self.services.controller = ControllerService(
+        self.services.controller = ControllerService(
             self.broker_id, self.zk, self.config,
             channel_factory=functools.partial(
                 ControllerChannelManager,
