@@ -35,7 +35,7 @@ class TopicConfigs:
 
     def defaults(self) -> LogConfig:
         """The log config of a topic without overrides."""
-        return LogConfig.from_dict(topic_config(self._config(), {}))
+        return LogConfig.from_config(self._config())
 
     def topic_config(self, topic: str) -> dict[str, Any]:
         """The effective typed config of ``topic``."""
