@@ -309,6 +309,7 @@ class Broker:
         if self.authorizer is not None:
             await self.authorizer.stop()
         await self.log_dir_mover.close()
+        await self.dynamic_configs.stop()  # a cleaner restart in flight
         await self.log_cleaner.stop()
         await self.replica_manager.close()
         self.replica_manager.checkpoint_high_watermarks()

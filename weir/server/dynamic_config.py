@@ -277,6 +277,15 @@ class DynamicBrokerConfigs:
         self._reload_lock = asyncio.Lock()  # reloads in order: a later one reads newer data
         self._cleaner_restart: asyncio.Future | None = None  # log.cleaner.* changed
 
+    async def stop(self) -> None:
+        """Let a log cleaner restart in flight finish (the broker stops the cleaner next)."""
+        restart, self._cleaner_restart = self._cleaner_restart, None
+        if restart is not None:
+            try:
+                await restart
+            except Exception:
+                log.exception("restarting the log cleaner with new configs failed")
+
     async def reload(self) -> None:
         """Re-read both znodes and apply what changed (startup and every change
         notification)."""

@@ -254,3 +254,32 @@ def test_alter_stores_with_a_notification_and_applies_here() -> None:
     with pytest.raises(KafkaError):
         asyncio.run(dynamic.alter("1", lambda c, e: {"broker.rack": "r"}, validate_only=False))
     assert zk.notifications == ["brokers/<default>"]
+
+
+def test_stop_waits_for_a_log_cleaner_restart_in_flight() -> None:
+    """A log.cleaner.* change restarts the cleaner in the background (Kafka's
+    LogCleaner.reconfigure); stopping the broker lets that restart finish before the cleaner
+    is stopped, and the task is not left behind."""
+    import asyncio
+
+    async def scenario() -> list[str]:
+        events: list[str] = []
+
+        async def reconfigure(config) -> None:
+            events.append(f"restart {config.num_threads}")
+            await asyncio.sleep(0.01)
+            events.append("restarted")
+
+        broker = SimpleNamespace(
+            broker_id=1, config=static(), controller=None,
+            topic_configs=SimpleNamespace(defaults_changed=lambda: None),
+            replica_manager=SimpleNamespace(throttles=_Recorder()), socket_server=_Recorder(),
+            log_cleaner=SimpleNamespace(reconfigure=reconfigure))
+        dynamic = DynamicBrokerConfigs(broker)
+        dynamic.apply(broker.config.with_dynamic({}, {"log.cleaner.threads": "2"}))
+        await dynamic.stop()
+        events.append("stopped")
+        await dynamic.stop()  # nothing in flight: returns at once
+        return events
+
+    assert asyncio.run(scenario()) == ["restart 2", "restarted", "stopped"]
