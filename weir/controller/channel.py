@@ -154,5 +154,6 @@ class ControllerChannelManager:
     async def close(self) -> None:
         """Stop every sender and drop everything queued."""
         senders, self._senders = list(self._senders.values()), {}
-        for sender in senders:
-            await sender.stop()
+        # Every sender is cancelled before any is awaited, so a close that is itself
+        # cancelled while waiting leaves no sender running unowned.
+        await cancel_and_wait(*(sender.task for sender in senders))

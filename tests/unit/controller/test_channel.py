@@ -81,3 +81,37 @@ def test_channel_retries_keeps_order_and_reports_results() -> None:
         StopReplicaResult(2, {TopicPartition("t", 0): ErrorCode.kafka_storage_error}),
         StopReplicaResult(2, {TopicPartition("t", 1): ErrorCode.none}),
     ]
+
+
+class HangingConnection:
+    """A broker that accepts the connection and never answers."""
+
+    def __init__(self, host: str, port: int) -> None:
+        self.connected = False
+
+    async def connect(self, timeout_s: float = 10.0) -> None:
+        self.connected = True
+
+    async def request(self, payload: Any, timeout_s: float | None = None) -> Any:
+        await asyncio.Event().wait()
+
+    async def close(self) -> None:
+        self.connected = False
+
+
+def test_a_cancelled_close_leaves_no_sender_running() -> None:
+    async def scenario() -> None:
+        manager = ControllerChannelManager(lambda event: None, connect=HangingConnection)
+        await manager.update_brokers({b: broker(b) for b in (1, 2, 3)})
+        senders = list(manager._senders.values())
+        manager.send([OutboundRequest(b, _stop(0)) for b in (1, 2, 3)])
+        await asyncio.sleep(0)
+        closing = asyncio.create_task(manager.close())
+        await asyncio.sleep(0)  # close() is waiting on the senders now
+        closing.cancel()
+        await asyncio.gather(closing, return_exceptions=True)
+        async with asyncio.timeout(10):
+            await asyncio.gather(*(s.task for s in senders), return_exceptions=True)
+        assert all(s.task.done() for s in senders)
+
+    asyncio.run(scenario())
