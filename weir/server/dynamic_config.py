@@ -40,7 +40,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import Any, Protocol
 
 from weir.config import (
     BROKER_CONFIG_DEFS,
@@ -266,12 +266,28 @@ def describe_logger_resource(resource_name: str, broker_id: int) -> dict[str, st
 Change = Callable[[dict[str, str], dict[str, Any]], dict[str, str]]
 
 
+class Reconfigurable(Protocol):
+    """What a dynamic broker config change reads and reconfigures (Kafka's
+    BrokerReconfigurables): the broker's id, ZooKeeper client and live ``config`` (replaced
+    by :meth:`DynamicBrokerConfigs.apply`), topic configs (broker defaults of topic keys),
+    replication throttles, socket servers (connection limits), the log-dir mover's quota,
+    the log cleaner and the controller (unclean leader election).  The broker is one; the
+    socket servers, mover and cleaner are optional."""
+
+    broker_id: int
+    config: BrokerConfig
+    zk: Any
+    topic_configs: Any
+    replica_manager: Any
+    controller: Any
+
+
 class DynamicBrokerConfigs:
     """Reads ``/config/brokers/<default>`` and ``/config/brokers/<id>``, keeps
     ``broker.config`` at the effective configuration and reconfigures the running parts
     (DynamicBrokerConfig.updateCurrentConfig → the BrokerReconfigurables)."""
 
-    def __init__(self, broker: Any) -> None:
+    def __init__(self, broker: Reconfigurable) -> None:
         self._broker = broker
         self._lock = asyncio.Lock()  # one read-modify-write of a znode at a time
         self._reload_lock = asyncio.Lock()  # reloads in order: a later one reads newer data
