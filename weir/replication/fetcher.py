@@ -48,6 +48,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "Clock",
+    "EndPointFactory",
     "FetcherSettings",
     "FollowerLogs",
     "FollowerQuota",
@@ -390,12 +391,14 @@ class ReplicaFetcher:
 
     async def _handle_out_of_range(self, st: PartitionFetchState) -> None:
         """The leader's log no longer covers our fetch offset (Kafka's
-        ``handleOutOfRangeError`` / ``fetchOffsetAndTruncate``)."""
-        plog = self.logs.follower_log(st.tp)
-        if plog is None:
-            return
+        ``handleOutOfRangeError`` / ``fetchOffsetAndTruncate``).  The log is looked up again
+        after each question to the leader: the partition may have been removed (its log
+        deleted by StopReplica) or re-added while the answer was on its way."""
         replica_id = self.settings.replica_id
         leader_end = await self.leader.fetch_latest_offset(replica_id, st.tp, st.leader_epoch)
+        plog = self._log_if_still_fetching(st)
+        if plog is None:
+            return
         if leader_end < plog.log_end_offset:
             log.warning("%s: leader's log ends at %d, below ours (%d); truncating", st.tp,
                         leader_end, plog.log_end_offset)
@@ -404,11 +407,19 @@ class ReplicaFetcher:
             return
         leader_start = await self.leader.fetch_earliest_offset(replica_id, st.tp,
                                                                st.leader_epoch)
+        plog = self._log_if_still_fetching(st)
+        if plog is None:
+            return
         if leader_start > plog.log_end_offset:
             log.warning("%s: our log ends at %d, before the leader's start %d; starting over",
                         st.tp, plog.log_end_offset, leader_start)
             plog.truncate_fully_and_start_at(leader_start)
         st.fetch_offset = plog.log_end_offset
+
+    def _log_if_still_fetching(self, st: PartitionFetchState) -> Log | None:
+        if not self._still(st, ReplicaState.FETCHING):
+            return None
+        return self.logs.follower_log(st.tp)
 
 
 EndPointFactory = Callable[[BrokerEndPoint], LeaderEndPoint]
@@ -456,6 +467,15 @@ class ReplicaFetcherManager:
         source = self._where.get(tp)
         st = self.fetchers[source].partitions.get(tp) if source in self.fetchers else None
         return None if st is None else st.lag
+
+    def abandon(self) -> None:
+        """The process dies (a simulated crash): stop every fetcher's task at once, without
+        waiting or closing anything."""
+        for fetcher in self.fetchers.values():
+            if fetcher._task is not None:
+                fetcher._task.cancel()
+        self.fetchers.clear()
+        self._where.clear()
 
     async def close(self) -> None:
         await asyncio.gather(*(f.close() for f in self.fetchers.values()),

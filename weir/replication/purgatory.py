@@ -24,7 +24,9 @@ class _Waiter:
 
 class Purgatory:
     def __init__(self) -> None:
-        self._watchers: dict[Hashable, set[_Waiter]] = defaultdict(set)
+        # Waiters per key in arrival order (a dict as an ordered set): completing them in a
+        # fixed order keeps a run replayable (the simulation's seeds).
+        self._watchers: dict[Hashable, dict[_Waiter, None]] = defaultdict(dict)
 
     async def wait(self, keys: Iterable[Hashable], check: Callable[[], bool],
                    timeout_s: float) -> bool:
@@ -37,7 +39,7 @@ class Purgatory:
         waiter = _Waiter(check, asyncio.get_running_loop().create_future())
         keys = list(keys)
         for key in keys:
-            self._watchers[key].add(waiter)
+            self._watchers[key][waiter] = None
         try:
             await asyncio.wait_for(asyncio.shield(waiter.future), timeout_s)
             return True
@@ -47,7 +49,7 @@ class Purgatory:
             for key in keys:
                 watchers = self._watchers.get(key)
                 if watchers is not None:
-                    watchers.discard(waiter)
+                    watchers.pop(waiter, None)
                     if not watchers:
                         del self._watchers[key]
 

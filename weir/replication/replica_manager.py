@@ -20,7 +20,13 @@ from weir.config import BrokerConfig, default_value
 from weir.protocol.errors import ErrorCode, KafkaError
 from weir.protocol.fetch_response import FileRegion
 from weir.replication.alter_partition import AlterPartitionManager, IsrProposal, IsrResult
-from weir.replication.fetcher import FetcherSettings, ReplicaFetcherManager
+from weir.replication.fetcher import (
+    Clock,
+    EndPointFactory,
+    FetcherSettings,
+    ReplicaFetcherManager,
+    wall_clock_ms,
+)
 from weir.replication.leader_endpoint import BrokerEndPoint
 from weir.replication.partition import LeaderState, Partition, delayed_produce_status
 from weir.replication.purgatory import Purgatory
@@ -108,8 +114,14 @@ class ReplicaManager:
     def __init__(self, broker_id: int, log_manager: LogManager,
                  topic_log_config: Callable[[str], LogConfig],
                  topic_min_isr: Callable[[str], int],
-                 settings: ReplicationSettings | None = None) -> None:
+                 settings: ReplicationSettings | None = None, *,
+                 clock: Clock = wall_clock_ms,
+                 endpoint_factory: EndPointFactory | None = None) -> None:
+        """``clock`` (milliseconds) and ``endpoint_factory`` (how a fetcher reaches a leader
+        broker; default: over the network) are injected so the simulation can run this
+        manager on virtual time and a simulated network."""
         self.broker_id = broker_id
+        self.clock = clock
         self.settings = settings or ReplicationSettings()
         self.alter_partition: AlterPartitionManager | None = None
         self.log_manager = log_manager
@@ -127,7 +139,7 @@ class ReplicaManager:
         # The follower side: fetchers see this manager only as FollowerLogs.
         self.fetchers = ReplicaFetcherManager(
             self, self.settings.fetcher or FetcherSettings(replica_id=broker_id),
-            quota=self.throttles)
+            quota=self.throttles, clock=clock, endpoint_factory=endpoint_factory)
         # Called as listener(tp, is_leader, leader_epoch) after each role change this broker
         # applies (e.g. the group coordinator loads/unloads __consumer_offsets partitions).
         self.leadership_listeners: list[Callable[[TopicPartition, bool, int], None]] = []
@@ -188,7 +200,7 @@ class ReplicaManager:
                   and self.broker_id in u.state.replicas]
         plan = self.log_manager.plan_new_logs(wanted)
         if plan:
-            made = await asyncio.to_thread(self.log_manager.open_new_logs, plan, now_ms())
+            made = await asyncio.to_thread(self.log_manager.open_new_logs, plan, self.clock())
             self.log_manager.adopt_logs(made)
 
     def apply_leader_and_isr(self, controller_epoch: int,
@@ -198,7 +210,7 @@ class ReplicaManager:
                              ) -> dict[TopicPartition, ErrorCode]:
         self.check_controller_epoch(controller_epoch)
         results: dict[TopicPartition, ErrorCode] = {}
-        now = now_ms()
+        now = self.clock()
         for tp, update in updates.items():
             try:
                 results[tp] = self._apply_one(tp, update, now, live_leaders or {})
@@ -328,7 +340,7 @@ class ReplicaManager:
         producer's transaction is already open there)."""
         results: dict[TopicPartition, ProduceResult] = {}
         waiting: dict[TopicPartition, int] = {}
-        now = now_ms()
+        now = self.clock()
         for tp, records in entries.items():
             try:
                 p, plog = self.leader_log(tp)
@@ -362,7 +374,7 @@ class ReplicaManager:
         producer, None if its transaction is already open here (no verification needed)."""
         _p, plog = self.leader_log(tp)
         return plog.producer_state.maybe_start_verification(producer_id, sequence, epoch,
-                                                             now_ms())
+                                                             self.clock())
 
     async def _await_replication(self, waiting: dict[TopicPartition, int],
                                  results: dict[TopicPartition, ProduceResult],
@@ -432,7 +444,7 @@ class ReplicaManager:
                   ) -> dict[TopicPartition, FetchResult]:
         results: dict[TopicPartition, FetchResult] = {}
         budget = max_bytes
-        now = now_ms()
+        now = self.clock()
         for req in requests:
             try:
                 result = self._read_one(replica_id, req, budget, first=budget == max_bytes,
@@ -516,7 +528,7 @@ class ReplicaManager:
         if p is None or not p.is_leader or p.log is None:
             return -1
         leader = ReplicaView(self.broker_id, p.log.log_end_offset, 0)
-        candidates = p.read_replica_candidates(fetch_offset, now_ms())
+        candidates = p.read_replica_candidates(fetch_offset, self.clock())
         return select_read_replica(leader, candidates, racks, client_rack)
 
     # -- delete records ----------------------------------------------------------------
@@ -609,7 +621,7 @@ class ReplicaManager:
 
     def maybe_shrink_isr(self) -> None:
         """Periodic: propose removing followers that have not caught up in time."""
-        now = now_ms()
+        now = self.clock()
         for p in self.partitions.values():
             if p.is_leader:
                 self._submit(p, p.propose_isr_shrink(now, self.settings.replica_lag_time_max_ms))
@@ -635,7 +647,7 @@ class ReplicaManager:
             # follower's fetch, so retrying them for every ISR change made a broker with
             # thousands of ISR changes quadratic (minutes of event loop at 10,000
             # partitions).  Waiting produces are cheap and may now fail on min.insync.replicas.
-            if p.maybe_increment_high_watermark(now_ms()):
+            if p.maybe_increment_high_watermark(self.clock()):
                 self.fetch_purgatory.notify(result.tp)
             self.produce_purgatory.notify(result.tp)
 

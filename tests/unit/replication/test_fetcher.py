@@ -272,3 +272,28 @@ async def _until(condition, timeout_s: float = 5.0) -> None:
     while not condition():
         assert time.monotonic() < deadline, "condition not reached in time"
         await asyncio.sleep(0.01)
+
+
+def test_out_of_range_handling_stops_if_the_partition_is_removed_meanwhile(tmp_path):
+    """The follower's log is looked up again after each ListOffsets answer: a StopReplica
+    that deleted it while the question was in flight leaves nothing to truncate (the
+    simulation found the fetcher truncating a closed log)."""
+    leader_log, follower_log = open_log(tmp_path / "leader" / "t-0"), \
+        open_log(tmp_path / "follower" / "t-0")
+    write(leader_log, [0] * 2)
+    write(follower_log, [0] * 4)
+    logs = Followed({TP: follower_log})
+
+    class Deleting(InMemoryLeader):
+        async def fetch_latest_offset(self, replica_id, tp, current_leader_epoch):
+            f.remove(tp)
+            del logs.logs[tp]
+            follower_log.close()
+            return 2
+
+    f = ReplicaFetcher(Deleting({TP: leader_log}, {TP: 0}), logs,
+                       FetcherSettings(replica_id=2), clock=Clock())
+    st = PartitionFetchState(TP, leader_epoch=0, fetch_offset=4, state=FETCHING)
+    f.partitions[TP] = st
+    run(f._handle_out_of_range(st))
+    assert st.fetch_offset == 4 and TP not in f.partitions
