@@ -15,7 +15,8 @@ package's modules:
 
 The settings objects of the broker's parts are built from a BrokerConfig by their own
 ``from_config`` constructors (``ControllerSettings``, ``LogConfig``, ``CleanerConfig``,
-``ReplicationSettings``, ``FetcherSettings``, ``GroupConfig``).
+``ReplicationSettings``, ``FetcherSettings``, ``GroupConfig``, ``GroupCoordinatorSettings``,
+``TransactionCoordinatorSettings``, ``TopicAdminSettings``); see README.md.
 """
 
 from weir.config.broker import BrokerConfig, Listener, parse_listener

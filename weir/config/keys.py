@@ -4,9 +4,11 @@ type, default, validator, documentation and dynamic-update mode.
 This table is the single source of the defaults: :class:`~weir.config.broker.BrokerConfig`
 resolves every key from it, the typed accessors (``accessors.py``) are generated from it, and
 the settings objects of the broker's parts (``ControllerSettings``, ``LogConfig``,
-``CleanerConfig``, ``FetcherSettings``, ``ReplicationSettings``, ``GroupConfig``) take their
+``CleanerConfig``, ``FetcherSettings``, ``ReplicationSettings``, ``GroupConfig``,
+``GroupCoordinatorSettings``, ``TransactionCoordinatorSettings``, ``TlsSettings``) take their
 field defaults from :func:`default_value` and their values from a broker config through their
-``from_config`` constructors.
+``from_config`` constructors; code reading a raw ``server.properties`` uses
+:func:`effective_value`.
 
 A broker key that is also a topic-level default names its topic key (``log.retention.ms`` →
 ``retention.ms``), as Kafka's ``LogConfig.TopicConfigSynonyms``.  A key with a ``fallback``
