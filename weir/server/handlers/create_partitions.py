@@ -3,7 +3,6 @@ partitions online."""
 
 from __future__ import annotations
 
-import asyncio
 from typing import Any
 
 from weir.protocol.errors import ErrorCode, KafkaError
@@ -46,29 +45,7 @@ async def handle(ctx, request) -> Any:
 
 
 async def _grow(ctx, topic, validate_only: bool) -> None:
-    broker = ctx.services  # admin calls take the broker's services
-    current = await asyncio.to_thread(broker.zk.get_topic, topic.name)
-    if current is None:
-        raise KafkaError(ErrorCode.unknown_topic_or_partition, f"topic {topic.name!r} not found")
-    have = len(current.partitions)
-    count = int(topic.count)
-    if count <= have:
-        raise KafkaError(ErrorCode.invalid_partitions,
-                         f"topic {topic.name!r} has {have} partitions; "
-                         f"the new count must be larger, got {count}")
-    rf = len(current.partitions[0])
-    manual = None
-    if topic.assignments is not None:
-        if len(topic.assignments) != count - have:
-            raise KafkaError(ErrorCode.invalid_replica_assignment,
-                             f"{count - have} new partitions but "
-                             f"{len(topic.assignments)} assignments")
-        manual = {have + i: [int(b) for b in a.broker_ids]
-                  for i, a in enumerate(topic.assignments)}
-        if any(len(r) != rf for r in manual.values()):
-            raise KafkaError(ErrorCode.invalid_replica_assignment,
-                             f"new partitions must have replication factor {rf}")
-    added = admin.plan_assignment(await admin.registered_broker_ids(broker), count - have, rf,
-                                  manual, start_partition=have)
-    if not validate_only:
-        await asyncio.to_thread(broker.zk.add_partitions, topic.name, added, current.zk_version)
+    assignments = (None if topic.assignments is None
+                   else [list(a.broker_ids) for a in topic.assignments])
+    await admin.create_partitions(ctx.services, topic.name, int(topic.count), assignments,
+                                  validate_only)

@@ -3,10 +3,9 @@ removed them from every broker's metadata."""
 
 from __future__ import annotations
 
-import asyncio
 from typing import Any
 
-from weir.protocol.errors import ErrorCode
+from weir.protocol.errors import ErrorCode, KafkaError
 from weir.security.acls import AclOperation, ResourceType
 from weir.server import admin, authz
 
@@ -39,11 +38,12 @@ async def handle(ctx, request) -> Any:
         elif name is None or name not in cache.topics:
             entry["error_code"] = (ErrorCode.unknown_topic_id if name is None
                                    else ErrorCode.unknown_topic_or_partition)
-        elif not broker.config.delete_topic_enable:
-            entry["error_code"] = ErrorCode.topic_deletion_disabled
         else:
-            await asyncio.to_thread(broker.zk.mark_topic_for_deletion, name)
-            pending.add(name)
+            try:
+                await admin.delete_topic(broker, name)
+                pending.add(name)
+            except KafkaError as exc:  # TOPIC_DELETION_DISABLED, or gone from ZooKeeper
+                entry["error_code"] = exc.code
         results.append(entry)
     if pending:
         ok = await admin.wait_until(lambda: not any(t in cache.topics for t in pending),
