@@ -56,6 +56,7 @@ class DeferredWriter:
         self._cond = threading.Condition()
         self._thread: threading.Thread | None = None
         self._busy = 0
+        self._dropped: set[int] = set()  # discarded jobs of the batch being written
         self._closed = False
         self.failures = 0
 
@@ -91,9 +92,13 @@ class DeferredWriter:
     def _run(self) -> None:
         while (jobs := self._take()) is not None:
             for job in jobs:
+                with self._cond:
+                    if id(job) in self._dropped:
+                        continue
                 self._write(job, if_dir_exists=True)
             with self._cond:
                 self._busy = 0
+                self._dropped.clear()
                 self._cond.notify_all()
 
     def _write(self, job: Flushable, *, if_dir_exists: bool) -> None:
@@ -104,6 +109,15 @@ class DeferredWriter:
             # takes the log dir offline there).
             self.failures += 1
             log.error("deferred write failed (%s): %s", job, exc)
+
+    def discard(self, jobs: list[Flushable]) -> None:
+        """Forget ``jobs`` if not written yet (their write is not needed any more), also
+        those of the batch the thread is writing."""
+        with self._cond:
+            for job in jobs:
+                self._pending.pop(id(job), None)
+                if self._busy:
+                    self._dropped.add(id(job))
 
     def drain(self, timeout_s: float | None = None) -> bool:
         """Wait until every queued job is written; True if nothing is left.  Jobs still

@@ -47,6 +47,9 @@ class LeaderEpochCache:
         self._write_lock = threading.Lock()  # one file write at a time, in order
         # What the checkpoint file holds, as far as this cache wrote or read it.
         self._durable: list[tuple[int, int]] | None = self.entries if path is not None else None
+        # The entries a load made of that file (its truncations to the log's end and
+        # start), while nothing else changed them: see ``loaded``.
+        self._as_loaded: list[tuple[int, int]] | None = None
 
     @classmethod
     def load(cls, path: Path) -> LeaderEpochCache:
@@ -70,6 +73,16 @@ class LeaderEpochCache:
     def dirty(self) -> bool:
         """Whether the checkpoint file lacks a change (an ``assign(..., defer=True)``)."""
         return self._path is not None and self._durable != self.entries
+
+    def mark_loaded(self) -> None:
+        """The log loader's truncations are done: the file, loaded again at the same log
+        end and start, gives these entries again."""
+        self._as_loaded = self.entries
+
+    @property
+    def loaded(self) -> bool:
+        """Whether the entries are still those the load made (see ``mark_loaded``)."""
+        return self._as_loaded is not None and self._as_loaded == self.entries
 
     @property
     def latest_epoch(self) -> int:

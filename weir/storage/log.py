@@ -86,6 +86,7 @@ class Log:
         self.truncations = 0
         self.truncated_to: int | None = None
         self._file_work: Future[None] | None = None  # a cleaner swap's renames (swap.py)
+        self._loaded_at = (log_start_offset, segments[-1].next_offset)
         self._swapping: frozenset[int] = frozenset()
 
     # -- opening (Kafka's LogLoader: weir.storage.log_loader) --------------------------
@@ -620,6 +621,15 @@ class Log:
             return False
         return not snapshot_path(self._dir, leo).exists()
 
+    @property
+    def epoch_checkpoint_redone_by_load(self) -> bool:
+        """Whether the leader-epoch-checkpoint's only pending change is the truncation the
+        load made, with the log's start and end unchanged since: the next load makes it
+        again, so a clean shutdown need not write it (a broker restarted with thousands of
+        empty replicas would otherwise fsync one file each at its next shutdown)."""
+        return (self._epoch_cache.loaded
+                and self._loaded_at == (self._log_start, self.log_end_offset))
+
     def close(self) -> None:
         """Close every segment (writes the final time-index entries) and snapshot the
         producer state at the log end (Kafka does on clean shutdown)."""
@@ -629,7 +639,8 @@ class Log:
             self.offline_reason = str(exc)
             log.warning("%s: log cleaner swap failed: %s", self._tp, exc)
         if self.offline_reason is None and self._dir.exists():
-            self._epoch_cache.flush()  # a deferred entry (LeaderAndIsr) before the marker
+            if not self.epoch_checkpoint_redone_by_load:
+                self._epoch_cache.flush()  # a deferred entry (LeaderAndIsr) before the marker
             try:
                 if self._snapshot_needed_at_close():
                     take_snapshot(self._dir, self.log_end_offset, self._producer_state,

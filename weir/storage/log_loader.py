@@ -105,6 +105,7 @@ def _load(directory: Path, config: LogConfig, log_start_offset: int | None, now_
     # (truncateFrom*AsyncFlush): every load repeats these truncations anyway.
     cache.truncate_from_end(segments[-1].next_offset, defer=True)
     cache.truncate_from_start(start, defer=True)
+    cache.mark_loaded()
     return LoadedLog(segments, start, cache, producer_state)
 
 

@@ -169,8 +169,11 @@ class LogManager:
 
     def shutdown(self) -> None:
         """Flush and close every log, write all checkpoints and the clean-shutdown marker."""
-        self.deferred.close()
         every = self._every_online_log()
+        # The load's own epoch truncations are made again by the next load (Log.close).
+        self.deferred.discard([lg.epoch_cache for _d, lg in every
+                               if lg.epoch_checkpoint_redone_by_load])
+        self.deferred.close()
         for log_dir, lg in every:
             self._guard(log_dir, lg.flush)
         self.checkpoint_recovery_points()

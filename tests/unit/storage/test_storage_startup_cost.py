@@ -116,3 +116,43 @@ def test_startup_skips_files_in_the_log_dir(tmp_path: Path):
     again.startup(0)
     assert set(again.all_logs()) == {TopicPartition("a", 0)}
     again.shutdown()
+
+
+def test_the_loads_epoch_truncation_is_not_written_at_close_if_nothing_changed(open_log,
+                                                                                 log_dir):
+    log = open_log()
+    log.epoch_cache.assign(3, 0)  # a leader of epoch 3 that wrote nothing
+    log.close()
+    checkpoint = log_dir / "leader-epoch-checkpoint"
+    os.utime(checkpoint, ns=(1, 1))
+    log = open_log()
+    assert log.epoch_cache.entries == []  # the load's truncation (Kafka's LogLoader)
+    assert log.epoch_checkpoint_redone_by_load
+    log.close()
+    assert checkpoint.stat().st_mtime_ns == 1  # not rewritten: the next load redoes it
+    again = open_log()
+    assert again.epoch_cache.entries == []
+    _produce(again)  # the log moved on: the truncation must now be durable
+    assert not again.epoch_checkpoint_redone_by_load
+    again.close()
+    assert checkpoint.stat().st_mtime_ns != 1
+    assert open_log().epoch_cache.entries == [(0, 0)]
+
+
+def test_a_deferred_write_can_be_discarded_before_it_runs():
+    from weir.storage.deferred_writes import DeferredWriter
+
+    class Job:
+        def __init__(self):
+            self.writes = 0
+
+        def flush(self, *, if_dir_exists=False):
+            self.writes += 1
+
+    writer = DeferredWriter()
+    writer._closed = True  # no thread: everything stays queued until drain()
+    kept, dropped = Job(), Job()
+    writer.submit([kept, dropped])
+    writer.discard([dropped])
+    writer.drain()
+    assert (kept.writes, dropped.writes) == (1, 0)
