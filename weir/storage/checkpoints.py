@@ -13,12 +13,18 @@ and ``partition.metadata`` holds the topic id (``version: 0`` / ``topic_id: <bas
 
 Every write goes to ``<name>.tmp``, is fsynced, renamed over the target, and the directory
 is fsynced, so a crash leaves either the old or the new file, never a torn one.
+
+A batch of such writes (:func:`weir.storage.deferred_writes.write_batch`) keeps that rule
+with a constant number of syncs: every temp file is written (:func:`write_temp`), one
+sync makes them all durable, every rename is done, one more sync makes the renames
+durable.  A :class:`PreparedWrite` is one file of such a batch.
 """
 
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from weir.common import TopicPartition
@@ -31,14 +37,18 @@ __all__ = [
     "PARTITION_METADATA_FILE",
     "RECOVERY_POINT_CHECKPOINT",
     "REPLICATION_OFFSET_CHECKPOINT",
+    "PreparedWrite",
     "atomic_write",
+    "epoch_checkpoint_text",
     "fsync_dir",
+    "partition_metadata_text",
     "read_epoch_checkpoint",
     "read_offset_checkpoint",
     "read_partition_metadata",
     "write_epoch_checkpoint",
     "write_offset_checkpoint",
     "write_partition_metadata",
+    "write_temp",
 ]
 
 RECOVERY_POINT_CHECKPOINT = "recovery-point-offset-checkpoint"
@@ -69,6 +79,31 @@ def atomic_write(path: Path, text: str) -> None:
         os.fsync(f.fileno())
     os.replace(tmp, path)
     fsync_dir(path.parent)
+
+
+def write_temp(path: Path, text: str) -> Path:
+    """Write ``text`` to ``path``'s temp file, not synced (a batch syncs them all at once);
+    returns the temp file's path."""
+    tmp = path.with_name(path.name + TMP_SUFFIX)
+    with open(tmp, "w", encoding="utf-8") as f:
+        f.write(text)
+    return tmp
+
+
+def _nothing() -> None:
+    return None
+
+
+@dataclass
+class PreparedWrite:
+    """One file of a batched atomic write: ``tmp`` (written, not yet synced) is to be
+    renamed over ``target``.  ``durable`` is called once the new file is durable, and
+    ``release`` always, last (whatever happened to the batch)."""
+
+    tmp: Path
+    target: Path
+    durable: Callable[[], None] = field(default=_nothing)
+    release: Callable[[], None] = field(default=_nothing)
 
 
 def _bad(path: Path, why: str) -> KafkaError:
@@ -152,12 +187,22 @@ def read_epoch_checkpoint(path: Path) -> list[tuple[int, int]]:
 
 def write_epoch_checkpoint(path: Path, entries: Iterable[tuple[int, int]]) -> None:
     """Atomically write ``leader-epoch-checkpoint``."""
-    atomic_write(path, _render([f"{epoch} {offset}" for epoch, offset in entries]))
+    atomic_write(path, epoch_checkpoint_text(entries))
+
+
+def epoch_checkpoint_text(entries: Iterable[tuple[int, int]]) -> str:
+    """The text of a ``leader-epoch-checkpoint`` holding ``entries``."""
+    return _render([f"{epoch} {offset}" for epoch, offset in entries])
+
+
+def partition_metadata_text(topic_id: str) -> str:
+    """The text of a ``partition.metadata`` holding ``topic_id``."""
+    return f"version: 0\ntopic_id: {topic_id}\n"
 
 
 def write_partition_metadata(partition_dir: Path, topic_id: str) -> None:
     """Write ``partition.metadata`` (topic id as Kafka's base64 UUID string)."""
-    atomic_write(partition_dir / PARTITION_METADATA_FILE, f"version: 0\ntopic_id: {topic_id}\n")
+    atomic_write(partition_dir / PARTITION_METADATA_FILE, partition_metadata_text(topic_id))
 
 
 def read_partition_metadata(partition_dir: Path) -> str | None:

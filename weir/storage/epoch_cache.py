@@ -26,7 +26,13 @@ import threading
 from pathlib import Path
 
 from weir.protocol.errors import ErrorCode, KafkaError
-from weir.storage.checkpoints import read_epoch_checkpoint, write_epoch_checkpoint
+from weir.storage.checkpoints import (
+    PreparedWrite,
+    epoch_checkpoint_text,
+    read_epoch_checkpoint,
+    write_epoch_checkpoint,
+    write_temp,
+)
 
 __all__ = ["UNDEFINED_EPOCH", "UNDEFINED_EPOCH_OFFSET", "LeaderEpochCache"]
 
@@ -119,6 +125,32 @@ class LeaderEpochCache:
                 return
             write_epoch_checkpoint(path, entries)
             self._durable = entries
+
+    def prepare(self, *, if_dir_exists: bool = False) -> PreparedWrite | None:
+        """The first half of :meth:`flush` for a batched write: the temp file written
+        (not synced), or None if nothing needs writing.  The file-write lock stays held
+        until the batch calls the result's ``release`` (so writes stay in order: a later
+        :meth:`flush` waits, then writes newer entries or nothing); its ``durable`` marks
+        the entries as in the file.  Raises OSError (lock released, cache still dirty)."""
+        if self._path is None:
+            return None
+        self._write_lock.acquire()
+        try:
+            with self._lock:
+                entries = self.entries
+            path = self._path
+            if entries == self._durable or (if_dir_exists and not path.parent.is_dir()):
+                self._write_lock.release()
+                return None
+            tmp = write_temp(path, epoch_checkpoint_text(entries))
+        except BaseException:
+            self._write_lock.release()
+            raise
+
+        def durable() -> None:
+            self._durable = entries
+
+        return PreparedWrite(tmp, path, durable, self._write_lock.release)
 
     def assign(self, epoch: int, start_offset: int, *, defer: bool = False) -> bool:
         """Record that ``epoch`` starts at ``start_offset``; True if the cache changed.

@@ -1,0 +1,213 @@
+"""Batched checkpoint writes (weir.storage.deferred_writes.write_batch): every file is
+still replaced atomically, yet a batch costs a constant number of syncs."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from weir.storage.checkpoints import (
+    LEADER_EPOCH_CHECKPOINT,
+    read_epoch_checkpoint,
+    read_partition_metadata,
+)
+from weir.storage.deferred_writes import DeferredWriter, PartitionMetadataWrite, write_batch
+from weir.storage.epoch_cache import LeaderEpochCache
+
+TOPIC_ID = "AAAAAAAAAAAAAAAAAAAAAQ"
+
+
+class Crash(Exception):
+    """The process dies here (not an OSError: nothing handles it)."""
+
+
+def make_caches(root, n, *, durable_epoch=1):
+    """``n`` partition dirs whose checkpoint holds [(durable_epoch, 0)] and whose cache
+    has a deferred change on top: [(durable_epoch, 0), (durable_epoch + 1, i + 1)]."""
+    caches = []
+    for i in range(n):
+        d = root / f"t-{i}"
+        d.mkdir()
+        cache = LeaderEpochCache(d / LEADER_EPOCH_CHECKPOINT)
+        cache.assign(durable_epoch, 0)
+        cache.assign(durable_epoch + 1, i + 1, defer=True)
+        caches.append(cache)
+    return caches
+
+
+def old(i):
+    return [(1, 0)]
+
+
+def new(i):
+    return [(1, 0), (2, i + 1)]
+
+
+def count_syncs(monkeypatch):
+    calls = {"fsync": 0, "sync": 0}
+    real_fsync, real_sync = os.fsync, os.sync
+
+    def fsync(fd):
+        calls["fsync"] += 1
+        real_fsync(fd)
+
+    def sync():
+        calls["sync"] += 1
+        real_sync()
+
+    monkeypatch.setattr(os, "fsync", fsync)
+    monkeypatch.setattr(os, "sync", sync)
+    return calls
+
+
+def test_a_batch_writes_every_file(tmp_path):
+    caches = make_caches(tmp_path, 30)
+    meta = PartitionMetadataWrite(tmp_path / "t-3", TOPIC_ID)
+    assert write_batch([*caches, meta]) == 0
+    for i, cache in enumerate(caches):
+        assert not cache.dirty
+        assert read_epoch_checkpoint(tmp_path / f"t-{i}" / LEADER_EPOCH_CHECKPOINT) == new(i)
+    assert read_partition_metadata(tmp_path / "t-3") == TOPIC_ID
+    assert not list(tmp_path.glob("*/*.tmp"))
+    assert write_batch(caches) == 0  # nothing dirty: nothing written, no error
+
+
+@pytest.mark.parametrize("n", [2, 40, 400])
+def test_a_batch_costs_a_constant_number_of_syncs(tmp_path, monkeypatch, n):
+    caches = make_caches(tmp_path, n)
+    calls = count_syncs(monkeypatch)
+    assert write_batch(caches) == 0
+    assert calls == {"fsync": 0, "sync": 2}
+    assert all(not c.dirty for c in caches)
+
+
+def test_drain_writes_its_jobs_as_one_batch(tmp_path, monkeypatch):
+    caches = make_caches(tmp_path, 100)
+    writer = DeferredWriter()
+    writer._closed = True  # no thread: drain() writes on this thread
+    writer.submit(caches)
+    calls = count_syncs(monkeypatch)
+    assert writer.drain(timeout_s=30)
+    assert calls == {"fsync": 0, "sync": 2}
+    assert writer.failures == 0 and all(not c.dirty for c in caches)
+
+
+def test_the_worker_writes_batches(tmp_path):
+    caches = make_caches(tmp_path, 200)
+    writer = DeferredWriter()
+    writer.submit(caches)
+    assert writer.drain(timeout_s=30)
+    writer.close()
+    for i, cache in enumerate(caches):
+        assert not cache.dirty
+        assert read_epoch_checkpoint(tmp_path / f"t-{i}" / LEADER_EPOCH_CHECKPOINT) == new(i)
+
+
+@pytest.mark.parametrize("renames_before_crash", [0, 1, 7, 19])
+def test_a_crash_during_the_renames_leaves_old_or_new_files(tmp_path, monkeypatch,
+                                                            renames_before_crash):
+    caches = make_caches(tmp_path, 20)
+    real_replace = os.replace
+    done = []
+
+    def replace(src, dst):
+        if len(done) == renames_before_crash:
+            raise Crash
+        real_replace(src, dst)
+        done.append(dst)
+
+    monkeypatch.setattr(os, "replace", replace)
+    with pytest.raises(Crash):
+        write_batch(caches)
+    monkeypatch.setattr(os, "replace", real_replace)
+    contents = [read_epoch_checkpoint(tmp_path / f"t-{i}" / LEADER_EPOCH_CHECKPOINT)
+                for i in range(20)]
+    for i, entries in enumerate(contents):
+        assert entries in (old(i), new(i))
+    assert sum(entries == new(i) for i, entries in enumerate(contents)) == renames_before_crash
+    # nothing was marked durable, and the write locks were given back: a flush completes
+    assert all(c.dirty for c in caches)
+    caches[-1].flush()
+    assert read_epoch_checkpoint(tmp_path / "t-19" / LEADER_EPOCH_CHECKPOINT) == new(19)
+
+
+def test_a_crash_before_the_first_sync_leaves_every_old_file(tmp_path, monkeypatch):
+    caches = make_caches(tmp_path, 10)
+
+    def sync():
+        raise Crash
+
+    monkeypatch.setattr(os, "sync", sync)
+    with pytest.raises(Crash):
+        write_batch(caches)
+    for i in range(10):
+        assert read_epoch_checkpoint(tmp_path / f"t-{i}" / LEADER_EPOCH_CHECKPOINT) == old(i)
+    assert all(c.dirty for c in caches)
+
+
+def test_a_failed_job_does_not_lose_the_others(tmp_path, monkeypatch):
+    caches = make_caches(tmp_path, 10)
+    (tmp_path / "b-0").mkdir()
+    (tmp_path / "b-0" / (LEADER_EPOCH_CHECKPOINT + ".tmp")).mkdir()  # its temp file fails
+    broken = LeaderEpochCache(tmp_path / "b-0" / LEADER_EPOCH_CHECKPOINT)
+    broken.assign(1, 0, defer=True)
+    real_replace = os.replace
+    refused = tmp_path / "t-4" / LEADER_EPOCH_CHECKPOINT
+
+    def replace(src, dst):
+        if os.fspath(dst) == os.fspath(refused):
+            raise PermissionError(13, "refused", os.fspath(dst))
+        real_replace(src, dst)
+
+    monkeypatch.setattr(os, "replace", replace)
+    writer = DeferredWriter()
+    writer._closed = True
+    writer.submit([caches[0], broken, *caches[1:]])
+    assert writer.drain(timeout_s=30)
+    assert writer.failures == 2
+    assert broken.dirty and caches[4].dirty
+    assert read_epoch_checkpoint(refused) == old(4)
+    assert not refused.with_name(refused.name + ".tmp").exists()
+    for i, cache in enumerate(caches):
+        if i != 4:
+            assert not cache.dirty
+            assert read_epoch_checkpoint(tmp_path / f"t-{i}" / LEADER_EPOCH_CHECKPOINT) == new(i)
+
+
+def test_a_partition_dir_deleted_during_the_batch_is_not_a_failure(tmp_path, monkeypatch):
+    caches = make_caches(tmp_path, 3)
+    gone = tmp_path / "t-1"
+    real_sync = os.sync
+
+    def sync():  # the log is deleted between the temp files and the renames
+        if gone.exists():
+            for f in gone.iterdir():
+                f.unlink()
+            gone.rmdir()
+        real_sync()
+
+    monkeypatch.setattr(os, "sync", sync)
+    assert write_batch(caches) == 0
+    assert not gone.exists() and caches[1].dirty
+    assert not caches[0].dirty and not caches[2].dirty
+
+
+def test_a_change_made_during_a_batch_is_written_by_the_next_flush(tmp_path, monkeypatch):
+    """A job's write reflects the state it prepared; a newer change keeps it dirty."""
+    cache, other = make_caches(tmp_path, 2)
+    real_sync = os.sync
+    changed = []
+
+    def sync():
+        if not changed:
+            changed.append(cache.assign(3, 50, defer=True))
+        real_sync()
+
+    monkeypatch.setattr(os, "sync", sync)
+    assert write_batch([cache, other]) == 0
+    assert changed == [True] and cache.dirty
+    path = tmp_path / "t-0" / LEADER_EPOCH_CHECKPOINT
+    assert read_epoch_checkpoint(path) == new(0)
+    cache.flush()
+    assert read_epoch_checkpoint(path) == [*new(0), (3, 50)] and not cache.dirty
