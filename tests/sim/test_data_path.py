@@ -1,6 +1,9 @@
-"""The data-path simulation (real Partition cores, truncation and Log files) over seeds."""
+"""The data-path simulation (the production ReplicaManager, fetchers, purgatories and Log
+files on virtual time) over seeds, and its invariants each catching a planted bug."""
 
 from __future__ import annotations
+
+import asyncio
 
 import pytest
 
@@ -69,7 +72,7 @@ def test_invariants_catch_a_high_watermark_past_the_isr(monkeypatch: pytest.Monk
     """Plant a leader that advances its HW to its own LEO (ignoring followers)."""
     from weir.replication.partition import Partition
 
-    def eager(self: Partition) -> bool:
+    def eager(self: Partition, _now_ms: int | None = None) -> bool:
         if not self.is_leader or self.log is None:
             return False
         if self.log.log_end_offset > self.log.high_watermark:
@@ -85,3 +88,59 @@ def test_cli_data_flag(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["--seed", "1", "--data", "--stats"]) == 0
     out = capsys.readouterr().out
     assert "seed 1: ok" in out and "acked" in out
+
+
+# -- each data-path invariant (weir.sim.invariants) catches a planted bug -----------------
+
+
+def _violations(seeds: range, marker: str) -> list[str]:
+    """Run ``seeds`` until one reports a violation containing ``marker``."""
+    for seed in seeds:
+        found = [v for v in run_seed(seed, data_config()).violations if marker in v]
+        if found:
+            return found
+    return []
+
+
+def test_high_watermark_monotonic_catches_a_leader_moving_it_back(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Plant a leader that lets each follower's fetch pull its HW down to that follower's
+    offset (a recovering follower behind it does), where Kafka's maybeIncrementLeaderHW only
+    ever moves it forward."""
+    from weir.replication.partition import Partition
+
+    real = Partition.update_follower_fetch
+
+    def pulled_back(self: Partition, replica_id: int, fetch_offset: int, now_ms: int,
+                    log_start_offset: int = -1) -> bool:
+        moved = real(self, replica_id, fetch_offset, now_ms, log_start_offset)
+        if self.log is not None and fetch_offset < self.log.high_watermark:
+            self.log.update_high_watermark(fetch_offset)
+        return moved
+    monkeypatch.setattr(Partition, "update_follower_fetch", pulled_back)
+    found = _violations(range(6), "high watermark went back")
+    assert found and found[0].startswith("t=") and "high watermark monotonic: " in found[0]
+
+
+def test_replicas_converge_catches_followers_that_stop_fetching(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Plant a fetcher that never fetches (it still truncates): the followers' logs never
+    match their leaders' by the end."""
+    from weir.replication.fetcher import ReplicaFetcher
+
+    async def idle(self: ReplicaFetcher) -> None:
+        await asyncio.sleep(0.05)
+    monkeypatch.setattr(ReplicaFetcher, "fetch", idle)
+    assert _violations(range(2), "replicas converge: ")
+
+
+def test_committed_records_kept_catches_a_leader_losing_committed_records(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Plant HW truncation (pre-KIP-101) on an ISR-only HW: records the consumer read below
+    the high watermark vanish from a later leader's log."""
+    from weir.replication.partition import Partition
+
+    monkeypatch.setattr(truncation, "after_leader_epoch_answer",
+                        lambda _epoch, _end, _cache, leo, hw: Truncation(min(hw, leo), True))
+    monkeypatch.setattr(Partition, "waits_for_replica_to_join_isr", lambda *_args: False)
+    assert _violations(range(40), "committed records kept: ")

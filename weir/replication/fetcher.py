@@ -468,14 +468,16 @@ class ReplicaFetcherManager:
         st = self.fetchers[source].partitions.get(tp) if source in self.fetchers else None
         return None if st is None else st.lag
 
-    def abandon(self) -> None:
-        """The process dies (a simulated crash): stop every fetcher's task at once, without
-        waiting or closing anything."""
-        for fetcher in self.fetchers.values():
-            if fetcher._task is not None:
-                fetcher._task.cancel()
+    def abandon(self) -> list[asyncio.Task[None]]:
+        """The process dies (a simulated crash): cancel every fetcher's task at once,
+        without waiting or closing anything; returns the tasks (the caller keeps them
+        referenced until they finish)."""
+        tasks = [f._task for f in self.fetchers.values() if f._task is not None]
+        for task in tasks:
+            task.cancel()
         self.fetchers.clear()
         self._where.clear()
+        return tasks
 
     async def close(self) -> None:
         await asyncio.gather(*(f.close() for f in self.fetchers.values()),

@@ -1,106 +1,72 @@
-"""The data half of one simulated broker process: real partitions and logs, the fetcher.
+"""The data half of one simulated broker process: the production replica manager.
 
-Everything that decides is Weir's own code: :class:`~weir.replication.partition.Partition`
-(roles, follower fetch states, maximal ISR, high watermark, ISR proposals),
-:func:`weir.replication.truncation.after_leader_epoch_answer` (KIP-101/279) and real
-:class:`~weir.storage.log.Log` objects on disk.  What this module adds is the shell the
-broker's :class:`~weir.replication.replica_manager.ReplicaManager` and fetcher are, driven by
-the simulated clock and network: the leader side of Fetch / OffsetForLeaderEpoch / Produce
-(with the produce purgatory's completion rule) and a follower fetch loop per partition
-(truncating, then fetching).  The state here dies with the process; the log files do not.
+Each broker incarnation runs Weir's real :class:`~weir.replication.replica_manager.ReplicaManager`
+(LeaderAndIsr / StopReplica, appends with the produce purgatory, follower reads with the
+fetch purgatory, high watermark, ISR proposals), its real
+:class:`~weir.replication.fetcher.ReplicaFetcherManager` and fetchers, and a real
+:class:`~weir.storage.log_manager.LogManager` over the broker's directory, on the
+simulation's virtual-time event loop (:mod:`weir.sim.vloop`).  What this module adds is only
+the wiring to the simulated world:
+
+* :class:`SimLeaderEndPoint`, the fetchers' ``LeaderEndPoint``: each question goes through
+  the simulated network (lost, delayed, reordered, duplicated) to the leader broker's own
+  ``ReplicaManager`` (``fetch`` as a follower, ``leader_log`` + the epoch cache as the
+  OffsetForLeaderEpoch handler answers, ``list_offset``), and a lost message shows as the
+  request timing out, as a socket timeout would;
+* :class:`SimAlterPartition`, the manager's ``AlterPartitionManager``: proposals travel to
+  the active controller as AlterPartition requests (broker epochs -1, as Kafka's);
+* :class:`SimDeferredWriter`, the log manager's storage thread (leader-epoch checkpoints,
+  partition.metadata) made deterministic: jobs are written a random simulated time later,
+  and a crash loses those still pending, as a process death would.
+
+The clock of every part is the loop's virtual clock; the state here dies with the process,
+the log directories do not.
 """
 
 from __future__ import annotations
 
+import asyncio
 import os
 import shutil
-from collections.abc import Callable
-from dataclasses import dataclass, field
+from collections.abc import Callable, Coroutine
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from weir.common import TopicPartition
 from weir.controller.events import IsrChange
 from weir.protocol.errors import ErrorCode, KafkaError
-from weir.records.batch import HEADER_SIZE, iter_headers
+from weir.protocol.fetch_response import FileRegion
 from weir.records.builder import build_batch
-from weir.replication import truncation
-from weir.replication.partition import LeaderState, Partition, delayed_produce_status
+from weir.records.records import iter_records
+from weir.replication.alter_partition import IsrProposal, IsrResult
+from weir.replication.fetcher import FetcherSettings, PartitionFetchState
+from weir.replication.leader_endpoint import (
+    BrokerEndPoint,
+    EpochEndOffset,
+    FetchAnswer,
+    FetchedPartition,
+    FetchParams,
+    PartitionFetch,
+)
+from weir.replication.partition import LeaderState, Partition
+from weir.replication.replica_manager import (
+    FetchPartition,
+    PartitionStateUpdate,
+    ReplicaManager,
+    ReplicationSettings,
+)
 from weir.storage.log import Log, LogConfig, parse_topic_partition
+from weir.storage.log_manager import LogManager
 
 if TYPE_CHECKING:
     from weir.sim.data import DataPlane
     from weir.sim.node import SimNode
 
-__all__ = ["LOG_CONFIG", "FetchState", "SimReplicas", "decode_records", "read_all"]
+__all__ = ["LOG_CONFIG", "SimLeaderEndPoint", "SimReplicas", "read_all"]
 
 LOG_CONFIG = LogConfig.from_dict({"segment.bytes": 1200})  # small: rolls, multi-segment cuts
-TRUNCATING = "truncating"
-FETCHING = "fetching"
 UNKNOWN_BROKER_EPOCH = -1  # what AlterPartitionManager sends
-
-
-@dataclass
-class FetchState:
-    """One partition in this broker's fetcher (see weir.replication.fetcher)."""
-
-    leader: int
-    leader_epoch: int
-    state: str = TRUNCATING
-    offset: int = 0
-    token: int = 0  # the request in flight; an answer to another token is stale
-
-
-@dataclass
-class PendingProduce:
-    """An acks=all append waiting for the high watermark (the produce purgatory)."""
-
-    tp: TopicPartition
-    partition: Partition  # the partition as it was led at the append
-    generation: int  # its leadership generation then
-    required_offset: int
-    records: list[tuple[int, bytes]]
-    deadline_ms: int
-    reply: Callable[[ErrorCode, list[tuple[int, bytes]]], None]
-
-
-@dataclass
-class Disk:
-    """What survives a process crash besides the log directories: the checkpoint files."""
-
-    root: Path
-    high_watermarks: dict[TopicPartition, int] = field(default_factory=dict)
-    recovery_points: dict[TopicPartition, int] = field(default_factory=dict)
-
-
-def read_varint(buf: bytes, pos: int) -> tuple[int, int]:
-    shift = result = 0
-    while True:
-        byte = buf[pos]
-        pos += 1
-        result |= (byte & 0x7F) << shift
-        if not byte & 0x80:
-            return (result >> 1) ^ -(result & 1), pos
-        shift += 7
-
-
-def decode_records(buf: bytes) -> list[tuple[int, bytes]]:
-    """(offset, value) of every record in uncompressed v2 batches."""
-    out = []
-    for header in iter_headers(buf):
-        pos = header.position + HEADER_SIZE
-        for _ in range(header.records_count):
-            length, pos = read_varint(buf, pos)
-            end = pos + length
-            p = pos + 1  # attributes
-            _, p = read_varint(buf, p)  # timestamp delta
-            delta, p = read_varint(buf, p)
-            key_len, p = read_varint(buf, p)
-            p += max(key_len, 0)
-            value_len, p = read_varint(buf, p)
-            out.append((header.base_offset + delta, buf[p:p + max(value_len, 0)]))
-            pos = end
-    return out
+EARLIEST_TIMESTAMP, LATEST_TIMESTAMP = -2, -1
 
 
 def read_all(log: Log, max_offset: int | None = None, start: int | None = None) -> bytes:
@@ -117,69 +83,249 @@ def read_all(log: Log, max_offset: int | None = None, start: int | None = None) 
     return b"".join(chunks)
 
 
-class SimReplicas:
-    """Partitions, logs, fetch states and produce waiters of one broker incarnation."""
+def _region_bytes(records: Any) -> bytes:
+    """The bytes a Fetch answer carries (a file region is read now, as sendfile would)."""
+    if isinstance(records, FileRegion):
+        with open(records.path, "rb") as f:
+            return os.pread(f.fileno(), records.size, records.position)
+    return bytes(records or b"")
 
-    def __init__(self, plane: DataPlane, node: SimNode, disk: Disk) -> None:
+
+class SimDeferredWriter:
+    """``LogManager.deferred`` under simulation: deterministic, and lost with the process."""
+
+    def __init__(self, plane: DataPlane) -> None:
+        self.plane = plane
+        self._pending: list[Any] = []
+        self.dead = False
+
+    def submit(self, jobs: Any) -> None:
+        if not jobs or self.dead:
+            return
+        self._pending.extend(jobs)
+        self.plane.sim.schedule(self.plane.sim.rng.randint(1, 200), self.drain)
+
+    def pending(self) -> int:
+        return len(self._pending)
+
+    def drain(self, timeout_s: float | None = None) -> bool:
+        jobs, self._pending = self._pending, []
+        if not self.dead:
+            for job in jobs:
+                job.flush(if_dir_exists=True)
+        return True
+
+    def close(self, timeout_s: float = 30.0) -> None:
+        self.drain()
+
+
+class SimAlterPartition:
+    """``ReplicaManager.alter_partition``: ISR proposals as AlterPartition requests."""
+
+    def __init__(self, replicas: SimReplicas) -> None:
+        self.replicas = replicas
+
+    def submit(self, proposal: IsrProposal) -> None:
+        node, sim = self.replicas.node, self.replicas.plane.sim
+        members = tuple(sorted(proposal.isr))
+        self.replicas.plane.stats["isr_proposals"] += 1
+        change = IsrChange(proposal.leader_epoch, proposal.partition_epoch, members,
+                           tuple(UNKNOWN_BROKER_EPOCH for _ in members))
+        token = sim.next_token()
+        node.broker.alter_in_flight[proposal.tp] = token
+        sim.send_alter_partition(node, proposal.topic_id, proposal.tp, change, token)
+
+    async def close(self) -> None:
+        return None
+
+
+class SimLeaderEndPoint:
+    """A fetcher's leader broker, reached through the simulated network."""
+
+    def __init__(self, follower: SimReplicas, leader_id: int) -> None:
+        self.follower = follower
+        self.leader_id = leader_id
+
+    @property
+    def broker(self) -> BrokerEndPoint:
+        return BrokerEndPoint(self.leader_id, f"broker-{self.leader_id}", 9092)
+
+    async def _call(self, serve: Callable[[ReplicaManager], Coroutine[Any, Any, Any]],
+                    timeout_ms: int) -> Any:
+        plane = self.follower.plane
+        plane.stats["fetch_rounds"] += 1
+        fut: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+        leader = plane.sim.nodes[self.leader_id]
+        src = self.follower.node
+
+        def arrive(at: SimReplicas) -> None:
+            def answered(task: asyncio.Task[Any]) -> None:
+                if task.cancelled():
+                    return
+                exc = task.exception()
+                if exc is not None:
+                    plane.sim.violation(f"broker {at.node.id} failed to serve broker "
+                                        f"{src.id}: {exc!r}")
+                    return
+                value = task.result()
+                plane.send(at.node.id, src, lambda _r: fut.done() or fut.set_result(value))
+            at.spawn(serve(at.rm)).add_done_callback(answered)
+        plane.send(src.id, leader, arrive, may_duplicate=True)
+        return await asyncio.wait_for(fut, timeout_ms / 1000)
+
+    async def fetch(self, params: FetchParams,
+                    partitions: dict[TopicPartition, PartitionFetch]) -> FetchAnswer:
+        requests = [FetchPartition(tp, p.fetch_offset, p.partition_max_bytes,
+                                   p.current_leader_epoch, p.last_fetched_epoch,
+                                   p.log_start_offset) for tp, p in partitions.items()]
+
+        async def serve(rm: ReplicaManager) -> FetchAnswer:
+            results = await rm.fetch(params.replica_id, params.max_wait_ms, params.min_bytes,
+                                     params.max_bytes, requests)
+            return FetchAnswer({tp: FetchedPartition(
+                error=r.error, high_watermark=r.high_watermark,
+                log_start_offset=r.log_start_offset, records=_region_bytes(r.records),
+                diverging_epoch=r.diverging_epoch) for tp, r in results.items()})
+        settings = self.follower.rm.fetchers.settings
+        return await self._call(serve, settings.socket_timeout_ms + params.max_wait_ms)
+
+    async def fetch_epoch_end_offsets(self, replica_id: int,
+                                      partitions: dict[TopicPartition, tuple[int, int]],
+                                      ) -> dict[TopicPartition, EpochEndOffset]:
+        async def serve(rm: ReplicaManager) -> dict[TopicPartition, EpochEndOffset]:
+            out = {}
+            for tp, (current, asked) in partitions.items():
+                try:  # as the OffsetForLeaderEpoch handler answers
+                    _p, plog = rm.leader_log(tp, current)
+                except KafkaError as exc:
+                    out[tp] = EpochEndOffset(exc.code)
+                    continue
+                epoch, end = plog.epoch_cache.end_offset_for(asked, plog.log_end_offset)
+                out[tp] = EpochEndOffset(ErrorCode.none, epoch, end)
+            return out
+        return await self._call(serve, self.follower.rm.fetchers.settings.socket_timeout_ms)
+
+    async def _list_offset(self, replica_id: int, tp: TopicPartition, epoch: int,
+                           timestamp: int) -> int:
+        async def serve(rm: ReplicaManager) -> int | ErrorCode:
+            try:
+                return rm.list_offset(tp, timestamp, epoch, replica_id)[0]
+            except KafkaError as exc:
+                return exc.code
+        answer = await self._call(serve, self.follower.rm.fetchers.settings.socket_timeout_ms)
+        if isinstance(answer, ErrorCode):
+            raise KafkaError(answer, f"ListOffsets from leader: {answer.name}")
+        return answer
+
+    async def fetch_earliest_offset(self, replica_id: int, tp: TopicPartition,
+                                    current_leader_epoch: int) -> int:
+        return await self._list_offset(replica_id, tp, current_leader_epoch, EARLIEST_TIMESTAMP)
+
+    async def fetch_latest_offset(self, replica_id: int, tp: TopicPartition,
+                                  current_leader_epoch: int) -> int:
+        return await self._list_offset(replica_id, tp, current_leader_epoch, LATEST_TIMESTAMP)
+
+    async def reset(self) -> None:
+        return None
+
+    async def close(self) -> None:
+        return None
+
+
+class SimReplicas:
+    """One broker incarnation's replica manager, log manager and tasks."""
+
+    def __init__(self, plane: DataPlane, node: SimNode, root: Path) -> None:
         self.plane = plane
         self.node = node
-        self.disk = disk
-        self.partitions: dict[TopicPartition, Partition] = {}
-        self.logs: dict[TopicPartition, Log] = {}
-        self.versions: dict[TopicPartition, int] = {}  # changes with any content change
-        self.generations: dict[TopicPartition, int] = {}  # changes unless it only grew
-        self._decoded: dict[TopicPartition, tuple[int, int, dict[int, bytes]]] = {}
-        self.fetch: dict[TopicPartition, FetchState] = {}
-        self.waiting: list[PendingProduce] = []
+        self.root = root
+        self._tasks: dict[asyncio.Task[Any], None] = {}  # ordered: replayable cancels
+        self._decoded: dict[TopicPartition, tuple[Log, int, int, dict[int, bytes]]] = {}
+        self._generation: dict[TopicPartition, tuple[Log, int, int, int]] = {}
+        config = plane.config
+        self.deferred = SimDeferredWriter(plane)
+        self.log_manager = LogManager([root], LOG_CONFIG)
+        self.log_manager.deferred = self.deferred  # type: ignore[assignment]
+        settings = ReplicationSettings(
+            replica_lag_time_max_ms=config.replica_lag_time_max_ms,
+            fetcher=FetcherSettings(replica_id=node.id, max_wait_ms=config.fetch_max_wait_ms,
+                                    max_bytes=config.fetch_max_bytes,
+                                    partition_max_bytes=config.fetch_max_bytes,
+                                    backoff_ms=config.fetch_backoff_ms,
+                                    socket_timeout_ms=config.fetch_timeout_ms))
+        self.rm = ReplicaManager(node.id, self.log_manager, lambda _topic: LOG_CONFIG,
+                                 lambda _topic: config.min_insync_replicas, settings,
+                                 clock=lambda: plane.sim.now,
+                                 endpoint_factory=lambda b: SimLeaderEndPoint(self, b.broker_id))
+        self.rm.alter_partition = SimAlterPartition(self)  # type: ignore[assignment]
 
     @property
     def now(self) -> int:
         return self.plane.sim.now
 
+    @property
+    def partitions(self) -> dict[TopicPartition, Partition]:
+        return self.rm.partitions
+
+    @property
+    def logs(self) -> dict[TopicPartition, Log]:
+        return self.log_manager.all_logs()
+
+    def spawn(self, coro: Coroutine[Any, Any, Any]) -> asyncio.Task[Any]:
+        """A task of this process (cancelled when it dies)."""
+        task = self.plane.sim.loop.create_task(coro)
+        self._tasks[task] = None
+        task.add_done_callback(lambda t: self._tasks.pop(t, None))
+        return task
+
     # -- logs --------------------------------------------------------------------------
 
     def open_logs(self, live_topics: set[str]) -> None:
-        """Start-up: load every log directory (recovering unflushed tails), drop strays."""
-        self.disk.root.mkdir(parents=True, exist_ok=True)
-        for path in sorted(self.disk.root.iterdir()):
+        """Start-up: drop the directories of deleted topics, then the log manager loads the
+        rest (recovering unflushed tails from the checkpoints it wrote)."""
+        self.root.mkdir(parents=True, exist_ok=True)
+        for path in sorted(self.root.iterdir()):
             tp = parse_topic_partition(path.name)
-            if tp is None:
-                continue
-            if tp.topic not in live_topics:
+            if tp is not None and tp.topic not in live_topics:
                 shutil.rmtree(path)
-                continue
-            self.logs[tp] = Log.open(path, LOG_CONFIG, clean_shutdown=False, now_ms=self.now,
-                                     recovery_point=self.disk.recovery_points.get(tp, 0),
-                                     high_watermark=self.disk.high_watermarks.get(tp))
-            self.mutated(tp, rewritten=True)
+        self.log_manager.startup(self.now)
 
-    def log_for(self, tp: TopicPartition) -> Log:
+    def generation(self, tp: TopicPartition) -> int:
+        """Changes whenever the log of ``tp`` is replaced or loses records (truncated, its
+        start moved, reopened); stays while it only grows."""
         log = self.logs.get(tp)
+        seen = self._generation.get(tp)
         if log is None:
-            log = Log.open(self.disk.root / str(tp), LOG_CONFIG, clean_shutdown=True,
-                           now_ms=self.now)
-            self.logs[tp] = log
-            self.mutated(tp, rewritten=True)
-        return log
-
-    def mutated(self, tp: TopicPartition, rewritten: bool = False) -> None:
-        """Note a change of a log's content: appended only, or ``rewritten`` (truncated,
-        reopened, deleted)."""
-        self.versions[tp] = version = self.plane.next_version()
-        if rewritten or tp not in self.generations:
-            self.generations[tp] = version
+            self._generation.pop(tp, None)
+            return -1
+        if seen is not None and seen[0] is log and seen[1] == log.log_start_offset \
+                and log.log_end_offset >= seen[2]:
+            self._generation[tp] = (log, seen[1], log.log_end_offset, seen[3])
+            return seen[3]
+        if seen is not None and seen[0] is log and log.log_end_offset < seen[2]:
+            self.plane.stats["truncations"] += 1
+        number = self.plane.next_version()
+        self._generation[tp] = (log, log.log_start_offset, log.log_end_offset, number)
+        return number
 
     def checkpoint(self) -> None:
         """Flush every log (OS writeback / log.flush.interval) and write the checkpoints."""
-        for tp, log in sorted(self.logs.items()):
+        for _tp, log in sorted(self.logs.items()):
             log.flush()
-            self.disk.recovery_points[tp] = log.recovery_point
-            self.disk.high_watermarks[tp] = log.high_watermark
+        self.log_manager.checkpoint_recovery_points()
+        self.log_manager.checkpoint_log_start_offsets()
+        self.log_manager.checkpoint_high_watermarks()
 
     def close(self, lose_unflushed: bool) -> list[tuple[TopicPartition, int, bytes]]:
         """The process dies.  With ``lose_unflushed`` the machine loses power too: each
         log's active segment keeps its flushed bytes plus a random (possibly torn) part of
         the rest.  Returns the records that were in a log and are no longer on disk."""
+        dying = list(self._tasks)
+        for task in dying:
+            task.cancel()
+        dying.extend(self.rm.fetchers.abandon())
+        self.plane.bury(dying)
+        self.deferred.dead = True  # its pending writes die with the process
         lost: list[tuple[TopicPartition, int, bytes]] = []
         for tp, log in sorted(self.logs.items()):
             cut: tuple[Path, int] | None = None
@@ -191,10 +337,6 @@ class SimReplicas:
             log.close()
             if cut is not None:
                 os.truncate(cut[0], cut[1])
-        self.logs.clear()
-        self.partitions.clear()
-        self.fetch.clear()
-        self.waiting.clear()
         return lost
 
     def _power_cut(self, log: Log) -> tuple[tuple[Path, int] | None, int]:
@@ -220,228 +362,75 @@ class SimReplicas:
         """offset -> value of a log's records, read from its files (decoding only what was
         appended since the last call unless the log was rewritten)."""
         log = self.logs[tp]
-        generation = self.generations[tp]
+        generation = self.generation(tp)
         decoded = self._decoded.get(tp)
-        if decoded is None or decoded[0] != generation:
-            decoded = (generation, log.log_start_offset, {})
-        _, upto, values = decoded
+        if decoded is None or decoded[0] is not log or decoded[1] != generation:
+            decoded = (log, generation, log.log_start_offset, {})
+        _, _, upto, values = decoded
         if upto < log.log_end_offset:
-            values.update(decode_records(read_all(log, start=upto)))
-        self._decoded[tp] = (generation, log.log_end_offset, values)
+            values.update((r.offset, r.value or b"")
+                          for r in iter_records(read_all(log, start=upto)))
+        self._decoded[tp] = (log, generation, log.log_end_offset, values)
         return values
+
+    def fetch_state(self, tp: TopicPartition) -> tuple[int, PartitionFetchState] | None:
+        """(leader broker, fetch state) of a partition this broker's fetchers follow."""
+        for leader, fetcher in self.rm.fetchers.fetchers.items():
+            st = fetcher.partitions.get(tp)
+            if st is not None:
+                return leader, st
+        return None
 
     # -- controller requests -----------------------------------------------------------
 
     def leader_and_isr(self, tp: TopicPartition, p: Any, controller_epoch: int,
                        topic_id: Any) -> None:
-        """Apply one LeaderAndIsr partition state, as ReplicaManager._apply_one does."""
+        """One LeaderAndIsr partition state, applied by ReplicaManager.apply_leader_and_isr."""
         state = LeaderState(leader=p.leader, leader_epoch=p.leader_epoch, isr=list(p.isr),
                             replicas=list(p.replicas), partition_epoch=p.partition_epoch,
                             controller_epoch=controller_epoch)
-        part = self.partitions.get(tp) or Partition(tp, self.node.id, topic_id=topic_id)
+        live = {p.leader: BrokerEndPoint(p.leader, f"broker-{p.leader}", 9092)} \
+            if p.leader >= 0 else {}
         try:
-            part.check_epoch(state)
+            self.rm.apply_leader_and_isr(
+                controller_epoch, {tp: PartitionStateUpdate(state, topic_id, is_new=False)},
+                full=False, live_leaders=live)
         except KafkaError:
-            return
-        if part.log is None:
-            part.log = self.log_for(tp)
-        self.partitions[tp] = part
-        if state.leader == self.node.id:
-            if part.make_leader(state, self.now):
-                self.fetch.pop(tp, None)
-        elif part.make_follower(state):
-            self.fetch.pop(tp, None)
-            if part.leader >= 0:
-                st = FetchState(part.leader, part.leader_epoch)
-                self.fetch[tp] = st
-                self.plane.schedule_fetch(self, tp, st, 0)
-        self.complete_waiting()
+            return  # a stale controller epoch
 
     def stop_replica(self, tp: TopicPartition, leader_epoch: int, delete: bool) -> None:
-        """StopReplica, fenced by leader epoch as ReplicaManager.stop_replicas does."""
-        part = self.partitions.get(tp)
-        if part is not None and 0 <= leader_epoch < part.leader_epoch:
+        """StopReplica, by ReplicaManager.stop_replicas."""
+        try:
+            self.rm.stop_replicas(self.rm.controller_epoch, {tp: (leader_epoch, delete)})
+        except KafkaError:
             return
-        self.fetch.pop(tp, None)
-        if part is not None:
-            part.leader = -1
-        if delete:
-            self.partitions.pop(tp, None)
-            log = self.logs.pop(tp, None)
-            if log is not None:
-                log.delete()
-            self.disk.high_watermarks.pop(tp, None)
-            self.disk.recovery_points.pop(tp, None)
-            self.mutated(tp, rewritten=True)
-        self.complete_waiting()
+        self._generation.pop(tp, None)
+        self._decoded.pop(tp, None)
 
-    # -- leader side ---------------------------------------------------------------------
+    # -- produce -----------------------------------------------------------------------
 
-    def serve_produce(self, tp: TopicPartition, values: list[bytes], min_isr: int,
-                      timeout_ms: int,
+    def serve_produce(self, tp: TopicPartition, values: list[bytes], timeout_ms: int,
                       reply: Callable[[ErrorCode, list[tuple[int, bytes]]], None]) -> None:
-        """acks=all Produce: append as leader, wait until the high watermark passes it."""
-        try:
-            part = self._partition(tp)
-            log = part.require_leader()
-            part.check_min_isr(min_isr)
-            info = log.append_as_leader(build_batch(values, timestamp_ms=self.now),
-                                        part.leader_epoch, self.now)
-        except KafkaError as exc:
-            reply(exc.code, [])
-            return
-        self.mutated(tp)
-        part.maybe_increment_high_watermark()
-        records = [(info.first_offset + i, v) for i, v in enumerate(values)]
-        self.waiting.append(PendingProduce(tp, part, part.leadership_generation,
-                                           info.last_offset + 1,
-                                           records, self.now + timeout_ms, reply))
-        self.plane.sim.schedule(timeout_ms, self.complete_waiting)
-        self.complete_waiting()
-
-    def complete_waiting(self) -> None:
-        """The produce purgatory's check (ReplicaManager._await_replication's status)."""
-        still = []
-        for w in self.waiting:
-            code = self._produce_status(w)
-            if code is None and self.now >= w.deadline_ms:
-                code = ErrorCode.request_timed_out
-            if code is None:
-                still.append(w)
-            else:
-                w.reply(code, w.records if code == ErrorCode.none else [])
-        self.waiting = still
-
-    def _produce_status(self, w: PendingProduce) -> ErrorCode | None:
-        return delayed_produce_status(self.partitions.get(w.tp), w.partition, w.generation,
-                                      w.required_offset, self.plane.config.min_insync_replicas)
-
-    def _partition(self, tp: TopicPartition) -> Partition:
-        part = self.partitions.get(tp)
-        if part is None:
-            raise KafkaError(ErrorCode.not_leader_or_follower, f"{tp} not hosted")
-        return part
-
-    def serve_epoch(self, tp: TopicPartition, current_epoch: int,
-                    asked_epoch: int) -> tuple[ErrorCode, int, int]:
-        """OffsetForLeaderEpoch on the leader (as the handler answers it)."""
-        try:
-            log = self._partition(tp).require_leader(current_epoch)
-        except KafkaError as exc:
-            return exc.code, -1, -1
-        epoch, end = log.epoch_cache.end_offset_for(asked_epoch, log.log_end_offset)
-        return ErrorCode.none, epoch, end
-
-    def serve_fetch(self, replica_id: int, tp: TopicPartition, current_epoch: int,
-                    offset: int, last_epoch: int, log_start: int) -> dict[str, Any]:
-        """A follower's Fetch on the leader (ReplicaManager._read_one for replicas)."""
-        try:
-            part = self._partition(tp)
-            log = part.require_leader(current_epoch)
-        except KafkaError as exc:
-            return {"error": exc.code}
-        if last_epoch >= 0:
-            epoch, end = log.epoch_cache.end_offset_for(last_epoch, log.log_end_offset)
-            if epoch != last_epoch or end < offset:
-                return {"error": ErrorCode.none, "diverging": (epoch, end),
-                        "hw": log.high_watermark}
-        if offset > log.log_end_offset:
-            return {"error": ErrorCode.offset_out_of_range, "leo": log.log_end_offset}
-        if part.update_follower_fetch(replica_id, offset, self.now, log_start):
-            self.complete_waiting()
-        self._submit(part, part.propose_isr_expansion(replica_id))
-        records = b""
-        if offset < log.log_end_offset:
-            read = log.read(offset, self.plane.config.fetch_max_bytes, max_offset=None)
-            records = read.read_bytes()
-        return {"error": ErrorCode.none, "records": records, "hw": log.high_watermark,
-                "log_start": log.log_start_offset}
+        """An acks=all Produce, by ReplicaManager.append and its produce purgatory."""
+        async def produce() -> None:
+            batch = build_batch(values, timestamp_ms=self.now)
+            result = (await self.rm.append(-1, timeout_ms, {tp: batch}))[tp]
+            records = ([(result.base_offset + i, v) for i, v in enumerate(values)]
+                       if result.error == ErrorCode.none else [])
+            reply(result.error, records)
+        self.spawn(produce())
 
     # -- ISR changes -------------------------------------------------------------------
 
-    def propose_shrinks(self, max_lag_ms: int) -> None:
-        for _tp, part in sorted(self.partitions.items()):
-            if part.is_leader:
-                self._submit(part, part.propose_isr_shrink(self.now, max_lag_ms))
-
-    def _submit(self, part: Partition, isr: frozenset[int] | None) -> None:
-        if isr is None:
-            return
-        sim = self.plane.sim
-        assignment = sim.zk.topics.get(part.tp.topic)
-        if assignment is None:
-            part.abandon_isr_change()
-            return
-        members = tuple(sorted(isr))
-        self.plane.stats["isr_proposals"] += 1
-        change = IsrChange(part.leader_epoch, part.partition_epoch, members,
-                           tuple(UNKNOWN_BROKER_EPOCH for _ in members))
-        token = sim.next_token()
-        self.node.broker.alter_in_flight[part.tp] = token
-        sim.send_alter_partition(self.node, assignment.topic_id, part.tp, change, token)
+    def propose_shrinks(self, _max_lag_ms: int) -> None:
+        self.rm.maybe_shrink_isr()
 
     def isr_answer(self, tp: TopicPartition, outcome: Any) -> None:
-        """ReplicaManager.on_isr_result (``outcome`` None: no answer in time)."""
-        part = self.partitions.get(tp)
-        if part is None:
-            return
-        if not hasattr(outcome, "isr"):
-            part.abandon_isr_change()
-            return
-        if part.apply_isr_change(outcome.leader_epoch, list(outcome.isr), outcome.zk_version):
-            part.maybe_increment_high_watermark()
-            self.complete_waiting()
-
-    # -- follower side (the fetcher) -----------------------------------------------------
-
-    def follower_log(self, tp: TopicPartition, st: FetchState) -> Log | None:
-        part = self.partitions.get(tp)
-        if self.fetch.get(tp) is not st or part is None or part.is_leader:
-            return None
-        return part.log
-
-    def apply_epoch_answer(self, tp: TopicPartition, st: FetchState, leader_epoch: int,
-                           end_offset: int) -> None:
-        """The fetcher's truncation step (KIP-101/279) with Weir's decision function."""
-        log = self.follower_log(tp, st)
-        if log is None:
-            return
-        decision = truncation.after_leader_epoch_answer(
-            leader_epoch, end_offset, log.epoch_cache, log.log_end_offset, log.high_watermark)
-        if truncation.apply(log, decision):
-            self.plane.stats["truncations"] += 1
-            self.mutated(tp, rewritten=True)
-        if decision.completed:
-            st.state, st.offset = FETCHING, log.log_end_offset
+        """The controller's AlterPartition answer (``outcome`` None: no answer in time)."""
+        if hasattr(outcome, "isr"):
+            result = IsrResult(tp, ErrorCode.none, outcome.leader_epoch, tuple(outcome.isr),
+                               outcome.zk_version)
         else:
-            st.state = TRUNCATING
-
-    def truncate_without_epochs(self, tp: TopicPartition, st: FetchState) -> None:
-        log = self.follower_log(tp, st)
-        if log is None:
-            return
-        if log.truncate_to(min(log.high_watermark, log.log_end_offset)):
-            self.mutated(tp, rewritten=True)
-        st.state, st.offset = FETCHING, log.log_end_offset
-
-    def apply_fetched(self, tp: TopicPartition, st: FetchState, answer: dict[str, Any]) -> bool:
-        """A Fetch answer; True if records arrived."""
-        log = self.follower_log(tp, st)
-        if log is None:
-            return False
-        if answer["error"] == ErrorCode.offset_out_of_range:
-            if answer["leo"] < log.log_end_offset:
-                log.truncate_to(answer["leo"])
-                self.mutated(tp, rewritten=True)
-            st.offset = log.log_end_offset
-            return False
-        if "diverging" in answer:
-            self.apply_epoch_answer(tp, st, *answer["diverging"])
-            return False
-        records = answer["records"]
-        if records:
-            log.append_as_follower(records, self.now)
-            self.mutated(tp)
-        st.offset = log.log_end_offset
-        log.update_high_watermark(min(answer["hw"], log.log_end_offset))
-        return bool(records)
+            error = outcome if isinstance(outcome, ErrorCode) else ErrorCode.request_timed_out
+            result = IsrResult(tp, error)
+        self.rm.on_isr_result(result)
