@@ -97,13 +97,21 @@ def _nothing() -> None:
 @dataclass
 class PreparedWrite:
     """One file of a batched atomic write: ``tmp`` (written, not yet synced) is to be
-    renamed over ``target``.  ``durable`` is called once the new file is durable, and
-    ``release`` always, last (whatever happened to the batch)."""
+    renamed over ``target`` by :meth:`rename`.  ``replace`` (if given) does that rename
+    itself and returns False when a newer write superseded this one (nothing renamed);
+    ``durable`` is called once the renamed file is durable."""
 
     tmp: Path
     target: Path
+    replace: Callable[[], bool] | None = None
     durable: Callable[[], None] = field(default=_nothing)
-    release: Callable[[], None] = field(default=_nothing)
+
+    def rename(self) -> bool:
+        """Rename the temp file over the target; False if superseded.  Raises OSError."""
+        if self.replace is not None:
+            return self.replace()
+        os.replace(self.tmp, self.target)
+        return True
 
 
 def _bad(path: Path, why: str) -> KafkaError:

@@ -24,7 +24,10 @@ old or its new content (a rename happens only after its temp file is durable), a
 file is durable when the batch returns.  ``sync()`` (Linux: returns once the writes are
 done) is one call for thousands of files, where an fsync per file and per directory costs
 a disk flush each.  A one-file batch uses the per-file fsyncs instead (:func:`atomic_write`
-path), so a lone write does not flush the whole machine's dirty pages.
+path), so a lone write does not flush the whole machine's dirty pages.  No lock is held
+across a batch: an epoch cache's rename is skipped when its file was written again since
+its ``prepare()`` (e.g. ``Log.flush`` on the event loop), so older content never lands
+over newer.
 """
 
 from __future__ import annotations
@@ -90,8 +93,8 @@ def _fsync_file(path: Path) -> None:
 def _commit_one(p: PreparedWrite) -> None:
     """A one-file batch: fsync the file, rename, fsync its directory."""
     _fsync_file(p.tmp)
-    os.replace(p.tmp, p.target)
-    fsync_dir(p.target.parent)
+    if p.rename():
+        fsync_dir(p.target.parent)
 
 
 def _remove_quietly(path: Path) -> None:
@@ -108,48 +111,45 @@ def write_batch(jobs: Iterable[Flushable], *, if_dir_exists: bool = True) -> int
     are still written.  Jobs without ``prepare()`` are flushed one by one."""
     failures = 0
     prepared: list[tuple[Flushable, PreparedWrite]] = []
-    try:
-        for job in jobs:  # phase 1: temp files, unsynced
-            try:
-                prepare = getattr(job, "prepare", None)
-                if prepare is None:
-                    job.flush(if_dir_exists=if_dir_exists)
-                    continue
-                p = prepare(if_dir_exists=if_dir_exists)
-            except OSError as exc:
-                failures += 1
-                log.error("deferred write failed (%s): %s", job, exc)
+    for job in jobs:  # phase 1: temp files, unsynced
+        try:
+            prepare = getattr(job, "prepare", None)
+            if prepare is None:
+                job.flush(if_dir_exists=if_dir_exists)
                 continue
-            if p is not None:
-                prepared.append((job, p))
-        if len(prepared) == 1:
-            job, p = prepared[0]
-            try:
-                _commit_one(p)
-            except OSError as exc:
-                failures += _renamed_or_failed(job, p, exc, if_dir_exists=if_dir_exists)
-            else:
-                p.durable()
-            return failures
-        if not prepared:
-            return failures
-        os.sync()  # phase 2: every temp file durable
-        renamed = []
-        for job, p in prepared:  # phase 3: renames
-            try:
-                os.replace(p.tmp, p.target)
-            except OSError as exc:
-                failures += _renamed_or_failed(job, p, exc, if_dir_exists=if_dir_exists)
-                continue
-            renamed.append(p)
-        if renamed:
-            os.sync()  # phase 4: the renames durable
-        for p in renamed:
+            p = prepare(if_dir_exists=if_dir_exists)
+        except OSError as exc:
+            failures += 1
+            log.error("deferred write failed (%s): %s", job, exc)
+            continue
+        if p is not None:
+            prepared.append((job, p))
+    if len(prepared) == 1:
+        job, p = prepared[0]
+        try:
+            _commit_one(p)
+        except OSError as exc:
+            failures += _renamed_or_failed(job, p, exc, if_dir_exists=if_dir_exists)
+        else:
             p.durable()
         return failures
-    finally:
-        for _, p in prepared:
-            p.release()
+    if not prepared:
+        return failures
+    os.sync()  # phase 2: every temp file durable
+    renamed = []
+    for job, p in prepared:  # phase 3: renames
+        try:
+            if not p.rename():
+                continue  # superseded by a newer write of the same file
+        except OSError as exc:
+            failures += _renamed_or_failed(job, p, exc, if_dir_exists=if_dir_exists)
+            continue
+        renamed.append(p)
+    if renamed:
+        os.sync()  # phase 4: the renames durable
+    for p in renamed:
+        p.durable()
+    return failures
 
 
 def _renamed_or_failed(job: Flushable, p: PreparedWrite, exc: OSError, *,
@@ -158,7 +158,8 @@ def _renamed_or_failed(job: Flushable, p: PreparedWrite, exc: OSError, *,
     not an error, as Kafka's ``writeIfDirExists``), else 1, logged."""
     if if_dir_exists and not p.target.parent.is_dir():
         return 0
-    _remove_quietly(p.tmp)
+    if p.replace is None:  # (a job's own rename removes its temp file)
+        _remove_quietly(p.tmp)
     log.error("deferred write failed (%s): %s", job, exc)
     return 1
 
@@ -173,8 +174,8 @@ class DeferredWriter:
         self._thread: threading.Thread | None = None
         self._busy = 0
         self._dropped: set[int] = set()  # discarded jobs of the batch being written
-        # One batch at a time (the worker's or drain()'s): a batch holds its epoch
-        # caches' write locks until it is durable, so two batches must not interleave.
+        # One batch at a time (the worker's or drain()'s), so each file's writes stay in
+        # the order they were prepared in.
         self._batch_lock = threading.Lock()
         self._closed = False
         self.failures = 0

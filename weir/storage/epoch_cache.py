@@ -22,6 +22,7 @@ skipped when the file already holds the entries.
 from __future__ import annotations
 
 import bisect
+import os
 import threading
 from pathlib import Path
 
@@ -51,6 +52,7 @@ class LeaderEpochCache:
             self._append_checked(epoch, offset)
         self._lock = threading.Lock()  # the entries (loop vs. storage thread)
         self._write_lock = threading.Lock()  # one file write at a time, in order
+        self._writes = 0  # file replacements so far (a batched write checks it: prepare)
         # What the checkpoint file holds, as far as this cache wrote or read it.
         self._durable: list[tuple[int, int]] | None = self.entries if path is not None else None
         # The entries a load made of that file (its truncations to the log's end and
@@ -124,33 +126,49 @@ class LeaderEpochCache:
             if if_dir_exists and not path.parent.is_dir():
                 return
             write_epoch_checkpoint(path, entries)
+            self._writes += 1
             self._durable = entries
 
     def prepare(self, *, if_dir_exists: bool = False) -> PreparedWrite | None:
         """The first half of :meth:`flush` for a batched write: the temp file written
-        (not synced), or None if nothing needs writing.  The file-write lock stays held
-        until the batch calls the result's ``release`` (so writes stay in order: a later
-        :meth:`flush` waits, then writes newer entries or nothing); its ``durable`` marks
-        the entries as in the file.  Raises OSError (lock released, cache still dirty)."""
+        (not synced), or None if nothing needs writing.  Raises OSError (cache stays dirty).
+
+        Writes stay in order without holding the file-write lock across the batch: the
+        result's rename takes the lock and is skipped when another write replaced the
+        file (or reused the temp file) since this prepare, and ``durable`` records the
+        entries only if no write came after the rename."""
         if self._path is None:
             return None
-        self._write_lock.acquire()
-        try:
+        with self._write_lock:
             with self._lock:
                 entries = self.entries
             path = self._path
             if entries == self._durable or (if_dir_exists and not path.parent.is_dir()):
-                self._write_lock.release()
                 return None
             tmp = write_temp(path, epoch_checkpoint_text(entries))
-        except BaseException:
-            self._write_lock.release()
-            raise
+            prepared_at = self._writes
+        renamed_at = -1
+
+        def replace() -> bool:
+            nonlocal renamed_at
+            with self._write_lock:
+                if self._writes != prepared_at or self._path != path:
+                    return False  # superseded: the file already holds newer entries
+                try:
+                    os.replace(tmp, path)
+                except OSError:
+                    tmp.unlink(missing_ok=True)  # under the lock: no flush is writing it
+                    raise
+                self._writes += 1
+                renamed_at = self._writes
+                return True
 
         def durable() -> None:
-            self._durable = entries
+            with self._write_lock:
+                if self._writes == renamed_at:
+                    self._durable = entries
 
-        return PreparedWrite(tmp, path, durable, self._write_lock.release)
+        return PreparedWrite(tmp, path, replace, durable)
 
     def assign(self, epoch: int, start_offset: int, *, defer: bool = False) -> bool:
         """Record that ``epoch`` starts at ``start_offset``; True if the cache changed.

@@ -126,7 +126,7 @@ def test_a_crash_during_the_renames_leaves_old_or_new_files(tmp_path, monkeypatc
     for i, entries in enumerate(contents):
         assert entries in (old(i), new(i))
     assert sum(entries == new(i) for i, entries in enumerate(contents)) == renames_before_crash
-    # nothing was marked durable, and the write locks were given back: a flush completes
+    # nothing was marked durable, and a later flush writes the file
     assert all(c.dirty for c in caches)
     caches[-1].flush()
     assert read_epoch_checkpoint(tmp_path / "t-19" / LEADER_EPOCH_CHECKPOINT) == new(19)
@@ -211,3 +211,25 @@ def test_a_change_made_during_a_batch_is_written_by_the_next_flush(tmp_path, mon
     assert read_epoch_checkpoint(path) == new(0)
     cache.flush()
     assert read_epoch_checkpoint(path) == [*new(0), (3, 50)] and not cache.dirty
+
+
+def test_a_flush_between_prepare_and_rename_is_not_overwritten(tmp_path, monkeypatch):
+    """An inline flush of newer entries while the batch syncs: the batch's older temp
+    file is not renamed over it, and the cache is clean (the file holds its entries)."""
+    cache, other = make_caches(tmp_path, 2)
+    real_sync = os.sync
+    flushed = []
+
+    def sync():
+        if not flushed:
+            cache.assign(3, 50, defer=True)
+            cache.flush()  # the event loop's own write (e.g. Log.flush)
+            flushed.append(True)
+        real_sync()
+
+    monkeypatch.setattr(os, "sync", sync)
+    assert write_batch([cache, other]) == 0
+    path = tmp_path / "t-0" / LEADER_EPOCH_CHECKPOINT
+    assert read_epoch_checkpoint(path) == [*new(0), (3, 50)]
+    assert not cache.dirty and not other.dirty
+    assert read_epoch_checkpoint(tmp_path / "t-1" / LEADER_EPOCH_CHECKPOINT) == new(1)
