@@ -10,11 +10,12 @@ from pathlib import Path
 
 import pytest
 
+from tests.unit.storage.compaction_helpers import latest as _latest
+from tests.unit.storage.compaction_helpers import view as _view
+from tests.unit.storage.compaction_helpers import write_keyed as _write
 from weir.common import TopicPartition
 from weir.protocol.errors import ErrorCode, KafkaError
-from weir.records.batch import iter_headers
 from weir.records.builder import build_batch
-from weir.records.records import iter_records
 from weir.storage import swap
 from weir.storage.cleaner import Cleaner
 from weir.storage.cleaner_manager import LogCleanerManager
@@ -28,33 +29,6 @@ PAIRS = [(b"k%d" % (i % 5), b"v%d" % i) for i in range(40)]
 
 def _open(log_dir: Path, clean: bool = True) -> Log:
     return Log.open(log_dir, LogConfig.from_dict(COMPACT), clean_shutdown=clean, now_ms=0)
-
-
-def _write(log: Log, pairs) -> None:
-    for key, value in pairs:
-        log.append_as_leader(build_batch([value], keys=[key], timestamp_ms=0), 0, 0)
-    log.roll()
-    log.update_high_watermark(log.log_end_offset)
-
-
-def _view(log: Log) -> list[tuple[int, bytes | None, bytes | None]]:
-    out = []
-    offset = log.log_start_offset
-    while offset < log.log_end_offset:
-        read = log.read(offset, 1 << 20, max_offset=None)
-        if read.size == 0:
-            break
-        data = read.read_bytes()
-        out += [(r.offset, r.key, r.value) for r in iter_records(data)]
-        offset = list(iter_headers(data))[-1].next_offset
-    return out
-
-
-def _latest(pairs):
-    latest = {}
-    for i, (k, v) in enumerate(pairs):
-        latest[k] = (i, v)
-    return sorted((i, k, v) for k, (i, v) in latest.items())
 
 
 def _prepared(log: Log, log_dir: Path):
