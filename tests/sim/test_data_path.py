@@ -144,3 +144,34 @@ def test_committed_records_kept_catches_a_leader_losing_committed_records(
                         lambda _epoch, _end, _cache, leo, hw: Truncation(min(hw, leo), True))
     monkeypatch.setattr(Partition, "waits_for_replica_to_join_isr", lambda *_args: False)
     assert _violations(range(40), "committed records kept: ")
+
+
+def test_a_crashed_process_sends_nothing(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A broker's fetchers die with its process: no question reaches a leader from a crashed
+    incarnation (a zombie fetcher would tell the leader about a log that no longer exists
+    and could move the high watermark over records the restarted broker lost)."""
+    from weir.sim import replica
+
+    closed: list[object] = []  # the objects themselves: an id() can be reused
+    from_the_dead: list[int] = []
+    original_close, original_call = replica.SimReplicas.close, replica.SimLeaderEndPoint._call
+
+    def close(self, lose_unflushed: bool):
+        closed.append(self)
+        return original_close(self, lose_unflushed)
+
+    async def call(self, serve, timeout_ms):
+        if any(self.follower is dead for dead in closed):
+            from_the_dead.append(self.follower.node.id)
+        return await original_call(self, serve, timeout_ms)
+
+    monkeypatch.setattr(replica.SimReplicas, "close", close)
+    monkeypatch.setattr(replica.SimLeaderEndPoint, "_call", call)
+    crashes = 0
+    for seed in range(100, 106):
+        result = run_seed(seed, data_config())
+        assert result.ok, "\n".join(result.violations)
+        crashes += len(closed)
+        closed.clear()
+    assert crashes > 0
+    assert from_the_dead == []

@@ -153,6 +153,10 @@ class SimLeaderEndPoint:
     async def _call(self, serve: Callable[[ReplicaManager], Coroutine[Any, Any, Any]],
                     timeout_ms: int) -> Any:
         plane = self.follower.plane
+        if self.follower.dead:
+            # A dead process sends nothing.  Its fetcher was cancelled at the crash; this
+            # only runs if the cancellation raced with an answer that was being delivered.
+            raise ConnectionError(f"broker {self.follower.node.id}: the process is dead")
         plane.stats["fetch_rounds"] += 1
         fut: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
         leader = plane.sim.nodes[self.leader_id]
@@ -171,7 +175,11 @@ class SimLeaderEndPoint:
                 plane.send(at.node.id, src, lambda _r: fut.done() or fut.set_result(value))
             at.spawn(serve(at.rm)).add_done_callback(answered)
         plane.send(src.id, leader, arrive, may_duplicate=True)
-        return await asyncio.wait_for(fut, timeout_ms / 1000)
+        # asyncio.timeout, not wait_for: on Python 3.11 wait_for swallows a cancellation
+        # that races with the answer arriving, and the crashed process's fetcher would go
+        # on as a zombie fetching for a broker that has restarted.
+        async with asyncio.timeout(timeout_ms / 1000):
+            return await fut
 
     async def fetch(self, params: FetchParams,
                     partitions: dict[TopicPartition, PartitionFetch]) -> FetchAnswer:
@@ -240,6 +248,7 @@ class SimReplicas:
         self.node = node
         self.root = root
         self._tasks: dict[asyncio.Task[Any], None] = {}  # ordered: replayable cancels
+        self.dead = False  # this incarnation crashed (see close)
         self._decoded: dict[TopicPartition, tuple[Log, int, int, dict[int, bytes]]] = {}
         self._generation: dict[TopicPartition, tuple[Log, int, int, int]] = {}
         config = plane.config
@@ -320,6 +329,7 @@ class SimReplicas:
         """The process dies.  With ``lose_unflushed`` the machine loses power too: each
         log's active segment keeps its flushed bytes plus a random (possibly torn) part of
         the rest.  Returns the records that were in a log and are no longer on disk."""
+        self.dead = True
         dying = list(self._tasks)
         for task in dying:
             task.cancel()
