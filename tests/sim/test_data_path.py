@@ -13,10 +13,11 @@ from weir.sim import run_seed
 from weir.sim.__main__ import main
 from weir.sim.cluster import data_config
 
-# Seed 7 finds a real bug: a follower whose leader-epoch cache ends with an epoch that has
-# no records (it led that epoch without appending) loops forever on the leader's diverging
-# epoch: the fetcher skips truncate_to when the decision is >= LEO, and Log.truncate_to
-# returns early without truncating the epoch cache (Kafka truncates it to the LEO anyway).
+# A seed that finds a bug not fixed yet goes here (a strict xfail, so its fix is noticed).
+# Seed 7 once found one, since fixed: a follower whose leader-epoch cache ended with an
+# epoch that had no records looped forever on the leader's diverging epoch, because
+# Log.truncate_to returned early at the LEO without truncating the epoch cache (Kafka
+# truncates it to the LEO anyway).
 KNOWN_BUG_SEEDS: set[int] = set()
 SEEDS = range(12)
 
