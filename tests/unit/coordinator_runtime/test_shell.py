@@ -57,11 +57,13 @@ class KeysShell(CoordinatorShell[CoordinatorPartition, list[bytes]]):
         self.ticks: list[int] = []
         self.periodic: list[int] = []
         self.gate: asyncio.Event | None = None
+        self.scanning = asyncio.Event()  # set when a scan has started
 
     def _new_partition(self, index, epoch):
         return CoordinatorPartition(index, epoch)
 
     async def _scan(self, tp):
+        self.scanning.set()
         if self.gate is not None:
             await self.gate.wait()
         keys = []
@@ -194,10 +196,11 @@ def test_leadership_lost_while_loading_discards_the_load(tmp_path):
         shell, _rm, _meta, _clock = _setup(tmp_path)
         shell.gate = asyncio.Event()
         shell.on_leadership(TP0, True, 1)
-        await asyncio.sleep(0.01)
+        async with asyncio.timeout(10):
+            await shell.scanning.wait()  # the load is under way, held at the gate
         shell.on_leadership(TP0, False, 2)
         shell.gate.set()
-        await asyncio.sleep(0.01)
+        await _until(lambda: not shell._tasks, "the load did not finish")
         assert not shell.installed and not shell.partitions
         await shell.stop()
 
