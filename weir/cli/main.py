@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import argparse
 import logging
-import os
 import signal
 import sys
 import time
@@ -15,6 +14,7 @@ from typing import Any
 
 from weir.audit import cli as audit_cli
 from weir.cli import acls, admin, consume, elect, log_dirs, procs, produce, reassign, users
+from weir.cli.broker_start import EXIT_CONFIG
 from weir.cli.cluster import ClusterError, LocalCluster, read_cluster_file
 from weir.cli.zkview import close_zk, collect_snapshot, open_zk, render_snapshot
 from weir.config import BrokerConfig, ConfigError
@@ -22,7 +22,6 @@ from weir.console import cli as console_cli
 from weir.verify import cli as verify_cli
 
 DEFAULT_DATA_DIR = "./weir-data"
-EXIT_CONFIG = 2
 
 
 def key_value(text: str) -> tuple[str, str]:
@@ -220,20 +219,9 @@ def cmd_status(args: argparse.Namespace) -> int:
 
 
 def cmd_broker_start(args: argparse.Namespace) -> int:
-    logging.basicConfig(
-        level=os.environ.get("WEIR_LOG_LEVEL", "INFO").upper(),
-        format="[%(asctime)s] %(levelname)s %(name)s: %(message)s")
-    from weir.server.listeners import check_security
+    from weir.cli.broker_start import start_broker
 
-    try:
-        cfg = BrokerConfig.from_file(args.config)
-        check_security(cfg)  # key and trust stores readable, SASL settings complete
-    except ConfigError as exc:
-        print(f"weir: invalid configuration in {args.config}: {exc}", file=sys.stderr)
-        return EXIT_CONFIG
-    from weir.server.broker import run_broker
-
-    return int(run_broker(cfg) or 0)
+    return start_broker(args.config)
 
 
 def cmd_broker_stop(args: argparse.Namespace) -> int:
