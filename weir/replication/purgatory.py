@@ -3,6 +3,11 @@
 A waiter names the keys (partitions) it watches and a ``check`` that says whether it can
 complete; :meth:`Purgatory.notify` re-runs the checks of a key's waiters after an append, a
 high-watermark move or a role change.  Timeouts are the caller's ``timeout_s``.
+
+A waiter over many keys (a follower's fetch of thousands of partitions) can instead give a
+check that takes the notified key (``per_key``): an append then costs one partition's check,
+not a walk of every partition the waiter watches, as Kafka's ``DelayedFetch.tryComplete``
+looks at each partition's end offset incrementally.
 """
 
 from __future__ import annotations
@@ -15,11 +20,13 @@ from weir.asyncutil import parked
 
 
 class _Waiter:
-    __slots__ = ("check", "future")
+    __slots__ = ("check", "future", "per_key")
 
-    def __init__(self, check: Callable[[], bool], future: asyncio.Future) -> None:
+    def __init__(self, check: Callable[..., bool], future: asyncio.Future,
+                 per_key: bool) -> None:
         self.check = check
         self.future = future
+        self.per_key = per_key
 
 
 class Purgatory:
@@ -28,15 +35,18 @@ class Purgatory:
         # fixed order keeps a run replayable (the simulation's seeds).
         self._watchers: dict[Hashable, dict[_Waiter, None]] = defaultdict(dict)
 
-    async def wait(self, keys: Iterable[Hashable], check: Callable[[], bool],
-                   timeout_s: float) -> bool:
-        """Wait until ``check()`` is true (True) or the timeout passes (False)."""
-        if check():
+    async def wait(self, keys: Iterable[Hashable], check: Callable[..., bool],
+                   timeout_s: float, *, per_key: bool = False) -> bool:
+        """Wait until ``check()`` is true (True) or the timeout passes (False).
+
+        ``per_key``: ``check(key)`` is asked after each notification of ``key``; the caller
+        has found it not done yet, and at the timeout nothing is checked (False)."""
+        if not per_key and check():
             return True
         if timeout_s <= 0:
             return False
         parked()
-        waiter = _Waiter(check, asyncio.get_running_loop().create_future())
+        waiter = _Waiter(check, asyncio.get_running_loop().create_future(), per_key)
         keys = list(keys)
         for key in keys:
             self._watchers[key][waiter] = None
@@ -44,7 +54,7 @@ class Purgatory:
             await asyncio.wait_for(asyncio.shield(waiter.future), timeout_s)
             return True
         except TimeoutError:
-            return check()
+            return False if per_key else check()
         finally:
             for key in keys:
                 watchers = self._watchers.get(key)
@@ -55,7 +65,8 @@ class Purgatory:
 
     def notify(self, key: Hashable) -> None:
         for waiter in list(self._watchers.get(key, ())):
-            if not waiter.future.done() and waiter.check():
+            if not waiter.future.done() and (waiter.check(key) if waiter.per_key
+                                             else waiter.check()):
                 waiter.future.set_result(True)
 
     def notify_all(self) -> None:

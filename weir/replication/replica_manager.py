@@ -9,6 +9,7 @@ purgatory, and applies the controller's role changes.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import time
 from collections.abc import Callable
@@ -339,6 +340,26 @@ class ReplicaManager:
         transaction verification on (KIP-890), the guard of each partition (None where the
         producer's transaction is already open there)."""
         results: dict[TopicPartition, ProduceResult] = {}
+        waiting = self._append_local(acks, entries, origin, verification, results)
+        if waiting:
+            await self._await_replication(waiting, results, timeout_ms)
+        return results
+
+    def append_now(self, acks: int, entries: dict[TopicPartition, bytes],
+                   origin: AppendOrigin = AppendOrigin.CLIENT,
+                   ) -> dict[TopicPartition, ProduceResult]:
+        """:meth:`append` for ``acks`` 0 or 1 (nothing to wait for), without a coroutine."""
+        assert acks != -1
+        results: dict[TopicPartition, ProduceResult] = {}
+        self._append_local(acks, entries, origin, None, results)
+        return results
+
+    def _append_local(self, acks: int, entries: dict[TopicPartition, bytes],
+                      origin: AppendOrigin,
+                      verification: dict[TopicPartition, object | None] | None,
+                      results: dict[TopicPartition, ProduceResult]) -> dict[TopicPartition, int]:
+        """Kafka's ``appendToLocalLog``: the results into ``results``; the offsets that
+        ``acks=all`` partitions wait for."""
         waiting: dict[TopicPartition, int] = {}
         now = self.clock()
         for tp, records in entries.items():
@@ -364,9 +385,7 @@ class ReplicaManager:
             except KafkaError as exc:
                 results[tp] = ProduceResult(error=exc.code, message=exc.message,
                                             record_errors=getattr(exc, "record_errors", []))
-        if waiting:
-            await self._await_replication(waiting, results, timeout_ms)
-        return results
+        return waiting
 
     def start_transaction_verification(self, tp: TopicPartition, producer_id: int,
                                        sequence: int, epoch: int) -> object | None:
@@ -417,14 +436,27 @@ class ReplicaManager:
         if max_wait_ms <= 0 or total >= min_bytes or _answer_now(results) or not requests:
             return self._count_out(replica_id, results)
 
-        def enough() -> bool:
-            probe = self._read_all(replica_id, max_bytes, requests, followers_ok, sizes_only=True,
+        # Kafka's DelayedFetch.tryComplete: a notification of one partition looks at that
+        # partition only; the bytes available elsewhere are those of the read above.
+        sizes = {tp: r.size for tp, r in results.items()}
+        by_tp = {r.tp: r for r in requests}
+        available = total
+
+        def enough(tp: TopicPartition) -> bool:
+            nonlocal available
+            req = by_tp.get(tp)
+            if req is None:
+                return False
+            probe = self._read_all(replica_id, max_bytes, [req], followers_ok, sizes_only=True,
                                    committed=committed)
             if _answer_now(probe):
                 return True
-            return sum(r.size for r in probe.values()) >= min_bytes
+            size = probe[tp].size
+            available += size - sizes.get(tp, 0)
+            sizes[tp] = size
+            return available >= min_bytes
 
-        await self.fetch_purgatory.wait([r.tp for r in requests], enough, max_wait_ms / 1000)
+        await self.fetch_purgatory.wait(by_tp, enough, max_wait_ms / 1000, per_key=True)
         return self._count_out(replica_id,
                                self._read_all(replica_id, max_bytes, requests, followers_ok,
                                               committed=committed))
@@ -587,6 +619,12 @@ class ReplicaManager:
         """The log of a partition this broker follows (None if it leads or dropped it)."""
         p = self.partitions.get(tp)
         if p is None or p.is_leader or p.log is None:
+            return None
+        if p.log.offline_reason is not None:
+            # A write or sync of it failed: its dir goes offline now (Kafka reports every
+            # I/O error to the LogDirFailureChannel at once), which stops this fetch.
+            with contextlib.suppress(KafkaError):
+                self.log_manager.check_online(tp)
             return None
         return p.log
 

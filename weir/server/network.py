@@ -57,7 +57,7 @@ from weir.protocol.fetch_response import FileRegion
 from weir.security.listeners import ListenerSecurity
 from weir.security.session import ConnectionSecurity
 from weir.security.tls import ssl_principal
-from weir.server.context import RawResponse, RequestContext
+from weir.server.context import NOT_NOW, RawResponse, RequestContext
 from weir.server.handlers import REGISTRY
 
 if TYPE_CHECKING:
@@ -65,6 +65,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 _SIZE = struct.Struct(">i")
+_API_KEY = struct.Struct(">h")
 _PRODUCE = 0
 MAX_IN_FLIGHT = 16  # requests read ahead of their responses on one connection
 
@@ -73,12 +74,40 @@ class CloseConnection(Exception):
     """Raised by dispatch when the connection must be closed (the reason is logged)."""
 
 
+@dataclass(slots=True)
+class Decoded:
+    """A decoded request and the handler it goes to."""
+
+    handler: Any
+    ctx: RequestContext
+    request: Any
+
+
 class Dispatcher:
+    """Decodes a request, runs its handler and frames the response.
+
+    :meth:`dispatch` is the whole of it, as a coroutine.  The socket server splits it for
+    requests that can be answered without waiting (a Produce with ``acks`` 0 or 1): it calls
+    :meth:`decode` and then :meth:`answer_now`, which runs the handler module's
+    ``handle_now`` inline on the connection's task, so such a request costs no task of its
+    own and no hand-off to the responder; only when that says the request must wait does it
+    go on as a task (:meth:`complete`) without being decoded again.
+    """
+
     def __init__(self, services: BrokerServices) -> None:
         self.services = services
 
     async def dispatch(self, frame: bytes, peer: str, security: ConnectionSecurity | None = None
                        ) -> bytes | list[bytes | FileRegion] | None:
+        decoded = self.decode(frame, peer, security)
+        if isinstance(decoded, bytes):
+            return decoded
+        return await self.complete(decoded)
+
+    def decode(self, frame: bytes, peer: str, security: ConnectionSecurity | None = None
+               ) -> Decoded | bytes:
+        """The request, ready for its handler; or bytes, the answer already (ApiVersions at
+        a version it does not know).  Raises :class:`CloseConnection` on bad input."""
         try:
             api_key, version, correlation_id = codec.parse_request_header_prefix(frame)
         except codec.MalformedRequest as exc:
@@ -108,10 +137,30 @@ class Dispatcher:
             ctx.principal = security.principal
             ctx.listener = security.listener.name
             ctx.security = security
-        response = await handler.module.handle(ctx, request)
+        return Decoded(handler, ctx, request)
+
+    def answer_now(self, decoded: Decoded) -> bytes | list[bytes | FileRegion] | None | object:
+        """The framed response of a request answered without waiting, or :data:`NOT_NOW`
+        (then :meth:`complete` handles it)."""
+        handle_now = getattr(decoded.handler.module, "handle_now", None)
+        if handle_now is None:
+            return NOT_NOW
+        response = handle_now(decoded.ctx, decoded.request)
+        if response is NOT_NOW:
+            return NOT_NOW
+        return self._frame(decoded, response)
+
+    async def complete(self, decoded: Decoded) -> bytes | list[bytes | FileRegion] | None:
+        return self._frame(decoded, await decoded.handler.module.handle(decoded.ctx,
+                                                                        decoded.request))
+
+    @staticmethod
+    def _frame(decoded: Decoded, response: Any) -> bytes | list[bytes | FileRegion] | None:
         if response is None:
             return None
-        flexible = codec.response_header_flexible(api_key, response_cls)
+        ctx = decoded.ctx
+        correlation_id = ctx.header.correlation_id
+        flexible = codec.response_header_flexible(decoded.handler.api_key, ctx.response_cls)
         if not isinstance(response, RawResponse):
             return codec.encode_response_frame(correlation_id, codec.encode_body(response),
                                                flexible)
@@ -335,20 +384,38 @@ class SocketServer:
                     )
                 frame = await reader.readexactly(size)
                 conn.last_active = time.monotonic()
-                api_key = struct.unpack_from(">h", frame, 0)[0] if size >= 2 else -1
-                if api_key != _PRODUCE or not conn.only_produce_in_flight():
+                api_key = _API_KEY.unpack_from(frame, 0)[0] if size >= 2 else -1
+                decoded = None
+                if api_key == _PRODUCE:
+                    if not conn.in_flight:
+                        # Nothing ahead of it: a request that needs no wait (acks 0 or 1)
+                        # is answered right here, in order, with no task of its own.
+                        decoded = self.dispatcher.decode(frame, peer, security)
+                        if isinstance(decoded, Decoded):
+                            answer = self.dispatcher.answer_now(decoded)
+                            if answer is not NOT_NOW:
+                                await conn.send_now(answer)
+                                continue
+                    elif not conn.only_produce_in_flight():
+                        await conn.wait_until(lambda: not conn.in_flight)
+                else:
                     await conn.wait_until(lambda: not conn.in_flight)
                 await conn.wait_until(lambda: len(conn.in_flight) < MAX_IN_FLIGHT)
                 release = await self.queue.acquire()
-                conn.start(api_key, self._handle(frame, peer, release, security))
+                conn.start(api_key, self._handle(frame, peer, release, security, decoded))
         finally:
             await conn.close()
 
     async def _handle(self, frame: bytes, peer: str, release,
-                      security: ConnectionSecurity) -> Any:
+                      security: ConnectionSecurity, decoded: Decoded | bytes | None = None
+                      ) -> Any:
         token = request_slot.set(release)
         try:
-            return await self.dispatcher.dispatch(frame, peer, security)
+            if decoded is None:
+                return await self.dispatcher.dispatch(frame, peer, security)
+            if isinstance(decoded, bytes):
+                return decoded
+            return await self.dispatcher.complete(decoded)
         finally:
             release()
             request_slot.reset(token)
@@ -370,6 +437,18 @@ class _Pipeline:
 
     def only_produce_in_flight(self) -> bool:
         return all(key == _PRODUCE for key, _ in self.in_flight)
+
+    async def send_now(self, response: bytes | list[bytes | FileRegion] | None) -> None:
+        """Write the response of a request handled inline; only when nothing is in flight,
+        so responses stay in request order."""
+        assert not self.in_flight
+        if isinstance(response, list):
+            await self._send_chunks(response)
+        elif response is not None:
+            self.writer.write(response)
+        if self.writer.transport.get_write_buffer_size() > (1 << 20):
+            await self.writer.drain()
+        self.last_active = time.monotonic()
 
     def start(self, api_key: int, coro) -> None:
         self.in_flight.append((api_key, asyncio.create_task(coro)))

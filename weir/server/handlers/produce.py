@@ -17,7 +17,7 @@ from weir.records.batch import ATTRIBUTES_OFFSET, MAGIC_OFFSET, TRANSACTIONAL_BI
 from weir.replication.replica_manager import ProduceResult
 from weir.security.acls import AclOperation, ResourceType
 from weir.server import authz
-from weir.server.context import RawResponse
+from weir.server.context import NOT_NOW, RawResponse
 from weir.server.txn_verification import translate
 
 API_KEY = 0
@@ -27,6 +27,38 @@ INTERNAL_TOPICS = frozenset({OFFSETS_TOPIC, "__transaction_state"})
 
 
 async def handle(ctx, request) -> Any:
+    acks, entries, results, txn_denied, transactional_id = _collect(ctx, request)
+    verification = None
+    if entries and _needs_verification(ctx, transactional_id, txn_denied):
+        verification = await _verify(ctx, transactional_id, entries, results)
+    if entries:
+        timeout_ms = int(request.timeout.total_seconds() * 1000)
+        results.update(await ctx.replica_manager.append(acks, timeout_ms, entries,
+                                                           verification=verification))
+    return _response(ctx, acks, results, txn_denied)
+
+
+def handle_now(ctx, request) -> Any:
+    """The response of a request that waits for nothing (``acks`` 0 or 1, no KIP-890
+    verification to ask the transaction coordinator), computed inline; else ``NOT_NOW``."""
+    if int(request.acks) == -1 or _needs_verification(
+            ctx, getattr(request, "transactional_id", None), False):
+        return NOT_NOW
+    acks, entries, results, txn_denied, _tid = _collect(ctx, request)
+    if entries:
+        results.update(ctx.replica_manager.append_now(acks, entries))
+    return _response(ctx, acks, results, txn_denied)
+
+
+def _needs_verification(ctx, transactional_id: str | None, txn_denied: bool) -> bool:
+    return transactional_id is not None and not txn_denied \
+        and bool(ctx.config.get("transaction.partition.verification.enable"))
+
+
+def _collect(ctx, request) -> tuple[int, dict[TopicPartition, bytes],
+                                    dict[TopicPartition, ProduceResult], bool, str | None]:
+    """(acks, the records to append per partition, the partitions refused already, whether
+    the transactional id was refused, the transactional id)."""
     acks = int(request.acks)
     entries: dict[TopicPartition, bytes] = {}
     results: dict[TopicPartition, ProduceResult] = {}
@@ -39,6 +71,7 @@ async def handle(ctx, request) -> Any:
     txn_denied = _has_transactional_records(request) and (
         transactional_id is None or not authz.authorize(
             ctx, AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, transactional_id))
+    version = ctx.version
     for topic in request.topic_data:
         for part in topic.partition_data:
             tp = TopicPartition(topic.name, int(part.index))
@@ -57,21 +90,18 @@ async def handle(ctx, request) -> Any:
                                                     f"{topic.name}")
             elif not part.records:
                 results[tp] = ProduceResult(ErrorCode.corrupt_message, message="no records")
-            elif ctx.version < 3:
+            elif version < 3:
                 try:
                     entries[tp] = legacy.up_convert(part.records)
                 except KafkaError as exc:
                     results[tp] = ProduceResult(exc.code, message=exc.message)
             else:
                 entries[tp] = part.records
-    verification = None
-    if entries and transactional_id is not None and not txn_denied \
-            and ctx.config.get("transaction.partition.verification.enable"):
-        verification = await _verify(ctx, transactional_id, entries, results)
-    if entries:
-        timeout_ms = int(request.timeout.total_seconds() * 1000)
-        results.update(await ctx.replica_manager.append(acks, timeout_ms, entries,
-                                                           verification=verification))
+    return acks, entries, results, txn_denied, transactional_id
+
+
+def _response(ctx, acks: int, results: dict[TopicPartition, ProduceResult],
+              txn_denied: bool) -> Any:
     if acks == 0:
         return None
     if txn_denied:

@@ -1,0 +1,99 @@
+"""The leader's data path without waste: a parked fetch re-checks only the partition that
+changed (Kafka's DelayedFetch), and an ``acks=1`` append needs no coroutine."""
+
+from __future__ import annotations
+
+import asyncio
+
+from weir.common import TopicPartition
+from weir.protocol.errors import ErrorCode
+from weir.records.builder import build_batch
+from weir.replication.purgatory import Purgatory
+from weir.replication.replica_manager import FetchPartition
+
+from .helpers import TP, lead, make_rm, run
+
+
+def test_per_key_check_sees_only_the_notified_key():
+    seen: list[object] = []
+
+    async def scenario() -> tuple[bool, bool]:
+        purgatory = Purgatory()
+
+        def check(key) -> bool:
+            seen.append(key)
+            return key == "b"
+
+        waiting = asyncio.create_task(purgatory.wait(["a", "b", "c"], check, 5, per_key=True))
+        await asyncio.sleep(0)
+        assert seen == []  # the caller had checked: no walk of every key on entry
+        purgatory.notify("a")
+        purgatory.notify("x")  # not watched
+        assert not waiting.done()
+        purgatory.notify("b")
+        first = await asyncio.wait_for(waiting, 2)
+        # at the timeout nothing is checked: the caller reads again anyway
+        timed_out = await purgatory.wait(["a"], check, 0.01, per_key=True)
+        return first, timed_out
+
+    assert run(scenario()) == (True, False)
+    assert seen == ["a", "b"]
+
+
+def test_parked_follower_fetch_probes_only_the_appended_partition(tmp_path):
+    rm = make_rm(tmp_path)
+    tps = [TopicPartition("t", i) for i in range(50)]
+    for tp in tps:
+        lead(rm, replicas=(1, 2), isr=(1, 2), tp=tp)
+    probed: list[TopicPartition] = []
+    read_one = rm._read_one
+
+    def counting(replica_id, req, *args, **kwargs):
+        probed.append(req.tp)
+        return read_one(replica_id, req, *args, **kwargs)
+
+    rm._read_one = counting
+    batch = build_batch([b"x" * 100])
+
+    async def scenario():
+        requests = [FetchPartition(tp, 0, 1 << 20) for tp in tps]
+        fetch = asyncio.create_task(rm.fetch(2, 5000, 2 * len(batch), 1 << 20, requests))
+        await asyncio.sleep(0)
+        assert not fetch.done() and len(probed) == len(tps)  # the first read only
+        probed.clear()
+        await rm.append(1, 1000, {tps[7]: batch})
+        assert probed == [tps[7]] and not fetch.done()  # one batch: below min.bytes
+        await rm.append(1, 1000, {tps[30]: batch})  # the bytes of both reach min.bytes
+        return await asyncio.wait_for(fetch, 2)
+
+    out = run(scenario())
+    assert {tp for tp, r in out.items() if r.size} == {tps[7], tps[30]}
+
+
+def test_parked_fetch_answers_at_once_when_a_partition_fails(tmp_path):
+    rm = make_rm(tmp_path)
+    other = TopicPartition("t", 1)
+    lead(rm)
+    lead(rm, tp=other)
+
+    async def scenario():
+        fetch = asyncio.create_task(rm.fetch(-1, 5000, 1 << 20, 1 << 20, [
+            FetchPartition(TP, 0, 1 << 20), FetchPartition(other, 0, 1 << 20)]))
+        await asyncio.sleep(0)
+        lead(rm, tp=other, leader=3, epoch=1)  # no longer the leader here
+        return await asyncio.wait_for(fetch, 2)
+
+    out = run(scenario())
+    assert out[other].error == ErrorCode.not_leader_or_follower
+
+
+def test_append_now_is_append_without_waiting(tmp_path):
+    rm = make_rm(tmp_path)
+    lead(rm)
+    first = rm.append_now(1, {TP: build_batch([b"a", b"b"], producer_id=7, producer_epoch=0,
+                                              base_sequence=0)})
+    assert (first[TP].error, first[TP].base_offset) == (ErrorCode.none, 0)
+    gap = build_batch([b"c"], producer_id=7, producer_epoch=0, base_sequence=5)
+    assert rm.append_now(1, {TP: gap})[TP].error == ErrorCode.out_of_order_sequence_number
+    later = run(rm.append(1, 1000, {TP: build_batch([b"d"])}))
+    assert later[TP].base_offset == 2 and rm.partitions[TP].log.high_watermark == 3

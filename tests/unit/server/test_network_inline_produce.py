@@ -1,0 +1,80 @@
+"""Produce requests that need no wait (acks 0/1) are answered on the connection's own task;
+responses stay in request order when one is behind a produce still waiting (acks=all)."""
+
+from __future__ import annotations
+
+import asyncio
+import struct
+
+from weir.server.context import NOT_NOW
+from weir.server.network import Decoded, SocketServer
+
+
+def _produce(correlation_id: int, acks: int) -> bytes:
+    payload = struct.pack(">hhih", 0, 9, correlation_id, acks)
+    return struct.pack(">i", len(payload)) + payload
+
+
+class _Dispatcher:
+    """Stands for the real one: acks=1 answers now, acks=-1 waits for ``released``."""
+
+    def __init__(self) -> None:
+        self.released = asyncio.Event()
+        self.inline: list[int] = []
+        self.tasked: list[int] = []
+
+    def decode(self, frame: bytes, peer: str, security=None) -> Decoded:
+        corr, acks = struct.unpack_from(">ih", frame, 4)
+        return Decoded(None, corr, acks)
+
+    def answer_now(self, decoded: Decoded):
+        if decoded.request == -1:
+            return NOT_NOW
+        self.inline.append(decoded.ctx)
+        return _answer(decoded.ctx)
+
+    async def dispatch(self, frame: bytes, peer: str, security=None):
+        return await self.complete(self.decode(frame, peer, security))
+
+    async def complete(self, decoded: Decoded):
+        self.tasked.append(decoded.ctx)
+        if decoded.request == -1:
+            await self.released.wait()
+        return _answer(decoded.ctx)
+
+
+def _answer(corr: int) -> bytes:
+    return struct.pack(">ii", 4, corr)
+
+
+async def _read(reader: asyncio.StreamReader) -> int:
+    _size, corr = struct.unpack(">ii", await asyncio.wait_for(reader.readexactly(8), 5))
+    return corr
+
+
+def test_produce_answered_inline_and_in_order():
+    async def main() -> None:
+        server = SocketServer(None, "127.0.0.1", 0)
+        fake = _Dispatcher()
+        server.dispatcher = fake  # type: ignore[assignment]
+        await server.start()
+        try:
+            reader, writer = await asyncio.open_connection("127.0.0.1", server.port)
+            writer.write(_produce(1, 1))
+            assert await _read(reader) == 1
+            writer.write(_produce(2, -1) + _produce(3, 1))  # 3 is behind a waiting 2
+            await writer.drain()
+            for _ in range(100):
+                if fake.tasked == [2, 3]:
+                    break
+                await asyncio.sleep(0.01)
+            assert fake.tasked == [2, 3] and fake.inline == [1]
+            fake.released.set()
+            assert [await _read(reader), await _read(reader)] == [2, 3]
+            writer.write(_produce(4, 1))  # nothing in flight again: inline
+            assert await _read(reader) == 4 and fake.inline == [1, 4]
+            writer.close()
+        finally:
+            await server.stop()
+
+    asyncio.run(main())
