@@ -5,13 +5,23 @@ sender connects with :class:`~weir.protocol.client.BrokerConnection`, retries a 
 with backoff while its broker is registered, and turns answers into controller events
 (:class:`StopReplicaResult`, :class:`LeaderAndIsrResult`) for the controller queue.
 Removing a broker drops its queued requests.
+
+With ``pre_encode`` (the broker's channels) a sender encodes its request on a worker thread:
+a LeaderAndIsr or UpdateMetadata of 10,000 partitions is ~75-100 ms of encoding, which on
+the event loop would stall the broker (and hold back the answer to the ControlledShutdown
+that caused it).  The UpdateMetadata requests of one batch usually differ only in the
+recipient's broker epoch (the batch builds their topic and broker states once): their body
+is encoded once and the epoch patched in for each broker.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import logging
+import struct
+import threading
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
@@ -20,6 +30,7 @@ from weir.common import TopicPartition
 from weir.controller.events import ControllerEvent, LeaderAndIsrResult, StopReplicaResult
 from weir.controller.requests import OutboundRequest
 from weir.coordination.codecs import BrokerInfo
+from weir.protocol import codec
 from weir.protocol.client import BrokerConnection
 from weir.protocol.errors import ErrorCode
 from weir.protocol.interbroker import (
@@ -27,38 +38,97 @@ from weir.protocol.interbroker import (
     LeaderAndIsrResponse,
     StopReplicaRequest,
     StopReplicaResponse,
+    UpdateMetadataRequest,
 )
 
-__all__ = ["ControllerChannelManager", "response_event"]
+__all__ = ["ControllerChannelManager", "SharedBodies", "response_event"]
 
 log = logging.getLogger(__name__)
 
 ConnectionFactory = Callable[[str, int], Any]
 
+_UPDATE_METADATA_HEAD = struct.Struct(">i?iq")
+"""UpdateMetadata v8's leading fields: ControllerId, IsKRaftController, ControllerEpoch,
+BrokerEpoch (fixed widths, so the broker epoch sits at a fixed offset; Type is a tagged
+field, written at the end)."""
+_BROKER_EPOCH = struct.Struct(">q")
+_BROKER_EPOCH_AT = _UPDATE_METADATA_HEAD.size - _BROKER_EPOCH.size
+_SHARED_FIELDS = tuple(f.name for f in dataclasses.fields(UpdateMetadataRequest)
+                       if f.name not in ("broker_epoch", "topic_states", "live_brokers"))
+
+
+class SharedBodies:
+    """The request bodies of one batch, with its UpdateMetadata encoded once per content.
+
+    Requests that share their ``topic_states`` and ``live_brokers`` objects and every other
+    field but ``broker_epoch`` get one encoding, with each recipient's broker epoch written
+    over the first one's; other requests are encoded as they are.  Thread-safe: the
+    senders encode on worker threads.  One per :meth:`ControllerChannelManager.send`.
+    """
+
+    def __init__(self) -> None:
+        self._templates: dict[tuple[Any, ...], tuple[Any, Any, bytes]] = {}
+        self._lock = threading.Lock()
+
+    def body(self, request: Any) -> bytes:
+        if type(request) is not UpdateMetadataRequest or request.__version__ != 8:
+            return codec.encode_body(request)
+        key = (id(request.topic_states), id(request.live_brokers),
+               *(getattr(request, name) for name in _SHARED_FIELDS))
+        with self._lock:  # the first sender encodes, the others wait and patch
+            found = self._templates.get(key)
+            if found is None or found[0] is not request.topic_states \
+                    or found[1] is not request.live_brokers:
+                body = codec.encode_body(request)
+                head = _UPDATE_METADATA_HEAD.pack(
+                    request.controller_id, request.is_kraft_controller,
+                    request.controller_epoch, request.broker_epoch)
+                if body.startswith(head):  # the layout this relies on
+                    self._templates[key] = (request.topic_states, request.live_brokers, body)
+                return body
+        template = found[2]
+        return (template[:_BROKER_EPOCH_AT] + _BROKER_EPOCH.pack(request.broker_epoch)
+                + template[_UPDATE_METADATA_HEAD.size:])
+
+
+def _error_code(value: int) -> ErrorCode:
+    """``ErrorCode(value)`` through the enum's value map (an answer carries a code per
+    partition: 100,000 enum calls are a measurable part of a large LeaderAndIsr's)."""
+    code = _CODES.get(value)
+    return ErrorCode(value) if code is None else code
+
+
+_CODES: dict[int, ErrorCode] = {int(code): code for code in ErrorCode}
+
 
 def response_event(broker_id: int, request: Any, response: Any) -> ControllerEvent | None:
     """The controller event for a broker's answer, or None if the core needn't see it."""
     if isinstance(request, StopReplicaRequest) and isinstance(response, StopReplicaResponse):
+        code = _error_code(response.error_code)
         errors = {
-            TopicPartition(t.topic_name, p.partition_index): ErrorCode(response.error_code)
+            TopicPartition(t.topic_name, p.partition_index): code
             for t in request.topic_states for p in t.partition_states
         }
-        if response.error_code == ErrorCode.none:
+        if code == ErrorCode.none:
             for e in response.partition_errors:
-                errors[TopicPartition(e.topic_name, e.partition_index)] = ErrorCode(e.error_code)
+                errors[TopicPartition(e.topic_name, e.partition_index)] = _error_code(e.error_code)
         return StopReplicaResult(broker_id, errors)
     if isinstance(request, LeaderAndIsrRequest) and isinstance(response, LeaderAndIsrResponse):
-        names = {t.topic_id: t.topic_name for t in request.topic_states}
-        errors = {
-            TopicPartition(names.get(t.topic_id, str(t.topic_id)), p.partition_index):
-                ErrorCode(p.error_code)
-            for t in response.topics for p in t.partition_errors
-        }
-        if response.error_code != ErrorCode.none:
+        code = _error_code(response.error_code)
+        if code != ErrorCode.none:
             errors = {
-                TopicPartition(t.topic_name, p.partition_index): ErrorCode(response.error_code)
+                TopicPartition(t.topic_name, p.partition_index): code
                 for t in request.topic_states for p in t.partition_states
             }
+            return LeaderAndIsrResult(broker_id, errors)
+        names = {t.topic_id: t.topic_name for t in request.topic_states}
+        errors = {}
+        for t in response.topics:
+            name = names.get(t.topic_id)
+            if name is None:
+                name = str(t.topic_id)
+            for p in t.partition_errors:
+                errors[TopicPartition(name, p.partition_index)] = _error_code(p.error_code)
         return LeaderAndIsrResult(broker_id, errors)
     error = getattr(response, "error_code", ErrorCode.none)
     if error != ErrorCode.none:
@@ -73,22 +143,26 @@ class _BrokerSender:
     def __init__(self, info: BrokerInfo, manager: ControllerChannelManager) -> None:
         self.info = info
         self._manager = manager
-        self.queue: asyncio.Queue[OutboundRequest] = asyncio.Queue()
+        self.queue: asyncio.Queue[tuple[OutboundRequest, SharedBodies | None]] = (
+            asyncio.Queue())
         self._conn: Any = None
         self.task = asyncio.create_task(self._run(), name=f"controller-channel-{info.id}")
 
     async def _run(self) -> None:
         try:
             while True:
-                item = await self.queue.get()
-                response = await self._send_until_answered(item.request)
+                item, shared = await self.queue.get()
+                body = None
+                if shared is not None:  # encoded off the event loop (tens of ms per request)
+                    body = await self._manager.run_blocking(shared.body, item.request)
+                response = await self._send_until_answered(item.request, body)
                 event = response_event(self.info.id, item.request, response)
                 if event is not None:
                     self._manager.on_event(event)
         finally:
             await self._disconnect()
 
-    async def _send_until_answered(self, request: Any) -> Any:
+    async def _send_until_answered(self, request: Any, body: bytes | None) -> Any:
         backoff = self._manager.backoff_ms / 1000
         while True:
             try:
@@ -96,7 +170,10 @@ class _BrokerSender:
                     await self._disconnect()
                     self._conn = self._manager.connect(self.info.host, self.info.port)
                     await self._conn.connect(timeout_s=self._manager.timeout_s)
-                return await self._conn.request(request, timeout_s=self._manager.timeout_s)
+                if body is None:
+                    return await self._conn.request(request, timeout_s=self._manager.timeout_s)
+                return await self._conn.request(request, timeout_s=self._manager.timeout_s,
+                                                body=body)
             except (OSError, ConnectionError, TimeoutError) as exc:
                 log.info("controller channel to broker %d: %r; retrying", self.info.id, exc)
                 await self._disconnect()
@@ -119,8 +196,16 @@ class ControllerChannelManager:
     def __init__(self, on_event: Callable[[ControllerEvent], None],
                  request_timeout_ms: int = 30000, backoff_ms: int = 100,
                  max_backoff_ms: int = 5000,
-                 connect: ConnectionFactory = BrokerConnection) -> None:
+                 connect: ConnectionFactory = BrokerConnection,
+                 pre_encode: bool = False,
+                 run_blocking: Callable[..., Any] = asyncio.to_thread) -> None:
+        """``pre_encode``: the senders encode the request bodies themselves, through
+        ``run_blocking`` (a worker thread), each batch's UpdateMetadata once
+        (:class:`SharedBodies`); the connections' ``request`` must take ``body=``, as
+        :class:`BrokerConnection`'s does.  Without it the connections encode on the loop."""
         self.on_event = on_event
+        self.pre_encode = pre_encode
+        self.run_blocking = run_blocking
         self.timeout_s = request_timeout_ms / 1000
         self.backoff_ms = backoff_ms
         self.max_backoff_ms = max_backoff_ms
@@ -143,13 +228,14 @@ class ControllerChannelManager:
 
     def send(self, requests: Iterable[OutboundRequest]) -> None:
         """Queue requests on their brokers' channels; unknown brokers' requests are dropped."""
+        shared = SharedBodies() if self.pre_encode else None
         for item in requests:
             sender = self._senders.get(item.broker_id)
             if sender is None:
                 log.debug("dropping %s for unknown broker %d", type(item.request).__name__,
                           item.broker_id)
                 continue
-            sender.queue.put_nowait(item)
+            sender.queue.put_nowait((item, shared))
 
     async def close(self) -> None:
         """Stop every sender and drop everything queued."""

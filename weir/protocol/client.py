@@ -72,8 +72,12 @@ class BrokerConnection:
                 await self.close()
                 raise
 
-    async def request(self, payload: Any, timeout_s: float | None = 30.0) -> Any:
-        """Send ``payload`` (a request schema object); return the decoded response."""
+    async def request(self, payload: Any, timeout_s: float | None = 30.0, *,
+                      body: bytes | None = None) -> Any:
+        """Send ``payload`` (a request schema object); return the decoded response.
+
+        ``body``: ``payload``'s encoding when the caller has it already (the controller
+        encodes an UpdateMetadata body once for all brokers)."""
         if not self.connected:
             raise ConnectionError(f"not connected to {self.host}:{self.port}")
         cls = type(payload)
@@ -82,7 +86,8 @@ class BrokerConnection:
         header = codec.encode_request_header(
             api_key, version, correlation_id, self.client_id, bool(cls.__flexible__)
         )
-        body = codec.encode_body(payload)
+        if body is None:
+            body = codec.encode_body(payload)
         resp_cls = response_class_for(cls)
         fut: asyncio.Future = asyncio.get_running_loop().create_future()
         self._pending[correlation_id] = (
