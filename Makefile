@@ -47,6 +47,7 @@ bench: deps
 	$(PY) bench/latency.py
 	$(PY) bench/compaction.py
 	$(PY) bench/control_plane.py
+	$(PY) bench/controller_sim.py
 
 # A long fuzzing run (FUZZ_MINUTES, default 60): in-process decoders, then a live broker.
 # Findings are kept in fuzz/corpus/ and the report in fuzz/last-report.md.

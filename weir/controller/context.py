@@ -138,7 +138,8 @@ class ControllerContext:
 
     def replicas(self, tp: TopicPartition) -> tuple[int, ...]:
         """The assigned replicas of ``tp`` in assignment order (empty if unknown)."""
-        return self.assignments.get(tp.topic, {}).get(tp.partition, ())
+        parts = self.assignments.get(tp.topic)
+        return () if parts is None else parts.get(tp.partition, ())
 
     def full_assignment(self, tp: TopicPartition) -> ReplicaAssignment:
         """``tp``'s replicas with the reassignment in progress, if any."""
@@ -193,7 +194,9 @@ class ControllerContext:
         ]
 
     def partitions_on_broker(self, broker_id: int) -> list[TopicPartition]:
-        return [r.partition for r in self.replicas_on_brokers([broker_id])]
+        """Partitions with a replica on ``broker_id``, in :meth:`all_replicas` order."""
+        return [TopicPartition(topic, index) for topic, parts in self.assignments.items()
+                for index, replicas in parts.items() if broker_id in replicas]
 
     def partitions_led_by(self, broker_id: int) -> list[TopicPartition]:
         return [tp for tp, li in self.leadership.items() if li.leader == broker_id]

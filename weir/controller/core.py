@@ -367,14 +367,24 @@ class ControllerCore:
         scope = self._scope
         assert scope is not None
         ctx = self.ctx
-        active = [r for r in replicas if not ctx.is_topic_queued_for_deletion(r.partition.topic)]
-        deleting = [r for r in replicas if ctx.is_topic_queued_for_deletion(r.partition.topic)]
+        to_delete = ctx.topics_to_delete
+        if to_delete:
+            active = [r for r in replicas if r.partition.topic not in to_delete]
+            deleting = [r for r in replicas if r.partition.topic in to_delete]
+        else:
+            active, deleting = replicas, []
+        # One pass over every partition (Kafka's partitionsWithOfflineLeader), with the
+        # context's lookups inlined: this runs for every broker failure.
+        live = ctx.live_brokers
+        offline_dirs = ctx.replicas_on_offline_dirs
+        states = ctx.partition_states
+        eligible_states = (PartitionState.NEW, PartitionState.ONLINE, PartitionState.OFFLINE)
         leaderless = [
             tp for tp, li in ctx.leadership.items()
-            if not ctx.is_replica_online(li.leader, tp)
-            and not ctx.is_topic_queued_for_deletion(tp.topic)
-            and ctx.partition_state(tp) in (PartitionState.NEW, PartitionState.ONLINE,
-                                            PartitionState.OFFLINE)
+            if (li.leader not in live or (offline_dirs and not ctx.is_replica_online(
+                li.leader, tp)))
+            and tp.topic not in to_delete
+            and states.get(tp, PartitionState.NON_EXISTENT) in eligible_states
         ]
         yield from self.partitions.handle_state_changes(scope, leaderless,
                                                         PartitionState.OFFLINE)
@@ -524,18 +534,22 @@ class ControllerCore:
         """Kafka's processLeaderAndIsrResponseReceived: replicas answered with
         KAFKA_STORAGE_ERROR are on a failed log directory and go offline."""
         ctx = self.ctx
-        storage, ok = set(), set()
-        for tp, code in sorted(event.errors.items()):
+        errors = event.errors
+        none = ErrorCode.none
+        failed = [(tp, code) for tp, code in errors.items() if code != none]
+        failed.sort()  # only the failures are logged: the answer may hold every partition
+        storage = set()
+        for tp, code in failed:
             if code == ErrorCode.kafka_storage_error:
                 storage.add(tp)
-            elif code == ErrorCode.none:
-                ok.add(tp)
-            if code != ErrorCode.none:
-                self._scope_log(Log.warning(
-                    f"Broker {event.broker_id} failed LeaderAndIsr for {tp}: {code.name}"))
+            self._scope_log(Log.warning(
+                f"Broker {event.broker_id} failed LeaderAndIsr for {tp}: {code.name}"))
         if event.broker_id not in ctx.live_brokers:
             return  # an answer of a previous incarnation
         before = ctx.replicas_on_offline_dirs.get(event.broker_id, set())
+        if not before and not storage:
+            return  # the common case: nothing was or is on a failed log directory
+        ok = {tp for tp in before if errors.get(tp) == none}
         now = (before - ok) | {tp for tp in storage if event.broker_id in ctx.replicas(tp)}
         if now:
             ctx.replicas_on_offline_dirs[event.broker_id] = now

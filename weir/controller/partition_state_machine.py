@@ -271,8 +271,17 @@ class PartitionStateMachine:
         """
         ctx = self._ctx
         assignment = ctx.replicas(tp)
-        eligible = ctx.eligible_leaders(tp)
-        live = eligible | (ctx.shutting_down & ctx.live_broker_ids)
+        live_ids = ctx.live_brokers.keys()
+        shutting = ctx.shutting_down
+        dirs = ctx.replicas_on_offline_dirs
+        offline = {b for b, tps in dirs.items() if tp in tps} if dirs else None
+        if kind is ElectionKind.CONTROLLED_SHUTDOWN:
+            # live = eligible | (shutting down & live): the live brokers but those whose
+            # replica of tp is on a failed log directory (unless shutting down).
+            live = live_ids - (offline - shutting) if offline else live_ids
+            return election.controlled_shutdown_leader(assignment, current.isr, live, shutting)
+        # Without shutting-down brokers or failed log dirs, every live broker is eligible.
+        eligible = ctx.eligible_leaders(tp) if shutting or offline else live_ids
         if kind is ElectionKind.OFFLINE:
             unclean = ctx.unclean_allowed(tp.topic,
                                           self._settings.unclean_leader_election_enable)
@@ -281,7 +290,4 @@ class PartitionStateMachine:
             return election.offline_leader(assignment, current.isr, eligible, True)
         if kind is ElectionKind.REASSIGNED:
             return election.reassigned_leader(assignment, current.isr, eligible)
-        if kind is ElectionKind.PREFERRED:
-            return election.preferred_leader(assignment, current.isr, eligible)
-        return election.controlled_shutdown_leader(assignment, current.isr, live,
-                                                   ctx.shutting_down)
+        return election.preferred_leader(assignment, current.isr, eligible)  # PREFERRED

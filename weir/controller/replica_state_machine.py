@@ -206,16 +206,18 @@ class ReplicaStateMachine:
         removed: dict[TopicPartition, set[int]] = {}
         unwritten: list[TopicPartition] = []
         live = ctx.live_brokers
+        leadership = ctx.leadership
+        to_delete = ctx.topics_to_delete
         for replica in replicas:
-            tp = replica.partition
-            if replica.replica in live:  # the batch drops StopReplica to dead brokers anyway
-                scope.batch.add_stop_replica((replica.replica,), tp, delete=False)
-            if tp in ctx.leadership and not ctx.is_topic_queued_for_deletion(tp.topic):
+            tp, broker = replica
+            if broker in live:  # the batch drops StopReplica to dead brokers anyway
+                scope.batch.add_stop_replica((broker,), tp, delete=False)
+            if tp in leadership and tp.topic not in to_delete:
                 gone = removed.get(tp)
                 if gone is None:
-                    removed[tp] = {replica.replica}
+                    removed[tp] = {broker}
                 else:
-                    gone.add(replica.replica)
+                    gone.add(broker)
             else:
                 unwritten.append(tp)
         if unwritten:
@@ -252,10 +254,14 @@ class ReplicaStateMachine:
         for tp, leader_isr in written.items():
             if tp not in elected:
                 gone = removed[tp]
-                recipients = [r for r in ctx.replicas(tp) if r not in gone]
-                scope.batch.add_leader_and_isr(recipients, tp, leader_isr, ctx.replicas(tp))
+                assigned = ctx.replicas(tp)
+                recipients = [r for r in assigned if r not in gone]
+                scope.batch.add_leader_and_isr(recipients, tp, leader_isr, assigned)
         not_written = [tp for tp in removed if tp not in written]
         if not_written:
             scope.batch.add_update_metadata(ctx.live_brokers, not_written)
+        if self._quiet:  # logged as one line: set the states in one go
+            ctx.replica_states.update(dict.fromkeys(replicas, R.OFFLINE))
+            return
         for replica in replicas:
             self._set_state(scope, replica, R.OFFLINE)

@@ -300,8 +300,15 @@ class RequestBatch:
             return None
         replicas = ctx.replicas(tp)
         leader = leader_isr.leader
-        if ctx.is_topic_queued_for_deletion(tp.topic):
+        if tp.topic in ctx.topics_to_delete:
             leader = LEADER_DURING_DELETE
+        live = ctx.live_brokers
+        if ctx.replicas_on_offline_dirs:
+            offline = tuple(r for r in replicas if not ctx.is_replica_online(r, tp))
+        elif all(r in live for r in replicas):
+            offline = ()
+        else:
+            offline = tuple(r for r in replicas if r not in live)
         return UpdateMetadataPartitionState(
             partition_index=tp.partition,
             controller_epoch=leader_isr.controller_epoch,
@@ -310,7 +317,7 @@ class RequestBatch:
             isr=tuple(leader_isr.isr),
             zk_version=leader_isr.zk_version,
             replicas=replicas,
-            offline_replicas=tuple(r for r in replicas if not ctx.is_replica_online(r, tp)),
+            offline_replicas=offline,
         )
 
     def _stop_replica_request(self, broker: int) -> StopReplicaRequest:
