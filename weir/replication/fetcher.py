@@ -62,6 +62,12 @@ __all__ = [
 log = logging.getLogger(__name__)
 
 THROTTLE_PAUSE_S = 0.1  # every partition held back by the follower throttle: wait this long
+# Bytes of fetched records a fetcher appends before it lets the event loop run other work.
+# Kafka's fetcher is a thread of its own; here a response of replica.fetch.response.max.bytes
+# (10 MiB, many partitions) would otherwise be appended in one loop step, stalling every
+# request this broker serves as a leader meanwhile.  One partition's answer (at most
+# replica.fetch.max.bytes) is still appended in one step: a batch is never split.
+APPLY_YIELD_BYTES = 1 << 20
 
 Clock = Callable[[], int]  # milliseconds
 
@@ -351,18 +357,23 @@ class ReplicaFetcher:
             if answer.back_off:
                 await asyncio.sleep(self.settings.backoff_ms / 1000)
             return
+        applied = 0  # record bytes appended since the loop last ran other work
         for tp, part in answer.partitions.items():
+            if applied >= APPLY_YIELD_BYTES:
+                applied = 0
+                await asyncio.sleep(0)  # the checks below see what changed meanwhile
             entry = asked.get(tp)
             if entry is None:
                 continue
             st, offset = entry
             if not self._still(st, ReplicaState.FETCHING) or st.fetch_offset != offset \
                     or st.is_delayed(self.clock()):
-                continue  # changed while the request was in flight
+                continue  # changed while the request was in flight (or the loop ran)
             try:
                 await self._apply_fetched(st, part)
             except KafkaError as exc:
                 self._delay(st, exc.message)
+            applied += len(part.records)
 
     async def _apply_fetched(self, st: PartitionFetchState, part: FetchedPartition) -> None:
         if part.error == ErrorCode.offset_out_of_range:
