@@ -120,12 +120,38 @@ def _send_at_rate(producer: Producer, topic: str, rate: int, seconds: float, sta
                              on_delivery=lambda e, m, s=sent: report(e, m, s))
 
 
+PRODUCER_OVERRIDES: dict[str, str] = {}  # --producer
+
+
+def _client_stats(text: str, topic: str, into: dict[str, list[float]]) -> None:
+    """From librdkafka's statistics (once a second): records per produce request (the
+    topic's ``batchcnt``), bytes per request (``batchsize``), and the produce round trip
+    to the partition leader (broker ``rtt``), as windowed averages and p99s in ms."""
+    doc = json.loads(text)
+    t = doc.get("topics", {}).get(topic)
+    if t and t.get("batchcnt", {}).get("cnt", 0):
+        into["batch_records_avg"].append(t["batchcnt"]["avg"])
+        into["batch_records_p99"].append(t["batchcnt"]["p99"])
+    for broker in doc.get("brokers", {}).values():
+        if broker.get("nodeid", -1) >= 0 and broker.get("toppars", {}) \
+                and broker.get("rtt", {}).get("cnt", 0):
+            into["rtt_p50_ms"].append(broker["rtt"]["p50"] / 1000)
+            into["rtt_p99_ms"].append(broker["rtt"]["p99"] / 1000)
+
+
 def produce(bootstrap: str, topic: str, rate: int, seconds: float, linger_ms: int,
-            warmup_s: float = 2.0) -> tuple[np.ndarray, np.ndarray, int, float]:
+            warmup_s: float = 2.0, client: dict[str, list[float]] | None = None,
+            ) -> tuple[np.ndarray, np.ndarray, int, float]:
     """Returns (callback latencies ms, librdkafka latencies ms, errors, first record's
-    latency ms from a fresh producer)."""
+    latency ms from a fresh producer); ``client`` receives librdkafka's statistics
+    (:func:`_client_stats`) of the measured part."""
+    stats: dict[str, list[float]] = {k: [] for k in (
+        "batch_records_avg", "batch_records_p99", "rtt_p50_ms", "rtt_p99_ms")}
     producer = Producer({"bootstrap.servers": bootstrap, "acks": "all",
-                         "linger.ms": linger_ms, "enable.idempotence": True})
+                         "linger.ms": linger_ms, "enable.idempotence": True,
+                         "statistics.interval.ms": 1000,
+                         "stats_cb": lambda text: _client_stats(text, topic, stats),
+                         **PRODUCER_OVERRIDES})
     producer.list_topics(topic, timeout=10)  # metadata before the clock starts
     acked: list[int] = []
     sent_at: list[int] = []
@@ -162,8 +188,12 @@ def produce(bootstrap: str, topic: str, rate: int, seconds: float, linger_ms: in
     acked.clear()
     sent_at.clear()
     rd_latency.clear()
+    for values in stats.values():
+        values.clear()
     _send_at_rate(producer, topic, rate, seconds, time.time_ns, pad, report)
     producer.flush(60)
+    if client is not None:
+        client.update({k: [round(v, 2) for v in values] for k, values in stats.items()})
     stop.set()
     thread.join(5)
     if SAMPLES_DIR:  # --samples: every (send time, ack latency) for a later look
@@ -249,7 +279,9 @@ def run_rate(cluster: LocalCluster, ports: list[int], rate: int, seconds: float,
         raise RuntimeError("consumer did not start")
     load_start = os.getloadavg()
     lag_before = loop_lag(ports)
-    acked, rd, errors, first = produce(cluster.bootstrap, topic, rate, seconds, linger_ms)
+    client: dict[str, list[float]] = {}
+    acked, rd, errors, first = produce(cluster.bootstrap, topic, rate, seconds, linger_ms,
+                                       client=client)
     lag_after = loop_lag(ports)
     proc.join(seconds + 90)
     if proc.exitcode != 0:
@@ -259,7 +291,7 @@ def run_rate(cluster: LocalCluster, ports: list[int], rate: int, seconds: float,
     return {"rate": rate, "seconds": seconds, "records": total, "errors": errors,
             "consumed": len(e2e), "first_record_ms": first, "produce": summary(acked),
             "produce_librdkafka": summary(rd), "end_to_end": summary(e2e),
-            "loop_lag": lag_delta(lag_before, lag_after),
+            "loop_lag": lag_delta(lag_before, lag_after), "client_stats": client,
             "load_average": [round(x, 2) for x in load_start],
             "load_average_at_end": [round(x, 2) for x in os.getloadavg()]}
 
@@ -282,9 +314,13 @@ def main(argv: list[str] | None = None) -> int:
                         help="keep every produce sample (send time ns, latency ns) as .npy here")
     parser.add_argument("--config", action="append", default=[], metavar="KEY=VALUE",
                         help="broker config override (repeatable)")
+    parser.add_argument("--producer", action="append", default=[], metavar="KEY=VALUE",
+                        help="producer config override (repeatable), e.g. "
+                             "enable.idempotence=false")
     args = parser.parse_args(argv)
     global SAMPLES_DIR
     SAMPLES_DIR = args.samples
+    PRODUCER_OVERRIDES.update(kv.split("=", 1) for kv in args.producer)
     seconds = 10.0 if args.quick else args.seconds
     rates = [int(r) for r in args.rates.split(",")]
     overrides = dict(kv.split("=", 1) for kv in args.config)
@@ -310,16 +346,18 @@ def main(argv: list[str] | None = None) -> int:
     info["load_average_at_end"] = [round(x, 2) for x in os.getloadavg()]
     when = datetime.datetime.now(datetime.UTC).strftime("%Y%m%dT%H%M%SZ")
     doc = {"when": when, "machine": info, "linger_ms": args.linger_ms, "overrides": overrides,
-           "runs": runs}
+           "producer_overrides": PRODUCER_OVERRIDES, "runs": runs}
     lines = [
         f"# Latency benchmark — {when}",
         "",
         (f"Commit `{info['commit']}`; {info['cpu']}, {info['cores']} cores, "
          f"{info['ram_gib']} GiB RAM; Python {info['python']}; confluent-kafka "
          f"{info['confluent_kafka']} (librdkafka {info['librdkafka']})."),
-        (f"3 brokers, 1 partition, RF 3, min.insync.replicas=2, acks=all, idempotent, "
+        (f"3 brokers, 1 partition, RF 3, min.insync.replicas=2, acks=all, idempotent unless "
+         f"overridden, "
          f"linger.ms={args.linger_ms}, 1 KiB records, {seconds:g} s per run; consumer in "
-         f"another process. Broker overrides: {overrides or 'none'}."),
+         f"another process. Broker overrides: {overrides or 'none'}; producer overrides: "
+         f"{PRODUCER_OVERRIDES or 'none'}."),
         "",
         ("| rate/s | what | p50 ms | p99 ms | p99.9 ms | max ms | p99/p50 / p99.9/p50 | "
          "load avg | loop stalls ≥10/50/100 ms (per broker) |"),
@@ -332,6 +370,19 @@ def main(argv: list[str] | None = None) -> int:
         for what, key in (("produce", "produce"), ("produce (librdkafka)", "produce_librdkafka"),
                           ("end to end", "end_to_end")):
             lines.append(f"| {run['rate']} | {what} | {fmt(run[key])} | {load} | {stalls} |")
+    lines += ["", ("librdkafka's statistics over each measured run (per second: average and p99 "
+                   "of records per produce request, produce round trip p50 / p99 to the "
+                   "leader; the median of the seconds, and their worst):"), ""]
+    for run in runs:
+        c = run["client_stats"]
+
+        def med_max(key: str, c: dict = c) -> str:
+            v = c.get(key) or []
+            return f"{float(np.median(v)):.1f} / {max(v):.1f}" if v else "–"
+
+        lines.append(f"* {run['rate']}/s: records per request avg {med_max('batch_records_avg')}, "
+                     f"p99 {med_max('batch_records_p99')}; round trip p50 "
+                     f"{med_max('rtt_p50_ms')} ms, p99 {med_max('rtt_p99_ms')} ms")
     lines += ["", "Goal: p99 ≤ 5 × p50 and p99.9 ≤ 10 × p50 at both rates.", "",
               "Each producer is warmed up for 2 s at the same rate before its samples count "
               "(the broker's loop-stall counts include that warm-up). A fresh producer's first "
