@@ -52,7 +52,9 @@ def main(argv: list[str] | None = None) -> int:
         return _scale(args, sizes)
     failed = 0
     for seed in range(args.seed, args.seed + args.seeds):
-        config = (data_config(**sizes, groups=args.groups) if args.data or args.groups
+        if args.groups:
+            sizes["groups"] = True
+        config = (data_config(**sizes) if args.data or args.groups
                   else dataclasses.replace(SimConfig(), **sizes))
         result = run_seed(seed, config)
         status = "ok" if result.ok else "FAILED"
