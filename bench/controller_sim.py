@@ -17,7 +17,7 @@ brokers' request handling subtracted; the core's part (``ControllerCore.handle``
 (a copy of another commit's ``weir`` package), for a before/after table from one run.
 
 Usage: ``python bench/controller_sim.py [--partitions 10000,100000] [--runs 3]
-[--compare /tmp/before --compare-label before]``.
+[--compare /tmp/before --compare-label before] [--code /tmp/after --label after]``.
 Results: ``bench/results/controller_sim-<UTC stamp>.{md,json}`` and
 ``controller_sim-latest.md``.
 """
@@ -110,6 +110,9 @@ def main() -> None:
     parser.add_argument("--compare", default=None,
                         help="a directory holding another tree's weir package")
     parser.add_argument("--compare-label", default="before")
+    parser.add_argument("--code", default=None,
+                        help="measure the weir package in this directory instead of this "
+                             "tree's (e.g. a `git archive` of a commit)")
     parser.add_argument("--label", default="this commit")
     parser.add_argument("--one", choices=SCENARIOS, help=argparse.SUPPRESS)
     parser.add_argument("--no-save", action="store_true")
@@ -118,13 +121,14 @@ def main() -> None:
         print(json.dumps(one(args.one, int(args.partitions), args.per_topic, args.brokers,
                              args.zk_latency_ms)))
         return
-    codes: list[tuple[str, str | None]] = [(args.label, None)]
+    codes: list[tuple[str, str | None]] = [(args.label, args.code)]
     if args.compare:
         codes.insert(0, (args.compare_label, args.compare))
     doc: dict[str, Any] = {"machine": machine(), "load_start": os.getloadavg(),
                            "brokers": args.brokers, "per_topic": args.per_topic,
                            "zk_latency_ms": args.zk_latency_ms, "runs": args.runs,
-                           "compare": args.compare, "all": [], "best": []}
+                           "compare": args.compare, "code": args.code, "all": [],
+                           "best": []}
     for partitions in (int(p) for p in args.partitions.split(",")):
         for scenario in args.scenarios.split(","):
             runs: dict[str, list[dict[str, Any]]] = {label: [] for label, _ in codes}
