@@ -98,6 +98,16 @@ class CoordinatorShell(Generic[P, S]):
         for index in list(self.partitions):
             self._unload(index)
 
+    def abandon(self) -> list[asyncio.Task]:
+        """The process dies (a simulated crash): cancel every task at once, without waiting
+        and without unloading anything; returns the tasks (the caller keeps them referenced
+        until they finish)."""
+        tasks = [t for t in (self._loop_task, self._creating, *self._tasks)
+                 if t is not None and not t.done()]
+        for task in tasks:
+            task.cancel()
+        return tasks
+
     def _spawn(self, coro: Coroutine[Any, Any, Any]) -> asyncio.Task:
         """A background task of this coordinator, cancelled by :meth:`stop`."""
         task = asyncio.ensure_future(coro)

@@ -297,3 +297,24 @@ def test_a_failing_job_does_not_stop_the_loop(tmp_path):
         await shell.stop()
 
     run(scenario())
+
+
+def test_abandon_cancels_every_task_at_once_and_unloads_nothing(tmp_path):
+    """A killed process (the simulation's crash): every task is cancelled in the same step,
+    nothing is unloaded or answered."""
+    async def scenario():
+        shell, _rm, _meta, _clock = _setup(tmp_path)
+        shell.gate = asyncio.Event()
+        shell.start()
+        shell.on_leadership(TP0, True, 1)
+        async with asyncio.timeout(10):
+            await shell.scanning.wait()  # a load is under way, held at the gate
+        hung = shell._spawn(asyncio.sleep(3600))
+        tasks = shell.abandon()
+        assert hung in tasks and shell._loop_task in tasks and len(tasks) == 3
+        assert all(t.cancelling() for t in tasks)
+        await asyncio.gather(*tasks, return_exceptions=True)
+        assert all(t.cancelled() for t in tasks)
+        assert not shell.unloaded and 0 in shell.partitions  # nothing ran on the way out
+
+    run(scenario())
