@@ -404,6 +404,7 @@ class SocketServer:
                 release = await self.queue.acquire()
                 conn.start(api_key, self._handle(frame, peer, release, security, decoded))
         finally:
+            conn.flush()
             await conn.close()
 
     async def _handle(self, frame: bytes, peer: str, release,
@@ -431,6 +432,8 @@ class _Pipeline:
         self.security = security
         self.last_active = time.monotonic()  # last request read or response written
         self.in_flight: deque[tuple[int, asyncio.Task]] = deque()
+        self._held: list[bytes] = []  # responses of inline requests not yet written
+        self._held_bytes = 0
         self._queued = asyncio.Event()
         self._progress = asyncio.Event()
         self._responder = asyncio.create_task(self._respond())
@@ -440,17 +443,40 @@ class _Pipeline:
 
     async def send_now(self, response: bytes | list[bytes | FileRegion] | None) -> None:
         """Write the response of a request handled inline; only when nothing is in flight,
-        so responses stay in request order."""
+        so responses stay in request order.
+
+        Responses in bytes are held until the connection's task next waits (for more bytes
+        from the client), then written together: a client that pipelines requests (up to
+        ``max.in.flight.requests.per.connection``) gets the answers to all it had sent in
+        one write, i.e. one wake-up instead of one per request.  Nothing waits for it:
+        what was read is answered before the task waits for the next bytes."""
         assert not self.in_flight
         if isinstance(response, list):
+            self.flush()
             await self._send_chunks(response)
         elif response is not None:
-            self.writer.write(response)
+            self._held.append(response)
+            self._held_bytes += len(response)
+            if self._held_bytes > (1 << 20):
+                self.flush()
+            elif len(self._held) == 1:
+                asyncio.get_running_loop().call_soon(self.flush)
         if self.writer.transport.get_write_buffer_size() > (1 << 20):
             await self.writer.drain()
         self.last_active = time.monotonic()
 
+    def flush(self) -> None:
+        """Write the responses :meth:`send_now` holds (request order: before any other)."""
+        if not self._held:
+            return
+        data = self._held[0] if len(self._held) == 1 else b"".join(self._held)
+        self._held.clear()
+        self._held_bytes = 0
+        if not self.writer.is_closing():
+            self.writer.write(data)
+
     def start(self, api_key: int, coro) -> None:
+        self.flush()
         self.in_flight.append((api_key, asyncio.create_task(coro)))
         self._queued.set()
 

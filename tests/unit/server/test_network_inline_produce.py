@@ -78,3 +78,32 @@ def test_produce_answered_inline_and_in_order():
             await server.stop()
 
     asyncio.run(main())
+
+
+def test_answers_to_pipelined_requests_go_out_in_one_write(monkeypatch):
+    from weir.server import network
+
+    writes: list[bytes] = []
+    flush = network._Pipeline.flush
+
+    def counting(self) -> None:
+        if self._held:
+            writes.append(b"".join(self._held))
+        flush(self)
+
+    monkeypatch.setattr(network._Pipeline, "flush", counting)
+
+    async def main() -> None:
+        server = SocketServer(None, "127.0.0.1", 0)
+        server.dispatcher = _Dispatcher()  # type: ignore[assignment]
+        await server.start()
+        try:
+            reader, writer = await asyncio.open_connection("127.0.0.1", server.port)
+            writer.write(_produce(5, 1) + _produce(6, 1) + _produce(7, 1))  # one segment
+            assert [await _read(reader) for _ in range(3)] == [5, 6, 7]
+            writer.close()
+        finally:
+            await server.stop()
+
+    asyncio.run(main())
+    assert writes == [_answer(5) + _answer(6) + _answer(7)]
