@@ -6,7 +6,8 @@ with backoff while its broker is registered, and turns answers into controller e
 (:class:`StopReplicaResult`, :class:`LeaderAndIsrResult`) for the controller queue.
 Removing a broker drops its queued requests.
 
-With ``pre_encode`` (the broker's channels) a sender encodes its request on a worker thread:
+A sender encodes its request on a worker thread (``pre_encode``, over connections that take
+an encoded body):
 a LeaderAndIsr or UpdateMetadata of 10,000 partitions is ~75-100 ms of encoding, which on
 the event loop would stall the broker (and hold back the answer to the ControlledShutdown
 that caused it).  The UpdateMetadata requests of one batch usually differ only in the
@@ -152,26 +153,26 @@ class _BrokerSender:
         try:
             while True:
                 item, shared = await self.queue.get()
-                body = None
-                if shared is not None:  # encoded off the event loop (tens of ms per request)
-                    body = await self._manager.run_blocking(shared.body, item.request)
-                response = await self._send_until_answered(item.request, body)
+                response = await self._send_until_answered(item.request, shared)
                 event = response_event(self.info.id, item.request, response)
                 if event is not None:
                     self._manager.on_event(event)
         finally:
             await self._disconnect()
 
-    async def _send_until_answered(self, request: Any, body: bytes | None) -> Any:
+    async def _send_until_answered(self, request: Any, shared: SharedBodies | None) -> Any:
         backoff = self._manager.backoff_ms / 1000
+        body: bytes | None = None
         while True:
             try:
                 if self._conn is None or not self._conn.connected:
                     await self._disconnect()
                     self._conn = self._manager.connect(self.info.host, self.info.port)
                     await self._conn.connect(timeout_s=self._manager.timeout_s)
-                if body is None:
+                if shared is None or not getattr(self._conn, "takes_encoded_body", False):
                     return await self._conn.request(request, timeout_s=self._manager.timeout_s)
+                if body is None:  # encoded off the event loop (tens of ms per request)
+                    body = await self._manager.run_blocking(shared.body, request)
                 return await self._conn.request(request, timeout_s=self._manager.timeout_s,
                                                 body=body)
             except (OSError, ConnectionError, TimeoutError) as exc:
@@ -197,12 +198,13 @@ class ControllerChannelManager:
                  request_timeout_ms: int = 30000, backoff_ms: int = 100,
                  max_backoff_ms: int = 5000,
                  connect: ConnectionFactory = BrokerConnection,
-                 pre_encode: bool = False,
+                 pre_encode: bool = True,
                  run_blocking: Callable[..., Any] = asyncio.to_thread) -> None:
         """``pre_encode``: the senders encode the request bodies themselves, through
         ``run_blocking`` (a worker thread), each batch's UpdateMetadata once
-        (:class:`SharedBodies`); the connections' ``request`` must take ``body=``, as
-        :class:`BrokerConnection`'s does.  Without it the connections encode on the loop."""
+        (:class:`SharedBodies`), for connections that take an encoded body (a true
+        ``takes_encoded_body``, as :class:`BrokerConnection`); other connections (the
+        simulation's) encode their requests themselves."""
         self.on_event = on_event
         self.pre_encode = pre_encode
         self.run_blocking = run_blocking

@@ -38,6 +38,9 @@ def response_class_for(request_cls: type) -> type:
 class BrokerConnection:
     """One pipelined connection to a Kafka-protocol server."""
 
+    takes_encoded_body = True
+    """:meth:`request` takes the payload's encoding (``body=``)."""
+
     def __init__(self, host: str, port: int, client_id: str = "weir",
                  max_frame_bytes: int = 512 * 1024 * 1024, security: Any = None) -> None:
         self.host = host

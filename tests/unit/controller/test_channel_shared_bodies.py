@@ -80,6 +80,7 @@ def test_different_content_is_not_shared() -> None:
 
 
 class RecordingConnection:
+    takes_encoded_body = True
     sent: ClassVar[list[tuple[int, bytes | None]]] = []
     all_sent: ClassVar[asyncio.Event | None] = None
 
@@ -116,7 +117,7 @@ def test_channels_send_the_shared_bodies() -> None:
             return await asyncio.to_thread(fn, *args)
 
         manager = ControllerChannelManager(lambda _e: None, connect=RecordingConnection,
-                                           pre_encode=True, run_blocking=run_blocking)
+                                           run_blocking=run_blocking)
         await manager.update_brokers({b: BrokerInfo(id=b, host="h", port=b, epoch=e)
                                       for b, e in EPOCHS.items()})
         manager.send([OutboundRequest(b, r)  # built in broker order
