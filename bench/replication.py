@@ -222,6 +222,7 @@ def main(argv: list[str] | None = None) -> int:
     kinds = [k for k in args.producers.split(",") if k]
     lat: dict[str, float] = {}
     outage = float("nan")
+    info = machine()  # the load average before the cluster starts
     with tempfile.TemporaryDirectory(prefix="weir-bench-repl-") as tmp:
         cluster = LocalCluster(Path(tmp) / "cluster", brokers=3, port_base=0,
                                session_timeout_ms=SESSION_TIMEOUT_MS,
@@ -255,7 +256,6 @@ def main(argv: list[str] | None = None) -> int:
                          "pair_ratios": [b / a for a, b in zip(rf1, rf3, strict=True)],
                          "pair_ratios_median": statistics.median(
                              b / a for a, b in zip(rf1, rf3, strict=True))}
-    info = machine()
     info["load_average_at_end"] = [round(x, 2) for x in os.getloadavg()]
     commit = info["commit"]
     when = datetime.datetime.now(datetime.UTC).strftime("%Y%m%dT%H%M%SZ")
