@@ -1,0 +1,571 @@
+"""Consumer groups under simulation (``--groups``): the production group coordinator on every
+simulated broker, over the brokers' real ``__consumer_offsets`` partitions, driven by
+simulated group members while the faults run.
+
+Each broker incarnation of a data-path run (:mod:`weir.sim.data`) runs Weir's real
+:class:`~weir.groups.coordinator.GroupCoordinator` with its production collaborators where
+they exist and the simulation's where they must:
+
+* its ``CoordinatorLog`` is the production :class:`~weir.coordinator_runtime.ReplicaManagerLog`
+  over that broker's real ``ReplicaManager``: commits and group metadata are appended with
+  acks=all to real ``__consumer_offsets`` logs, replicated by the real fetchers;
+* it follows leadership as in a broker (a ``ReplicaManager`` leadership listener: Kafka's
+  GroupMetadataManager load on becoming leader, unload on LeaderAndIsr/StopReplica that
+  takes it away), and loads by replaying the log;
+* its clock is the loop's virtual clock, its metadata view the broker's own UpdateMetadata
+  state (:class:`SimMetadataView`), and FindCoordinator's first lookup creates the topic in
+  the simulated ZooKeeper (Kafka's auto-creation of ``__consumer_offsets``).
+
+A crash abandons the coordinator's tasks with the process; a restart starts a new one.
+
+:class:`SimMember` is a classic-protocol consumer (FindCoordinator, JoinGroup with KIP-394's
+MEMBER_ID_REQUIRED, SyncGroup with a leader-computed assignment, Heartbeat, OffsetCommit,
+OffsetFetch, LeaveGroup, and pauses longer than its session timeout), calling the coordinator
+API of a broker through the simulated network: requests and answers may be lost, delayed or
+reordered, and a member that hears nothing in time gives up as a client's request timeout
+does.  What members observe goes to :class:`GroupPlane`'s append-only histories, which the
+invariants of :mod:`weir.sim.group_invariants` judge.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from weir.common import TopicPartition
+from weir.coordinator_runtime import ReplicaManagerLog
+from weir.groups import codec
+from weir.groups.codec import OFFSETS_TOPIC, GroupKey, OffsetAndMetadata, OffsetKey
+from weir.groups.coordinator import GroupCoordinator, GroupCoordinatorSettings
+from weir.groups.state import GroupConfig, JoinRequest
+from weir.protocol.errors import ErrorCode, KafkaError
+from weir.records.records import iter_records
+
+if TYPE_CHECKING:
+    from weir.sim.cluster import Simulation
+    from weir.sim.data import DataPlane
+    from weir.sim.node import PartitionView, SimNode
+
+__all__ = ["CommitAttempt", "FetchObservation", "GroupPlane", "SimMember", "SimMetadataView",
+           "SyncObservation", "groups_config"]
+
+OFFSETS_PARTITIONS = 3
+GROUPS = 2
+MEMBERS_PER_GROUP = 3
+SESSION_TIMEOUT_MS = 400
+REBALANCE_TIMEOUT_MS = 600
+HEARTBEAT_MS = 60
+REQUEST_TIMEOUT_MS = 1000  # the client's request.timeout.ms (JoinGroup: + rebalance timeout)
+COMMIT_TIMEOUT_MS = 600  # offsets.commit.timeout.ms
+LEADER_DURING_DELETE = -2
+# The latest a message can arrive (weir.sim.cluster.Simulation.net_delay: 8 ms + a 250 ms
+# resend; FIFO links never hold one longer than the slowest message sent before it).  A
+# commit whose answer never came was written, if ever, within this long of being sent.
+MAX_DELIVERY_MS = 300
+CLIENT_LINK_BASE = 1000  # members' network addresses (brokers are 1..n, producers 0)
+
+
+def groups_config(**overrides: Any) -> Any:
+    """A data-path configuration with consumer groups."""
+    from weir.sim.cluster import data_config
+
+    return data_config(**{"groups": True, **overrides})
+
+
+@dataclass(frozen=True)
+class _BrokerMeta:
+    id: int
+    host: str
+    port: int
+
+
+@dataclass(frozen=True)
+class _PartitionMeta:
+    leader: int
+    leader_epoch: int
+    isr: tuple[int, ...]
+    replicas: tuple[int, ...]
+
+
+class SimMetadataView:
+    """A coordinator's :class:`~weir.coordinator_runtime.MetadataView`: the partitions as the
+    broker's own UpdateMetadata state has them (not ZooKeeper's truth), as a broker's
+    metadata cache does."""
+
+    def __init__(self, node: SimNode) -> None:
+        self.node = node
+
+    @property
+    def topics(self) -> Mapping[str, Mapping[int, Any]]:
+        out: dict[str, dict[int, _PartitionMeta]] = {}
+        for tp, view in sorted(self.node.broker.metadata.items()):
+            if view.leader != LEADER_DURING_DELETE:
+                out.setdefault(tp.topic, {})[tp.partition] = _meta(view)
+        return out
+
+    @property
+    def brokers(self) -> Mapping[int, Any]:
+        # The registered brokers (ZooKeeper's /brokers/ids, which UpdateMetadata's live
+        # brokers follow; the simulated broker half does not keep that list itself).
+        return {b: _BrokerMeta(b, f"broker-{b}", 9092) for b in sorted(self.node.sim.zk.brokers)}
+
+    def partition(self, tp: TopicPartition) -> Any:
+        view = self.node.broker.metadata.get(tp)
+        return None if view is None or view.leader == LEADER_DURING_DELETE else _meta(view)
+
+    def has_topic(self, topic: str) -> bool:
+        return topic in self.topics
+
+    def broker_on(self, broker_id: int, listener: str) -> Any:
+        return self.brokers.get(broker_id)
+
+
+def _meta(view: PartitionView) -> _PartitionMeta:
+    return _PartitionMeta(view.leader, view.leader_epoch, tuple(view.isr), view.replicas)
+
+
+class _VirtualClock:
+    def __init__(self, sim: Simulation) -> None:
+        self.sim = sim
+
+    def now_ms(self) -> int:
+        return self.sim.now
+
+    def monotonic(self) -> float:
+        return self.sim.loop.time()
+
+
+class _ObservedLog(ReplicaManagerLog):
+    """The production :class:`ReplicaManagerLog`, noting the key of every record it wrote
+    (the power-loss exemption of the invariants needs to know what a lost record was)."""
+
+    def __init__(self, replica_manager: Any, plane: GroupPlane) -> None:
+        super().__init__(replica_manager)
+        self._plane = plane
+
+    async def append(self, tp: TopicPartition, batch: bytes,
+                     timeout_ms: int) -> tuple[ErrorCode, int]:
+        error, base = await super().append(tp, batch, timeout_ms)
+        if base >= 0:
+            for rec in iter_records(batch):
+                self._plane.keys[(tp, base + rec.offset, rec.value or b"")] = rec.key or b""
+        return error, base
+
+
+@dataclass
+class CommitAttempt:
+    """One OffsetCommit of one partition: ``value`` is unique and grows with time;
+    ``end`` is when its write, if any, had certainly happened (None: still unknown);
+    ``acked_at`` when the member heard it succeed; ``excused`` once the power-loss
+    exemption forgave its loss."""
+
+    member: str
+    value: int
+    sent_at: int
+    end: int | None = None
+    acked_at: int | None = None
+    excused: bool = False
+
+
+@dataclass(frozen=True)
+class FetchObservation:
+    """An OffsetFetch answered by the online leader of the group's offsets partition."""
+
+    group: str
+    broker: int
+    served_at: int
+    offsets: dict[TopicPartition, int | None]
+
+
+@dataclass(frozen=True)
+class SyncObservation:
+    """A member told it is in sync: its generation and the assignment's identity."""
+
+    group: str
+    member: str
+    generation: int
+    nonce: str
+    at: int
+    broker: int
+
+
+@dataclass
+class GroupPlane:
+    """The group side of a simulated cluster: coordinators per broker incarnation, members,
+    and the histories the invariants read."""
+
+    sim: Simulation
+    data: DataPlane
+    coordinators: dict[int, tuple[int, GroupCoordinator]] = field(default_factory=dict)
+    members: list[SimMember] = field(default_factory=list)
+    commits: dict[tuple[str, TopicPartition], list[CommitAttempt]] = field(default_factory=dict)
+    fetches: list[FetchObservation] = field(default_factory=list)
+    syncs: list[SyncObservation] = field(default_factory=list)
+    # (offsets partition, offset, value) -> key of each record a coordinator wrote
+    keys: dict[tuple[TopicPartition, int, bytes], bytes] = field(default_factory=dict)
+    # broker -> the members' requests waiting on it (a crash resets their connections)
+    waiting: dict[int, dict[asyncio.Future[Any], None]] = field(default_factory=dict)
+    _values: Any = field(default_factory=lambda: itertools.count(1))
+    _nonces: Any = field(default_factory=lambda: itertools.count(1))
+
+    @property
+    def stats(self) -> Any:
+        return self.data.stats
+
+    @property
+    def stop_at(self) -> int:
+        """Members stop here, before the run's end checks."""
+        config = self.sim.config
+        return config.fault_ms + config.settle_ms * 2 // 3
+
+    # -- broker processes ----------------------------------------------------------------
+
+    def start(self, node: SimNode) -> None:
+        """A new broker incarnation: its group coordinator follows its replica manager."""
+        assert node.replicas is not None
+        settings = GroupCoordinatorSettings(
+            broker_id=node.id,
+            group=GroupConfig(min_session_timeout_ms=50, initial_rebalance_delay_ms=30),
+            offsets_topic_num_partitions=OFFSETS_PARTITIONS,
+            offsets_commit_timeout_ms=COMMIT_TIMEOUT_MS)
+        coordinator = GroupCoordinator(settings, SimMetadataView(node),
+                                       _ObservedLog(node.replicas.rm, self),
+                                       clock=_VirtualClock(self.sim),
+                                       create_offsets_topic=self._create_offsets_topic)
+        node.replicas.rm.leadership_listeners.append(coordinator.on_leadership)
+        self.coordinators[node.id] = (node.incarnation, coordinator)
+        coordinator.start()
+
+    def crash(self, node: SimNode) -> None:
+        entry = self.coordinators.pop(node.id, None)
+        if entry is not None:
+            self.data.bury(entry[1].abandon())
+        # The members' connections to it are reset: they hear so a network delay later.
+        for answer in self.waiting.pop(node.id, {}):
+            self.sim.schedule(self.sim.net_delay(),
+                              lambda a=answer: a.done() or a.set_result(None))
+
+    def coordinator(self, node: SimNode) -> GroupCoordinator | None:
+        entry = self.coordinators.get(node.id)
+        if entry is None or entry[0] != node.incarnation or not node.alive:
+            return None
+        return entry[1]
+
+    async def _create_offsets_topic(self) -> None:
+        """The topic administration's creation of ``__consumer_offsets`` (a ZooKeeper round
+        trip; compacted, RF 3, as Kafka's offsets.topic.* defaults)."""
+        sim = self.sim
+        await asyncio.sleep(sim.zk_latency() / 1000)
+        if OFFSETS_TOPIC in sim.zk.topics:
+            return
+        ids = sorted(sim.nodes)
+        start = sim.rng.randrange(len(ids))
+        parts = {p: [ids[(start + p + i) % len(ids)] for i in range(sim.config.replication)]
+                 for p in range(OFFSETS_PARTITIONS)}
+        sim.faults.append(f"{sim.now}: create {OFFSETS_TOPIC} {parts}")
+        sim.zk.create_topic(OFFSETS_TOPIC, parts)
+
+    def online_coordinator(self, group: str) -> tuple[SimNode, GroupCoordinator] | None:
+        """The broker that is now the online leader of the group's offsets partition (the
+        one ZooKeeper names, alive and in that leader epoch), and its coordinator."""
+        for node in self.sim.nodes.values():
+            coordinator = self.coordinator(node)
+            if coordinator is None:
+                continue
+            tp = TopicPartition(OFFSETS_TOPIC, coordinator.partition_for(group))
+            leader = self.data.online_leader(tp)
+            if leader is not None and leader is node.replicas:
+                return node, coordinator
+        return None
+
+    def lost_to_power_failure(self, broker: int, group: str) -> tuple[set[int], int]:
+        """What ``broker`` lost of ``group`` to power failure (the data path's exemption,
+        :mod:`weir.sim.data`: acks=all relies on replication, not fsync): the offsets of the
+        commits it lost, and the newest generation of the group metadata it lost (-1)."""
+        commits: set[int] = set()
+        generation = -1
+        for (tp, offset, value), brokers in self.data.amnesia.items():
+            if tp.topic != OFFSETS_TOPIC or broker not in brokers:
+                continue
+            key = self.keys.get((tp, offset, value))
+            decoded = codec.decode_key(key) if key else None
+            if isinstance(decoded, OffsetKey) and decoded.group == group and value:
+                commits.add(codec.decode_offset_value(value).offset)
+            elif isinstance(decoded, GroupKey) and decoded.group == group and value:
+                generation = max(generation, codec.decode_group_value(value).generation)
+        return commits, generation
+
+    # -- members -------------------------------------------------------------------------
+
+    def start_members(self) -> None:
+        link = itertools.count(CLIENT_LINK_BASE)
+        for g in range(GROUPS):
+            for m in range(MEMBERS_PER_GROUP):
+                member = SimMember(self, f"g{g}", f"g{g}-c{m}", next(link))
+                self.members.append(member)
+                self.sim.spawn(member.run())
+
+    def next_value(self) -> int:
+        return next(self._values)
+
+    def next_nonce(self) -> int:
+        return next(self._nonces)
+
+    async def call(self, member: SimMember, broker: int,
+                   serve: Callable[[SimNode, GroupCoordinator], Any], timeout_ms: int) -> Any:
+        """``serve(node, coordinator)`` (a value or a coroutine) on broker ``broker``, through
+        the simulated network; None if no answer came within ``timeout_ms`` or the broker
+        died (its connection was reset) meanwhile."""
+        sim = self.sim
+        node = sim.nodes[broker]
+        answer: asyncio.Future[Any] = sim.loop.create_future()
+
+        def arrive(replicas: Any) -> None:
+            coordinator = self.coordinator(node)
+            if coordinator is None:
+                return  # nobody listens: the connection is refused, the client times out
+
+            async def run() -> None:
+                value = serve(node, coordinator)
+                if asyncio.iscoroutine(value):
+                    value = await value
+                self._reply(node.id, member.link, answer, value)
+            replicas.spawn(run())
+        self.data.send(member.link, node, arrive)
+        waiting = self.waiting.setdefault(broker, {})
+        waiting[answer] = None
+        try:
+            async with asyncio.timeout(timeout_ms / 1000):
+                return await answer
+        except TimeoutError:
+            return None
+        finally:
+            waiting.pop(answer, None)
+
+    def _reply(self, src: int, dst: int, answer: asyncio.Future[Any], value: Any) -> None:
+        """An answer back to a member: lost, reordered or delivered in order, as
+        :meth:`DataPlane.send` treats broker messages."""
+        sim, config = self.sim, self.sim.config
+        if sim.rng.random() < config.data_drop_ratio:
+            return
+
+        def deliver() -> None:
+            if not answer.done():
+                answer.set_result(value)
+        if sim.rng.random() < config.data_reorder_ratio:
+            sim.schedule(sim.net_delay(), deliver)
+        else:
+            sim._deliver(src, dst, deliver)
+
+
+_RETRY_COORDINATOR = frozenset({ErrorCode.not_coordinator, ErrorCode.coordinator_not_available})
+_REJOIN = frozenset({ErrorCode.rebalance_in_progress, ErrorCode.illegal_generation})
+_RESET = frozenset({ErrorCode.unknown_member_id, ErrorCode.fenced_instance_id})
+
+
+class SimMember:
+    """A classic-protocol group consumer; see the module docstring."""
+
+    def __init__(self, plane: GroupPlane, group: str, name: str, link: int) -> None:
+        self.plane = plane
+        self.group = group
+        self.name = name
+        self.link = link
+        self.coordinator: int | None = None
+        self.member_id = ""
+        self.generation = -1
+        self.assigned: list[TopicPartition] = []
+
+    @property
+    def sim(self) -> Simulation:
+        return self.plane.sim
+
+    async def _sleep(self, ms: int) -> None:
+        await asyncio.sleep(ms / 1000)
+
+    async def run(self) -> None:
+        sim = self.sim
+        await self._sleep(sim.rng.randint(0, 300))
+        while sim.now < self.plane.stop_at:
+            if self.coordinator is None:
+                await self._find_coordinator()
+            elif self.generation < 0:
+                await self._join_and_sync()
+            else:
+                await self._stable_step()
+
+    def _on_error(self, code: ErrorCode | None) -> None:
+        """What a consumer does with a failed group request (None: no answer in time)."""
+        self.plane.stats[f"groups_error_{'timeout' if code is None else code.name}"] += 1
+        if code is None or code in _RETRY_COORDINATOR:
+            self.coordinator = None  # look it up again; the generation stays (it moved)
+        elif code in _REJOIN:
+            self.generation = -1
+        elif code in _RESET:
+            self.member_id = ""
+            self.generation = -1
+
+    async def _find_coordinator(self) -> None:
+        sim = self.sim
+        live = [n.id for n in sim.nodes.values() if n.alive]
+        if not live:
+            await self._sleep(100)
+            return
+        answer = await self.plane.call(
+            self, sim.rng.choice(live),
+            lambda _node, c: c.find_coordinator(self.group), REQUEST_TIMEOUT_MS)
+        if answer is None or answer[0] != ErrorCode.none:
+            await self._sleep(50)
+            return
+        self.coordinator = answer[1]
+
+    async def _join_and_sync(self) -> None:
+        assert self.coordinator is not None
+        request = JoinRequest(self.member_id, None, self.name, "sim", SESSION_TIMEOUT_MS,
+                              REBALANCE_TIMEOUT_MS, "consumer", [("range", b"")], True)
+        joined = await self.plane.call(self, self.coordinator,
+                                       lambda _node, c: c.join(self.group, request),
+                                       REQUEST_TIMEOUT_MS + REBALANCE_TIMEOUT_MS)
+        if joined is None or joined.error == ErrorCode.coordinator_load_in_progress:
+            self._on_error(None if joined is None else joined.error)
+            await self._sleep(30)
+            return
+        if joined.error == ErrorCode.member_id_required:
+            self.member_id = joined.member_id  # KIP-394: join again with it
+            return
+        if joined.error != ErrorCode.none:
+            self._on_error(joined.error)
+            await self._sleep(30)
+            return
+        self.member_id = joined.member_id
+        generation = joined.generation_id
+        assignments: dict[str, bytes] = {}
+        if joined.leader == self.member_id:
+            # In the order the coordinator lists them (its members' join order): member ids
+            # end in a random UUID (Kafka's format), so sorting them would not replay.
+            members = [m[0] for m in joined.members]
+            nonce = f"{self.name}/{generation}/{self.plane.next_nonce()}"
+            tps = self._subscribed()
+            for i, member_id in enumerate(members):
+                mine = tps[i::len(members)]
+                assignments[member_id] = "|".join(
+                    [nonce, *(f"{tp.topic}:{tp.partition}" for tp in mine)]).encode()
+        synced = await self.plane.call(
+            self, self.coordinator,
+            lambda _node, c: c.sync(self.group, self.member_id, None, generation, "consumer",
+                                    "range", assignments),
+            REQUEST_TIMEOUT_MS + REBALANCE_TIMEOUT_MS)
+        if synced is None or synced.error != ErrorCode.none:
+            self._on_error(None if synced is None else synced.error)
+            return
+        nonce, *parts = synced.assignment.decode().split("|") if synced.assignment else [""]
+        self.generation = generation
+        self.assigned = [TopicPartition(t, int(p)) for t, p in (x.split(":") for x in parts)]
+        self.plane.syncs.append(SyncObservation(self.group, self.member_id, generation, nonce,
+                                                self.sim.now, self.coordinator))
+        self.plane.stats["groups_synced"] += 1
+        await self._fetch()  # a consumer reads its committed positions after a rebalance
+
+    def _subscribed(self) -> list[TopicPartition]:
+        """The partitions of the topics the group consumes: every live topic but the internal
+        ones (a pattern subscription; the leader assigns them)."""
+        zk = self.sim.zk
+        return sorted(tp for tp in zk.states
+                      if tp.topic not in zk.to_delete and not tp.topic.startswith("__"))
+
+    async def _stable_step(self) -> None:
+        rng = self.sim.rng
+        roll = rng.random()
+        if roll < 0.02:
+            # A pause longer than the session (a GC pause, a stuck poll loop): the
+            # coordinator removes the member; its next request is fenced.
+            self.plane.stats["groups_member_pauses"] += 1
+            await self._sleep(rng.randint(SESSION_TIMEOUT_MS, 2 * SESSION_TIMEOUT_MS))
+        elif roll < 0.04:
+            await self._leave()
+        elif roll < 0.4:
+            await self._commit()
+        elif roll < 0.55:
+            await self._fetch()
+        else:
+            await self._heartbeat()
+        await self._sleep(HEARTBEAT_MS)
+
+    async def _heartbeat(self) -> None:
+        assert self.coordinator is not None
+        generation, member_id = self.generation, self.member_id
+        code = await self.plane.call(
+            self, self.coordinator,
+            lambda _node, c: c.heartbeat(self.group, member_id, None, generation),
+            REQUEST_TIMEOUT_MS)
+        if code != ErrorCode.none:
+            self._on_error(code)
+
+    async def _leave(self) -> None:
+        assert self.coordinator is not None
+        member_id = self.member_id
+        self.plane.stats["groups_leaves"] += 1
+        await self.plane.call(self, self.coordinator,
+                              lambda _node, c: c.leave(self.group, [(member_id, None)]),
+                              REQUEST_TIMEOUT_MS)
+        self.member_id, self.generation = "", -1
+        await self._sleep(self.sim.rng.randint(50, 300))
+
+    async def _commit(self) -> None:
+        assert self.coordinator is not None
+        if not self.assigned:
+            return
+        sim = self.sim
+        tps = sim.rng.sample(self.assigned, sim.rng.randint(1, len(self.assigned)))
+        now = sim.now
+        attempts = {tp: CommitAttempt(self.name, self.plane.next_value(), now) for tp in tps}
+        for tp, attempt in attempts.items():
+            self.plane.commits.setdefault((self.group, tp), []).append(attempt)
+        offsets = {tp: OffsetAndMetadata(a.value, commit_timestamp=now)
+                   for tp, a in attempts.items()}
+        generation, member_id = self.generation, self.member_id
+        self.plane.stats["groups_commits"] += 1
+        answer = await self.plane.call(
+            self, self.coordinator,
+            lambda _node, c: c.commit_offsets(self.group, member_id, None, generation, offsets),
+            REQUEST_TIMEOUT_MS)
+        for tp, attempt in attempts.items():
+            if answer is None:
+                attempt.end = attempt.sent_at + MAX_DELIVERY_MS
+                continue
+            attempt.end = sim.now
+            if answer[tp] == ErrorCode.none:
+                attempt.acked_at = sim.now
+                self.plane.stats["groups_commits_acked"] += 1
+        errors = [] if answer is None else [e for e in answer.values() if e != ErrorCode.none]
+        if answer is None or errors:
+            self._on_error(None if answer is None else errors[0])
+
+    async def _fetch(self) -> None:
+        assert self.coordinator is not None
+        if not self.assigned:
+            return
+        tps = list(self.assigned)
+        plane = self.plane
+
+        def serve(node: SimNode, c: GroupCoordinator) -> Any:
+            try:
+                found = c.fetch_offsets(self.group, tps)
+            except KafkaError as exc:
+                return exc.code
+            online = plane.online_coordinator(self.group)
+            return found, online is not None and online[0] is node, plane.sim.now
+        answer = await plane.call(self, self.coordinator, serve, REQUEST_TIMEOUT_MS)
+        if answer is None or isinstance(answer, ErrorCode):
+            if answer != ErrorCode.coordinator_load_in_progress:
+                self._on_error(answer)
+            return
+        found, online, served_at = answer
+        plane.stats["groups_fetches"] += 1
+        if online:  # judged as of the moment it was served (commits acknowledged before)
+            plane.fetches.append(FetchObservation(
+                self.group, self.coordinator, served_at,
+                {tp: None if o is None else o.offset for tp, o in found.items()}))
