@@ -12,7 +12,7 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Coroutine
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -345,14 +345,16 @@ class ReplicaManager:
             await self._await_replication(waiting, results, timeout_ms)
         return results
 
-    def append_now(self, acks: int, entries: dict[TopicPartition, bytes],
+    def append_now(self, acks: int, timeout_ms: int, entries: dict[TopicPartition, bytes],
                    origin: AppendOrigin = AppendOrigin.CLIENT,
-                   ) -> dict[TopicPartition, ProduceResult]:
-        """:meth:`append` for ``acks`` 0 or 1 (nothing to wait for), without a coroutine."""
-        assert acks != -1
+                   ) -> tuple[dict[TopicPartition, ProduceResult],
+                              Coroutine[Any, Any, None] | None]:
+        """:meth:`append` without a coroutine up to its wait: the results, and None when
+        they are final (``acks`` 0 or 1, or ``acks=all`` already replicated, as with one
+        replica), else the wait for the followers (a coroutine that completes them)."""
         results: dict[TopicPartition, ProduceResult] = {}
-        self._append_local(acks, entries, origin, None, results)
-        return results
+        waiting = self._append_local(acks, entries, origin, None, results)
+        return results, self._replication(waiting, results, timeout_ms) if waiting else None
 
     def _append_local(self, acks: int, entries: dict[TopicPartition, bytes],
                       origin: AppendOrigin,
@@ -398,6 +400,16 @@ class ReplicaManager:
     async def _await_replication(self, waiting: dict[TopicPartition, int],
                                  results: dict[TopicPartition, ProduceResult],
                                  timeout_ms: int) -> None:
+        later = self._replication(waiting, results, timeout_ms)
+        if later is not None:
+            await later
+
+    def _replication(self, waiting: dict[TopicPartition, int],
+                     results: dict[TopicPartition, ProduceResult],
+                     timeout_ms: int) -> Coroutine[Any, Any, None] | None:
+        """Kafka's DelayedProduce for ``acks=all``, decided now if it can be (the results'
+        errors set, None), else the wait in the produce purgatory (a coroutine that sets
+        them).  The leaderships are those of the moment of the append."""
         leaders = {tp: (self.partitions[tp], self.partitions[tp].leadership_generation)
                    for tp in waiting}
 
@@ -410,10 +422,20 @@ class ReplicaManager:
         def done() -> bool:
             return all(status(tp) is not None for tp in waiting)
 
-        await self.produce_purgatory.wait(waiting, done, timeout_ms / 1000)
-        for tp in waiting:
-            code = status(tp)
-            results[tp].error = ErrorCode.request_timed_out if code is None else code
+        def finish() -> None:
+            for tp in waiting:
+                code = status(tp)
+                results[tp].error = ErrorCode.request_timed_out if code is None else code
+
+        if done():
+            finish()
+            return None
+
+        async def wait() -> None:
+            await self.produce_purgatory.wait(waiting, done, timeout_ms / 1000)
+            finish()
+
+        return wait()
 
     def on_high_watermark_change(self, tp: TopicPartition) -> None:
         self.produce_purgatory.notify(tp)

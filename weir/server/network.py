@@ -39,13 +39,14 @@ certificate DN, or ANONYMOUS) is in every request's context.
 from __future__ import annotations
 
 import asyncio
+import inspect
 import logging
 import os
 import socket
 import struct
 import time
 from collections import Counter, deque
-from collections.abc import Mapping
+from collections.abc import Coroutine, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -87,11 +88,12 @@ class Dispatcher:
     """Decodes a request, runs its handler and frames the response.
 
     :meth:`dispatch` is the whole of it, as a coroutine.  The socket server splits it for
-    requests that can be answered without waiting (a Produce with ``acks`` 0 or 1): it calls
-    :meth:`decode` and then :meth:`answer_now`, which runs the handler module's
-    ``handle_now`` inline on the connection's task, so such a request costs no task of its
-    own and no hand-off to the responder; only when that says the request must wait does it
-    go on as a task (:meth:`complete`) without being decoded again.
+    a Produce with nothing ahead of it on its connection: it calls :meth:`decode` and then
+    :meth:`answer_now`, which runs the handler module's ``handle_now`` inline on the
+    connection's task up to its first wait, so a request that needs none (``acks`` 0 or 1,
+    or ``acks=all`` with one replica) costs no task of its own and no hand-off to the
+    responder; one that must wait (for followers) goes on as a task from where it stopped,
+    and one that says ``NOT_NOW`` as a task (:meth:`complete`), neither decoded again.
     """
 
     def __init__(self, services: BrokerServices) -> None:
@@ -139,16 +141,23 @@ class Dispatcher:
             ctx.security = security
         return Decoded(handler, ctx, request)
 
-    def answer_now(self, decoded: Decoded) -> bytes | list[bytes | FileRegion] | None | object:
-        """The framed response of a request answered without waiting, or :data:`NOT_NOW`
-        (then :meth:`complete` handles it)."""
+    def answer_now(self, decoded: Decoded) -> Any:
+        """The framed response of a request answered without waiting; a coroutine that
+        finishes one begun here (it returns the framed response); or :data:`NOT_NOW` (then
+        :meth:`complete` handles it all)."""
         handle_now = getattr(decoded.handler.module, "handle_now", None)
         if handle_now is None:
             return NOT_NOW
         response = handle_now(decoded.ctx, decoded.request)
         if response is NOT_NOW:
             return NOT_NOW
+        if inspect.iscoroutine(response):
+            return self._frame_later(decoded, response)
         return self._frame(decoded, response)
+
+    async def _frame_later(self, decoded: Decoded, rest: Coroutine[Any, Any, Any]
+                           ) -> bytes | list[bytes | FileRegion] | None:
+        return self._frame(decoded, await rest)
 
     async def complete(self, decoded: Decoded) -> bytes | list[bytes | FileRegion] | None:
         return self._frame(decoded, await decoded.handler.module.handle(decoded.ctx,
@@ -388,35 +397,46 @@ class SocketServer:
                 decoded = None
                 if api_key == _PRODUCE:
                     if not conn.in_flight:
-                        # Nothing ahead of it: a request that needs no wait (acks 0 or 1)
-                        # is answered right here, in order, with no task of its own.
+                        # Nothing ahead of it: handled right here up to its first wait; one
+                        # that needs none is answered in order with no task of its own.
                         decoded = self.dispatcher.decode(frame, peer, security)
                         if isinstance(decoded, Decoded):
                             answer = self.dispatcher.answer_now(decoded)
-                            if answer is not NOT_NOW:
+                            if inspect.iscoroutine(answer):
+                                decoded = answer  # begun: its wait goes on as a task
+                            elif answer is not NOT_NOW:
                                 await conn.send_now(answer)
                                 continue
                     elif not conn.only_produce_in_flight():
                         await conn.wait_until(lambda: not conn.in_flight)
                 else:
                     await conn.wait_until(lambda: not conn.in_flight)
-                await conn.wait_until(lambda: len(conn.in_flight) < MAX_IN_FLIGHT)
-                release = await self.queue.acquire()
+                try:
+                    await conn.wait_until(lambda: len(conn.in_flight) < MAX_IN_FLIGHT)
+                    release = await self.queue.acquire()
+                except BaseException:
+                    if inspect.iscoroutine(decoded):
+                        decoded.close()  # the connection is going: nobody waits for it
+                    raise
                 conn.start(api_key, self._handle(frame, peer, release, security, decoded))
         finally:
             conn.flush()
             await conn.close()
 
-    async def _handle(self, frame: bytes, peer: str, release,
-                      security: ConnectionSecurity, decoded: Decoded | bytes | None = None
+    async def _handle(self, frame: bytes, peer: str, release, security: ConnectionSecurity,
+                      decoded: Decoded | bytes | Coroutine[Any, Any, Any] | None = None
                       ) -> Any:
+        """The request's task: all of it (``decoded`` None), the handler of a request
+        decoded already, or the rest of one begun inline (a coroutine)."""
         token = request_slot.set(release)
         try:
             if decoded is None:
                 return await self.dispatcher.dispatch(frame, peer, security)
             if isinstance(decoded, bytes):
                 return decoded
-            return await self.dispatcher.complete(decoded)
+            if isinstance(decoded, Decoded):
+                return await self.dispatcher.complete(decoded)
+            return await decoded
         finally:
             release()
             request_slot.reset(token)

@@ -87,13 +87,37 @@ def test_parked_fetch_answers_at_once_when_a_partition_fails(tmp_path):
     assert out[other].error == ErrorCode.not_leader_or_follower
 
 
-def test_append_now_is_append_without_waiting(tmp_path):
+def test_append_now_is_append_without_a_coroutine(tmp_path):
     rm = make_rm(tmp_path)
     lead(rm)
-    first = rm.append_now(1, {TP: build_batch([b"a", b"b"], producer_id=7, producer_epoch=0,
-                                              base_sequence=0)})
-    assert (first[TP].error, first[TP].base_offset) == (ErrorCode.none, 0)
+    first, wait = rm.append_now(1, 1000, {TP: build_batch(
+        [b"a", b"b"], producer_id=7, producer_epoch=0, base_sequence=0)})
+    assert wait is None and (first[TP].error, first[TP].base_offset) == (ErrorCode.none, 0)
     gap = build_batch([b"c"], producer_id=7, producer_epoch=0, base_sequence=5)
-    assert rm.append_now(1, {TP: gap})[TP].error == ErrorCode.out_of_order_sequence_number
-    later = run(rm.append(1, 1000, {TP: build_batch([b"d"])}))
-    assert later[TP].base_offset == 2 and rm.partitions[TP].log.high_watermark == 3
+    results, wait = rm.append_now(1, 1000, {TP: gap})
+    assert wait is None and results[TP].error == ErrorCode.out_of_order_sequence_number
+    # acks=all with this broker the only replica: replicated at once, nothing to wait for
+    results, wait = rm.append_now(-1, 1000, {TP: build_batch([b"d"])})
+    assert wait is None and (results[TP].error, results[TP].base_offset) == (ErrorCode.none, 2)
+    assert rm.partitions[TP].log.high_watermark == 3
+
+
+def test_append_now_acks_all_returns_the_wait_for_followers(tmp_path):
+    rm = make_rm(tmp_path)
+    lead(rm, replicas=(1, 2), isr=(1, 2))
+
+    async def scenario():
+        results, wait = rm.append_now(-1, 5000, {TP: build_batch([b"a"])})
+        assert wait is not None and rm.partitions[TP].log.log_end_offset == 1
+        waiting = asyncio.create_task(wait)
+        await asyncio.sleep(0)
+        assert not waiting.done()
+        await rm.fetch(2, 0, 1, 1 << 20, [FetchPartition(TP, 1, 1 << 20)])  # caught up
+        await asyncio.wait_for(waiting, 2)
+        return results
+
+    results = run(scenario())
+    assert (results[TP].error, results[TP].base_offset) == (ErrorCode.none, 0)
+    _results, wait = rm.append_now(-1, 1, {TP: build_batch([b"b"])})
+    run(wait)  # follower 2 never fetches it: the timeout is the answer
+    assert _results[TP].error == ErrorCode.request_timed_out

@@ -31,6 +31,13 @@ class _Dispatcher:
         if decoded.request == -1:
             return NOT_NOW
         self.inline.append(decoded.ctx)
+        if decoded.request == -2:  # begun here, waits for ``released`` in a task
+
+            async def rest() -> bytes:
+                await self.released.wait()
+                return _answer(decoded.ctx)
+
+            return rest()
         return _answer(decoded.ctx)
 
     async def dispatch(self, frame: bytes, peer: str, security=None):
@@ -107,3 +114,27 @@ def test_answers_to_pipelined_requests_go_out_in_one_write(monkeypatch):
 
     asyncio.run(main())
     assert writes == [_answer(5) + _answer(6) + _answer(7)]
+
+
+def test_request_begun_inline_finishes_in_order_as_a_task():
+    async def main() -> None:
+        server = SocketServer(None, "127.0.0.1", 0)
+        fake = _Dispatcher()
+        server.dispatcher = fake  # type: ignore[assignment]
+        await server.start()
+        try:
+            reader, writer = await asyncio.open_connection("127.0.0.1", server.port)
+            writer.write(_produce(1, -2) + _produce(2, 1))  # 2 is behind 1's wait
+            await writer.drain()
+            for _ in range(100):
+                if fake.tasked == [2]:
+                    break
+                await asyncio.sleep(0.01)
+            assert fake.inline == [1] and fake.tasked == [2]
+            fake.released.set()
+            assert [await _read(reader), await _read(reader)] == [1, 2]
+            writer.close()
+        finally:
+            await server.stop()
+
+    asyncio.run(main())

@@ -39,15 +39,26 @@ async def handle(ctx, request) -> Any:
 
 
 def handle_now(ctx, request) -> Any:
-    """The response of a request that waits for nothing (``acks`` 0 or 1, no KIP-890
-    verification to ask the transaction coordinator), computed inline; else ``NOT_NOW``."""
-    if int(request.acks) == -1 or _needs_verification(
-            ctx, getattr(request, "transactional_id", None), False):
+    """The request handled without a coroutine up to its first wait: the response; or,
+    for ``acks=all`` whose followers have yet to catch up, a coroutine that waits for them
+    and returns it; ``NOT_NOW`` when a KIP-890 verification must ask the transaction
+    coordinator first (then :func:`handle` does it all)."""
+    if _needs_verification(ctx, getattr(request, "transactional_id", None), False):
         return NOT_NOW
     acks, entries, results, txn_denied, _tid = _collect(ctx, request)
-    if entries:
-        results.update(ctx.replica_manager.append_now(acks, entries))
-    return _response(ctx, acks, results, txn_denied)
+    if not entries:
+        return _response(ctx, acks, results, txn_denied)
+    timeout_ms = int(request.timeout.total_seconds() * 1000)
+    appended, wait = ctx.replica_manager.append_now(acks, timeout_ms, entries)
+    results.update(appended)
+    if wait is None:
+        return _response(ctx, acks, results, txn_denied)
+
+    async def later() -> Any:
+        await wait
+        return _response(ctx, acks, results, txn_denied)
+
+    return later()
 
 
 def _needs_verification(ctx, transactional_id: str | None, txn_denied: bool) -> bool:
