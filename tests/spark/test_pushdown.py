@@ -88,6 +88,42 @@ def test_other_columns_and_odd_values_are_left_to_spark():
     assert left == filters
 
 
+class _FakeSession:
+    """What :func:`weir.spark.register` touches: ``conf`` and ``dataSource.register``."""
+
+    def __init__(self, conf: dict[str, str]) -> None:
+        self.settings = conf
+        self.registered: list[type] = []
+        self.conf = self
+        self.dataSource = self
+
+    def get(self, key: str, default: str | None = None) -> str | None:
+        return self.settings.get(key, default)
+
+    def set(self, key: str, value: str) -> None:
+        self.settings[key] = value
+
+    def register(self, cls: type) -> None:
+        self.registered.append(cls)
+
+
+@pytest.mark.parametrize(("conf", "push", "expected_cls", "expected_conf"), [
+    ({}, None, "WeirDataSource", None),
+    ({"spark.sql.python.filterPushdown.enabled": "false"}, None, "WeirDataSource", "false"),
+    ({"spark.sql.python.filterPushdown.enabled": "True"}, None, "WeirFilteringDataSource",
+     "True"),
+    ({}, True, "WeirFilteringDataSource", "true"),
+    ({"spark.sql.python.filterPushdown.enabled": "true"}, False, "WeirDataSource", "true"),
+])
+def test_register_follows_the_session_setting(conf, push, expected_cls, expected_conf):
+    import weir.spark
+
+    session = _FakeSession(dict(conf))
+    weir.spark.register(session, push_filters=push)
+    assert [c.__name__ for c in session.registered] == [expected_cls]
+    assert session.settings.get(weir.spark.PUSHDOWN_CONF) == expected_conf
+
+
 # -- real Spark and a real broker ----------------------------------------------------------
 
 BASE_TS = 1_700_000_000_000
