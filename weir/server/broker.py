@@ -28,7 +28,7 @@ from weir.coordination.zk import ZkClient
 from weir.coordinator_runtime import ReplicaManagerLog
 from weir.groups.coordinator import GroupCoordinator, GroupCoordinatorSettings
 from weir.protocol.client import BrokerConnection
-from weir.replication.log_dir_failure import take_dir_offline
+from weir.replication.log_dir_failure import handle_log_dir_failure
 from weir.replication.log_dir_mover import CopyQuota, LogDirMover
 from weir.replication.replica_manager import ReplicaManager, ReplicationSettings
 from weir.security.credentials import ScramCredentialStore
@@ -42,6 +42,7 @@ from weir.server.fetch_session import FetchSessionCache
 from weir.server.metadata_cache import MetadataCache
 from weir.server.metrics import MetricsServer, MetricsSource, broker_state
 from weir.server.producer_ids import ProducerIdManager
+from weir.server.reconfigurables import broker_reconfigurables
 from weir.server.registration import BrokerRegistration
 from weir.server.scheduler import Scheduler
 from weir.server.topic_configs import TopicConfigs
@@ -56,6 +57,22 @@ from weir.transactions.coordinator import (
 from weir.transactions.markers import MarkerSender
 
 log = logging.getLogger(__name__)
+
+def _process_age_s() -> float:
+    """Seconds since this process started (``/proc/self/stat``'s start time; CPU time, a
+    lower bound, where there is no ``/proc``)."""
+    try:
+        with open("/proc/self/stat") as stat, open("/proc/uptime") as uptime:
+            started_ticks = int(stat.read().rpartition(")")[2].split()[19])
+            since_boot_s = float(uptime.read().split()[0])
+        return max(0.0, since_boot_s - started_ticks / os.sysconf("SC_CLK_TCK"))
+    except (OSError, ValueError, IndexError):
+        return time.process_time()
+
+
+_PROCESS_START = time.perf_counter() - _process_age_s()
+"""``perf_counter`` at the process's start: the interpreter and the imports show in the
+start-up line as "process start"."""
 
 
 def _now_ms() -> int:
@@ -132,7 +149,13 @@ class Broker:
         self.authorizer = create_authorizer(config, self.zk)
         # Dynamic broker configs (/config/brokers/<id> and <default>): keep self.config at the
         # effective configuration and reconfigure the running parts.
-        self.dynamic_configs = DynamicBrokerConfigs(self)
+        self.dynamic_configs = DynamicBrokerConfigs(
+            self.broker_id, self.zk, lambda: self.config, self._publish_config,
+            broker_reconfigurables(
+                topic_configs=self.topic_configs, throttles=self.replica_manager.throttles,
+                servers=lambda: self.socket_servers,
+                alter_log_dirs_quota=self.log_dir_mover.quota, cleaner=self.log_cleaner,
+                controller=lambda: self.controller))
         self.config_changes = ConfigChangeListener(
             self.zk, self.dynamic_configs, self.topic_configs, self.scram_credentials)
         self.registration = BrokerRegistration(
@@ -187,18 +210,27 @@ class Broker:
 
     async def start(self) -> None:
         loop = asyncio.get_running_loop()
+        steps: list[tuple[str, float]] = [("process start", time.perf_counter())]
         await asyncio.to_thread(self.zk.start)
         await asyncio.to_thread(self.zk.ensure_paths)
         self.services.cluster_id = await asyncio.to_thread(
             self.zk.get_or_create_cluster_id)
+        steps.append(("ZooKeeper", time.perf_counter()))
         await self.dynamic_configs.reload()  # before recovery, as Kafka's DynamicBrokerConfig
+        steps.append(("dynamic configs", time.perf_counter()))
         self.log_manager.startup(_now_ms())
         self.log_cleaner.start()
+        steps.append(("logs", time.perf_counter()))
         if self.authorizer is not None:  # ACLs loaded before the first request is served
             await self.authorizer.start()
         for server in self.socket_servers:
             await server.start()
         await self.registration.register()
+        steps.append(("registration", time.perf_counter()))
+        log.info("broker %d registered %.2f s after its start (%s)", self.broker_id,
+                 steps[-1][1] - _PROCESS_START, ", ".join(
+                     f"{name} {end - begin:.2f} s" for (_, begin), (name, end)
+                     in zip([("", _PROCESS_START), *steps], steps, strict=False)))
         self.replica_manager.start_isr_changes(lambda: self.registration.broker_epoch,
                                                self._controller_endpoint)
         self.replica_manager.alter_partition.security = self.inter_broker_security
@@ -261,23 +293,22 @@ class Broker:
         self.registration.stopping()
         self._stopping.set()
 
+    def _publish_config(self, config: BrokerConfig) -> None:
+        """The effective configuration after a dynamic config change."""
+        self.config = config
+
     def _on_log_dir_failure(self, log_dir: Path, reason: str) -> None:
-        """Kafka's ``ReplicaManager.handleLogDirFailure``: a broker none of whose log dirs is
-        left online halts, so that its ZooKeeper session ends and the controller elects new
-        leaders; leading on from a failed disk would stall its partitions for good."""
-        if self.log_manager.online_dirs:
-            log.error("log dir %s failed (%s); its replicas are offline, %d dirs remain",
-                      log_dir, reason, len(self.log_manager.online_dirs))
-            # JBOD (KIP-112): stop serving its replicas, then tell the controller.
-            take_dir_offline(self.replica_manager, self.log_dir_mover, log_dir)
-            task = asyncio.get_running_loop().create_task(self._propagate_log_dir_event())
-            self._background.add(task)
-            task.add_done_callback(self._background.discard)
-            return
-        log.critical("halting broker %d: all log dirs %s have failed (last: %s: %s)",
-                     self.broker_id, [str(d) for d in self.log_manager.log_dirs], log_dir,
-                     reason)
-        halt(1)
+        """Kafka's ``ReplicaManager.handleLogDirFailure`` (weir.replication.log_dir_failure):
+        JBOD (KIP-112) takes the dir's replicas offline and tells the controller; a broker
+        with no log dir left halts."""
+        handle_log_dir_failure(self.replica_manager, self.log_dir_mover, log_dir, reason,
+                               notify_controller=self._notify_log_dir_event,
+                               halt=lambda: halt(1))
+
+    def _notify_log_dir_event(self) -> None:
+        task = asyncio.get_running_loop().create_task(self._propagate_log_dir_event())
+        self._background.add(task)
+        task.add_done_callback(self._background.discard)
 
     async def _propagate_log_dir_event(self) -> None:
         """``/log_dir_event_notification/log_dir_event_<seq>`` for the controller (Kafka's

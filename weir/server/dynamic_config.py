@@ -32,14 +32,15 @@ FATAL), IncrementalAlterConfigs SET / DELETE change them live on the broker that
 the request; nothing is stored in ZooKeeper (RuntimeLoggerManager).
 
 The checks and the resolution are plain functions; :class:`DynamicBrokerConfigs` is the thin
-shell that reads ZooKeeper and reconfigures the broker.
+shell that reads ZooKeeper, keeps the live configuration and calls the
+:class:`BrokerReconfigurable` parts it is given (:mod:`weir.server.reconfigurables`).
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any, Protocol
 
 from weir.config import (
@@ -56,10 +57,6 @@ log = logging.getLogger(__name__)
 DEFAULT_ENTITY = "<default>"
 """The ZooKeeper entity name of the cluster-wide defaults (Kafka's ZooKeeperInternals)."""
 
-_THROTTLES = ("leader.replication.throttled.rate", "follower.replication.throttled.rate")
-_CONNECTIONS = ("max.connections", "max.connections.per.ip", "max.connections.per.ip.overrides")
-_UNCLEAN = "unclean.leader.election.enable"
-_ALTER_LOG_DIRS_RATE = "replica.alter.log.dirs.io.max.bytes.per.second"  # JBOD moves (KIP-113)
 
 # -- sans-I/O core ----------------------------------------------------------------------------
 
@@ -266,41 +263,65 @@ def describe_logger_resource(resource_name: str, broker_id: int) -> dict[str, st
 Change = Callable[[dict[str, str], dict[str, Any]], dict[str, str]]
 
 
-class Reconfigurable(Protocol):
-    """What a dynamic broker config change reads and reconfigures (Kafka's
-    BrokerReconfigurables): the broker's id, ZooKeeper client and live ``config`` (replaced
-    by :meth:`DynamicBrokerConfigs.apply`), topic configs (broker defaults of topic keys),
-    replication throttles, socket servers (connection limits), the log-dir mover's quota,
-    the log cleaner and the controller (unclean leader election).  The broker is one; the
-    socket servers, mover and cleaner are optional."""
+class BrokerReconfigurable(Protocol):
+    """One running part a dynamic broker config change reconfigures (Kafka's
+    ``BrokerReconfigurable``: its ``reconfigurableConfigs`` and ``reconfigure``); the
+    implementations are in :mod:`weir.server.reconfigurables`."""
 
-    broker_id: int
-    config: BrokerConfig
-    zk: Any
-    topic_configs: Any
-    replica_manager: Any
-    controller: Any
+    def reconfigures(self, key: str) -> bool:
+        """Whether a change of broker key ``key`` concerns this part."""
+        ...
+
+    def reconfigure(self, old: BrokerConfig, new: BrokerConfig) -> Awaitable[None] | None:
+        """Take ``new``; work that goes on in the background is returned (awaited by
+        :meth:`DynamicBrokerConfigs.stop`)."""
+        ...
+
+
+class BrokerConfigStore(Protocol):
+    """``/config/brokers/<entity>`` (weir.coordination.zk.ZkClient): each write is followed by
+    a change notification (AdminZkClient.changeBrokerConfig)."""
+
+    def get_entity_config(self, entity_type: str, name: str) -> dict[str, str]: ...
+
+    def set_entity_config(self, entity_type: str, name: str,
+                          configs: Mapping[str, str]) -> Any: ...
 
 
 class DynamicBrokerConfigs:
-    """Reads ``/config/brokers/<default>`` and ``/config/brokers/<id>``, keeps
-    ``broker.config`` at the effective configuration and reconfigures the running parts
-    (DynamicBrokerConfig.updateCurrentConfig → the BrokerReconfigurables)."""
+    """Reads ``/config/brokers/<default>`` and ``/config/brokers/<id>``, keeps the broker's
+    live configuration (``config`` / ``publish``) at the effective one and reconfigures the
+    running parts (DynamicBrokerConfig.updateCurrentConfig → the BrokerReconfigurables, in
+    the order given)."""
 
-    def __init__(self, broker: Reconfigurable) -> None:
-        self._broker = broker
+    def __init__(self, broker_id: int, store: BrokerConfigStore | None,
+                 config: Callable[[], BrokerConfig], publish: Callable[[BrokerConfig], None],
+                 reconfigurables: Sequence[BrokerReconfigurable]) -> None:
+        self.broker_id = broker_id
+        self._store = store
+        self._config = config
+        self._publish = publish
+        self._reconfigurables = list(reconfigurables)
         self._lock = asyncio.Lock()  # one read-modify-write of a znode at a time
         self._reload_lock = asyncio.Lock()  # reloads in order: a later one reads newer data
-        self._cleaner_restart: asyncio.Future | None = None  # log.cleaner.* changed
+        # The latest background work of each part (a log cleaner restart), by position.
+        self._in_flight: dict[int, Awaitable[None]] = {}
+
+    @property
+    def store(self) -> BrokerConfigStore:
+        if self._store is None:
+            raise RuntimeError("no ZooKeeper store for dynamic broker configs")
+        return self._store
 
     async def stop(self) -> None:
-        """Let a log cleaner restart in flight finish (the broker stops the cleaner next)."""
-        restart, self._cleaner_restart = self._cleaner_restart, None
-        if restart is not None:
+        """Let reconfigurations in flight (a log cleaner restart) finish; the broker stops
+        those parts next."""
+        in_flight, self._in_flight = self._in_flight, {}
+        for work in in_flight.values():
             try:
-                await restart
+                await work
             except Exception:
-                log.exception("restarting the log cleaner with new configs failed")
+                log.exception("reconfiguring with new dynamic broker configs failed")
 
     async def reload(self) -> None:
         """Re-read both znodes and apply what changed (startup and every change
@@ -309,15 +330,14 @@ class DynamicBrokerConfigs:
             await self._reload()
 
     async def _reload(self) -> None:
-        broker = self._broker
-        zk = broker.zk
+        store = self.store
         default = usable_stored(
-            await asyncio.to_thread(zk.get_entity_config, "brokers", DEFAULT_ENTITY),
+            await asyncio.to_thread(store.get_entity_config, "brokers", DEFAULT_ENTITY),
             DEFAULT_ENTITY)
         own = usable_stored(
-            await asyncio.to_thread(zk.get_entity_config, "brokers", str(broker.broker_id)),
-            str(broker.broker_id))
-        current = broker.config
+            await asyncio.to_thread(store.get_entity_config, "brokers", str(self.broker_id)),
+            str(self.broker_id))
+        current = self._config()
         if default == current.dynamic_default and own == current.dynamic_broker:
             return
         try:
@@ -329,35 +349,20 @@ class DynamicBrokerConfigs:
         self.apply(new)
 
     def apply(self, new: BrokerConfig) -> None:
-        """Make ``new`` the broker's configuration and reconfigure what depends on the keys
-        that changed."""
-        broker = self._broker
-        old, broker.config = broker.config, new
+        """Make ``new`` the broker's configuration and reconfigure the parts that depend on
+        the keys that changed."""
+        old = self._config()
+        self._publish(new)
         changed = changed_keys(old, new)
         if not changed:
             return
-        log.info("broker %d: dynamic config updated: %s", broker.broker_id,
+        log.info("broker %d: dynamic config updated: %s", self.broker_id,
                  ", ".join(f"{k}={new.get(k)}" for k in sorted(changed)))
-        if any(BROKER_CONFIG_DEFS[k].topic_key for k in changed):
-            broker.topic_configs.defaults_changed()
-        if changed & set(_THROTTLES):
-            broker.replica_manager.throttles.configure(*(new.get(k) for k in _THROTTLES))
-        if changed & set(_CONNECTIONS):
-            from weir.server.network import ConnectionLimits
-
-            for server in getattr(broker, "socket_servers", [broker.socket_server]):
-                server.update_limits(ConnectionLimits.from_config(new))
-        mover = getattr(broker, "log_dir_mover", None)
-        if _ALTER_LOG_DIRS_RATE in changed and mover is not None:
-            mover.quota.rate = int(new.get(_ALTER_LOG_DIRS_RATE))
-        cleaner = getattr(broker, "log_cleaner", None)
-        if cleaner is not None and any(k.startswith("log.cleaner.") for k in changed):
-            from weir.storage.log_cleaner import CleanerConfig
-
-            self._cleaner_restart = asyncio.ensure_future(
-                cleaner.reconfigure(CleanerConfig.from_config(new)))
-        if _UNCLEAN in changed and broker.controller is not None:
-            broker.controller.set_unclean_leader_election_enable(bool(new.get(_UNCLEAN)))
+        for index, part in enumerate(self._reconfigurables):
+            if any(part.reconfigures(key) for key in changed):
+                work = part.reconfigure(old, new)
+                if work is not None:
+                    self._in_flight[index] = work
 
     async def alter(self, resource_name: str, change: Change, validate_only: bool) -> None:
         """AlterConfigs / IncrementalAlterConfigs of a BROKER resource: compute the new
@@ -365,17 +370,18 @@ class DynamicBrokerConfigs:
         configuration, store it with a change notification (AdminZkClient
         .changeBrokerConfig) and apply it here at once; the other brokers follow the
         notification."""
-        broker = self._broker
-        entity = broker_entity(resource_name, broker.broker_id)
+        store = self.store
+        entity = broker_entity(resource_name, self.broker_id)
         async with self._lock:
-            stored = await asyncio.to_thread(broker.zk.get_entity_config, "brokers", entity)
+            stored = await asyncio.to_thread(store.get_entity_config, "brokers", entity)
             current = usable_stored(stored, entity)
-            new = change(dict(current), broker.config.as_dict())
-            validated_config(broker.config, new, entity)
+            config = self._config()
+            new = change(dict(current), config.as_dict())
+            validated_config(config, new, entity)
             if validate_only or new == stored:
                 return
-            log.info("broker %d: updating dynamic configs of %s: %s", broker.broker_id,
+            log.info("broker %d: updating dynamic configs of %s: %s", self.broker_id,
                      "the cluster default" if entity == DEFAULT_ENTITY else f"broker {entity}",
                      new)
-            await asyncio.to_thread(broker.zk.set_entity_config, "brokers", entity, new)
+            await asyncio.to_thread(store.set_entity_config, "brokers", entity, new)
         await self.reload()

@@ -8,6 +8,7 @@ from types import SimpleNamespace
 from weir.config import DYNAMIC_BROKER_CONFIGS, BrokerConfig
 from weir.replication.log_dir_mover import UNLIMITED, CopyQuota
 from weir.server.dynamic_config import DynamicBrokerConfigs
+from weir.server.reconfigurables import AlterLogDirsQuota
 
 KEY = "replica.alter.log.dirs.io.max.bytes.per.second"
 
@@ -17,10 +18,10 @@ def test_the_copy_rate_changes_live():
     config = BrokerConfig.from_dict({"broker.id": "1", "zookeeper.connect": "zk:2181"})
     quota = CopyQuota(config.get(KEY))
     assert quota.rate == UNLIMITED and not quota.limited
-    broker = SimpleNamespace(broker_id=1, config=config, controller=None,
-                             log_dir_mover=SimpleNamespace(quota=quota),
-                             replica_manager=SimpleNamespace(throttles=None))
-    dynamic = DynamicBrokerConfigs(broker)
+    broker = SimpleNamespace(config=config)
+    dynamic = DynamicBrokerConfigs(1, None, lambda: broker.config,
+                                   lambda new: setattr(broker, "config", new),
+                                   [AlterLogDirsQuota(quota)])
     dynamic.apply(config.with_dynamic({}, {KEY: "1048576"}))
     assert quota.rate == 1048576 and quota.limited
     dynamic.apply(config.with_dynamic({}, {}))

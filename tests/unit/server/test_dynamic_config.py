@@ -25,6 +25,7 @@ from weir.server.dynamic_config import (
     validated_config,
 )
 from weir.server.handlers.incremental_alter_configs import incremental
+from weir.server.reconfigurables import broker_reconfigurables
 
 STATIC = {"broker.id": "1", "zookeeper.connect": "zk:2181", "log.retention.ms": "1000",
           "min.insync.replicas": "2", "num.partitions": "3"}
@@ -170,15 +171,27 @@ class _Recorder:
         return lambda *args: self.calls.append((name, *args))
 
 
+def _dynamic(broker: SimpleNamespace, zk: object = None, **parts: object
+             ) -> DynamicBrokerConfigs:
+    """The shell over a stand-in broker's live config, with the given parts (recorders
+    for the others)."""
+    kwargs: dict[str, object] = {
+        "topic_configs": SimpleNamespace(defaults_changed=lambda: None),
+        "throttles": _Recorder(), "servers": lambda: [_Recorder()],
+        "alter_log_dirs_quota": None, "cleaner": None, "controller": lambda: None}
+    kwargs.update(parts)
+    return DynamicBrokerConfigs(broker.broker_id, zk, lambda: broker.config,
+                                lambda config: setattr(broker, "config", config),
+                                broker_reconfigurables(**kwargs))  # type: ignore[arg-type]
+
+
 def test_apply_reconfigures_only_what_changed() -> None:
     """BrokerReconfigurables: log defaults, throttles, connection limits, the controller."""
     log_defaults, throttles, sockets, controller = (_Recorder() for _ in range(4))
-    broker = SimpleNamespace(
-        broker_id=1, config=static(),
-        topic_configs=SimpleNamespace(defaults_changed=lambda: log_defaults.calls.append(1)),
-        replica_manager=SimpleNamespace(throttles=throttles), socket_server=sockets,
-        controller=controller)
-    dynamic = DynamicBrokerConfigs(broker)
+    broker = SimpleNamespace(broker_id=1, config=static())
+    dynamic = _dynamic(broker, topic_configs=SimpleNamespace(
+        defaults_changed=lambda: log_defaults.calls.append(1)), throttles=throttles,
+        servers=lambda: [sockets], controller=lambda: controller)
     dynamic.apply(broker.config.with_dynamic({}, {}))
     assert not (log_defaults.calls or throttles.calls or sockets.calls or controller.calls)
     dynamic.apply(broker.config.with_dynamic(
@@ -212,11 +225,8 @@ class _FakeZk:
 
 def _shell(stored: dict[str, dict[str, str]]):
     zk = _FakeZk(stored)
-    broker = SimpleNamespace(broker_id=1, config=static(), zk=zk, controller=None,
-                             topic_configs=SimpleNamespace(defaults_changed=lambda: None),
-                             replica_manager=SimpleNamespace(throttles=_Recorder()),
-                             socket_server=_Recorder())
-    return broker, zk, DynamicBrokerConfigs(broker)
+    broker = SimpleNamespace(broker_id=1, config=static())
+    return broker, zk, _dynamic(broker, zk)
 
 
 def test_reload_reads_both_tiers_and_skips_what_cannot_apply() -> None:
@@ -270,12 +280,8 @@ def test_stop_waits_for_a_log_cleaner_restart_in_flight() -> None:
             await asyncio.sleep(0.01)
             events.append("restarted")
 
-        broker = SimpleNamespace(
-            broker_id=1, config=static(), controller=None,
-            topic_configs=SimpleNamespace(defaults_changed=lambda: None),
-            replica_manager=SimpleNamespace(throttles=_Recorder()), socket_server=_Recorder(),
-            log_cleaner=SimpleNamespace(reconfigure=reconfigure))
-        dynamic = DynamicBrokerConfigs(broker)
+        broker = SimpleNamespace(broker_id=1, config=static())
+        dynamic = _dynamic(broker, cleaner=SimpleNamespace(reconfigure=reconfigure))
         dynamic.apply(broker.config.with_dynamic({}, {"log.cleaner.threads": "2"}))
         await dynamic.stop()
         events.append("stopped")
