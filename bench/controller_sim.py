@@ -65,6 +65,10 @@ def run_child(code: str | None, scenario: str, partitions: int, args: argparse.N
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
+def _load() -> str:
+    return "/".join(f"{x:.1f}" for x in os.getloadavg())
+
+
 def report(doc: dict[str, Any]) -> str:
     m = doc["machine"]
     lines = [
@@ -124,7 +128,7 @@ def main() -> None:
     codes: list[tuple[str, str | None]] = [(args.label, args.code)]
     if args.compare:
         codes.insert(0, (args.compare_label, args.compare))
-    doc: dict[str, Any] = {"machine": machine(), "load_start": os.getloadavg(),
+    doc: dict[str, Any] = {"machine": machine(), "load_start": _load(),
                            "brokers": args.brokers, "per_topic": args.per_topic,
                            "zk_latency_ms": args.zk_latency_ms, "runs": args.runs,
                            "compare": args.compare, "code": args.code, "all": [],
@@ -141,7 +145,7 @@ def main() -> None:
                     print(json.dumps(result), flush=True)
             for label, _ in codes:
                 doc["best"].append(min(runs[label], key=lambda r: r["controller_cpu_s"]))
-    doc["load_end"] = os.getloadavg()
+    doc["load_end"] = _load()
     text = report(doc)
     print(text)
     if not args.no_save:
