@@ -5,7 +5,8 @@ keeps the sparse indexes up to date every ``index.interval.bytes``, locates batc
 offset or timestamp (index hint, then a header scan), truncates, and recovers itself by
 validating every batch header and CRC and cutting a torn or corrupt tail.
 
-Files are accessed with ``os.pread`` / ``os.pwrite`` at explicit positions; the segment's
+Files are accessed with ``pread`` / ``pwrite`` at explicit positions, and synced, through
+the seam of :mod:`weir.storage.file_io` (where a simulated disk can fail); the segment's
 size in memory is the truth for where the next append goes.
 """
 
@@ -20,6 +21,7 @@ from pathlib import Path
 
 from weir.protocol.errors import KafkaError
 from weir.records.batch import HEADER_SIZE, BatchHeader, batch_crc, parse_header
+from weir.storage import file_io
 from weir.storage.index import IndexCorruptError, OffsetIndex, TimeIndex
 from weir.storage.txn_index import TransactionIndex
 
@@ -209,7 +211,7 @@ class LogSegment:
 
     # -- low-level reads ---------------------------------------------------------------
     def read_bytes(self, position: int, size: int) -> bytes:
-        return os.pread(self.file.fileno(), size, position)
+        return file_io.current().pread(self.log_path, self.file.fileno(), size, position)
 
     def header_at(self, position: int) -> BatchHeader | None:
         if self._size - position < HEADER_SIZE:
@@ -240,7 +242,7 @@ class LogSegment:
         start = self._size
         for header in headers:
             self._track(header, start + header.position)
-        os.pwrite(self.file.fileno(), buf, start)
+        file_io.current().pwrite(self.log_path, self.file.fileno(), buf, start)
         self._unsynced = True
         self._size = start + len(buf)
 
@@ -457,7 +459,7 @@ class LogSegment:
             self.time_index.maybe_append(self._max_timestamp, self._offset_of_max_timestamp)
 
     def flush(self) -> None:
-        os.fsync(self.file.fileno())
+        file_io.current().fsync(self.log_path, self.file.fileno())
         self._unsynced = False
         self.index.flush()
         self.time_index.flush()
