@@ -34,7 +34,7 @@ def test_seed_holds_data_invariants(seed: int) -> None:
 
 def test_data_runs_inject_power_loss_and_truncate() -> None:
     stats: dict[str, int] = {}
-    for seed in range(3):
+    for seed in range(4):  # seeds 0-2 hold no truncation since lost ISR answers are retried
         for key, value in run_seed(seed, data_config()).data_stats.items():
             stats[key] = stats.get(key, 0) + value
     assert stats["records_lost_to_power_failure"] > 0

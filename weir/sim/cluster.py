@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import contextvars
 import dataclasses
 import logging
 import os
@@ -39,6 +40,9 @@ from weir.protocol import codec
 from weir.protocol.errors import ErrorCode, KafkaError
 from weir.protocol.interbroker import INTERBROKER_SCHEMAS
 from weir.sim.data import DataPlane
+from weir.sim.disk import DiskFaults
+from weir.sim.group_invariants import GroupInvariants
+from weir.sim.groups import GroupPlane
 from weir.sim.invariants import (
     DataPathInvariants,
     Invariant,
@@ -85,6 +89,11 @@ class SimConfig:
     produce_timeout_ms: int = 600
     replica_lag_time_max_ms: int = 300
     data_dir: str | None = None  # where the runs' log directories go (default: a temp dir)
+    # -- disk errors (weir.sim.disk; with data): log dirs per broker, and the faults ---------
+    log_dirs: int = 1
+    disk_faults: bool = False
+    disk_fault_every_ms: tuple[int, int] = (300, 1200)
+    groups: bool = False  # consumer groups on the data path (weir.sim.groups)
 
 
 def _fast_dir() -> str | None:
@@ -149,6 +158,7 @@ class Simulation:
         self.loop = VirtualTimeLoop()
         self._links: dict[tuple[int, int], int] = {}
         self.data: DataPlane | None = None
+        self.disks: DiskFaults | None = None  # the disk errors (SimConfig.disk_faults)
         self.zk = SimZk(schedule=self.schedule, latency=self.zk_latency)
         self.zk.on_state_write = self._check_write
         settings = {b: ControllerSettings(
@@ -158,6 +168,8 @@ class Simulation:
         self.nodes = {b: SimNode(self, b, s) for b, s in settings.items()}
         self.invariants = (controller_invariants() if invariants is None else invariants)
         self.invariants.append(DataPathInvariants())
+        self.invariants.append(GroupInvariants())
+        self.groups: GroupPlane | None = None
         self.reassignments = next((i for i in self.invariants
                                    if isinstance(i, ReassignmentsResolve)), None)
         self.violations: list[str] = []
@@ -178,7 +190,9 @@ class Simulation:
     # -- scheduling ------------------------------------------------------------------------
 
     def schedule(self, delay_ms: int, fn: Callable[[], object]) -> None:
-        self.loop.call_later(delay_ms / 1000, fn)
+        """Run ``fn`` later as the simulated world (a delivery, a timer), in no process's
+        context: see :mod:`weir.sim.process`."""
+        self.loop.call_later(delay_ms / 1000, fn, context=contextvars.Context())
 
     def spawn(self, coro: Any) -> None:
         """Run ``coro`` as a task of the simulation (kept referenced until it ends)."""
@@ -343,8 +357,8 @@ class Simulation:
             what = "controller " if node.active else ""
             self.faults.append(f"{self.now}: session expiry of {what}{node.id}")
             self._expire_session(node)
-        elif roll < 0.48 and self.zk.topics:
-            topic = self.rng.choice(sorted(self.zk.topics))
+        elif roll < 0.48 and self._deletable():
+            topic = self.rng.choice(self._deletable())
             self.faults.append(f"{self.now}: delete topic {topic}")
             self.zk.mark_for_deletion(topic)
             if self.data is not None:
@@ -359,6 +373,10 @@ class Simulation:
         elif dead:
             self._restart(self.rng.choice(dead))
         self.schedule(self.rng.randint(*self.config.fault_every_ms), self._fault)
+
+    def _deletable(self) -> list[str]:
+        """Topics a deletion may pick: not the internal ones (Kafka refuses to delete them)."""
+        return sorted(t for t in self.zk.topics if not t.startswith("__"))
 
     def _kill(self, node: SimNode, what: str, lose_unflushed: bool = False) -> None:
         self.faults.append(f"{self.now}: {what} {node.id}")
@@ -545,8 +563,14 @@ class Simulation:
                                          dir=self.config.data_dir or _fast_dir()))
             try:
                 self.data = DataPlane(self, root)
+                if self.config.groups:
+                    self.groups = GroupPlane(self, self.data)
+                if self.config.disk_faults:
+                    self.disks = DiskFaults(self)
                 return self._run()
             finally:
+                if self.disks is not None:
+                    self.disks.close()
                 for node in self.nodes.values():
                     if node.replicas is not None:
                         node.replicas.close(lose_unflushed=False)
@@ -577,6 +601,8 @@ class Simulation:
         self.schedule(300, self._fault)
         if self.data is not None:
             self.data.start_producers()
+        if self.groups is not None:
+            self.groups.start_members()
         self.schedule(cfg.fault_ms, self._restart_all)
         self.schedule(cfg.fault_ms + cfg.settle_ms, self._stop_ticking)
         try:

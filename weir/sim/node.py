@@ -28,6 +28,8 @@ from weir.protocol.interbroker import (
     UpdateMetadataRequest,
     UpdateMetadataResponse,
 )
+from weir.sim import process
+from weir.sim.process import SimProcess
 from weir.sim.zk import SimZkClient
 
 if TYPE_CHECKING:
@@ -104,7 +106,7 @@ class SimConnection:
                 if not answer.done():
                     answer.set_exception(ConnectionResetError("broker went away"))
                 return
-            response = self.target.receive(self.source.id, request)
+            response = self.target.run(self.target.receive, self.source.id, request)
             self.sim._deliver(self.target.id, self.source.id,
                               lambda: answer.done() or answer.set_result(response))
 
@@ -134,7 +136,7 @@ class SimNode:
         self.service: ControllerService | None = None
         self.broker = BrokerState()
         self.replicas: SimReplicas | None = None  # the data path (``SimConfig.data``)
-        self._tasks: set[asyncio.Task[Any]] = set()
+        self.process: SimProcess | None = None  # this incarnation's tasks (weir.sim.process)
 
     @property
     def active(self) -> bool:
@@ -146,10 +148,14 @@ class SimNode:
         return -1 if self.service is None else self.service.core.ctx.controller_epoch
 
     def spawn(self, coro: Any) -> None:
-        """Run ``coro`` as a task of this process (kept referenced until it ends)."""
-        task = asyncio.get_event_loop().create_task(coro)
-        self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
+        """Run ``coro`` as a task of this process (kept referenced until it ends or the
+        process dies)."""
+        assert self.process is not None
+        self.process.spawn(self.sim.loop, coro)
+
+    def run(self, fn: Any, *args: Any) -> Any:
+        """Call ``fn`` as code of this process (e.g. a request arriving)."""
+        return fn(*args) if self.process is None else self.process.run(fn, *args)
 
     # -- lifecycle -------------------------------------------------------------------------
 
@@ -158,12 +164,14 @@ class SimNode:
         sim = self.sim
         self.alive = True
         self.incarnation += 1
+        process.install(sim.loop)
+        self.process = SimProcess(f"broker {self.id} incarnation {self.incarnation}")
         self.broker = BrokerState()
         self.zk = SimZkClient(sim.zk, self.id)
         self.session = self.zk.session
         self.epoch = sim.zk.register_broker(self.id, self.session)
         if sim.data is not None:
-            sim.data.start(self)
+            self.process.run(sim.data.start, self)
         channels = functools.partial(ControllerChannelManager,
                                      connect=self._connect, backoff_ms=20, max_backoff_ms=200)
         if self.service is not None:
@@ -172,23 +180,26 @@ class SimNode:
             self.id, self.zk, _ControllerConfig(sim.config.controller_socket_timeout_ms),
             now_ms=sim.loop.now_ms, settings=self.settings, channel_factory=channels,
             run_blocking=functools.partial(sim.run_zk, self))
-        self.spawn(self.service.start())
+        self.process.run(self.spawn, self.service.start())
 
     def _connect(self, host: str, port: int) -> SimConnection:
         return SimConnection(self.sim, self, port - SIM_PORT_BASE)
 
     def crash(self, lose_unflushed: bool = False) -> None:
-        """The process dies; its session expires later (the simulation schedules it).
-        With ``lose_unflushed`` the machine loses power: unflushed log bytes go too."""
+        """The process dies (a kill: no shutdown code of it runs); its session expires
+        later (the simulation schedules it).  With ``lose_unflushed`` the machine loses
+        power: unflushed log bytes go too."""
         if self.sim.data is not None:
             self.sim.data.crash(self, lose_unflushed)
         self.alive = False
         if self.zk is not None:
-            self.zk.close()
-        for task in list(self._tasks):  # the requests it was serving die with it
-            task.cancel()
-        if self.service is not None:
-            self.spawn(self.service.stop())  # no ZooKeeper write gets out: the client is closed
+            self.zk.close()  # its watches fire no more, its calls fail
+        if self.process is not None:
+            # Every task of the process at once: the controller's event consumer, its
+            # channel senders, the rebalance timer, the requests it was serving and the
+            # ZooKeeper calls they wait on.  The service does not resign: a killed
+            # controller's /controller znode goes with its session.
+            self.process.kill()
 
     def session_expired(self) -> None:
         """ZooKeeper expired the session (the client heard LOST): reconnect with a new one,
@@ -212,8 +223,9 @@ class SimNode:
         if request.broker_epoch not in (-1, self.epoch):
             return _answer(request, ErrorCode.stale_broker_epoch)
         state.controller_epoch = request.controller_epoch
+        errors: dict[TopicPartition, ErrorCode] = {}
         if isinstance(request, LeaderAndIsrRequest):
-            self._leader_and_isr(request)
+            errors = self._leader_and_isr(request)
         elif isinstance(request, UpdateMetadataRequest):
             for topic in request.topic_states:
                 for p in topic.partition_states:
@@ -229,10 +241,13 @@ class SimNode:
                         state.follower_epochs.pop(tp, None)
                     if self.replicas is not None:
                         self.replicas.stop_replica(tp, p.leader_epoch, p.delete_partition)
-        return _answer(request, ErrorCode.none)
+        return _answer(request, ErrorCode.none, errors)
 
-    def _leader_and_isr(self, request: LeaderAndIsrRequest) -> None:
+    def _leader_and_isr(self, request: LeaderAndIsrRequest) -> dict[TopicPartition, ErrorCode]:
+        """Apply it; the partitions the replica manager refused (KAFKA_STORAGE_ERROR for a
+        replica in a failed log dir) with their errors."""
         state = self.broker
+        errors: dict[TopicPartition, ErrorCode] = {}
         for topic in request.topic_states:
             for p in topic.partition_states:
                 tp = TopicPartition(topic.topic_name, p.partition_index)
@@ -246,8 +261,11 @@ class SimNode:
                                                  p.partition_epoch, tuple(p.replicas))
                 state.follower_epochs[tp] = self.epoch
                 if self.replicas is not None and tp.topic in self.sim.zk.topics:
-                    self.replicas.leader_and_isr(tp, p, request.controller_epoch,
-                                                 self.sim.zk.topics[tp.topic].topic_id)
+                    error = self.replicas.leader_and_isr(
+                        tp, p, request.controller_epoch, self.sim.zk.topics[tp.topic].topic_id)
+                    if error != ErrorCode.none:
+                        errors[tp] = error
+        return errors
 
     def propose_isr_changes(self) -> None:
         """As a partition leader: shrink/expand ISRs via AlterPartition to the controller."""
@@ -286,12 +304,17 @@ class SimNode:
             view.partition_epoch = outcome.zk_version
 
 
-def _answer(request: Any, error: ErrorCode) -> Any:
-    """A broker's response to a controller request, ``error`` for every partition."""
+def _answer(request: Any, error: ErrorCode,
+            errors: dict[TopicPartition, ErrorCode] | None = None) -> Any:
+    """A broker's response to a controller request, ``error`` for every partition but
+    those in ``errors``."""
+    errors = errors or {}
     if isinstance(request, LeaderAndIsrRequest):
         topics = [{"topic_id": t.topic_id,
                    "partition_errors": [{"partition_index": p.partition_index,
-                                         "error_code": error} for p in t.partition_states]}
+                                         "error_code": errors.get(
+                                             TopicPartition(t.topic_name, p.partition_index),
+                                             error)} for p in t.partition_states]}
                   for t in request.topic_states] if error == ErrorCode.none else []
         return codec.build(LeaderAndIsrResponse, error_code=error, topics=topics)
     if isinstance(request, StopReplicaRequest):

@@ -26,6 +26,7 @@ the log directories do not.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import shutil
 from collections.abc import Callable, Coroutine
@@ -34,6 +35,7 @@ from typing import TYPE_CHECKING, Any
 
 from weir.common import TopicPartition
 from weir.controller.events import IsrChange
+from weir.coordination.errors import ControllerMovedError
 from weir.protocol.errors import ErrorCode, KafkaError
 from weir.protocol.fetch_response import FileRegion
 from weir.records.builder import build_batch
@@ -48,6 +50,7 @@ from weir.replication.leader_endpoint import (
     FetchParams,
     PartitionFetch,
 )
+from weir.replication.log_dir_failure import handle_log_dir_failure
 from weir.replication.partition import LeaderState, Partition
 from weir.replication.replica_manager import (
     FetchPartition,
@@ -124,8 +127,21 @@ class SimAlterPartition:
 
     def __init__(self, replicas: SimReplicas) -> None:
         self.replicas = replicas
+        self.proposals: dict[TopicPartition, IsrProposal] = {}  # the latest of each
+
+    def retry(self, tp: TopicPartition) -> bool:
+        """No answer came in time: send the same proposal again, as the production
+        ``AlterPartitionManager`` requeues a failed request (Kafka's channel resends it; a
+        retried change the controller already wrote is answered with the current state)."""
+        proposal = self.proposals.get(tp)
+        if proposal is None:
+            return False
+        self.replicas.plane.stats["isr_proposals_retried"] += 1
+        self.submit(proposal)
+        return True
 
     def submit(self, proposal: IsrProposal) -> None:
+        self.proposals[proposal.tp] = proposal
         node, sim = self.replicas.node, self.replicas.plane.sim
         members = tuple(sorted(proposal.isr))
         self.replicas.plane.stats["isr_proposals"] += 1
@@ -253,7 +269,10 @@ class SimReplicas:
         self._generation: dict[TopicPartition, tuple[Log, int, int, int]] = {}
         config = plane.config
         self.deferred = SimDeferredWriter(plane)
-        self.log_manager = LogManager([root], LOG_CONFIG)
+        # One log dir, or several (JBOD, KIP-112) for runs with disk faults (weir.sim.disk).
+        self.log_dirs = [root] if config.log_dirs == 1 else [
+            root / f"dir-{i}" for i in range(config.log_dirs)]
+        self.log_manager = LogManager(self.log_dirs, LOG_CONFIG)
         self.log_manager.deferred = self.deferred  # type: ignore[assignment]
         settings = ReplicationSettings(
             replica_lag_time_max_ms=config.replica_lag_time_max_ms,
@@ -266,7 +285,9 @@ class SimReplicas:
                                  lambda _topic: config.min_insync_replicas, settings,
                                  clock=lambda: plane.sim.now,
                                  endpoint_factory=lambda b: SimLeaderEndPoint(self, b.broker_id))
-        self.rm.alter_partition = SimAlterPartition(self)  # type: ignore[assignment]
+        self.alter = SimAlterPartition(self)
+        self.rm.alter_partition = self.alter  # type: ignore[assignment]
+        self.log_manager.dir_failure_listeners.append(self._on_log_dir_failure)
 
     @property
     def now(self) -> int:
@@ -278,11 +299,16 @@ class SimReplicas:
 
     @property
     def logs(self) -> dict[TopicPartition, Log]:
-        return self.log_manager.all_logs()
+        """The logs the broker can serve: not in an offline dir, and none of whose I/O
+        failed (its dir goes offline when the broker next looks at it)."""
+        return {tp: log for tp, log in self.log_manager.all_logs().items()
+                if log.offline_reason is None}
 
     def spawn(self, coro: Coroutine[Any, Any, Any]) -> asyncio.Task[Any]:
         """A task of this process (cancelled when it dies)."""
-        task = self.plane.sim.loop.create_task(coro)
+        process = self.node.process
+        task = (self.plane.sim.loop.create_task(coro) if process is None
+                else process.spawn(self.plane.sim.loop, coro))
         self._tasks[task] = None
         task.add_done_callback(lambda t: self._tasks.pop(t, None))
         return task
@@ -292,12 +318,41 @@ class SimReplicas:
     def open_logs(self, live_topics: set[str]) -> None:
         """Start-up: drop the directories of deleted topics, then the log manager loads the
         rest (recovering unflushed tails from the checkpoints it wrote)."""
-        self.root.mkdir(parents=True, exist_ok=True)
-        for path in sorted(self.root.iterdir()):
-            tp = parse_topic_partition(path.name)
-            if tp is not None and tp.topic not in live_topics:
-                shutil.rmtree(path)
+        for log_dir in self.log_dirs:
+            log_dir.mkdir(parents=True, exist_ok=True)
+            for path in sorted(log_dir.iterdir()):
+                tp = parse_topic_partition(path.name)
+                if tp is not None and tp.topic not in live_topics:
+                    shutil.rmtree(path)
         self.log_manager.startup(self.now)
+
+    # -- a log dir failing (weir.sim.disk injects the I/O errors) ----------------------
+
+    def _on_log_dir_failure(self, log_dir: Path, reason: str) -> None:
+        """The LogManager's dir-failure listener, the production handler (KIP-112)."""
+        self.plane.stats["log_dirs_offline"] += 1
+        handle_log_dir_failure(self.rm, None, log_dir, reason,
+                               notify_controller=lambda: self.spawn(self._propagate()),
+                               halt=self._halt)
+
+    async def _propagate(self) -> None:
+        """``/log_dir_event_notification/log_dir_event_<seq>`` for the controller, retried
+        across a ZooKeeper session expiry as the ZooKeeper client does."""
+        node, sim = self.node, self.plane.sim
+        while True:
+            try:
+                assert node.zk is not None
+                await sim.run_zk(node, node.zk.propagate_log_dir_event, node.id)
+                return
+            except ControllerMovedError:  # the session expired: after the reconnect
+                await asyncio.sleep(0.02)
+
+    def _halt(self) -> None:
+        """Every log dir failed: the process halts (Kafka's ``Exit.halt``); its session
+        expires later, as a kill's does."""
+        node, incarnation = self.node, self.node.incarnation
+        self.plane.sim.schedule(0, lambda: node.alive and node.incarnation == incarnation
+                                and self.plane.sim._kill(node, "halt (all log dirs failed) of"))
 
     def generation(self, tp: TopicPartition) -> int:
         """Changes whenever the log of ``tp`` is replaced or loses records (truncated, its
@@ -319,8 +374,15 @@ class SimReplicas:
 
     def checkpoint(self) -> None:
         """Flush every log (OS writeback / log.flush.interval) and write the checkpoints."""
-        for _tp, log in sorted(self.logs.items()):
-            log.flush()
+        self.node.run(self._checkpoint)
+
+    def _checkpoint(self) -> None:
+        for tp, log in sorted(self.logs.items()):
+            try:
+                log.flush()
+            except KafkaError:  # a failed fsync: the dir goes offline (LogManager's guard)
+                with contextlib.suppress(KafkaError):
+                    self.log_manager.check_online(tp)
         self.log_manager.checkpoint_recovery_points()
         self.log_manager.checkpoint_log_start_offsets()
         self.log_manager.checkpoint_high_watermarks()
@@ -330,6 +392,8 @@ class SimReplicas:
         log's active segment keeps its flushed bytes plus a random (possibly torn) part of
         the rest.  Returns the records that were in a log and are no longer on disk."""
         self.dead = True
+        if self.plane.sim.disks is not None:  # the failed disk is back at the next start
+            self.plane.sim.disks.repair(self.log_dirs)
         dying = list(self._tasks)
         for task in dying:
             task.cancel()
@@ -337,7 +401,12 @@ class SimReplicas:
         self.plane.bury(dying)
         self.deferred.dead = True  # its pending writes die with the process
         lost: list[tuple[TopicPartition, int, bytes]] = []
-        for tp, log in sorted(self.logs.items()):
+        serving = self.logs
+        for logs in self.log_manager.logs_by_dir().values():
+            for log, _future in logs:  # failed or in an offline dir: files stay as they were
+                if serving.get(log.topic_partition) is not log:
+                    log.close()
+        for tp, log in sorted(serving.items()):
             cut: tuple[Path, int] | None = None
             if lose_unflushed:
                 cut, gone_from = self._power_cut(log)
@@ -394,7 +463,7 @@ class SimReplicas:
     # -- controller requests -----------------------------------------------------------
 
     def leader_and_isr(self, tp: TopicPartition, p: Any, controller_epoch: int,
-                       topic_id: Any) -> None:
+                       topic_id: Any) -> ErrorCode:
         """One LeaderAndIsr partition state, applied by ReplicaManager.apply_leader_and_isr."""
         state = LeaderState(leader=p.leader, leader_epoch=p.leader_epoch, isr=list(p.isr),
                             replicas=list(p.replicas), partition_epoch=p.partition_epoch,
@@ -402,11 +471,11 @@ class SimReplicas:
         live = {p.leader: BrokerEndPoint(p.leader, f"broker-{p.leader}", 9092)} \
             if p.leader >= 0 else {}
         try:
-            self.rm.apply_leader_and_isr(
+            return self.rm.apply_leader_and_isr(
                 controller_epoch, {tp: PartitionStateUpdate(state, topic_id, is_new=False)},
-                full=False, live_leaders=live)
+                full=False, live_leaders=live)[tp]
         except KafkaError:
-            return  # a stale controller epoch
+            return ErrorCode.none  # a stale controller epoch: the request's answer says so
 
     def stop_replica(self, tp: TopicPartition, leader_epoch: int, delete: bool) -> None:
         """StopReplica, by ReplicaManager.stop_replicas."""
@@ -436,7 +505,11 @@ class SimReplicas:
         self.rm.maybe_shrink_isr()
 
     def isr_answer(self, tp: TopicPartition, outcome: Any) -> None:
-        """The controller's AlterPartition answer (``outcome`` None: no answer in time)."""
+        """The controller's AlterPartition answer (``outcome`` None: no answer in time, the
+        proposal goes again)."""
+        if outcome is None and self.alter.retry(tp):
+            return
+        self.alter.proposals.pop(tp, None)
         if hasattr(outcome, "isr"):
             result = IsrResult(tp, ErrorCode.none, outcome.leader_epoch, tuple(outcome.isr),
                                outcome.zk_version)

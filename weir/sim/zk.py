@@ -71,6 +71,7 @@ class SimZk:
         self.reassignments: dict[TopicPartition, list[int]] = {}
         self.preferred: set[TopicPartition] = set()
         self.log_dir_events: dict[str, int] = {}
+        self._log_dir_event_seq = 0  # the sequential znodes' counter
         self.on_state_write: Callable[[TopicPartition, LeaderIsr | None, LeaderIsr], None] = (
             lambda tp, old, new: None)
         """Called with (partition, old state or None, new state) before each state write."""
@@ -355,6 +356,17 @@ class SimZk:
             self._tick()
             self._changed(paths.PREFERRED_REPLICA_ELECTION)
 
+    def propagate_log_dir_event(self, broker_id: int) -> str:
+        """A broker's log dir failed (Kafka's ``KafkaZkClient.propagateLogDirEvent``): a
+        persistent sequential ``log_dir_event_<seq>`` znode naming it; returns its path."""
+        name = f"log_dir_event_{self._log_dir_event_seq:010d}"
+        self._log_dir_event_seq += 1
+        self.log_dir_events[name] = broker_id
+        self._tick()
+        self._changed(f"{paths.LOG_DIR_EVENT_NOTIFICATION}/{name}",
+                      children_of=paths.LOG_DIR_EVENT_NOTIFICATION)
+        return f"{paths.LOG_DIR_EVENT_NOTIFICATION}/{name}"
+
     def delete_log_dir_events(self, names: Iterable[str],
                               controller_epoch_zk_version: int) -> None:
         self._fence(controller_epoch_zk_version)
@@ -427,7 +439,8 @@ class SimZkClient:
     def __getattr__(self, name: str) -> Any:
         """The reads and fenced writes of :class:`SimZk`, on a live session only."""
         if not name.startswith(("get_", "create_partition_states", "update_partition_states",
-                                "set_", "delete_")) or not hasattr(self.ensemble, name):
+                                "set_", "delete_", "propagate_log_dir_event")) \
+                or not hasattr(self.ensemble, name):
             raise AttributeError(name)
 
         def call(*args: Any, **kwargs: Any) -> Any:

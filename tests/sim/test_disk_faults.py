@@ -1,0 +1,89 @@
+"""Disk errors in the simulation (weir.sim.disk): a log dir of a broker fails on a write,
+fsync or read through the storage file seam, and the production handling runs (the dir
+goes offline, its replicas stop, the controller hears of it and moves leadership)."""
+
+from __future__ import annotations
+
+import asyncio
+import contextvars
+import os
+from pathlib import Path
+
+import pytest
+
+from weir.sim import SimConfig, Simulation, replica, run_seed
+from weir.sim.cluster import data_config
+from weir.sim.disk import DiskFaults, FaultyDisks
+from weir.sim.process import SimProcess
+from weir.storage import file_io
+
+DISK_SEEDS = range(6)
+
+
+def disk_config() -> SimConfig:
+    return data_config(log_dirs=2, disk_faults=True)
+
+
+@pytest.mark.parametrize("seed", DISK_SEEDS)
+def test_seed_with_disk_faults_holds_the_invariants(seed: int) -> None:
+    result = run_seed(seed, disk_config())
+    assert result.ok, "\n".join(result.violations + ["faults:"] + result.faults)
+
+
+def test_disk_faults_take_dirs_offline_and_replay_exactly() -> None:
+    first, second = run_seed(4, disk_config()), run_seed(4, disk_config())
+    assert (first.faults, first.steps, first.data_stats) == (
+        second.faults, second.steps, second.data_stats)
+    assert first.data_stats["disk_errors"] >= 1
+    assert first.data_stats["log_dirs_offline"] >= 1
+    assert any("fails (EIO)" in f for f in first.faults)
+    assert file_io.current().__class__ is file_io.OsFileIo  # the seam is given back
+
+
+def test_offline_replicas_fenced_catches_a_broker_that_never_tells_the_controller(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Planted bug: the broker takes the dir offline but writes no log dir event; the
+    replicas it led there stay leaders in ZooKeeper."""
+    async def silent(self: replica.SimReplicas) -> None:
+        return None
+    monkeypatch.setattr(replica.SimReplicas, "_propagate", silent)
+    result = run_seed(4, disk_config())
+    assert any("offline replicas fenced" in v for v in result.violations), result.violations
+
+
+def test_only_the_broker_process_own_io_fails(tmp_path: Path) -> None:
+    sim = Simulation(1, data_config(log_dirs=2))
+    disks = FaultyDisks(sim)
+    node = sim.nodes[1]
+    node.process = SimProcess("broker 1")
+    log_dir = tmp_path / "broker-1" / "dir-0"
+    segment = log_dir / "t-0" / "00000000000000000000.log"
+    segment.parent.mkdir(parents=True)
+    fd = os.open(segment, os.O_RDWR | os.O_CREAT)
+    try:
+        disks.armed[log_dir] = (1, "fsync")
+        assert disks.pwrite(segment, fd, b"abc", 0) == 3  # another kind of operation
+        disks.fsync(segment, fd)  # the observer (no process) is never failed
+        as_broker = node.process.context.copy()
+        with pytest.raises(OSError):
+            as_broker.run(disks.fsync, segment, fd)
+        with pytest.raises(OSError):  # from then on the disk is gone
+            as_broker.run(disks.pread, segment, fd, 3, 0)
+        assert disks.pread(segment, fd, 3, 0) == b"abc"
+        other = contextvars.Context()
+        assert other.run(disks.pread, segment, fd, 3, 0) == b"abc"
+        disks.repair([log_dir])
+        assert as_broker.run(disks.pread, segment, fd, 3, 0) == b"abc"
+    finally:
+        os.close(fd)
+        sim.loop.close()
+
+
+def test_disk_faults_need_jbod() -> None:
+    sim = Simulation(1, data_config(disk_faults=True))
+    try:
+        with pytest.raises(ValueError):
+            DiskFaults(sim)
+    finally:
+        sim.loop.close()
+        asyncio.set_event_loop(None)
