@@ -42,13 +42,13 @@ SCENARIOS = ("failure", "shutdown")
 GOAL_S = 5.0  # issue goal: broker failure at 100,000 partitions in < 5 s of controller CPU
 
 
-def one(scenario: str, partitions: int, per_topic: int, brokers: int, zk_latency_ms: int
-        ) -> dict[str, Any]:
+def one(scenario: str, partitions: int, per_topic: int, brokers: int, zk_latency_ms: int,
+        freeze_heap: bool) -> dict[str, Any]:
     """One measurement in this process."""
     from weir.sim.scale import measure, scale_config
     topics = max(1, partitions // per_topic)
     config = scale_config(topics, min(per_topic, partitions), brokers=brokers)
-    return measure(scenario, config, zk_latency_ms).to_json()
+    return measure(scenario, config, zk_latency_ms, freeze_heap=freeze_heap).to_json()
 
 
 def run_child(code: str | None, scenario: str, partitions: int, args: argparse.Namespace
@@ -60,7 +60,8 @@ def run_child(code: str | None, scenario: str, partitions: int, args: argparse.N
     out = subprocess.run(
         [sys.executable, __file__, "--one", scenario, "--partitions", str(partitions),
          "--per-topic", str(args.per_topic), "--brokers", str(args.brokers),
-         "--zk-latency-ms", str(args.zk_latency_ms)],
+         "--zk-latency-ms", str(args.zk_latency_ms),
+         *(["--freeze-heap"] if args.freeze_heap else [])],
         env=env, capture_output=True, text=True, check=True)
     return json.loads(out.stdout.strip().splitlines()[-1])
 
@@ -86,7 +87,9 @@ def report(doc: dict[str, Any]) -> str:
         "broker applied the new state and the controller's queue stayed empty, minus the",
         "simulated brokers' request handling. Core: `ControllerCore.handle`/`complete`.",
         "GC: cyclic collections in that window (the broker's thresholds, `gc_tuning`); the",
-        "heap they walk holds the whole simulation, every broker's state included.",
+        "heap they walk holds the whole simulation, every broker's state included"
+        + (" (frozen after the setup, as a broker freezes its startup heap)."
+           if doc["freeze_heap"] else "."),
         "",
         ("| code | scenario | partitions | led by the broker | controller CPU | core CPU | "
         "GC | simulated time |"),
@@ -118,12 +121,15 @@ def main() -> None:
                         help="measure the weir package in this directory instead of this "
                              "tree's (e.g. a `git archive` of a commit)")
     parser.add_argument("--label", default="this commit")
+    parser.add_argument("--freeze-heap", action="store_true",
+                        help="freeze the built cluster's heap out of the GC before the "
+                             "measure, as a broker freezes its startup heap (gc_tuning)")
     parser.add_argument("--one", choices=SCENARIOS, help=argparse.SUPPRESS)
     parser.add_argument("--no-save", action="store_true")
     args = parser.parse_args()
     if args.one:
         print(json.dumps(one(args.one, int(args.partitions), args.per_topic, args.brokers,
-                             args.zk_latency_ms)))
+                             args.zk_latency_ms, args.freeze_heap)))
         return
     codes: list[tuple[str, str | None]] = [(args.label, args.code)]
     if args.compare:
@@ -131,6 +137,7 @@ def main() -> None:
     doc: dict[str, Any] = {"machine": machine(), "load_start": _load(),
                            "brokers": args.brokers, "per_topic": args.per_topic,
                            "zk_latency_ms": args.zk_latency_ms, "runs": args.runs,
+                           "freeze_heap": args.freeze_heap,
                            "compare": args.compare, "code": args.code, "all": [],
                            "best": []}
     for partitions in (int(p) for p in args.partitions.split(",")):

@@ -50,3 +50,12 @@ def test_cli_refuses_impossible_sizes(capsys: pytest.CaptureFixture[str]) -> Non
     with pytest.raises(SystemExit):
         main(["--partitions", "0"])
     assert "error" in capsys.readouterr().err
+
+
+def test_frozen_heap_is_released_after_the_measure() -> None:
+    import gc
+
+    before = gc.get_freeze_count()
+    result = measure("failure", scale_config(topics=1, partitions=30), freeze_heap=True)
+    assert result.frozen_heap and result.remaining == 0
+    assert gc.get_freeze_count() == before

@@ -65,6 +65,8 @@ class ScaleResult:
     setup_cpu_s: float
     remaining: int = 0
     """ControlledShutdown's answer: partitions the broker still leads."""
+    frozen_heap: bool = False
+    """Whether the built cluster's heap was frozen out of the collector before the measure."""
 
     def to_json(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -183,28 +185,35 @@ class _Runner:
 
 
 def measure(scenario: str, config: SimConfig, zk_latency_ms: int = 1, seed: int = 1,
-            profile: cProfile.Profile | None = None) -> ScaleResult:
+            profile: cProfile.Profile | None = None, freeze_heap: bool = False
+            ) -> ScaleResult:
     """Build the cluster of ``config`` and measure ``scenario`` (``failure``/``shutdown``);
     ``profile`` is enabled while the loop runs the measured part.  The garbage collector
-    runs with the broker's thresholds (:func:`weir.server.gc_tuning.tune_thresholds`)."""
+    runs with the broker's thresholds (:func:`weir.server.gc_tuning.tune_thresholds`);
+    with ``freeze_heap`` the heap of the built cluster is frozen before the measure, as a
+    broker freezes its startup heap (:func:`weir.server.gc_tuning.freeze_startup_heap`)."""
     if scenario not in ("failure", "shutdown"):
         raise ValueError(f"unknown scenario {scenario!r}")
     sim = _ScaleSimulation(seed, config, zk_latency_ms)
     asyncio.set_event_loop(sim.loop)
     thresholds = gc.get_threshold()
+    # Unfreezing moves every frozen object back: only when nothing was frozen before us.
+    unfreeze = freeze_heap and gc.get_freeze_count() == 0
     gc_tuning.tune_thresholds()
     runner = _Runner(sim)
     gc.callbacks.append(runner.on_gc)
     try:
-        return _measure(sim, runner, scenario, profile)
+        return _measure(sim, runner, scenario, profile, freeze_heap)
     finally:
+        if unfreeze:
+            gc.unfreeze()
         gc.callbacks.remove(runner.on_gc)
         gc.set_threshold(*thresholds)
         sim._close_loop()
 
 
 def _measure(sim: _ScaleSimulation, runner: _Runner, scenario: str,
-             profile: cProfile.Profile | None) -> ScaleResult:
+             profile: cProfile.Profile | None, freeze_heap: bool) -> ScaleResult:
     cfg = sim.config
     setup = time.process_time()
     for node in sim.nodes.values():
@@ -218,6 +227,8 @@ def _measure(sim: _ScaleSimulation, runner: _Runner, scenario: str,
     assert controller is not None
     runner.settle(controller)
     setup_cpu = time.process_time() - setup
+    if freeze_heap:
+        gc_tuning.freeze_startup_heap()
 
     leaders: dict[int, int] = {}
     for state in sim.zk.states.values():
@@ -256,4 +267,5 @@ def _measure(sim: _ScaleSimulation, runner: _Runner, scenario: str,
         zk_latency_ms=sim.fixed_zk_latency_ms, victim=victim, led=leaders.get(victim, 0),
         controller_cpu_s=runner.cpu - brokers_cpu.seconds, core_cpu_s=core_cpu.seconds,
         broker_cpu_s=brokers_cpu.seconds, gc_cpu_s=runner.gc_cpu, simulated_ms=sim.now - started,
-        setup_cpu_s=setup_cpu, remaining=len(answer[0]) if answer else 0)
+        setup_cpu_s=setup_cpu, remaining=len(answer[0]) if answer else 0,
+        frozen_heap=freeze_heap)
