@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from weir.sim import SimConfig, Simulation, replica, run_seed
+from weir.sim.__main__ import main
 from weir.sim.cluster import data_config
 from weir.sim.disk import DiskFaults, FaultyDisks
 from weir.sim.process import SimProcess
@@ -77,6 +78,12 @@ def test_only_the_broker_process_own_io_fails(tmp_path: Path) -> None:
     finally:
         os.close(fd)
         sim.loop.close()
+
+
+def test_cli_disk_faults_flag(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["--seed", "4", "--disk-faults", "--faults"]) == 0
+    out = capsys.readouterr().out
+    assert "seed 4: ok" in out and "fails (EIO)" in out
 
 
 def test_disk_faults_need_jbod() -> None:

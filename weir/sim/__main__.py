@@ -1,5 +1,5 @@
-"""``python -m weir.sim --seed N [--seeds K] [--faults] [--data] [--groups]``: run (and replay)
-simulations.
+"""``python -m weir.sim --seed N [--seeds K] [--faults] [--data] [--groups] [--disk-faults]``:
+run (and replay) simulations.
 
 Cluster size: ``--brokers``, ``--topics``, ``--partitions`` (per topic),
 ``--replication-factor``.  ``--scale failure|shutdown`` instead measures the controller's
@@ -40,6 +40,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--groups", action="store_true",
                         help="with the data path: group coordinators over __consumer_offsets "
                              "and consumer group members (implies --data)")
+    parser.add_argument("--disk-faults", action="store_true",
+                        help="with the data path: two log dirs per broker, one of which may "
+                             "fail on a write, fsync or read (KIP-112; implies --data)")
     args = parser.parse_args(argv)
     sizes: dict[str, Any] = {key: value for key, value in (
         ("brokers", args.brokers), ("topics", args.topics), ("partitions", args.partitions),
@@ -54,7 +57,9 @@ def main(argv: list[str] | None = None) -> int:
     for seed in range(args.seed, args.seed + args.seeds):
         if args.groups:
             sizes["groups"] = True
-        config = (data_config(**sizes) if args.data or args.groups
+        if args.disk_faults:  # weir.sim.disk
+            sizes.update(log_dirs=2, disk_faults=True)
+        config = (data_config(**sizes) if args.data or args.groups or args.disk_faults
                   else dataclasses.replace(SimConfig(), **sizes))
         result = run_seed(seed, config)
         status = "ok" if result.ok else "FAILED"
