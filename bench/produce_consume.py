@@ -351,7 +351,8 @@ def run_profile(args: argparse.Namespace, work: Path) -> None:
                           f"under cProfile ({prof}) ====\n")
                 stats = pstats.Stats(str(prof), stream=out)
                 stats.sort_stats("tottime").print_stats(25)
-                stats.sort_stats("cumulative").print_callees(r"network.py:\d+\(dispatch\)")
+                stats.sort_stats("cumulative").print_callees(
+                    r"network.py:\d+\((dispatch|answer_now)\)")
         print(summary.read_text())
         print(f"written: {summary}")
     finally:
@@ -365,7 +366,8 @@ def profile_phase(cluster: LocalCluster, phase: str, prof: Path, args: argparse.
     plain = procs.broker_command
     cluster.stop_broker(1)
     procs.broker_command = lambda cfg: [  # type: ignore[assignment]
-        sys.executable, "-m", "cProfile", "-o", str(prof), *procs.BROKER_ARGV, str(cfg)]
+        sys.executable, str(HERE / "profile_broker.py"), str(prof),
+        *procs.BROKER_ARGV[2:], str(cfg)]
     try:
         cluster.start_broker(1)
         cluster.wait_for_brokers([1], 60)

@@ -131,9 +131,10 @@ def _response(ctx, acks: int, results: dict[TopicPartition, ProduceResult],
     endpoints = []
     if ctx.version >= 10:  # KIP-951: where the partitions refused here are led now
         for tp, r in results.items():
+            if r.error != ErrorCode.not_leader_or_follower:
+                continue
             meta = ctx.metadata.partition(tp)
-            if r.error == ErrorCode.not_leader_or_follower and meta is not None \
-                    and meta.leader >= 0:
+            if meta is not None and meta.leader >= 0:
                 leaders[(tp.topic, tp.partition)] = (meta.leader, meta.leader_epoch)
         for leader_id in sorted({leader for leader, _ in leaders.values()}):
             b = ctx.metadata.broker_on(leader_id, ctx.listener)
