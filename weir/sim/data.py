@@ -103,6 +103,8 @@ class DataPlane:
     def start(self, node: SimNode) -> None:
         node.replicas = SimReplicas(self, node, self.disks[node.id])
         node.replicas.open_logs(set(self.sim.zk.topics))
+        if self.sim.groups is not None:  # its group coordinator (weir.sim.groups)
+            self.sim.groups.start(node)
         incarnation = node.incarnation
 
         def tick() -> None:
@@ -114,6 +116,8 @@ class DataPlane:
     def crash(self, node: SimNode, lose_unflushed: bool) -> None:
         if node.replicas is None:
             return
+        if self.sim.groups is not None:
+            self.sim.groups.crash(node)
         for tp, offset, value in node.replicas.close(lose_unflushed):
             self.stats["records_lost_to_power_failure"] += 1
             self.amnesia.setdefault((tp, offset, value), set()).add(node.id)
@@ -162,7 +166,9 @@ class DataPlane:
         if sim.now >= self.config.fault_ms + self.config.settle_ms // 3:
             return
         sim.schedule(sim.rng.randint(*self.config.produce_every_ms), self._produce)
-        live = sorted(tp for tp in sim.zk.states if tp.topic not in sim.zk.to_delete)
+        # (Clients do not produce to internal topics such as __consumer_offsets.)
+        live = sorted(tp for tp in sim.zk.states
+                      if tp.topic not in sim.zk.to_delete and not tp.topic.startswith("__"))
         if not live:
             return
         tp = sim.rng.choice(live)

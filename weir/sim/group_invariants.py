@@ -191,6 +191,8 @@ class GenerationsNeverGoBack(Invariant):
         self._seen = len(plane.syncs)
         out = []
         for group, synced in sorted(self._synced.items()):
+            if synced < 0:
+                continue  # nothing owed (yet, or any more)
             online = plane.online_coordinator(group)
             if online is None:
                 continue
@@ -210,7 +212,7 @@ class GenerationsNeverGoBack(Invariant):
                        f"({TopicPartition(OFFSETS_TOPIC, part.index)}) holds generation "
                        f"{None if held is None else held.generation}, but members were told "
                        f"generation {synced} is in sync")
-            self._synced[group] = -1  # reported once
+            self._synced[group] = generation  # reported once
         return out
 
 
