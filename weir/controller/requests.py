@@ -80,6 +80,8 @@ class RequestBatch:
         self._stop_replica: dict[int, dict[TopicPartition, bool]] = {}
         self._leading: list[OutboundRequest] = []
         """UpdateMetadata built when added, sent before everything else of the batch."""
+        self._offline_of: dict[tuple[int, ...], tuple[int, ...]] = {}
+        """Offline replicas per assigned replicas, while one set of requests is built."""
         self._states: dict[TopicPartition, tuple[Any, ...]] = {}
         """The last LeaderAndIsr partition state built per partition, with its inputs, so
         that adding the same state for several brokers (one call per replica) builds it
@@ -148,6 +150,7 @@ class RequestBatch:
         """
         ctx = self._ctx
         live = ctx.live_brokers
+        self._offline_of = {}
         partitions = set(ctx.leadership) if all_partitions else set()
         topic_states = self._group_topic_states(
             (tp, self._metadata_partition_state(tp)) for tp in sorted(partitions))
@@ -184,6 +187,7 @@ class RequestBatch:
         Marks the brokers that got their first LeaderAndIsr (type FULL) in the context.
         """
         live = self._ctx.live_brokers
+        self._offline_of = {}
         self._metadata_cache: dict[TopicPartition, Any] = {}
         self._built_topic_states: list[tuple[set[TopicPartition], tuple[Any, ...]]] = []
         self._live_broker_states: tuple[UpdateMetadataBroker, ...] | None = None
@@ -302,13 +306,16 @@ class RequestBatch:
         leader = leader_isr.leader
         if tp.topic in ctx.topics_to_delete:
             leader = LEADER_DURING_DELETE
-        live = ctx.live_brokers
         if ctx.replicas_on_offline_dirs:
             offline = tuple(r for r in replicas if not ctx.is_replica_online(r, tp))
-        elif all(r in live for r in replicas):
-            offline = ()
         else:
-            offline = tuple(r for r in replicas if r not in live)
+            # Offline = not live: the same for every partition with these replicas (a few
+            # distinct assignments for many partitions); the cache lives for one build.
+            offline = self._offline_of.get(replicas)
+            if offline is None:
+                live = ctx.live_brokers
+                offline = self._offline_of[replicas] = tuple(
+                    r for r in replicas if r not in live)
         return UpdateMetadataPartitionState(
             partition_index=tp.partition,
             controller_epoch=leader_isr.controller_epoch,
