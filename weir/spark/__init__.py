@@ -16,25 +16,11 @@ from typing import Any
 
 from weir.spark.offsets import DataLossError
 from weir.spark.options import OptionError
-from weir.spark.source import SHORT_NAME, WeirDataSource, WeirFilteringDataSource
+from weir.spark.source import SHORT_NAME, WeirDataSource
 
-__all__ = ["SHORT_NAME", "DataLossError", "OptionError", "WeirDataSource",
-           "WeirFilteringDataSource", "register"]
-
-PUSHDOWN_CONF = "spark.sql.python.filterPushdown.enabled"
+__all__ = ["SHORT_NAME", "DataLossError", "OptionError", "WeirDataSource", "register"]
 
 
-def register(spark: Any, push_filters: bool | None = None) -> None:
-    """Register the ``weir`` data source with a SparkSession (idempotent).
-
-    ``push_filters``: whether batch reads take the filters Spark pushes down (on topic,
-    partition, offset and timestamp: fewer records fetched).  PySpark pushes filters to
-    Python data sources only when ``spark.sql.python.filterPushdown.enabled`` is true, and
-    fails the reads of a source that implements pushdown while it is false; so by default
-    (None) pushdown follows that setting as it is now, and True sets it to true.
-    """
-    if push_filters is None:
-        push_filters = str(spark.conf.get(PUSHDOWN_CONF, "false")).strip().lower() == "true"
-    elif push_filters:
-        spark.conf.set(PUSHDOWN_CONF, "true")
-    spark.dataSource.register(WeirFilteringDataSource if push_filters else WeirDataSource)
+def register(spark: Any) -> None:
+    """Register the ``weir`` data source with a SparkSession (idempotent)."""
+    spark.dataSource.register(WeirDataSource)

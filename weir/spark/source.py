@@ -31,7 +31,7 @@ from pyspark.sql.types import StructType
 
 from weir.common import TopicPartition
 from weir.spark import offsets as off
-from weir.spark import pushdown, worker
+from weir.spark import worker
 from weir.spark.consume import read_range
 from weir.spark.metadata import PartitionMetadata
 from weir.spark.options import (
@@ -117,11 +117,10 @@ class WeirBatchReader(DataSourceReader):
     def __init__(self, opts: ReadOptions) -> None:
         self.opts = opts
         self.meta = PartitionMetadata(opts.client_conf, opts.subscription)
-        self.pushed = pushdown.Pushed()  # filters Spark pushed down (WeirFilteringReader)
 
     def partitions(self) -> list[RangePartition]:
         opts = self.opts
-        tps = [tp for tp in self.meta.partitions() if self.pushed.wants(tp)]
+        tps = self.meta.partitions()
         start = self.meta.resolve(opts.starting, tps, "startingOffsets", opts.timestamp_strategy)
         assert opts.ending is not None
         end = self.meta.resolve(opts.ending, tps, "endingOffsets")
@@ -130,35 +129,11 @@ class WeirBatchReader(DataSourceReader):
             tp = backwards[0]
             raise OptionError(f"starting offset {start[tp]} of {tp} is after its ending offset"
                               f" {end[tp]}")
-        if not self.pushed.empty:
-            by_timestamp = None
-            if self.pushed.timestamp_from_ms is not None:
-                by_timestamp = self.meta.for_timestamp(tps, self.pushed.timestamp_from_ms)
-            start, end = pushdown.narrow(start, end, self.pushed, by_timestamp)
         ranges = off.plan_ranges(start, end, self.meta.earliest, opts.fail_on_data_loss)
         return _split(opts, ranges)
 
     def read(self, partition: RangePartition) -> Iterator[Any]:
         return _read(self.opts, partition)
-
-
-class WeirFilteringReader(WeirBatchReader):
-    """A batch reader that takes the filters Spark pushes down (:mod:`weir.spark.pushdown`).
-
-    A separate class because PySpark refuses a reader that implements ``pushFilters`` while
-    ``spark.sql.python.filterPushdown.enabled`` is false (its default)."""
-
-    def pushFilters(self, filters: list[Any]) -> Iterator[Any]:
-        self.pushed, left = pushdown.push(filters)
-        log.info("weir: pushed down %s; left to Spark %s", self.pushed, left)
-        return iter(left)
-
-
-class WeirFilteringDataSource(WeirDataSource):
-    """The ``weir`` source with filter pushdown on batch reads (see :func:`weir.spark.register`)."""
-
-    def reader(self, schema: StructType) -> DataSourceReader:
-        return WeirFilteringReader(self._read_options(schema, streaming=False))
 
 
 class WeirStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
