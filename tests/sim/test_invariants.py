@@ -126,3 +126,18 @@ def test_the_invariant_set_is_named_and_fresh() -> None:
     first, second = inv.controller_invariants(), inv.controller_invariants()
     assert len({i.name for i in first}) == len(first)
     assert all(a is not b for a, b in zip(first, second, strict=True))
+
+
+def test_an_answer_overtaken_by_a_superseding_request_promises_nothing() -> None:
+    """An AlterPartitionReassignments answer arriving after /admin/reassign_partitions was
+    rewritten for the same partition: which one the controller applied last is unknown."""
+    from weir.common import TopicPartition
+
+    check = inv.ReassignmentsResolve()
+    tp = TopicPartition("t", 0)
+    sent = check.version(tp)
+    check.supersede(tp)  # the znode, written while the request was in flight
+    check.acknowledge(tp, (1, 2, 3), sent)
+    assert tp not in check.acknowledged
+    check.acknowledge(tp, (1, 2, 3), check.version(tp))  # sent after it: a promise
+    assert check.acknowledged[tp] == (1, 2, 3)

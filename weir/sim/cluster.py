@@ -451,10 +451,12 @@ class Simulation:
         self.faults.append(f"{self.now}: AlterPartitionReassignments {tp} -> "
                            f"{'cancel' if target is None else list(target)} via {admin.id}")
 
+        version = self.reassignments.version(tp) if self.reassignments is not None else 0
+
         def answer(value: Any) -> None:
             if isinstance(value, dict) and value.get(tp, (None,))[0] == ErrorCode.none \
                     and self.reassignments is not None:
-                self.reassignments.acknowledge(tp, target)
+                self.reassignments.acknowledge(tp, target, version)
         self._rpc(admin, lambda c: c.service.alter_reassignments({tp: target}), answer)
 
     def _preferred_election(self, admin: SimNode) -> None:

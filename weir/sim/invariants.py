@@ -207,14 +207,26 @@ class ReassignmentsResolve(Invariant):
 
     def __init__(self) -> None:
         self.acknowledged: dict[TopicPartition, tuple[int, ...] | None] = {}
+        self._superseded: dict[TopicPartition, int] = {}
 
-    def acknowledge(self, tp: TopicPartition, target: tuple[int, ...] | None) -> None:
-        """The controller accepted a move of ``tp`` to ``target`` (None: a cancel)."""
+    def version(self, tp: TopicPartition) -> int:
+        """How many times requests for ``tp`` were superseded (taken when one is sent)."""
+        return self._superseded.get(tp, 0)
+
+    def acknowledge(self, tp: TopicPartition, target: tuple[int, ...] | None,
+                    sent_at_version: int | None = None) -> None:
+        """The controller accepted a move of ``tp`` to ``target`` (None: a cancel).  An
+        answer to a request sent before a superseding one (``sent_at_version`` older than
+        :meth:`version`) promises nothing: which of the two the controller applied last is
+        not known."""
+        if sent_at_version is not None and sent_at_version != self.version(tp):
+            return
         self.acknowledged[tp] = target
 
     def supersede(self, tp: TopicPartition) -> None:
         """A request for ``tp`` whose acceptance is not known replaces the earlier one."""
         self.acknowledged.pop(tp, None)
+        self._superseded[tp] = self.version(tp) + 1
 
     def at_end(self, sim: Simulation) -> Iterable[str]:
         zk = sim.zk
