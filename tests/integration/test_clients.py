@@ -150,3 +150,48 @@ def test_list_offsets_earliest_latest_and_by_time(cluster1, topic_name):
 def test_auto_create_topic_on_produce(cluster1, topic_name):
     acked = produce(cluster1.bootstrap, topic_name, [b"auto"])
     assert acked[0][1] == 0
+
+
+def test_deleting_a_topic_removes_its_committed_offsets(cluster1, topic_name):
+    """Kafka's GroupCoordinator.onPartitionsDeleted: once a topic is deleted its committed
+    offsets are gone from the group, so a topic created again under the same name is read
+    from auto.offset.reset, not from the old topic's offsets."""
+    from confluent_kafka import Consumer
+    from confluent_kafka import ConsumerGroupTopicPartitions as GroupTps
+
+    group = f"{topic_name}-g"
+    keep = f"{topic_name}-keep"
+    admin = AdminClient({"bootstrap.servers": cluster1.bootstrap})
+    for name in (topic_name, keep):
+        create_topic(cluster1.bootstrap, name)
+        produce(cluster1.bootstrap, name, [b"old-%d" % i for i in range(10)])
+    consumer = Consumer({"bootstrap.servers": cluster1.bootstrap, "group.id": group,
+                         "enable.auto.commit": False})
+    try:
+        consumer.commit(offsets=[CkTopicPartition(topic_name, 0, 8), CkTopicPartition(keep, 0, 6)],
+                        asynchronous=False)
+    finally:
+        consumer.close()
+
+    def committed() -> dict[str, int]:
+        answer = admin.list_consumer_group_offsets([GroupTps(group)])[group].result(30)
+        return {tp.topic: tp.offset for tp in answer.topic_partitions if tp.offset >= 0}
+
+    assert committed() == {topic_name: 8, keep: 6}
+    admin.delete_topics([topic_name], operation_timeout=30)[topic_name].result(30)
+    wait_for(lambda: committed() == {keep: 6}, 30, what="the deleted topic's offsets removed")
+
+    create_topic(cluster1.bootstrap, topic_name)
+    wait_for(lambda: topic_name in admin.list_topics(timeout=10).topics, 30, what="re-created")
+    produce(cluster1.bootstrap, topic_name, [b"new-%d" % i for i in range(3)])
+    reader = Consumer({"bootstrap.servers": cluster1.bootstrap, "group.id": group,
+                       "enable.auto.commit": False, "auto.offset.reset": "earliest"})
+    try:
+        reader.subscribe([topic_name])
+        got: list[bytes] = []
+        wait_for(lambda: got.extend(m.value() for m in reader.consume(10, 0.5)
+                                    if m.error() is None) or len(got) >= 3,
+                 60, what="the new topic's records from the start")
+        assert got == [b"new-0", b"new-1", b"new-2"]
+    finally:
+        reader.close()

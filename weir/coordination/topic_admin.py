@@ -109,7 +109,7 @@ def offsets_topic(config: Any, live_brokers: int) -> InternalTopic:
     return InternalTopic(
         OFFSETS_TOPIC, config.offsets_topic_num_partitions,
         min(config.offsets_topic_replication_factor, live_brokers),
-        {"cleanup.policy": "compact", "retention.ms": "-1",
+        {"cleanup.policy": "compact",
          "segment.bytes": str(config.offsets_topic_segment_bytes),
          "compression.type": "producer"})
 
@@ -120,7 +120,7 @@ def transaction_state_topic(config: Any, live_brokers: int) -> InternalTopic:
     return InternalTopic(
         TRANSACTION_STATE_TOPIC, config.transaction_state_log_num_partitions,
         min(config.transaction_state_log_replication_factor, live_brokers),
-        {"cleanup.policy": "compact", "retention.ms": "-1",
+        {"cleanup.policy": "compact",
          "min.insync.replicas": str(config.transaction_state_log_min_isr),
          "segment.bytes": str(config.transaction_state_log_segment_bytes),
          "unclean.leader.election.enable": "false", "compression.type": "uncompressed"})

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -543,6 +543,28 @@ class GroupCoordinator(CoordinatorShell[OffsetsPartition, _Loaded]):
                 if part is not None and part.groups.get(group.group_id) is group:
                     del part.groups[group.group_id]
         return error
+
+    def on_partitions_deleted(self, tps: Iterable[TopicPartition]) -> asyncio.Task | None:
+        """Kafka's ``GroupCoordinator.onPartitionsDeleted``: an UpdateMetadata that deletes
+        partitions (leader -2) removes their committed offsets from every group this broker
+        coordinates, with tombstones in ``__consumer_offsets``, and a group left Empty with
+        no offsets is deleted too (``GroupMetadataManager.cleanupGroupMetadata``), so a topic
+        created again under the same name does not inherit the old offsets.  The tombstones
+        are written by a task of this shell; returns it (None when nothing is to remove)."""
+        gone = set(tps)
+        doomed = [(group, [tp for tp in group.offsets if tp in gone])
+                  for group in self.all_groups()] if gone else []
+        doomed = [(group, offsets) for group, offsets in doomed if offsets]
+        if not doomed:
+            return None
+
+        async def clean() -> None:
+            for group, offsets in doomed:
+                error = await self._tombstone_group(group, offsets)
+                if error != ErrorCode.none:
+                    log.warning("could not remove %d offsets of deleted partitions from group "
+                                "%s: %s", len(offsets), group.group_id, error.name)
+        return self._spawn(clean())
 
     async def expire_offsets(self, now: int) -> None:
         """``offsets.retention.minutes``: an Empty group's offsets expire that long after it

@@ -348,13 +348,17 @@ def test_internal_topics_are_compacted_with_their_replication_factor_capped() ->
     offsets = offsets_topic(_internal_config(offsets_topic_num_partitions=7), 2)
     assert (offsets.name, offsets.num_partitions, offsets.replication_factor) == (
         "__consumer_offsets", 7, 2)
-    assert offsets.configs["cleanup.policy"] == "compact"
-    assert offsets.configs["compression.type"] == "producer"
+    # Kafka's GroupCoordinator.offsetsTopicConfigs: compacted only (no time retention)
+    assert offsets.configs == {"cleanup.policy": "compact", "segment.bytes": "104857600",
+                               "compression.type": "producer"}
     txn = transaction_state_topic(_internal_config(), 5)
     assert (txn.name, txn.num_partitions, txn.replication_factor) == (
         "__transaction_state", 50, 3)
-    assert txn.configs["min.insync.replicas"] == "2"
-    assert txn.configs["unclean.leader.election.enable"] == "false"
+    # Kafka's TransactionStateManager.transactionTopicConfigs
+    assert txn.configs == {"cleanup.policy": "compact", "min.insync.replicas": "2",
+                           "segment.bytes": "104857600",
+                           "unclean.leader.election.enable": "false",
+                           "compression.type": "uncompressed"}
 
 
 def test_internal_topics_are_created_through_the_admin(store) -> None:

@@ -156,3 +156,39 @@ async def _unload_answers_parked(tmp_path) -> None:
 
 def test_losing_leadership_answers_parked_joins(tmp_path):
     asyncio.run(_unload_answers_parked(tmp_path))
+
+
+async def _deleted_partitions(tmp_path) -> None:
+    broker = make_broker(tmp_path)
+    other = TopicPartition("u", 0)
+    broker.metadata.topics["u"] = dict(broker.metadata.topics["t"])
+    coord = make_coordinator(broker)
+    coord.on_leadership(OFFSETS_TP, True, 0)
+    await _loaded(coord)
+    # Two groups without members (simple consumers' commits): one commits to both topics.
+    assert await coord.commit_offsets("both", "", None, -1, {
+        DATA_TP: OffsetAndMetadata(5), other: OffsetAndMetadata(7)}) == {
+        DATA_TP: ErrorCode.none, other: ErrorCode.none}
+    assert await coord.commit_offsets("only-t", "", None, -1, {DATA_TP: OffsetAndMetadata(3)}
+                                      ) == {DATA_TP: ErrorCode.none}
+    assert coord.on_partitions_deleted([TopicPartition("never-committed", 0)]) is None
+    await coord.on_partitions_deleted([DATA_TP])
+    assert coord.fetch_offsets("both", None) == {
+        other: OffsetAndMetadata(7, record_offset=coord.group("both").offsets[other].record_offset)}
+    # An Empty group left with no offsets is deleted with them (a group tombstone).
+    assert coord.group("only-t") is None
+    assert await coord.delete_groups(["only-t"]) == {"only-t": ErrorCode.group_id_not_found}
+    # The tombstones are in the log: a coordinator loading it sees the same.
+    again = make_coordinator(broker)
+    again.on_leadership(OFFSETS_TP, True, 1)
+    await _loaded(again)
+    assert set(again.fetch_offsets("both", None)) == {other}
+    assert again.group("only-t") is None
+    for c in (coord, again):
+        await c.stop()
+
+
+def test_deleted_partitions_lose_their_offsets(tmp_path):
+    """Kafka's GroupCoordinator.onPartitionsDeleted: a deleted topic's committed offsets are
+    tombstoned in every group, and an Empty group left with none is deleted."""
+    asyncio.run(_deleted_partitions(tmp_path))

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from typing import Any
 
+from weir.common import TopicPartition
 from weir.protocol.errors import ErrorCode
 from weir.server.handlers._controller_requests import cluster_action_refused, stale_broker_epoch
-from weir.server.metadata_cache import BrokerMeta, PartitionMeta
+from weir.server.metadata_cache import LEADER_DURING_DELETE, BrokerMeta, PartitionMeta
 
 API_KEY = 6
 MIN_VERSION = 8
@@ -40,4 +41,10 @@ async def handle(ctx, request) -> Any:
                                      int(request.controller_epoch), brokers, partitions)
     for topic in deleted:
         ctx.topic_configs.set_overrides(topic, None)
+    # KafkaApis.handleUpdateMetadataRequest: the partitions this request deletes (leader -2,
+    # whether or not this broker knew them) lose their committed offsets in every group.
+    gone = [TopicPartition(topic, index) for topic, _, index, meta in partitions
+            if meta.leader == LEADER_DURING_DELETE]
+    if gone:
+        ctx.group_coordinator.on_partitions_deleted(gone)
     return ctx.respond(error_code=ErrorCode.none)
