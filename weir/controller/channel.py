@@ -6,13 +6,13 @@ with backoff while its broker is registered, and turns answers into controller e
 (:class:`StopReplicaResult`, :class:`LeaderAndIsrResult`) for the controller queue.
 Removing a broker drops its queued requests.
 
-A sender encodes its request on a worker thread (``pre_encode``, over connections that take
-an encoded body):
-a LeaderAndIsr or UpdateMetadata of 10,000 partitions is ~75-100 ms of encoding, which on
-the event loop would stall the broker (and hold back the answer to the ControlledShutdown
-that caused it).  The UpdateMetadata requests of one batch usually differ only in the
-recipient's broker epoch (the batch builds their topic and broker states once): their body
-is encoded once and the epoch patched in for each broker.
+The UpdateMetadata requests of one batch usually differ only in the recipient's broker
+epoch (the batch builds their topic and broker states once): over connections that take an
+encoded body (``pre_encode``), the senders encode that body once and patch the epoch in for
+each broker, instead of encoding ~10,000 partition states per broker.  The encoding stays
+on the event loop, in send order: on worker threads the encodes of one batch ran at once,
+sharing the interpreter lock, so every request of the batch went out late (a 10,000-partition
+A/B in bench/results/control_plane-summary.md).
 """
 
 from __future__ import annotations
@@ -64,7 +64,8 @@ class SharedBodies:
     Requests that share their ``topic_states`` and ``live_brokers`` objects and every other
     field but ``broker_epoch`` get one encoding, with each recipient's broker epoch written
     over the first one's; other requests are encoded as they are.  Thread-safe: the
-    senders encode on worker threads.  One per :meth:`ControllerChannelManager.send`.
+    ``run_blocking`` may run it on worker threads.  One per
+    :meth:`ControllerChannelManager.send`.
     """
 
     def __init__(self) -> None:
@@ -90,6 +91,10 @@ class SharedBodies:
         template = found[2]
         return (template[:_BROKER_EPOCH_AT] + _BROKER_EPOCH.pack(request.broker_epoch)
                 + template[_UPDATE_METADATA_HEAD.size:])
+
+
+async def _inline(fn: Callable[..., Any], *args: Any) -> Any:
+    return fn(*args)
 
 
 def _error_code(value: int) -> ErrorCode:
@@ -171,7 +176,7 @@ class _BrokerSender:
                     await self._conn.connect(timeout_s=self._manager.timeout_s)
                 if shared is None or not getattr(self._conn, "takes_encoded_body", False):
                     return await self._conn.request(request, timeout_s=self._manager.timeout_s)
-                if body is None:  # encoded off the event loop (tens of ms per request)
+                if body is None:
                     body = await self._manager.run_blocking(shared.body, request)
                 return await self._conn.request(request, timeout_s=self._manager.timeout_s,
                                                 body=body)
@@ -199,15 +204,15 @@ class ControllerChannelManager:
                  max_backoff_ms: int = 5000,
                  connect: ConnectionFactory = BrokerConnection,
                  pre_encode: bool = True,
-                 run_blocking: Callable[..., Any] = asyncio.to_thread) -> None:
+                 run_blocking: Callable[..., Any] | None = None) -> None:
         """``pre_encode``: the senders encode the request bodies themselves, through
-        ``run_blocking`` (a worker thread), each batch's UpdateMetadata once
+        ``run_blocking`` (default: inline, on the event loop), each batch's UpdateMetadata once
         (:class:`SharedBodies`), for connections that take an encoded body (a true
         ``takes_encoded_body``, as :class:`BrokerConnection`); other connections (the
         simulation's) encode their requests themselves."""
         self.on_event = on_event
         self.pre_encode = pre_encode
-        self.run_blocking = run_blocking
+        self.run_blocking = run_blocking or _inline
         self.timeout_s = request_timeout_ms / 1000
         self.backoff_ms = backoff_ms
         self.max_backoff_ms = max_backoff_ms
