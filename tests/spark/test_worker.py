@@ -38,7 +38,9 @@ def test_in_a_task_the_heap_is_frozen_once_per_kind(fresh_worker_state):
     frozen = gc.get_freeze_count()
     assert frozen > 10_000  # pyarrow, numpy, numba, weir: modules, classes, functions
     assert worker.prepare("read") is False  # the next task on this worker: nothing to do
-    assert gc.get_freeze_count() == frozen
+    # Nothing frozen again: the count may only fall (a frozen object freed meanwhile, e.g.
+    # by another thread of the test process), never grow by a second freeze.
+    assert gc.get_freeze_count() <= frozen
     assert worker.prepare("write") is True  # a write task brings confluent-kafka along
 
 
