@@ -552,9 +552,11 @@ class GroupCoordinator(CoordinatorShell[OffsetsPartition, _Loaded]):
         created again under the same name does not inherit the old offsets.  The tombstones
         are written by a task of this shell; returns it (None when nothing is to remove)."""
         gone = set(tps)
-        doomed = [(group, [tp for tp in group.offsets if tp in gone])
-                  for group in self.all_groups()] if gone else []
-        doomed = [(group, offsets) for group, offsets in doomed if offsets]
+        doomed = []
+        for group in self.all_groups():
+            offsets = [tp for tp in group.offsets if tp in gone]
+            if offsets:
+                doomed.append((group, offsets))
         if not doomed:
             return None
 
