@@ -52,7 +52,7 @@ from typing import TYPE_CHECKING, Any
 
 from weir.asyncutil import cancel_and_wait, request_slot
 from weir.config import parse_ip_overrides
-from weir.protocol import codec
+from weir.protocol import codec, produce_request
 from weir.protocol.errors import ErrorCode
 from weir.protocol.fetch_response import FileRegion
 from weir.security.listeners import ListenerSecurity
@@ -131,7 +131,11 @@ class Dispatcher:
         request_cls, response_cls = handler.schemas(version)
         try:
             header = codec.parse_request_header(frame, bool(request_cls.__flexible__))
-            request = codec.decode_body(request_cls, frame, header.size)
+            request = None
+            if api_key == _PRODUCE:  # the hot path: read by hand, kio for anything unusual
+                request = produce_request.decode(frame, header.size, version)
+            if request is None:
+                request = codec.decode_body(request_cls, frame, header.size)
         except codec.MalformedRequest as exc:
             raise CloseConnection(f"malformed {handler.name} v{version} request: {exc}") from exc
         ctx = RequestContext(self.services, header, request_cls, response_cls, peer)
@@ -327,12 +331,12 @@ class SocketServer:
                     task.cancel()
 
     async def _open(self, client: socket.socket, peer: str
-                    ) -> tuple[asyncio.StreamReader, asyncio.StreamWriter] | None:
+                    ) -> tuple[FrameProtocol, asyncio.StreamWriter] | None:
         """The connection's streams, after the TLS handshake on an SSL listener (None: the
         handshake failed, logged)."""
         loop = asyncio.get_running_loop()
         reader = asyncio.StreamReader(limit=1 << 20)
-        protocol = asyncio.StreamReaderProtocol(reader)
+        protocol = FrameProtocol(reader)
         context = self.security.ssl_context
         try:
             transport, _ = await loop.connect_accepted_socket(
@@ -343,7 +347,7 @@ class SocketServer:
                         self.security.name, exc)
             client.close()
             return None
-        return reader, asyncio.StreamWriter(transport, protocol, reader, loop)
+        return protocol, asyncio.StreamWriter(transport, protocol, reader, loop)
 
     async def _on_connection(self, client: socket.socket, address: Any) -> None:
         task = asyncio.current_task()
@@ -373,7 +377,7 @@ class SocketServer:
             if writer is not None:
                 writer.close()
 
-    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter,
+    async def _serve(self, reader: FrameProtocol, writer: asyncio.StreamWriter,
                      peer: str, task: asyncio.Task) -> None:
         security = ConnectionSecurity(self.security)
         if self.security.uses_tls and not self.security.sasl:  # SSL: the certificate's DN
@@ -381,18 +385,21 @@ class SocketServer:
                                                self.security.principal_mapper)
         conn = _Pipeline(writer, peer, security)
         self._connections[task] = conn
+
+        def check_size(size: int) -> None:
+            limit = security.max_frame(self.max_request_bytes)
+            if size < 0 or size > limit:
+                key = ("socket.request.max.bytes" if limit == self.max_request_bytes
+                       else "sasl.server.max.receive.size")
+                raise CloseConnection(f"request of {size} bytes exceeds {key}={limit}")
+
         try:
             while True:
-                (size,) = _SIZE.unpack(await reader.readexactly(4))
-                limit = security.max_frame(self.max_request_bytes)
-                if size < 0 or size > limit:
-                    key = ("socket.request.max.bytes" if limit == self.max_request_bytes
-                           else "sasl.server.max.receive.size")
-                    raise CloseConnection(
-                        f"request of {size} bytes exceeds {key}={limit}"
-                    )
-                frame = await reader.readexactly(size)
+                frame = reader.next_frame(check_size)
+                if frame is None:
+                    frame = await reader.read_frame(check_size)
                 conn.last_active = time.monotonic()
+                size = len(frame)
                 api_key = _API_KEY.unpack_from(frame, 0)[0] if size >= 2 else -1
                 decoded = None
                 if api_key == _PRODUCE:
@@ -440,6 +447,110 @@ class SocketServer:
         finally:
             release()
             request_slot.reset(token)
+
+
+class FrameProtocol(asyncio.StreamReaderProtocol):
+    """The connection's bytes cut into request frames (a 4-byte size, then that many bytes),
+    as Kafka's ``NetworkReceive`` does, instead of a ``StreamReader`` read twice per request.
+
+    The bytes collect in one buffer; :meth:`next_frame` takes a complete frame from it with
+    no await (several pipelined requests are taken one after the other from the bytes of
+    one ``recv``), and :meth:`read_frame` waits for the rest of one.  The size is checked
+    (``check_size`` raises) as soon as its 4 bytes are in, before the body is waited for.
+    Reading pauses while more than ``_HIGH`` bytes wait with a whole frame among them, and
+    resumes once at most ``_LOW`` are left (``StreamReader``'s flow control, at twice and
+    once its limit).  The ``StreamReader`` given is kept for the
+    ``StreamWriter`` (end of stream, errors, ``drain``); it is fed nothing else."""
+
+    _HIGH = 2 << 20
+    _LOW = 1 << 20
+
+    def __init__(self, stream_reader: asyncio.StreamReader) -> None:
+        super().__init__(stream_reader)
+        self._buf = bytearray()
+        self._waiter: asyncio.Future[None] | None = None
+        self._ended = False
+        self._error: BaseException | None = None
+        self._reading_transport: asyncio.BaseTransport | None = None
+        self._paused = False
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        super().connection_made(transport)
+        self._reading_transport = transport
+
+    def data_received(self, data: bytes) -> None:
+        buf = self._buf
+        buf += data
+        # Pause only with a whole frame waiting to be taken: a frame larger than the
+        # threshold is read to its end.
+        if len(buf) > self._HIGH and not self._paused \
+                and len(buf) >= 4 + _SIZE.unpack_from(buf, 0)[0]:
+            self._pause(True)
+        self._wake()
+
+    def eof_received(self) -> bool:
+        self._ended = True
+        self._wake()
+        return bool(super().eof_received())
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._ended = True
+        self._error = exc
+        self._wake()
+        super().connection_lost(exc)
+
+    def _wake(self) -> None:
+        waiter = self._waiter
+        if waiter is not None and not waiter.done():
+            waiter.set_result(None)
+
+    def _pause(self, pause: bool) -> None:
+        transport = self._reading_transport
+        if transport is None or transport.is_closing():  # type: ignore[attr-defined]
+            return
+        try:
+            if pause:
+                transport.pause_reading()  # type: ignore[attr-defined]
+            else:
+                transport.resume_reading()  # type: ignore[attr-defined]
+        except (AttributeError, RuntimeError):
+            return
+        self._paused = pause
+
+    def next_frame(self, check_size) -> bytes | None:
+        """A complete frame from the buffer, or None while it is incomplete."""
+        buf = self._buf
+        if len(buf) < 4:
+            return None
+        (size,) = _SIZE.unpack_from(buf, 0)
+        check_size(size)
+        end = 4 + size
+        if len(buf) < end:
+            return None
+        frame = bytes(memoryview(buf)[4:end])
+        del buf[:end]
+        if self._paused and len(buf) <= self._LOW:
+            self._pause(False)
+        return frame
+
+    async def read_frame(self, check_size) -> bytes:
+        """The next frame, waiting for its bytes; at the end of the stream with a frame
+        incomplete, the connection's error or ``IncompleteReadError``."""
+        while True:
+            frame = self.next_frame(check_size)
+            if frame is not None:
+                return frame
+            if self._ended:
+                if self._error is not None:
+                    raise self._error
+                raise asyncio.IncompleteReadError(bytes(self._buf), None)
+            if self._paused:  # not reached in practice (paused with a whole frame in)
+                self._pause(False)
+            self._waiter = asyncio.get_running_loop().create_future()
+            try:
+                await self._waiter
+            finally:
+                self._waiter = None
 
 
 class _Pipeline:

@@ -32,7 +32,7 @@ async def handle(ctx, request) -> Any:
     if entries and _needs_verification(ctx, transactional_id, txn_denied):
         verification = await _verify(ctx, transactional_id, entries, results)
     if entries:
-        timeout_ms = int(request.timeout.total_seconds() * 1000)
+        timeout_ms = _timeout_ms(request)
         results.update(await ctx.replica_manager.append(acks, timeout_ms, entries,
                                                            verification=verification))
     return _response(ctx, acks, results, txn_denied)
@@ -48,7 +48,7 @@ def handle_now(ctx, request) -> Any:
     acks, entries, results, txn_denied, _tid = _collect(ctx, request)
     if not entries:
         return _response(ctx, acks, results, txn_denied)
-    timeout_ms = int(request.timeout.total_seconds() * 1000)
+    timeout_ms = _timeout_ms(request)
     appended, wait = ctx.replica_manager.append_now(acks, timeout_ms, entries)
     results.update(appended)
     if wait is None:
@@ -59,6 +59,12 @@ def handle_now(ctx, request) -> Any:
         return _response(ctx, acks, results, txn_denied)
 
     return later()
+
+
+def _timeout_ms(request) -> int:
+    """The request's timeout in ms (the hand decoder's attribute, or kio's timedelta)."""
+    timeout_ms = getattr(request, "timeout_ms", None)
+    return int(request.timeout.total_seconds() * 1000) if timeout_ms is None else timeout_ms
 
 
 def _needs_verification(ctx, transactional_id: str | None, txn_denied: bool) -> bool:
