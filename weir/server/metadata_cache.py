@@ -59,11 +59,16 @@ class MetadataCache:
     # entities, valid until the next update (a 10,000-partition Metadata is otherwise
     # rebuilt from scratch for every client poll).
     described: dict[tuple[str, type], tuple[Any, ...]] = field(default_factory=dict)
+    # Memo of whole encoded Metadata response bodies (see the Metadata handler), also
+    # valid until the next update: a 10,000-partition answer costs ~0.1 s to encode, and
+    # every client and the admin tools poll it.
+    encoded: dict[tuple[Any, ...], bytes] = field(default_factory=dict)
 
     def update(self, controller_id: int, controller_epoch: int, brokers: list[BrokerMeta],
                partitions: list[tuple[str, uuid.UUID | None, int, PartitionMeta]]) -> set[str]:
         """Apply one UpdateMetadata; returns the topics that were deleted by it."""
         self.described.clear()
+        self.encoded.clear()
         self.controller_id = controller_id
         self.controller_epoch = controller_epoch
         self.brokers = {b.id: b for b in brokers}

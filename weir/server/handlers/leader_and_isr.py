@@ -22,27 +22,29 @@ FULL = 1
 log = logging.getLogger(__name__)
 
 
+def parse_partition_states(request) -> tuple[dict[TopicPartition, PartitionStateUpdate],
+                                              dict[str, Any]]:
+    """The request's partition states by partition, and its topics' ids."""
+    updates: dict[TopicPartition, PartitionStateUpdate] = {}
+    topic_ids: dict[str, Any] = {}
+    # The decoder gives ints and tuples of ints already (kio's int32 types are int at run
+    # time): no per-element conversion.
+    for topic in request.topic_states:
+        name, topic_id = topic.topic_name, topic.topic_id
+        topic_ids[name] = topic_id
+        for ps in topic.partition_states:
+            updates[TopicPartition(name, ps.partition_index)] = PartitionStateUpdate(
+                LeaderState(ps.leader, ps.leader_epoch, list(ps.isr), list(ps.replicas),
+                            ps.partition_epoch, ps.controller_epoch),
+                topic_id, bool(ps.is_new))
+    return updates, topic_ids
+
+
 async def handle(ctx, request) -> Any:
     error = cluster_action_refused(ctx) or await stale_broker_epoch(ctx, request)
     if error is not None:
         return ctx.respond(error_code=error, topics=[])
-    updates: dict[TopicPartition, PartitionStateUpdate] = {}
-    topic_ids: dict[str, Any] = {}
-    for topic in request.topic_states:
-        topic_ids[topic.topic_name] = topic.topic_id
-        for ps in topic.partition_states:
-            updates[TopicPartition(topic.topic_name, int(ps.partition_index))] = (
-                PartitionStateUpdate(
-                    state=LeaderState(
-                        leader=int(ps.leader), leader_epoch=int(ps.leader_epoch),
-                        isr=[int(b) for b in ps.isr], replicas=[int(b) for b in ps.replicas],
-                        partition_epoch=int(ps.partition_epoch),
-                        controller_epoch=int(ps.controller_epoch),
-                    ),
-                    topic_id=topic.topic_id,
-                    is_new=bool(ps.is_new),
-                )
-            )
+    updates, topic_ids = parse_partition_states(request)
     live_leaders = {int(b.broker_id): BrokerEndPoint(int(b.broker_id), b.host_name, int(b.port))
                     for b in request.live_leaders}
     await ctx.topic_configs.load(set(topic_ids))

@@ -15,6 +15,7 @@ from weir.protocol import codec
 from weir.protocol.errors import ErrorCode, KafkaError
 from weir.security.acls import AclOperation, ResourceType
 from weir.server import admin, authz
+from weir.server.context import RawResponse
 
 log = logging.getLogger(__name__)
 
@@ -26,8 +27,50 @@ _NO_OPERATIONS = -2147483648
 _ZERO_UUID = uuid.UUID(int=0)
 
 
+# At most this many encoded answers are kept per metadata update (one per distinct
+# request shape: version, listener, topics named, flags).
+MAX_ENCODED = 64
+
+
+def _encoded_key(ctx, request) -> tuple[Any, ...] | None:
+    """The key of this request's answer in ``MetadataCache.encoded``, or None if the answer
+    may depend on more than the cache: with an authorizer (it depends on the principal),
+    or topics named by id (Metadata v10+)."""
+    if authz.enabled(ctx):
+        return None
+    if request.topics is None:
+        names = None
+    else:
+        names = tuple(t.name for t in request.topics)
+        if None in names:
+            return None
+    return (ctx.version, ctx.listener, names,
+            bool(getattr(request, "include_topic_authorized_operations", False)),
+            bool(getattr(request, "include_cluster_authorized_operations", False)))
+
+
 async def handle(ctx, request) -> Any:
+    """The answer; one with only known topics, its brokers and controller from the cache,
+    is kept encoded until the next UpdateMetadata and sent again as it is (nothing in it
+    changes until then; the correlation id is in the frame header)."""
+    key = _encoded_key(ctx, request)
+    if key is not None:
+        body = ctx.metadata.encoded.get(key)
+        if body is not None:
+            return RawResponse(body)
+    response, reusable = await _answer(ctx, request)
+    if key is None or not reusable:
+        return response
+    body = codec.encode_body(response)
+    if len(ctx.metadata.encoded) < MAX_ENCODED:
+        ctx.metadata.encoded[key] = body
+    return RawResponse(body)
+
+
+async def _answer(ctx, request) -> tuple[Any, bool]:
+    """The response, and whether it may be reused (see :func:`handle`)."""
     cache = ctx.metadata
+    reusable = True
     version = ctx.version
     by_id: dict[str, Any] = {}  # names asked for by topic id (Metadata v10+)
     if request.topics is None or (version == 0 and not request.topics):
@@ -69,6 +112,7 @@ async def handle(ctx, request) -> Any:
                 topics.append(_refused(name))
                 continue
         topic = await _describe_topic(ctx, name, may_create)
+        reusable = reusable and topic["error_code"] == ErrorCode.none
         if with_ops and topic["error_code"] == ErrorCode.none:
             topic["topic_authorized_operations"] = authz.authorized_operations(
                 ctx, ResourceType.TOPIC, name)
@@ -84,6 +128,7 @@ async def handle(ctx, request) -> Any:
         # such as librdkafka's admin client waiting for a refresh that may not come soon.
         registered, controller_id = await _from_zookeeper(ctx, ctx.listener)
         brokers = brokers or registered
+        reusable = False
     cluster_ops = _NO_OPERATIONS
     if getattr(request, "include_cluster_authorized_operations", False):
         cluster_ops = (authz.authorized_operations(ctx, ResourceType.CLUSTER, "kafka-cluster")
@@ -94,7 +139,7 @@ async def handle(ctx, request) -> Any:
         controller_id=controller_id,
         topics=topics,
         cluster_authorized_operations=cluster_ops,
-    )
+    ), reusable
 
 
 def _refused(name: str | None, topic_id: Any = _ZERO_UUID) -> dict[str, Any]:
