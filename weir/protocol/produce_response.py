@@ -18,6 +18,39 @@ _I64 = struct.Struct(">q")
 _NULL_LEGACY = b"\xff\xff"
 
 
+_TAIL_FLEXIBLE = b"\x00" + _I32.pack(0) + b"\x00"  # topic tags, throttle time, body tags
+_NAMES: dict[tuple[str, bool], bytes] = {}
+
+
+def encode_one(version: int, topic: str, partition: int, error: int, base_offset: int,
+               append_time: int, log_start: int, message: str | None,
+               record_errors: list[tuple[int, str | None]] | None = None) -> bytes:
+    """:func:`encode` of one topic with one partition and no KIP-951 leader hint (the
+    usual answer): the same bytes, fewer steps."""
+    if version < 8 or version >= 9 and not record_errors and message is None:
+        flexible = version >= 9
+        name = _NAMES.get((topic, flexible))
+        if name is None:
+            name = _string(topic, flexible)
+            if len(_NAMES) < 10_000:
+                _NAMES[(topic, flexible)] = name
+        parts = [b"\x02" if flexible else b"\x00\x00\x00\x01", name,
+                 b"\x02" if flexible else b"\x00\x00\x00\x01",
+                 _PARTITION.pack(partition, error, base_offset)]
+        if version >= 2:
+            parts.append(_I64.pack(append_time))
+        if version >= 5:
+            parts.append(_I64.pack(log_start))
+        if flexible:  # no record errors, null message, no partition tags; then the tail
+            parts.append(b"\x01\x00\x00" + _TAIL_FLEXIBLE)
+        elif version >= 1:
+            parts.append(_I32.pack(0))  # throttle time
+        return b"".join(parts)
+    return encode(version, [(topic, [(partition, error, base_offset, append_time, log_start,
+                                      message)])],
+                  record_errors={(topic, partition): record_errors} if record_errors else None)
+
+
 def _string(value: str | None, flexible: bool) -> bytes:
     if value is None:
         return b"\x00" if flexible else _NULL_LEGACY

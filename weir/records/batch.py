@@ -200,22 +200,31 @@ def validate_batches(
     if end == 0:
         raise _corrupt("empty record set")
     while pos < end:
-        _check_magic(buf, pos)
-        header = parse_header(buf, pos)
-        if pos + header.size > end:
+        if end - pos < HEADER_SIZE or buf[pos + MAGIC_OFFSET] != 2:
+            _check_magic(buf, pos)  # the error of a short batch or another magic
+            header = parse_header(buf, pos)
+        else:  # parse_header, inline: this loop runs once per batch of every append
+            header = BatchHeader(*_HEADER.unpack_from(buf, pos), position=pos)
+            if header.batch_length < MIN_BATCH_LENGTH:
+                raise _corrupt(f"impossible batch length {header.batch_length} at position "
+                               f"{pos}")
+        size = header.batch_length + LOG_OVERHEAD
+        if pos + size > end:
             raise _corrupt(
                 f"batch at position {pos} claims {header.size} bytes, only {end - pos} remain"
             )
-        if max_batch_bytes is not None and header.size > max_batch_bytes:
+        if max_batch_bytes is not None and size > max_batch_bytes:
             raise KafkaError(
                 ErrorCode.message_too_large,
-                f"batch of {header.size} bytes exceeds the limit of {max_batch_bytes}",
+                f"batch of {size} bytes exceeds the limit of {max_batch_bytes}",
             )
-        if batch_crc(buf, header) != header.crc:
+        if crc32c.crc32c(memoryview(buf)[pos + ATTRIBUTES_OFFSET:pos + size]) != header.crc:
             raise _corrupt(f"CRC32C mismatch in batch at position {pos}")
-        _check_counts(header, strict)
+        delta = header.last_offset_delta
+        if delta < 0 or strict and delta != header.records_count - 1:
+            _check_counts(header, strict)
         headers.append(header)
-        pos += header.size
+        pos += size
     return headers
 
 

@@ -39,12 +39,12 @@ certificate DN, or ANONYMOUS) is in every request's context.
 from __future__ import annotations
 
 import asyncio
-import inspect
 import logging
 import os
 import socket
 import struct
 import time
+import types
 from collections import Counter, deque
 from collections.abc import Coroutine, Mapping
 from dataclasses import dataclass, field
@@ -68,6 +68,7 @@ log = logging.getLogger(__name__)
 _SIZE = struct.Struct(">i")
 _API_KEY = struct.Struct(">h")
 _PRODUCE = 0
+_COROUTINE = types.CoroutineType  # what a handler's ``handle_now`` returns to go on later
 MAX_IN_FLIGHT = 16  # requests read ahead of their responses on one connection
 
 
@@ -155,7 +156,7 @@ class Dispatcher:
         response = handle_now(decoded.ctx, decoded.request)
         if response is NOT_NOW:
             return NOT_NOW
-        if inspect.iscoroutine(response):
+        if type(response) is _COROUTINE:
             return self._frame_later(decoded, response)
         return self._frame(decoded, response)
 
@@ -409,10 +410,12 @@ class SocketServer:
                         decoded = self.dispatcher.decode(frame, peer, security)
                         if isinstance(decoded, Decoded):
                             answer = self.dispatcher.answer_now(decoded)
-                            if inspect.iscoroutine(answer):
+                            if type(answer) is _COROUTINE:
                                 decoded = answer  # begun: its wait goes on as a task
                             elif answer is not NOT_NOW:
-                                await conn.send_now(answer)
+                                if type(answer) is not bytes or not conn.hold(answer):
+                                    await conn.send_now(None if type(answer) is bytes
+                                                        else answer)
                                 continue
                     elif not conn.only_produce_in_flight():
                         await conn.wait_until(lambda: not conn.in_flight)
@@ -422,7 +425,7 @@ class SocketServer:
                     await conn.wait_until(lambda: len(conn.in_flight) < MAX_IN_FLIGHT)
                     release = await self.queue.acquire()
                 except BaseException:
-                    if inspect.iscoroutine(decoded):
+                    if type(decoded) is _COROUTINE:
                         decoded.close()  # the connection is going: nobody waits for it
                     raise
                 conn.start(api_key, self._handle(frame, peer, release, security, decoded))
@@ -586,15 +589,23 @@ class _Pipeline:
             self.flush()
             await self._send_chunks(response)
         elif response is not None:
-            self._held.append(response)
-            self._held_bytes += len(response)
-            if self._held_bytes > (1 << 20):
-                self.flush()
-            elif len(self._held) == 1:
-                asyncio.get_running_loop().call_soon(self.flush)
+            self.hold(response)
         if self.writer.transport.get_write_buffer_size() > (1 << 20):
             await self.writer.drain()
         self.last_active = time.monotonic()
+
+    def hold(self, response: bytes) -> bool:
+        """:meth:`send_now` of bytes, without a coroutine: False when more than 1 MiB
+        waits to be written (then the caller awaits ``send_now(None)``, the drain)."""
+        held = self._held
+        held.append(response)
+        self._held_bytes += len(response)
+        if self._held_bytes > (1 << 20):
+            self.flush()
+        elif len(held) == 1:
+            asyncio.get_running_loop().call_soon(self.flush)
+        self.last_active = time.monotonic()
+        return self.writer.transport.get_write_buffer_size() <= (1 << 20)
 
     def flush(self) -> None:
         """Write the responses :meth:`send_now` holds (request order: before any other)."""

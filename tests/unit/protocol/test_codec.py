@@ -185,3 +185,19 @@ def test_hand_encoded_fetch_response_matches_kio(version, tmp_path):
         assert (a1.diverging_epoch.epoch, a1.diverging_epoch.end_offset) == (4, 17)
         assert (a1.current_leader.leader_id, a1.current_leader.leader_epoch) == (2, 5)
         assert a0.diverging_epoch.epoch == -1
+
+
+@pytest.mark.parametrize("version", range(12))
+@pytest.mark.parametrize(("error", "message", "record_errors"), [
+    (0, None, None), (6, "not the leader", None), (87, "bad record", [(0, "no key"), (3, None)]),
+])
+def test_one_partition_produce_response_is_the_general_encoding(version, error, message,
+                                                                record_errors):
+    from weir.protocol import produce_response
+
+    for topic in ("alpha", "béta-" + "x" * 200):
+        general = produce_response.encode(
+            version, [(topic, [(5, error, 42, 1_700_000_000_000, 7, message)])],
+            record_errors={(topic, 5): record_errors} if record_errors else None)
+        assert produce_response.encode_one(version, topic, 5, error, 42, 1_700_000_000_000, 7,
+                                           message, record_errors) == general

@@ -121,6 +121,17 @@ def _response(ctx, acks: int, results: dict[TopicPartition, ProduceResult],
               txn_denied: bool) -> Any:
     if acks == 0:
         return None
+    version = ctx.header.api_version
+    if not txn_denied and len(results) == 1:
+        # The common request: one partition (librdkafka sends one request per partition
+        # leader and batch); appended, or refused with no leader hint to look up.
+        ((tp, r),) = results.items()
+        if r.error == ErrorCode.none or (
+                r.error != ErrorCode.unknown_topic_or_partition and version < 10):
+            return RawResponse(produce_response.encode_one(
+                version, tp.topic, tp.partition, int(r.error), r.base_offset,
+                r.log_append_time_ms, r.log_start_offset,
+                r.message if r.error != ErrorCode.none else None, r.record_errors))
     if txn_denied:
         for result in results.values():
             result.error = ErrorCode.transactional_id_authorization_failed
