@@ -321,9 +321,12 @@ class LogManager:
         """Create the planned logs' directories and first segments (any thread: touches no
         state of the manager).  A failure is returned, not raised, for :meth:`adopt_logs`."""
         made: list[tuple[TopicPartition, Path, Log | OSError, str | None]] = []
+        ready: set[Path] = set()  # log dirs made sure of (one mkdir each, not one per log)
         for tp, log_dir, config, topic_id in plan:
             try:
-                log_dir.mkdir(parents=True, exist_ok=True)
+                if log_dir not in ready:
+                    log_dir.mkdir(parents=True, exist_ok=True)
+                    ready.add(log_dir)
                 lg = Log.open(log_dir / str(tp), config, clean_shutdown=True, now_ms=now_ms)
                 made.append((tp, log_dir, lg, topic_id))
             except (OSError, KafkaError) as exc:
