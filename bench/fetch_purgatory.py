@@ -9,7 +9,7 @@ with broker 2 a follower in the ISR.  Measured:
 * an append to one partition while such a fetch is parked (Kafka's DelayedFetch: only the
   appended partition should be looked at);
 
-each with the number of partition reads (``ReplicaManager._read_one`` calls), which does not
+each with the number of partition reads (``ReplicaManager._read_for_follower`` calls), which does not
 depend on the machine's load.  Compare commits by running it with ``PYTHONPATH`` set to
 another checkout.
 
@@ -50,14 +50,14 @@ def _manager(path: Path, n: int) -> tuple[ReplicaManager, list[TopicPartition]]:
 
 async def _measure(rm: ReplicaManager, tps: list[TopicPartition], cycles: int) -> dict:
     reads = 0
-    read_one = rm._read_one
+    read_one = rm._read_for_follower  # one partition of a follower's fetch
 
     def counting(*args, **kwargs):
         nonlocal reads
         reads += 1
         return read_one(*args, **kwargs)
 
-    rm._read_one = counting  # type: ignore[method-assign]
+    rm._read_for_follower = counting  # type: ignore[method-assign]
     requests = [FetchPartition(tp, 0, 1 << 20) for tp in tps]
     idle_s, idle_reads = [], []
     for _ in range(cycles):

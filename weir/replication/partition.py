@@ -292,11 +292,15 @@ class Partition:
 
     def update_follower_fetch(self, replica_id: int, fetch_offset: int, now_ms: int,
                               log_start_offset: int = -1) -> bool:
-        """Record a follower's fetch position; True if the high watermark advanced."""
-        assert self.log is not None
+        """Record a follower's fetch position; True if the high watermark advanced (Kafka's
+        ``Partition.updateFollowerFetchState``)."""
+        plog = self.log
+        assert plog is not None
         self.last_now_ms = max(self.last_now_ms, now_ms)
-        state = self.followers.setdefault(replica_id, FollowerState())
-        leader_leo = self.log.log_end_offset
+        state = self.followers.get(replica_id)
+        if state is None:
+            state = self.followers[replica_id] = FollowerState()
+        leader_leo = plog.log_end_offset
         # Kafka's rule: caught up now if at our end; caught up as of the previous fetch if
         # this fetch starts at (or past) where our log ended when that one was served.
         if fetch_offset >= leader_leo:
@@ -321,10 +325,12 @@ class Partition:
             return False
         if now_ms is not None:
             self.last_now_ms = max(self.last_now_ms, now_ms)
+        leader_leo = self.log.log_end_offset
+        if self.log.high_watermark >= leader_leo:
+            return False  # the HW is at our log end already (every idle partition)
         now = self.last_now_ms
         if len(self.isr) < self.effective_min_isr():
             return False
-        leader_leo = self.log.log_end_offset
         new_hw = leader_leo
         maximal = self.maximal_isr
         for replica in maximal.union(self.replicas):
@@ -356,8 +362,8 @@ class Partition:
 
     def propose_isr_expansion(self, replica_id: int) -> frozenset[int] | None:
         """The ISR to propose if ``replica_id`` caught up to the HW and this epoch's start."""
-        if (not self.is_leader or self.log is None or self.partition_state.is_inflight
-                or replica_id in self.isr or replica_id not in self.replicas):
+        if (replica_id in self.partition_state.isr or not self.is_leader or self.log is None
+                or self.partition_state.is_inflight or replica_id not in self.replicas):
             return None
         follower = self.followers.get(replica_id)
         if follower is None:

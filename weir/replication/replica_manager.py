@@ -133,6 +133,9 @@ class ReplicaManager:
         self.fetch_purgatory = Purgatory()
         self.controller_epoch = -1
         self.received_full_leader_and_isr = False
+        # Logs being created off the event loop (create_new_logs), by partition: the task
+        # that creates and adopts them.
+        self._creating: dict[TopicPartition, asyncio.Future[None]] = {}
         self._delete_records_waiting: set[TopicPartition] = set()
         # Replication throttling (reassignment, KIP-73): unbounded until the broker calls
         # self.throttles.configure(leader_rate, follower_rate, topic_config).
@@ -193,16 +196,40 @@ class ReplicaManager:
         """Create the logs of the new replicas a LeaderAndIsr names on a worker thread
         before it is applied, so a new topic's thousands of directories and segment files
         do not stall the event loop (what cannot be done there is done inline by
-        :meth:`apply_leader_and_isr`, as before)."""
+        :meth:`apply_leader_and_isr`, as before).
+
+        Each partition's log is created once: a request naming partitions whose creation
+        another request began waits for that one (Kafka applies LeaderAndIsr requests one
+        at a time under ``replicaStateChangeLock``).  A creation outlives the request that
+        began it: when the controller's request times out and is sent again on a new
+        connection, the first copy's handler is cancelled with its connection, and its
+        logs are still adopted (not left, open, to the garbage collector while the second
+        copy opens every file again — a 10,000-partition topic creation would hold twice
+        its descriptors)."""
         self.check_controller_epoch(controller_epoch)
+        waits = {f for tp in updates if (f := self._creating.get(tp)) is not None}
         wanted = [(tp, self.topic_log_config(tp.topic), _topic_id_str(u.topic_id))
                   for tp, u in updates.items()
-                  if u.is_new and tp not in self.partitions
+                  if u.is_new and tp not in self.partitions and tp not in self._creating
                   and self.broker_id in u.state.replicas]
         plan = self.log_manager.plan_new_logs(wanted)
         if plan:
+            task = asyncio.ensure_future(self._open_and_adopt(plan))
+            for tp, *_ in plan:
+                self._creating[tp] = task
+            waits.add(task)
+        if waits:
+            # shield: cancelling this request does not abandon the creations it waits for.
+            await asyncio.shield(asyncio.gather(*waits))
+
+    async def _open_and_adopt(
+            self, plan: list[tuple[TopicPartition, Any, LogConfig, str | None]]) -> None:
+        try:
             made = await asyncio.to_thread(self.log_manager.open_new_logs, plan, self.clock())
             self.log_manager.adopt_logs(made)
+        finally:
+            for tp, *_ in plan:
+                self._creating.pop(tp, None)
 
     def apply_leader_and_isr(self, controller_epoch: int,
                              updates: dict[TopicPartition, PartitionStateUpdate],
@@ -479,9 +506,12 @@ class ReplicaManager:
             return available >= min_bytes
 
         await self.fetch_purgatory.wait(by_tp, enough, max_wait_ms / 1000, per_key=True)
+        # Kafka's DelayedFetch.onComplete reads again "from the purgatory": a follower's
+        # fetch position was recorded when its fetch arrived (Partition.fetchRecords with
+        # updateFetchState false), not a second time now.
         return self._count_out(replica_id,
                                self._read_all(replica_id, max_bytes, requests, followers_ok,
-                                              committed=committed))
+                                              committed=committed, update_fetch_state=False))
 
     def _count_out(self, replica_id: int, results: dict[TopicPartition, FetchResult]
                    ) -> dict[TopicPartition, FetchResult]:
@@ -495,15 +525,26 @@ class ReplicaManager:
 
     def _read_all(self, replica_id: int, max_bytes: int, requests: list[FetchPartition],
                   followers_ok: bool, sizes_only: bool = False, committed: bool = False,
-                  ) -> dict[TopicPartition, FetchResult]:
+                  update_fetch_state: bool = True) -> dict[TopicPartition, FetchResult]:
+        """Kafka's ``readFromLocalLog``.  ``update_fetch_state``: record a follower's fetch
+        position (not on the re-read of a fetch completed from the purgatory; never on a
+        ``sizes_only`` probe)."""
         results: dict[TopicPartition, FetchResult] = {}
         budget = max_bytes
         now = self.clock()
+        # A log dir that failed, or a log whose own I/O failed, makes its partitions
+        # KAFKA_STORAGE_ERROR; with no dir offline only the second needs looking at.
+        any_offline = bool(self.log_manager.offline_dirs)
+        update = update_fetch_state and not sizes_only
         for req in requests:
             try:
-                result = self._read_one(replica_id, req, budget, first=budget == max_bytes,
-                                        sizes_only=sizes_only, now=now, followers_ok=followers_ok,
-                                        committed=committed)
+                if replica_id >= 0:
+                    result = self._read_for_follower(replica_id, req, budget, budget == max_bytes,
+                                                     sizes_only, now, update, any_offline)
+                else:
+                    result = self._read_one(replica_id, req, budget, first=budget == max_bytes,
+                                            sizes_only=sizes_only, now=now,
+                                            followers_ok=followers_ok, committed=committed)
             except KafkaError as exc:
                 result = FetchResult(error=exc.code)
                 p = self.partitions.get(req.tp)
@@ -515,13 +556,71 @@ class ReplicaManager:
             results[req.tp] = result
         return results
 
+    def _hosted(self, tp: TopicPartition, any_offline: bool) -> Partition:
+        """:meth:`partition`, looking at the log dirs only when one may be offline."""
+        p = self.partitions.get(tp)
+        if p is None:
+            raise KafkaError(ErrorCode.unknown_topic_or_partition, f"{tp} is not hosted here")
+        plog = p.log
+        if any_offline or plog is None or plog.offline_reason is not None:
+            self.log_manager.check_online(tp)
+        return p
+
+    def _read_for_follower(self, replica_id: int, req: FetchPartition, budget: int,
+                           first: bool, sizes_only: bool, now: int, update: bool,
+                           any_offline: bool) -> FetchResult:
+        """One partition of a follower's fetch (Kafka's ``Partition.fetchRecords`` from a
+        follower): to the log end, with the follower's position recorded (``update``) and the
+        high watermark moved by it (``updateFollowerFetchState``, ``maybeIncrementLeaderHW``).
+        An idle partition (the follower at our log end) is the common case of a broker with
+        thousands of partitions, so this path does no more than it must for it."""
+        tp = req.tp
+        p = self._hosted(tp, any_offline)
+        plog = p.require_leader(req.current_leader_epoch)
+        fetch_offset = req.fetch_offset
+        if req.last_fetched_epoch >= 0:  # KIP-320: has the follower's log diverged?
+            epoch, end = plog.epoch_cache.end_offset_for(req.last_fetched_epoch,
+                                                         plog.log_end_offset)
+            if epoch != req.last_fetched_epoch or end < fetch_offset:
+                return FetchResult(high_watermark=plog.high_watermark,
+                                   log_start_offset=plog.log_start_offset,
+                                   last_stable_offset=plog.last_stable_offset,
+                                   diverging_epoch=(epoch, end))
+        if update:
+            if p.update_follower_fetch(replica_id, fetch_offset, now, req.log_start_offset):
+                self.on_high_watermark_change(tp)
+            elif tp in self._delete_records_waiting:
+                self.fetch_purgatory.notify(tp)  # the low watermark may have moved
+            self._submit(p, p.propose_isr_expansion(replica_id))
+        result = FetchResult(high_watermark=plog.high_watermark,
+                             log_start_offset=plog.log_start_offset,
+                             last_stable_offset=plog.last_stable_offset, records=b"")
+        if fetch_offset == plog.log_end_offset:
+            return result  # nothing new
+        # Leader-side replication throttle: an out-of-sync follower of a throttled replica
+        # gets no data while the leader quota is exceeded (sizes too, so it long-polls).
+        in_sync = replica_id in p.isr
+        if self.throttles.leader_throttled(tp, in_sync, now):
+            return result
+        if budget <= 0 and not first:
+            return result
+        read = plog.read(fetch_offset, min(req.partition_max_bytes, max(budget, 0)),
+                         max_offset=None, min_one_batch=first)
+        result.size = read.size
+        if not sizes_only:
+            self.throttles.record_leader(tp, in_sync, read.size, now)  # throttle accounting
+            if read.size:
+                result.records = FileRegion(str(read.file_path), read.position, read.size,
+                                            read.inode)
+        return result
+
     def _read_one(self, replica_id: int, req: FetchPartition, budget: int, first: bool,
                   sizes_only: bool, now: int, followers_ok: bool,
                   committed: bool = False) -> FetchResult:
-        is_follower = replica_id >= 0
+        """One partition of a consumer's fetch: up to the high watermark (or the last stable
+        offset for ``read_committed``), from the leader or, KIP-392, from this follower."""
         p = self.partition(req.tp)
-        if not is_follower and not p.is_leader and followers_ok \
-                and p.log is not None and p.leader >= 0:
+        if not p.is_leader and followers_ok and p.log is not None and p.leader >= 0:
             p.check_client_epoch(req.current_leader_epoch)
             plog = p.log
         else:
@@ -531,29 +630,8 @@ class ReplicaManager:
                              last_stable_offset=plog.last_stable_offset)
         if committed:
             result.aborted_transactions = []
-        if is_follower and req.last_fetched_epoch >= 0:
-            epoch, end = plog.epoch_cache.end_offset_for(req.last_fetched_epoch,
-                                                         plog.log_end_offset)
-            if epoch != req.last_fetched_epoch or end < req.fetch_offset:
-                result.diverging_epoch = (epoch, end)
-                return result
-        if is_follower and not sizes_only:
-            if p.update_follower_fetch(replica_id, req.fetch_offset, now, req.log_start_offset):
-                self.on_high_watermark_change(req.tp)
-            elif req.tp in self._delete_records_waiting:
-                self.fetch_purgatory.notify(req.tp)  # the low watermark may have moved
-            self._submit(p, p.propose_isr_expansion(replica_id))
-            result.high_watermark = plog.high_watermark
-            result.last_stable_offset = plog.last_stable_offset
-        # Leader-side replication throttle: an out-of-sync follower of a throttled replica
-        # gets no data while the leader quota is exceeded (sizes too, so it long-polls).
-        in_sync = replica_id in p.isr
-        if is_follower and self.throttles.leader_throttled(req.tp, in_sync, now):
-            result.records = b""
-            return result
-        upper = None if is_follower else (
-            plog.last_stable_offset if committed else plog.high_watermark)
-        if req.fetch_offset == (plog.log_end_offset if is_follower else upper):
+        upper = plog.last_stable_offset if committed else plog.high_watermark
+        if req.fetch_offset == upper:
             result.records = b""
             return result
         if budget <= 0 and not first:
@@ -562,8 +640,6 @@ class ReplicaManager:
         read = plog.read(req.fetch_offset, min(req.partition_max_bytes, max(budget, 0)),
                          max_offset=upper, min_one_batch=first)
         result.size = read.size
-        if is_follower and not sizes_only:
-            self.throttles.record_leader(req.tp, in_sync, read.size, now)  # throttle accounting
         if sizes_only or not read.size:
             result.records = b""
         else:

@@ -68,6 +68,10 @@ class PartitionRequest:
     current_leader_epoch: int = -1
     last_fetched_epoch: int = -1
     log_start_offset: int = -1
+    # What the replica manager reads for this partition (a FetchPartition), built by the
+    # Fetch handler the first time and kept with the request: a session's partitions that
+    # the client does not name again are read from the same object at every fetch.
+    fetch: Any = None
 
     @property
     def key(self) -> tuple[Any, int]:
@@ -154,6 +158,10 @@ class FetchContext:
     """What one Fetch request reads and how its response is shaped (Kafka's contexts)."""
 
     kind = "sessionless"
+    # Incremental contexts only: unchanged(req, high_watermark, log_start_offset) says that a
+    # partition read with no records, no error, no diverging epoch and no preferred read
+    # replica has nothing new for the session (so its answer need not even be built).
+    unchanged: Callable[[PartitionRequest, int, int], bool] | None = None
 
     def __init__(self, partitions: list[PartitionRequest], error: int = 0) -> None:
         self.partitions = partitions
@@ -201,6 +209,14 @@ class IncrementalFetchContext(FetchContext):
         super().__init__([c.req for c in session.partitions.values()])
         self.session = session
         self._request_epoch = request_epoch
+
+    def unchanged(self, req: PartitionRequest, high_watermark: int,  # type: ignore[override]
+                  log_start_offset: int) -> bool:
+        """For a read with no records, error, diverging epoch or preferred read replica:
+        True when :meth:`CachedPartition.must_respond` would be False and change nothing."""
+        cached = self.session.partitions.get(req.key)
+        return (cached is not None and cached.high_watermark == high_watermark
+                and cached.local_log_start_offset == log_start_offset)
 
     def respond(self, results, now_ms):
         session = self.session

@@ -46,13 +46,13 @@ def test_parked_follower_fetch_probes_only_the_appended_partition(tmp_path):
     for tp in tps:
         lead(rm, replicas=(1, 2), isr=(1, 2), tp=tp)
     probed: list[TopicPartition] = []
-    read_one = rm._read_one
+    read_one = rm._read_for_follower  # one partition of a follower's fetch
 
     def counting(replica_id, req, *args, **kwargs):
         probed.append(req.tp)
         return read_one(replica_id, req, *args, **kwargs)
 
-    rm._read_one = counting
+    rm._read_for_follower = counting
     batch = build_batch([b"x" * 100])
 
     async def scenario():

@@ -225,3 +225,25 @@ def test_partition_count_tracks_sessions():
     assert cache.num_partitions == 4
     cache.remove(a)
     assert cache.num_partitions == 1 and len(cache.sessions) == 1
+
+
+def test_unchanged_agrees_with_must_respond_for_reads_without_news():
+    cache = FetchSessionCache(rng=random.Random(9))
+    parts = [req("a", i) for i in range(4)]
+    sid = open_session(cache, parts)  # cached: HW 10, log start 0
+    ctx = cache.new_context(12, sid, 1, True, [], [], T0 + 1)
+    # A read with no records, no error, no diverging epoch and no redirect: unchanged
+    # exactly when must_respond would be False (and then it changes nothing).
+    assert ctx.unchanged(ctx.partitions[0], 10, 0)
+    assert not ctx.unchanged(ctx.partitions[1], 11, 0)  # HW moved
+    assert not ctx.unchanged(ctx.partitions[2], 10, 3)  # log start moved
+    _, _, kept = ctx.respond([(ctx.partitions[3],
+                               data(3, error=int(ErrorCode.not_leader_or_follower)))], T0 + 1)
+    assert len(kept) == 1
+    ctx = cache.new_context(12, sid, 2, True, [], [req("a", 1)], T0 + 2)
+    assert not ctx.unchanged(ctx.partitions[2], 10, 0)  # its HW was forgotten by the error
+    assert not ctx.unchanged(req("a", 1), 10, 0)  # forgotten: not in the session any more
+    assert ctx.unchanged(ctx.partitions[0], 10, 0)
+    # Full and sessionless fetches answer every partition.
+    assert cache.new_context(12, 0, 0, True, parts, [], T0).unchanged is None
+    assert cache.new_context(6, 0, 0, True, parts, [], T0).unchanged is None

@@ -86,23 +86,30 @@ async def handle(ctx, request) -> Any:
     for req in context.partitions:
         if req.topic is None or req.topic in denied:
             continue  # an unknown topic id (UNKNOWN_TOPIC_ID below) or not authorized
-        wanted.append(FetchPartition(
-            tp=TopicPartition(req.topic, req.partition), fetch_offset=req.fetch_offset,
-            partition_max_bytes=req.partition_max_bytes,
-            current_leader_epoch=req.current_leader_epoch,
-            last_fetched_epoch=req.last_fetched_epoch, log_start_offset=req.log_start_offset,
-        ))
+        w = req.fetch
+        if w is None:  # built once per partition request; a session keeps it between fetches
+            w = req.fetch = FetchPartition(
+                tp=TopicPartition(req.topic, req.partition), fetch_offset=req.fetch_offset,
+                partition_max_bytes=req.partition_max_bytes,
+                current_leader_epoch=req.current_leader_epoch,
+                last_fetched_epoch=req.last_fetched_epoch,
+                log_start_offset=req.log_start_offset)
+        wanted.append(w)
     max_wait_ms = int(request.max_wait.total_seconds() * 1000)
     max_bytes = int(getattr(request, "max_bytes", 0x7FFFFFFF))
     redirected = _preferred_read_replicas(ctx, request, wanted) if consumer else {}
     results = await ctx.replica_manager.fetch(
         replica_id, max_wait_ms, int(request.min_bytes), max_bytes,
-        [w for w in wanted if w.tp not in redirected],
+        [w for w in wanted if w.tp not in redirected] if redirected else wanted,
         followers_serve_consumers=consumer and version >= 11,
         isolation_level=int(getattr(request, "isolation_level", 0)) if version >= 4 else 0,
     )
     for tp in redirected:
         results[tp] = FetchResult()
+    # An incremental fetch session answers only the partitions with something new (Kafka's
+    # CachedPartition.maybeUpdateResponseData): one read with no records, no error and the
+    # session's high watermark and log start offset is left out before it is encoded.
+    unchanged = context.unchanged
     answers: list[tuple[PartitionRequest, PartitionData]] = []
     leaders: set[int] = set()
     for req in context.partitions:
@@ -115,9 +122,15 @@ async def handle(ctx, request) -> Any:
                 partition_index=req.partition,
                 error_code=int(ErrorCode.topic_authorization_failed))))
             continue
-        tp = TopicPartition(req.topic, req.partition)
+        tp = req.fetch.tp
         r = results[tp]
-        error = ctx.partition_error(tp, r.error)
+        error = r.error
+        if (not error and not r.size and r.diverging_epoch is None and unchanged is not None
+                and tp not in redirected and unchanged(req, r.high_watermark,
+                                                       r.log_start_offset)):
+            continue
+        if error:
+            error = ctx.partition_error(tp, error)
         data = PartitionData(
             partition_index=req.partition, error_code=int(error),
             high_watermark=r.high_watermark,
@@ -136,10 +149,11 @@ async def handle(ctx, request) -> Any:
             data.high_watermark = p.log.high_watermark
             data.last_stable_offset = p.log.last_stable_offset
             data.log_start_offset = p.log.log_start_offset
-        meta = ctx.metadata.partition(tp)
-        if error in (ErrorCode.not_leader_or_follower, ErrorCode.fenced_leader_epoch) and meta:
-            data.current_leader = (meta.leader, meta.leader_epoch)
-            leaders.add(meta.leader)
+        if error in (ErrorCode.not_leader_or_follower, ErrorCode.fenced_leader_epoch):
+            meta = ctx.metadata.partition(tp)
+            if meta:
+                data.current_leader = (meta.leader, meta.leader_epoch)
+                leaders.add(meta.leader)
         answers.append((req, data))
     if version < 4:
         await _down_convert(ctx, answers)

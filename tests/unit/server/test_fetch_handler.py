@@ -1,0 +1,123 @@
+"""The Fetch handler over a real ReplicaManager: what a follower's fetches are answered with.
+
+An idle follower's incremental fetch (KIP-227) reads every partition of its session and is
+answered with none of them; an append, a high-watermark move or an error brings a partition
+back into the answer; the follower's position is recorded once per fetch, when it arrives
+(Kafka's ``Partition.fetchRecords`` with ``updateFetchState``), not again when a parked
+fetch is completed from the purgatory.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import datetime
+from types import SimpleNamespace
+
+from kio.index import load_request_schema, load_response_schema
+
+from tests.unit.replication.helpers import lead, make_rm
+from weir.common import TopicPartition
+from weir.protocol import codec
+from weir.protocol.errors import ErrorCode
+from weir.protocol.fetch_response import FileRegion
+from weir.records.builder import build_batch
+from weir.server.fetch_session import FetchSessionCache
+from weir.server.handlers import fetch as fetch_handler
+
+VERSION = 12
+TPS = [TopicPartition("t", i) for i in range(5)]
+
+
+def _ctx(rm, cache):
+    return SimpleNamespace(
+        version=VERSION, replica_manager=rm, fetch_sessions=cache, broker_id=1,
+        metadata=SimpleNamespace(topic_by_id=lambda _id: None, partition=lambda _tp: None),
+        partition_error=lambda _tp, code: code, config=SimpleNamespace(get=lambda _k: None),
+        listener="PLAINTEXT", authorizer=None)
+
+
+def _request(replica_id, session_id, epoch, offsets, max_wait_ms=0):
+    return codec.build(
+        load_request_schema(1, VERSION), replica_id=replica_id,
+        max_wait=datetime.timedelta(milliseconds=max_wait_ms), min_bytes=1,
+        max_bytes=1 << 20, isolation_level=0, session_id=session_id, session_epoch=epoch,
+        rack_id="", forgotten_topics_data=[],
+        topics=[{"topic": "t", "partitions": [
+            {"partition": tp.partition, "current_leader_epoch": 0, "fetch_offset": offset,
+             "last_fetched_epoch": -1, "log_start_offset": 0, "partition_max_bytes": 1 << 20}
+            for tp, offset in offsets.items()]}] if offsets else [])
+
+
+def _decode(raw):
+    chunks = raw.body if isinstance(raw.body, list) else [raw.body]
+    body = b""
+    for chunk in chunks:
+        if isinstance(chunk, FileRegion):
+            with open(chunk.path, "rb") as f:
+                f.seek(chunk.position)
+                body += f.read(chunk.size)
+        else:
+            body += chunk
+    return codec.decode_body(load_response_schema(1, VERSION), body)
+
+
+def _partitions(response):
+    return {TopicPartition(t.topic, int(p.partition_index)): p
+            for t in response.responses for p in t.partitions}
+
+
+def test_idle_incremental_fetches_answer_only_what_changed(tmp_path):
+    rm = make_rm(tmp_path)
+    for tp in TPS:
+        lead(rm, replicas=(1, 2), isr=(1, 2), tp=tp)
+    cache = FetchSessionCache()
+    ctx = _ctx(rm, cache)
+
+    async def scenario():
+        full = _decode(await fetch_handler.handle(ctx, _request(2, 0, 0, dict.fromkeys(TPS, 0))))
+        assert int(full.error_code) == 0 and set(_partitions(full)) == set(TPS)
+        sid = int(full.session_id)
+        idle = _decode(await fetch_handler.handle(ctx, _request(2, sid, 1, {})))
+        assert int(idle.session_id) == sid and _partitions(idle) == {}
+        # One partition gets records: the leader's next answer carries them, and only them.
+        await rm.append(1, 1000, {TPS[3]: build_batch([b"v"])})
+        got = _partitions(_decode(await fetch_handler.handle(ctx, _request(2, sid, 2, {}))))
+        assert list(got) == [TPS[3]] and got[TPS[3]].records and got[TPS[3]].high_watermark == 0
+        # The follower names its new position: the HW moves, and is answered once.
+        got = _partitions(_decode(await fetch_handler.handle(
+            ctx, _request(2, sid, 3, {TPS[3]: 1}))))
+        assert list(got) == [TPS[3]] and got[TPS[3]].high_watermark == 1
+        assert not got[TPS[3]].records
+        assert _partitions(_decode(await fetch_handler.handle(ctx, _request(2, sid, 4, {})))) == {}
+        # This broker stops leading a partition: its error is answered.
+        lead(rm, replicas=(1, 2), isr=(1, 2), epoch=1, leader=2, tp=TPS[0])
+        got = _partitions(_decode(await fetch_handler.handle(ctx, _request(2, sid, 5, {}))))
+        assert list(got) == [TPS[0]]
+        assert int(got[TPS[0]].error_code) == ErrorCode.not_leader_or_follower
+
+    asyncio.run(scenario())
+
+
+def test_a_parked_follower_fetch_records_its_position_when_it_arrives(tmp_path):
+    now = [1_000]
+    rm = make_rm(tmp_path)
+    rm.clock = lambda: now[0]
+    lead(rm, replicas=(1, 2), isr=(1, 2))
+    p = rm.partitions[TPS[0]]
+    cache = FetchSessionCache()
+    ctx = _ctx(rm, cache)
+
+    async def scenario():
+        parked = asyncio.ensure_future(fetch_handler.handle(
+            ctx, _request(2, 0, -1, {TPS[0]: 0}, max_wait_ms=5_000)))
+        await asyncio.sleep(0)
+        assert not parked.done() and p.followers[2].last_fetch_ms == 1_000
+        now[0] = 4_000
+        await rm.append(1, 1000, {TPS[0]: build_batch([b"v"])})  # completes the fetch
+        got = _partitions(_decode(await asyncio.wait_for(parked, 5)))
+        assert got[TPS[0]].records
+        # The completion read did not count as a fetch of the follower at the later time.
+        assert p.followers[2].last_fetch_ms == 1_000
+        assert p.followers[2].last_fetch_leader_leo == 0
+
+    asyncio.run(scenario())
