@@ -133,3 +133,60 @@ def test_isr_change_retries_waiting_fetches_only_when_the_high_watermark_moves(t
         await rm.close()
         lm.shutdown()
     asyncio.run(body())
+
+
+def _count_log_opens(monkeypatch):
+    """Counts Log.open calls (each opens a segment's descriptor)."""
+    from weir.storage import log_manager as lm_module
+    opened: list[str] = []
+    real = lm_module.Log.open
+
+    def counting(path, *args, **kwargs):
+        opened.append(str(path))
+        return real(path, *args, **kwargs)
+    monkeypatch.setattr(lm_module.Log, "open", staticmethod(counting))
+    return opened
+
+
+def test_a_resent_leader_and_isr_waits_for_the_creation_in_flight(tmp_path, monkeypatch):
+    """The controller resends a LeaderAndIsr that timed out while the first copy is still
+    creating its logs: each log is opened once (not twice: a 10,000-partition topic would
+    hold twice its descriptors), and both copies then find every log."""
+    opened = _count_log_opens(monkeypatch)
+
+    async def body():
+        lm, rm = _manager([tmp_path])
+        updates = _updates(2, 0)
+        first = asyncio.ensure_future(rm.create_new_logs(1, updates))
+        await asyncio.sleep(0)  # the first copy's creation is under way
+        await rm.create_new_logs(1, updates)
+        assert all(lm.get_log(tp) is not None for tp in TPS)
+        await first
+        assert sorted(opened) == sorted(str(tmp_path / str(tp)) for tp in TPS)
+        assert not rm._creating
+        await rm.close()
+        lm.shutdown()
+    asyncio.run(body())
+
+
+def test_a_cancelled_request_s_logs_are_still_adopted(tmp_path, monkeypatch):
+    """The first copy's handler is cancelled with its connection: the logs it began to
+    create are adopted anyway, and the resent copy opens none again."""
+    opened = _count_log_opens(monkeypatch)
+
+    async def body():
+        lm, rm = _manager([tmp_path])
+        updates = _updates(2, 0)
+        first = asyncio.ensure_future(rm.create_new_logs(1, updates))
+        await asyncio.sleep(0)
+        first.cancel()
+        await asyncio.gather(first, return_exceptions=True)
+        assert first.cancelled()
+        await rm.create_new_logs(1, updates)
+        assert all(lm.get_log(tp) is not None for tp in TPS)
+        assert len(opened) == len(TPS)
+        results = rm.apply_leader_and_isr(1, updates, True, LIVE)
+        assert set(results.values()) == {0}
+        await rm.close()
+        lm.shutdown()
+    asyncio.run(body())
