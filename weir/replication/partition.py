@@ -261,9 +261,10 @@ class Partition:
 
     def require_leader(self, current_leader_epoch: int = -1) -> Log:
         """The log, if this broker leads the partition at the client's epoch (KIP-320)."""
-        if not self.is_leader or self.log is None:
+        if self.leader != self.broker_id or self.log is None:
             raise KafkaError(ErrorCode.not_leader_or_follower, f"not the leader for {self.tp}")
-        self.check_client_epoch(current_leader_epoch)
+        if current_leader_epoch >= 0 and current_leader_epoch != self.leader_epoch:
+            self.check_client_epoch(current_leader_epoch)
         return self.log
 
     def check_client_epoch(self, current_leader_epoch: int) -> None:

@@ -479,11 +479,10 @@ class ReplicaManager:
         consumer reads up to the last stable offset and gets the aborted transactions."""
         followers_ok = followers_serve_consumers  # shorter name for the reads below
         committed = isolation_level == READ_COMMITTED and replica_id < 0
-        results = self._read_all(replica_id, max_bytes, requests, followers_ok,
-                                 committed=committed)
-        total = sum(r.size for r in results.values())
-        if max_wait_ms <= 0 or total >= min_bytes or _answer_now(results) or not requests:
-            return self._count_out(replica_id, results)
+        results, total, urgent = self._read_all(replica_id, max_bytes, requests, followers_ok,
+                                                committed=committed)
+        if max_wait_ms <= 0 or total >= min_bytes or urgent or not requests:
+            return self._count_out(replica_id, results, total)
 
         # Kafka's DelayedFetch.tryComplete: a notification of one partition looks at that
         # partition only; the bytes available elsewhere are those of the read above.
@@ -496,11 +495,10 @@ class ReplicaManager:
             req = by_tp.get(tp)
             if req is None:
                 return False
-            probe = self._read_all(replica_id, max_bytes, [req], followers_ok, sizes_only=True,
-                                   committed=committed)
-            if _answer_now(probe):
+            _probe, size, urgent = self._read_all(replica_id, max_bytes, [req], followers_ok,
+                                                  sizes_only=True, committed=committed)
+            if urgent:
                 return True
-            size = probe[tp].size
             available += size - sizes.get(tp, 0)
             sizes[tp] = size
             return available >= min_bytes
@@ -509,14 +507,13 @@ class ReplicaManager:
         # Kafka's DelayedFetch.onComplete reads again "from the purgatory": a follower's
         # fetch position was recorded when its fetch arrived (Partition.fetchRecords with
         # updateFetchState false), not a second time now.
-        return self._count_out(replica_id,
-                               self._read_all(replica_id, max_bytes, requests, followers_ok,
-                                              committed=committed, update_fetch_state=False))
+        results, total, _urgent = self._read_all(replica_id, max_bytes, requests, followers_ok,
+                                                 committed=committed, update_fetch_state=False)
+        return self._count_out(replica_id, results, total)
 
-    def _count_out(self, replica_id: int, results: dict[TopicPartition, FetchResult]
-                   ) -> dict[TopicPartition, FetchResult]:
+    def _count_out(self, replica_id: int, results: dict[TopicPartition, FetchResult],
+                   size: int) -> dict[TopicPartition, FetchResult]:
         """BytesOutPerSec / ReplicationBytesOutPerSec: the bytes a fetch answers with."""
-        size = sum(r.size for r in results.values())
         if replica_id >= 0:
             self.replication_bytes_out += size
         else:
@@ -525,12 +522,17 @@ class ReplicaManager:
 
     def _read_all(self, replica_id: int, max_bytes: int, requests: list[FetchPartition],
                   followers_ok: bool, sizes_only: bool = False, committed: bool = False,
-                  update_fetch_state: bool = True) -> dict[TopicPartition, FetchResult]:
-        """Kafka's ``readFromLocalLog``.  ``update_fetch_state``: record a follower's fetch
-        position (not on the re-read of a fetch completed from the purgatory; never on a
-        ``sizes_only`` probe)."""
+                  update_fetch_state: bool = True
+                  ) -> tuple[dict[TopicPartition, FetchResult], int, bool]:
+        """Kafka's ``readFromLocalLog``: (the results, their bytes, whether the fetch must be
+        answered now: a partition has an error or a diverging epoch (KIP-320: the follower
+        must truncate first), as Kafka's fetchMessages/DelayedFetch decide).
+
+        ``update_fetch_state``: record a follower's fetch position (not on the re-read of a
+        fetch completed from the purgatory; never on a ``sizes_only`` probe)."""
         results: dict[TopicPartition, FetchResult] = {}
         budget = max_bytes
+        urgent = False
         now = self.clock()
         # A log dir that failed, or a log whose own I/O failed, makes its partitions
         # KAFKA_STORAGE_ERROR; with no dir offline only the second needs looking at.
@@ -552,19 +554,11 @@ class ReplicaManager:
                     result.high_watermark = p.log.high_watermark
                     result.last_stable_offset = p.log.last_stable_offset
                     result.log_start_offset = p.log.log_start_offset
+            if result.error or result.diverging_epoch is not None:
+                urgent = True
             budget -= result.size
             results[req.tp] = result
-        return results
-
-    def _hosted(self, tp: TopicPartition, any_offline: bool) -> Partition:
-        """:meth:`partition`, looking at the log dirs only when one may be offline."""
-        p = self.partitions.get(tp)
-        if p is None:
-            raise KafkaError(ErrorCode.unknown_topic_or_partition, f"{tp} is not hosted here")
-        plog = p.log
-        if any_offline or plog is None or plog.offline_reason is not None:
-            self.log_manager.check_online(tp)
-        return p
+        return results, max_bytes - budget, urgent
 
     def _read_for_follower(self, replica_id: int, req: FetchPartition, budget: int,
                            first: bool, sizes_only: bool, now: int, update: bool,
@@ -575,12 +569,18 @@ class ReplicaManager:
         An idle partition (the follower at our log end) is the common case of a broker with
         thousands of partitions, so this path does no more than it must for it."""
         tp = req.tp
-        p = self._hosted(tp, any_offline)
+        p = self.partitions.get(tp)
+        if p is None:
+            raise KafkaError(ErrorCode.unknown_topic_or_partition, f"{tp} is not hosted here")
+        plog = p.log
+        # A log dir that failed, or a log whose own I/O failed: KAFKA_STORAGE_ERROR (JBOD).
+        if any_offline or plog is None or plog.offline_reason is not None:
+            self.log_manager.check_online(tp)
         plog = p.require_leader(req.current_leader_epoch)
         fetch_offset = req.fetch_offset
+        leo = plog.log_end_offset
         if req.last_fetched_epoch >= 0:  # KIP-320: has the follower's log diverged?
-            epoch, end = plog.epoch_cache.end_offset_for(req.last_fetched_epoch,
-                                                         plog.log_end_offset)
+            epoch, end = plog.epoch_cache.end_offset_for(req.last_fetched_epoch, leo)
             if epoch != req.last_fetched_epoch or end < fetch_offset:
                 return FetchResult(high_watermark=plog.high_watermark,
                                    log_start_offset=plog.log_start_offset,
@@ -591,11 +591,12 @@ class ReplicaManager:
                 self.on_high_watermark_change(tp)
             elif tp in self._delete_records_waiting:
                 self.fetch_purgatory.notify(tp)  # the low watermark may have moved
-            self._submit(p, p.propose_isr_expansion(replica_id))
+            if replica_id not in p.partition_state.isr:
+                self._submit(p, p.propose_isr_expansion(replica_id))
         result = FetchResult(high_watermark=plog.high_watermark,
                              log_start_offset=plog.log_start_offset,
                              last_stable_offset=plog.last_stable_offset, records=b"")
-        if fetch_offset == plog.log_end_offset:
+        if fetch_offset == leo:
             return result  # nothing new
         # Leader-side replication throttle: an out-of-sync follower of a throttled replica
         # gets no data while the leader quota is exceeded (sizes too, so it long-polls).
@@ -819,13 +820,6 @@ class ReplicaManager:
 
     def checkpoint_high_watermarks(self) -> None:
         self.log_manager.checkpoint_high_watermarks()
-
-
-def _answer_now(results: dict[TopicPartition, FetchResult]) -> bool:
-    """A fetch is answered without waiting when a partition has an error or a diverging
-    epoch (KIP-320: the follower must truncate first), as Kafka's fetchMessages/DelayedFetch."""
-    return any(r.error != ErrorCode.none or r.diverging_epoch is not None
-               for r in results.values())
 
 
 def _epoch_at(plog: Log, offset: int) -> int:
