@@ -257,35 +257,41 @@ class Log:
         return self._result(headers, len(records), -1)
 
     def _result(self, headers: list[BatchHeader], size: int, append_time: int) -> AppendResult:
+        last = headers[-1]
         return AppendResult(
             first_offset=headers[0].base_offset,
-            last_offset=headers[-1].last_offset,
+            last_offset=last.base_offset + last.last_offset_delta,
             log_append_time_ms=append_time,
             log_start_offset=self._log_start,
-            num_messages=sum(h.records_count for h in headers),
+            num_messages=last.records_count if len(headers) == 1
+            else sum(h.records_count for h in headers),
             valid_bytes=size,
         )
 
     def _append(self, buf: bytes | bytearray, headers: list[BatchHeader], now_ms: int | None,
                 markers: dict[int, EndTxnMarker | None]):
-        active = self.active_segment
+        active = self._segments[-1]
+        last = headers[-1]
+        config = self.config
         if active.should_roll(
             incoming_bytes=len(buf),
-            last_offset=headers[-1].last_offset,
+            last_offset=last.base_offset + last.last_offset_delta,
             now_ms=now_ms,
-            segment_bytes=self.config.segment_bytes,
-            segment_ms=self.config.segment_ms,
+            segment_bytes=config.segment_bytes,
+            segment_ms=config.segment_ms,
         ):
             self.roll()
-        self.active_segment.append(buf, headers)
+            active = self._segments[-1]
+        active.append(buf, headers)
         for header in headers:
             done = self._producer_state.apply(header, markers.get(header.position))
             if done is not None and done[0].is_aborted:  # KIP-98: index the aborted txn
                 txn, lso = done
                 self.active_segment.txn_index.append(
                     AbortedTxn(txn.producer_id, txn.first_offset, txn.last_offset, lso))
-        self._unflushed_messages += sum(h.records_count for h in headers)
-        if self._unflushed_messages >= self.config.flush_messages:
+        self._unflushed_messages += last.records_count if len(headers) == 1 \
+            else sum(h.records_count for h in headers)
+        if self._unflushed_messages >= config.flush_messages:
             self.flush()
         else:
             self._maybe_flush_by_time()

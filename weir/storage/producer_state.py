@@ -313,6 +313,8 @@ class ProducerStateManager:
         self._remove_unreplicated(log_start_offset)
 
     def _remove_unreplicated(self, offset: int) -> None:
+        if not self._unreplicated:  # no transaction marker awaits replication (the usual)
+            return
         for first, last in list(self._unreplicated.items()):
             if last < offset:
                 del self._unreplicated[first]
