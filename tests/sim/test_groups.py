@@ -5,6 +5,7 @@ invariants, each catching a planted bug."""
 from __future__ import annotations
 
 import functools
+import uuid
 from collections import Counter
 from typing import Any
 
@@ -46,6 +47,19 @@ def test_group_runs_commit_fetch_and_move_coordinators() -> None:
     assert stats["groups_error_unknown_member_id"] + stats["groups_error_illegal_generation"] > 0
 
 
+def test_group_runs_delete_and_recreate_topics_with_offsets() -> None:
+    """Topics are deleted while members commit to them (the coordinators run the broker's
+    UpdateMetadata step and write tombstones), and deleted names come back as new topics."""
+    stats: Counter[str] = Counter()
+    faults = []
+    for seed in SEEDS:
+        stats.update(_run(seed).data_stats)
+        faults += _run(seed).faults
+    assert stats["groups_deletions_applied"] > 0
+    assert stats["groups_deleted_offsets_tombstoned"] > 0
+    assert any("re-create topic" in f for f in faults)
+
+
 def test_group_seeds_replay_exactly() -> None:
     first, second = _run(1), run_seed(1, groups_config())
     assert (first.faults, first.steps, first.violations, first.data_stats) == (
@@ -79,6 +93,22 @@ def test_judge_fetched_rules() -> None:
     assert "replaced 2" in judge_fetched([older, newer, overlapping], 3, served_at=40)
     newer.excused = True  # lost to power failure by the answering broker
     assert judge_fetched([older, newer], 1, served_at=40) == ""
+
+
+def test_judge_fetched_rules_for_deleted_topics() -> None:
+    old_id, new_id = uuid.UUID(int=1), uuid.UUID(int=2)
+    old = CommitAttempt("m", 1, sent_at=0, end=10, acked_at=10, topic_id=old_id)
+    marked = {old_id: 20}
+    # Owed until its topic incarnation is marked for deletion, then no offset is right too.
+    assert "no offset" in judge_fetched([old], None, served_at=15, marked=marked)
+    assert judge_fetched([old], None, served_at=20, marked=marked) == ""
+    assert judge_fetched([old], 1, served_at=30, marked=marked) == ""
+    # A commit to the topic re-created under the same name is owed as any other, and the
+    # old incarnation's offset cannot replace it.
+    new = CommitAttempt("m", 2, sent_at=40, end=50, acked_at=50, topic_id=new_id)
+    assert judge_fetched([old, new], 2, served_at=60, marked=marked) == ""
+    assert "no offset" in judge_fetched([old, new], None, served_at=60, marked=marked)
+    assert "replaced 2" in judge_fetched([old, new], 1, served_at=60, marked=marked)
 
 
 # -- each group invariant catches a planted bug --------------------------------------------
@@ -141,3 +171,32 @@ def test_generations_never_go_back_catches_a_load_losing_a_generation(
     monkeypatch.setattr(Group, "from_record", classmethod(older))
     found = _violations(range(4), "generations never go back: ")
     assert found and "members were told generation" in found[0]
+
+
+def test_deleted_topic_offsets_removed_catches_a_coordinator_ignoring_deletions(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Plant a coordinator that ignores deleted partitions (Kafka's onPartitionsDeleted
+    doing nothing): the deleted topic's offsets stay after the deletion reached it."""
+    monkeypatch.setattr(GroupCoordinator, "on_partitions_deleted", lambda self, tps: None)
+    found = _violations(range(4), "deleted topic offsets removed: ")
+    assert found and "whose deletion broker" in found[0]
+
+
+@pytest.mark.slow
+def test_a_group_seed_replays_exactly_in_another_process() -> None:
+    """Topic deletion and re-creation, tombstones and group deletion included, a group run
+    prints the same faults and figures whatever the hash seed (sets are iterated sorted)."""
+    import os
+    import subprocess
+    import sys
+
+    outputs = set()
+    for hash_seed in ("1", "2"):
+        env = dict(os.environ, PYTHONHASHSEED=hash_seed)
+        done = subprocess.run([sys.executable, "-m", "weir.sim", "--seed", "1", "--groups",
+                               "--faults", "--stats"], env=env, capture_output=True, text=True,
+                              timeout=300, check=True)
+        outputs.add(done.stdout)
+    assert len(outputs) == 1
+    out = outputs.pop()
+    assert "seed 1: ok" in out and "re-create topic" in out

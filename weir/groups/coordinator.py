@@ -455,7 +455,11 @@ class GroupCoordinator(CoordinatorShell[OffsetsPartition, _Loaded]):
         if valid:
             entries = [(codec.encode_offset_key(group_id, tp), codec.encode_offset_value(o))
                        for tp, o in valid.items()]
-            error, base = await self._write(self.partition_for(group_id), entries)
+            group.add_pending_offsets(valid, 1)
+            try:
+                error, base = await self._write(self.partition_for(group_id), entries)
+            finally:
+                group.add_pending_offsets(valid, -1)
             for i, (tp, o) in enumerate(valid.items()):
                 results[tp] = error
                 if error == ErrorCode.none:
@@ -498,11 +502,11 @@ class GroupCoordinator(CoordinatorShell[OffsetsPartition, _Loaded]):
         doomed = [tp for tp in tps if tp not in results]
         if doomed:
             entries = [(codec.encode_offset_key(group_id, tp), None) for tp in doomed]
-            error, _ = await self._write(self.partition_for(group_id), entries)
-            for tp in doomed:
+            error, base = await self._write(self.partition_for(group_id), entries)
+            for i, tp in enumerate(doomed):
                 results[tp] = error
                 if error == ErrorCode.none:
-                    group.apply_offset(tp, None)
+                    group.apply_offset(tp, None, removed_at=base + i)
         return ErrorCode.none, results
 
     async def delete_groups(self, group_ids: list[str]) -> dict[str, ErrorCode]:
@@ -533,10 +537,10 @@ class GroupCoordinator(CoordinatorShell[OffsetsPartition, _Loaded]):
         if not entries:
             return ErrorCode.none
         index = self.partition_for(group.group_id)
-        error, _ = await self._write(index, entries)
+        error, base = await self._write(index, entries)
         if error == ErrorCode.none:
-            for tp in doomed:
-                group.apply_offset(tp, None)
+            for i, tp in enumerate(doomed):
+                group.apply_offset(tp, None, removed_at=base + i)
             if remove_group:
                 group.mark_dead(self._now())
                 part = self.partitions.get(index)
@@ -550,22 +554,33 @@ class GroupCoordinator(CoordinatorShell[OffsetsPartition, _Loaded]):
         coordinates, with tombstones in ``__consumer_offsets``, and a group left Empty with
         no offsets is deleted too (``GroupMetadataManager.cleanupGroupMetadata``), so a topic
         created again under the same name does not inherit the old offsets.  The tombstones
-        are written by a task of this shell; returns it (None when nothing is to remove)."""
+        are written by a task of this shell; returns it (None when nothing is to remove),
+        its result each affected group's write error (NONE: its offsets are gone for good).
+
+        A commit still being written is removed too (Kafka drops the group's
+        pendingOffsetCommits): its record is already in the log, so the tombstone written
+        after it wins, now and on any later load.  Every group's tombstones are appended at
+        once, before a commit to a topic re-created under the same name can be."""
         gone = set(tps)
         doomed = []
         for group in self.all_groups():
-            offsets = [tp for tp in group.offsets if tp in gone]
+            offsets = [tp for tp in dict.fromkeys([*group.offsets, *group.pending_offsets])
+                       if tp in gone]
             if offsets:
                 doomed.append((group, offsets))
         if not doomed:
             return None
+        writes = [(group, offsets, self._spawn(self._tombstone_group(group, offsets)))
+                  for group, offsets in doomed]
 
-        async def clean() -> None:
-            for group, offsets in doomed:
-                error = await self._tombstone_group(group, offsets)
+        async def clean() -> dict[str, ErrorCode]:
+            errors = {}
+            for group, offsets, write in writes:
+                error = errors[group.group_id] = await write
                 if error != ErrorCode.none:
                     log.warning("could not remove %d offsets of deleted partitions from group "
                                 "%s: %s", len(offsets), group.group_id, error.name)
+            return errors
         return self._spawn(clean())
 
     async def expire_offsets(self, now: int) -> None:

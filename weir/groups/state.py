@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import enum
 import uuid
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -140,6 +141,12 @@ class Group:
         self.static_members: dict[str, str] = {}  # group.instance.id → member id
         self.pending_members: dict[str, int] = {}  # KIP-394 ids handed out → expiry
         self.offsets: dict[TopicPartition, OffsetAndMetadata] = {}
+        # Offset commits written but not yet acknowledged, per partition (Kafka's
+        # GroupMetadata.pendingOffsetCommits): a deletion of the partition removes them too.
+        self.pending_offsets: dict[TopicPartition, int] = {}
+        # Where the latest tombstone of each partition was written: a commit written before
+        # it that completes after it stays deleted (the log's order decides, as on a load).
+        self.removed_at: dict[TopicPartition, int] = {}
         self.join_deadline = 0
         self.initial_delay_until = 0
         self.initial_delay_limit = 0
@@ -544,13 +551,30 @@ class Group:
         self.members[member_id].last_heartbeat_ms = now_ms
         return ErrorCode.none
 
-    def apply_offset(self, tp: TopicPartition, value: OffsetAndMetadata | None) -> None:
-        """Install a written commit (or a tombstone) unless a later write is already here."""
+    def apply_offset(self, tp: TopicPartition, value: OffsetAndMetadata | None,
+                     removed_at: int = -1) -> None:
+        """Install a written commit, or a tombstone written at ``removed_at`` (-1: unknown,
+        it removes whatever is here), unless a later write is already here: writes that
+        complete out of the log's order end as a load of the log would."""
         current = self.offsets.get(tp)
         if value is None:
-            self.offsets.pop(tp, None)
+            if current is None or removed_at < 0 or current.record_offset < removed_at:
+                self.offsets.pop(tp, None)
+            if removed_at > self.removed_at.get(tp, -1):
+                self.removed_at[tp] = removed_at
+        elif value.record_offset < self.removed_at.get(tp, -1):
+            return  # written before a tombstone that completed first
         elif current is None or value.record_offset >= current.record_offset:
             self.offsets[tp] = value
+
+    def add_pending_offsets(self, tps: Iterable[TopicPartition], delta: int) -> None:
+        """Count commits of ``tps`` being written (``delta`` 1) or done (-1)."""
+        for tp in tps:
+            count = self.pending_offsets.get(tp, 0) + delta
+            if count > 0:
+                self.pending_offsets[tp] = count
+            else:
+                self.pending_offsets.pop(tp, None)
 
     def subscribed_topics(self) -> set[str] | None:
         """Topics the members subscribe to (consumer protocol); None if unknown."""

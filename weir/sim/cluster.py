@@ -358,13 +358,9 @@ class Simulation:
             self.faults.append(f"{self.now}: session expiry of {what}{node.id}")
             self._expire_session(node)
         elif roll < 0.48 and self._deletable():
-            topic = self.rng.choice(self._deletable())
-            self.faults.append(f"{self.now}: delete topic {topic}")
-            self.zk.mark_for_deletion(topic)
-            if self.data is not None:
-                self.data.forget_topic(topic)
+            self.delete_topic(self.rng.choice(self._deletable()))
         elif roll < 0.53:
-            self._create_topic(f"x{self.now}")
+            self._create_topic(self._new_topic_name())
         elif roll < 0.63 and alive:
             if self.config.reassignments:
                 self._reassign(self.rng.choice(alive))
@@ -373,6 +369,28 @@ class Simulation:
         elif dead:
             self._restart(self.rng.choice(dead))
         self.schedule(self.rng.randint(*self.config.fault_every_ms), self._fault)
+
+    def delete_topic(self, topic: str) -> None:
+        """What kafka-topics --delete writes (``/admin/delete_topics/<topic>``)."""
+        self.faults.append(f"{self.now}: delete topic {topic}")
+        self.zk.mark_for_deletion(topic)
+        if self.data is not None:
+            self.data.forget_topic(topic)
+        if self.groups is not None:
+            self.groups.topic_marked_for_deletion(topic, self.zk.topics[topic].topic_id)
+
+    def _new_topic_name(self) -> str:
+        """A fresh name or, in group runs (half the time), the name of a topic whose
+        deletion has completed: a new incarnation (a new topic id) under an old name, whose
+        group offsets must start afresh."""
+        if self.groups is not None:
+            gone = sorted(name for name in self.groups.deleted_names()
+                          if name not in self.zk.topics)
+            if gone and self.rng.random() < 0.5:
+                name = self.rng.choice(gone)
+                self.faults.append(f"{self.now}: re-create topic {name}")
+                return name
+        return f"x{self.now}"
 
     def _deletable(self) -> list[str]:
         """Topics a deletion may pick: not the internal ones (Kafka refuses to delete them)."""
@@ -419,12 +437,21 @@ class Simulation:
         else:
             self.schedule(30, lambda: self._request_shutdown(node, attempt + 1))
 
+    def create_topic(self, name: str) -> None:
+        """A new topic (``cfg.partitions`` partitions, ``cfg.replication`` replicas)."""
+        self._create_topic(name)
+
     def _create_topic(self, name: str) -> None:
         cfg = self.config
         ids = sorted(self.nodes)
         start = self.rng.randrange(len(ids))
         parts = {p: [ids[(start + p + i) % len(ids)] for i in range(cfg.replication)]
                  for p in range(cfg.partitions)}
+        if self.reassignments is not None:
+            # A topic re-created under an old name: the old one's acknowledged moves (and
+            # answers still on their way about it) promise nothing about the new one.
+            for p in parts:
+                self.reassignments.supersede(TopicPartition(name, p))
         self.zk.create_topic(name, parts)
 
     def _reassign(self, admin: SimNode) -> None:

@@ -6,8 +6,15 @@ They judge what the simulated members were told against what the group coordinat
 * :class:`AcknowledgedCommitsFetched`: an OffsetCommit acknowledged as successful is what
   OffsetFetch returns afterwards from whichever broker is then the coordinator (the online
   leader of the group's offsets partition), unless a commit of the same group and partition
-  that may have been written after it replaced it; at the end, each group's coordinator
-  holds such an offset;
+  that may have been written after it replaced it, or its topic (the incarnation the
+  coordinator validated it against) has since been marked for deletion: then no offset is
+  also right; at the end, each group's coordinator holds such an offset;
+* :class:`DeletedTopicOffsetsRemoved`: once a deletion has been applied by the group's
+  coordinator (:class:`~weir.sim.groups.DeletionApplied`: the online coordinator ran the
+  UpdateMetadata handler's step and its tombstones were written), OffsetFetch never again
+  answers an offset committed against the deleted incarnation of the topic (offsets of a
+  topic re-created under the same name are committed against the new one and are owed as
+  any others);
 * :class:`OneAssignmentPerGeneration`: the members told they are in sync (SyncGroup answered
   NONE) for one generation id of a group all got the assignment of one and the same
   rebalance (Kafka answers SyncGroup only once the generation's metadata is durable, so a
@@ -16,12 +23,18 @@ They judge what the simulated members were told against what the group coordinat
   to, holds a generation at least as new as any generation whose members were told they
   are in sync.
 
+The last two hold per incarnation of a group: an Empty group left without offsets (when a
+deleted topic took its last ones) is deleted, and its id starts again from generation 0
+(Kafka's GroupMetadataManager.cleanupGroupMetadata; the old members' ids are unknown to the
+new group, so nothing they hold is valid there).
+
 Each has a test in ``tests/sim/test_groups.py`` that plants a bug and shows it is caught.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+import uuid
+from collections.abc import Callable, Iterable, Mapping
 from typing import TYPE_CHECKING
 
 from weir.common import TopicPartition
@@ -34,8 +47,8 @@ if TYPE_CHECKING:
     from weir.sim.cluster import Simulation
     from weir.sim.groups import CommitAttempt, FetchObservation, GroupPlane
 
-__all__ = ["AcknowledgedCommitsFetched", "GenerationsNeverGoBack", "GroupInvariants",
-           "OneAssignmentPerGeneration", "group_invariants"]
+__all__ = ["AcknowledgedCommitsFetched", "DeletedTopicOffsetsRemoved", "GenerationsNeverGoBack",
+           "GroupInvariants", "OneAssignmentPerGeneration", "group_invariants"]
 
 
 class AcknowledgedCommitsFetched(Invariant):
@@ -102,7 +115,7 @@ def _judge_excusing(plane: GroupPlane, broker: int, group: str, tp: TopicPartiti
     acknowledged commit whose record the answering broker itself lost to power failure is
     forgiven (and forgotten: ``CommitAttempt.excused``)."""
     attempts = plane.commits.get((group, tp), [])
-    message = judge_fetched(attempts, value, served_at)
+    message = judge_fetched(attempts, value, served_at, plane.marked)
     if not message:
         return ""
     lost, _generation = plane.lost_to_power_failure(broker, group)
@@ -113,14 +126,20 @@ def _judge_excusing(plane: GroupPlane, broker: int, group: str, tp: TopicPartiti
     for attempt in excused:
         attempt.excused = True
         plane.stats["groups_excused_losses"] += 1
-    return judge_fetched(attempts, value, served_at)
+    return judge_fetched(attempts, value, served_at, plane.marked)
 
 
-def judge_fetched(attempts: list[CommitAttempt], value: int | None, served_at: int) -> str:
+def judge_fetched(attempts: list[CommitAttempt], value: int | None, served_at: int,
+                  marked: Mapping[uuid.UUID, int] | None = None) -> str:
     """Why ``value``, answered at ``served_at``, breaks the invariant ('' if it does not);
-    excused attempts count as never acknowledged."""
+    excused attempts count as never acknowledged.  ``marked``: topic id -> when that topic
+    incarnation was marked for deletion; from then on its commits may be gone (no offset),
+    but an offset answered must still be the latest."""
     acked = [a for a in attempts if a.acked_at is not None and a.acked_at <= served_at
              and not a.excused]
+    if value is None and marked:
+        acked = [a for a in acked
+                 if a.topic_id is None or marked.get(a.topic_id, served_at + 1) > served_at]
     if not acked:
         if value is not None and not any(a.value == value for a in attempts):
             return f"offset {value} was never committed"
@@ -141,6 +160,75 @@ def judge_fetched(attempts: list[CommitAttempt], value: int | None, served_at: i
     return ""
 
 
+class DeletedTopicOffsetsRemoved(Invariant):
+    """See the module docstring.  Judged on every OffsetFetch answered by the online
+    coordinator, and at the end on each group's online coordinator.  The data path's
+    power-loss exemption applies to the tombstones: a broker that lost one of the group's
+    offset tombstones to power failure may answer the offset it deleted."""
+
+    name = "deleted topic offsets removed"
+
+    def __init__(self) -> None:
+        self._seen = 0
+
+    def after_step(self, sim: Simulation) -> Iterable[str]:
+        plane = sim.groups
+        if plane is None or len(plane.fetches) == self._seen:
+            return []
+        out: list[str] = []
+        for obs in plane.fetches[self._seen:]:
+            for tp, value in sorted(obs.offsets.items()):
+                message = judge_deleted(plane, obs.broker, obs.group, tp, value, obs.served_at)
+                if message:
+                    out.append(f"group {obs.group} {tp}: OffsetFetch from broker {obs.broker} "
+                               f"at {obs.served_at}: {message}")
+        self._seen = len(plane.fetches)
+        return out
+
+    def at_end(self, sim: Simulation) -> Iterable[str]:
+        plane = sim.groups
+        if plane is None:
+            return []
+        out = []
+        for group in sorted({d.group for d in plane.applied}):
+            online = plane.online_coordinator(group)
+            if online is None:
+                continue  # AcknowledgedCommitsFetched reports it if anything is owed
+            node, coordinator = online
+            try:
+                found = coordinator.fetch_offsets(group, None)
+            except KafkaError:
+                continue
+            for tp, stored in sorted(found.items()):
+                message = judge_deleted(plane, node.id, group, tp,
+                                        None if stored is None else stored.offset, sim.now)
+                if message:
+                    out.append(f"group {group} {tp}: coordinator {node.id} at the end: "
+                               f"{message}")
+        return out
+
+
+def judge_deleted(plane: GroupPlane, broker: int, group: str, tp: TopicPartition,
+                  value: int | None, served_at: int) -> str:
+    """Why ``value`` answered by ``broker`` at ``served_at`` is an offset of a deleted topic
+    incarnation that the group's coordinator had already removed ('' if it is not)."""
+    if value is None:
+        return ""
+    attempt = next((a for a in plane.commits.get((group, tp), []) if a.value == value), None)
+    if attempt is None or attempt.topic_id is None:
+        return ""
+    applied = next((d for d in plane.applied if d.group == group and d.tp == tp
+                    and d.topic_id == attempt.topic_id and d.at <= served_at), None)
+    if applied is None:
+        return ""
+    if tp in plane.lost_tombstones(broker, group):
+        plane.stats["groups_excused_losses"] += 1  # the power-loss exemption
+        return ""
+    return (f"offset {value} was committed against topic id {attempt.topic_id}, whose "
+            f"deletion broker {applied.broker}, then the group's coordinator, had applied "
+            f"by {applied.at}")
+
+
 class OneAssignmentPerGeneration(Invariant):
     """See the module docstring: one (group, generation id) names one rebalance."""
 
@@ -148,14 +236,20 @@ class OneAssignmentPerGeneration(Invariant):
 
     def __init__(self) -> None:
         self._seen = 0
+        self._deletions = _GroupDeletions()
         self._nonces: dict[tuple[str, int], tuple[str, str]] = {}
+
+    def _forget(self, group: str) -> None:
+        for key in [k for k in self._nonces if k[0] == group]:
+            del self._nonces[key]
 
     def after_step(self, sim: Simulation) -> Iterable[str]:
         plane = sim.groups
-        if plane is None or len(plane.syncs) == self._seen:
+        if plane is None:
             return []
         out = []
         for obs in plane.syncs[self._seen:]:
+            self._deletions.apply(plane, obs.at, self._forget)
             first = self._nonces.setdefault((obs.group, obs.generation), (obs.nonce, obs.member))
             if first[0] == obs.nonce:
                 continue
@@ -170,7 +264,21 @@ class OneAssignmentPerGeneration(Invariant):
                            f"with assignment {obs.nonce!r}, member {first[1]} with "
                            f"{first[0]!r}")
         self._seen = len(plane.syncs)
+        self._deletions.apply(plane, sim.now, self._forget)
         return out
+
+
+class _GroupDeletions:
+    """Reads :attr:`GroupPlane.group_deletions` in order, up to a time."""
+
+    def __init__(self) -> None:
+        self._seen = 0
+
+    def apply(self, plane: GroupPlane, upto: int, forget: Callable[[str], None]) -> None:
+        while self._seen < len(plane.group_deletions) and \
+                plane.group_deletions[self._seen][1] <= upto:
+            forget(plane.group_deletions[self._seen][0])
+            self._seen += 1
 
 
 class GenerationsNeverGoBack(Invariant):
@@ -180,15 +288,21 @@ class GenerationsNeverGoBack(Invariant):
 
     def __init__(self) -> None:
         self._seen = 0
+        self._deletions = _GroupDeletions()
         self._synced: dict[str, int] = {}
+
+    def _forget(self, group: str) -> None:
+        self._synced.pop(group, None)
 
     def after_step(self, sim: Simulation) -> Iterable[str]:
         plane = sim.groups
         if plane is None:
             return []
         for obs in plane.syncs[self._seen:]:
+            self._deletions.apply(plane, obs.at, self._forget)
             self._synced[obs.group] = max(self._synced.get(obs.group, -1), obs.generation)
         self._seen = len(plane.syncs)
+        self._deletions.apply(plane, sim.now, self._forget)
         out = []
         for group, synced in sorted(self._synced.items()):
             if synced < 0:
@@ -219,7 +333,7 @@ class GenerationsNeverGoBack(Invariant):
 def group_invariants() -> list[Invariant]:
     """A fresh set of the consumer groups' invariants."""
     return [AcknowledgedCommitsFetched(), OneAssignmentPerGeneration(),
-            GenerationsNeverGoBack()]
+            GenerationsNeverGoBack(), DeletedTopicOffsetsRemoved()]
 
 
 class GroupInvariants(Invariant):

@@ -31,26 +31,28 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+import uuid
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from weir.common import TopicPartition
-from weir.coordinator_runtime import ReplicaManagerLog
+from weir.coordinator_runtime import Loading, ReplicaManagerLog
 from weir.groups import codec
 from weir.groups.codec import OFFSETS_TOPIC, GroupKey, OffsetAndMetadata, OffsetKey
 from weir.groups.coordinator import GroupCoordinator, GroupCoordinatorSettings
 from weir.groups.state import GroupConfig, JoinRequest
 from weir.protocol.errors import ErrorCode, KafkaError
 from weir.records.records import iter_records
+from weir.server.handlers.update_metadata import remove_deleted_offsets
 
 if TYPE_CHECKING:
     from weir.sim.cluster import Simulation
     from weir.sim.data import DataPlane
     from weir.sim.node import PartitionView, SimNode
 
-__all__ = ["CommitAttempt", "FetchObservation", "GroupPlane", "SimMember", "SimMetadataView",
-           "SyncObservation", "groups_config"]
+__all__ = ["CommitAttempt", "DeletionApplied", "FetchObservation", "GroupPlane", "SimMember",
+           "SimMetadataView", "SyncObservation", "groups_config"]
 
 OFFSETS_PARTITIONS = 3
 GROUPS = 2
@@ -140,7 +142,8 @@ class _VirtualClock:
 
 class _ObservedLog(ReplicaManagerLog):
     """The production :class:`ReplicaManagerLog`, noting the key of every record it wrote
-    (the power-loss exemption of the invariants needs to know what a lost record was)."""
+    (the power-loss exemption of the invariants needs to know what a lost record was) and
+    the groups deleted (a group tombstone written with acks=all)."""
 
     def __init__(self, replica_manager: Any, plane: GroupPlane) -> None:
         super().__init__(replica_manager)
@@ -152,6 +155,9 @@ class _ObservedLog(ReplicaManagerLog):
         if base >= 0:
             for rec in iter_records(batch):
                 self._plane.keys[(tp, base + rec.offset, rec.value or b"")] = rec.key or b""
+                key = codec.decode_key(rec.key) if rec.key and rec.value is None else None
+                if error == ErrorCode.none and isinstance(key, GroupKey):
+                    self._plane.group_deletions.append((key.group, self._plane.sim.now))
         return error, base
 
 
@@ -160,7 +166,9 @@ class CommitAttempt:
     """One OffsetCommit of one partition: ``value`` is unique and grows with time;
     ``end`` is when its write, if any, had certainly happened (None: still unknown);
     ``acked_at`` when the member heard it succeed; ``excused`` once the power-loss
-    exemption forgave its loss."""
+    exemption forgave its loss; ``topic_id`` the incarnation of the topic that the
+    coordinator's metadata had when the request arrived (None: it had none, or the request
+    never arrived), which is what the commit was validated against."""
 
     member: str
     value: int
@@ -168,6 +176,7 @@ class CommitAttempt:
     end: int | None = None
     acked_at: int | None = None
     excused: bool = False
+    topic_id: uuid.UUID | None = None
 
 
 @dataclass(frozen=True)
@@ -178,6 +187,21 @@ class FetchObservation:
     broker: int
     served_at: int
     offsets: dict[TopicPartition, int | None]
+
+
+@dataclass(frozen=True)
+class DeletionApplied:
+    """The deletion of a partition of a topic incarnation reached the group's coordinator:
+    the broker that was then the online, loaded coordinator of ``group`` ran the
+    UpdateMetadata handler's step for an UpdateMetadata deleting ``tp`` (leader -2;
+    :func:`~weir.server.handlers.update_metadata.remove_deleted_offsets`) and, by ``at``,
+    had written the group's tombstones (acks=all) or had nothing to remove."""
+
+    group: str
+    tp: TopicPartition
+    topic_id: uuid.UUID
+    broker: int
+    at: int
 
 
 @dataclass(frozen=True)
@@ -208,6 +232,12 @@ class GroupPlane:
     keys: dict[tuple[TopicPartition, int, bytes], bytes] = field(default_factory=dict)
     # broker -> the members' requests waiting on it (a crash resets their connections)
     waiting: dict[int, dict[asyncio.Future[Any], None]] = field(default_factory=dict)
+    # topic incarnation (topic id) -> when it was marked for deletion
+    marked: dict[uuid.UUID, int] = field(default_factory=dict)
+    applied: list[DeletionApplied] = field(default_factory=list)
+    # (group, when): an Empty group deleted (its generations start again, as in Kafka)
+    group_deletions: list[tuple[str, int]] = field(default_factory=list)
+    _deleted_names: dict[uuid.UUID, str] = field(default_factory=dict)
     _values: Any = field(default_factory=lambda: itertools.count(1))
     _nonces: Any = field(default_factory=lambda: itertools.count(1))
 
@@ -254,6 +284,55 @@ class GroupPlane:
             return None
         return entry[1]
 
+    def on_update_metadata(self, node: SimNode, request: Any) -> None:
+        """An UpdateMetadata the broker ``node`` has just applied to its metadata: the
+        production handler's step for deleted partitions, and what it did for the members'
+        groups that ``node`` coordinated online (:class:`DeletionApplied`)."""
+        coordinator = self.coordinator(node)
+        if coordinator is None:
+            return
+        deleted = {TopicPartition(t.topic_name, p.partition_index): t.topic_id
+                   for t in request.topic_states for p in t.partition_states
+                   if p.leader == LEADER_DURING_DELETE}
+        task = remove_deleted_offsets(request, coordinator)
+        if not deleted:
+            return
+        owed = [g for g in sorted({m.group for m in self.members})
+                if self._loaded_online(node, coordinator, g)]
+        if not owed:
+            return
+
+        def applied(errors: Mapping[str, ErrorCode]) -> None:
+            for group in owed:
+                if errors.get(group, ErrorCode.none) != ErrorCode.none:
+                    continue
+                if group in errors:
+                    self.stats["groups_deleted_offsets_tombstoned"] += 1
+                for tp, topic_id in sorted(deleted.items()):
+                    self.applied.append(DeletionApplied(group, tp, topic_id, node.id,
+                                                        self.sim.now))
+                    self.stats["groups_deletions_applied"] += 1
+        if task is None:
+            applied({})
+            return
+        task.add_done_callback(
+            lambda t: None if t.cancelled() or t.exception() else applied(t.result()))
+
+    def _loaded_online(self, node: SimNode, coordinator: GroupCoordinator, group: str) -> bool:
+        online = self.online_coordinator(group)
+        part = coordinator.partitions.get(coordinator.partition_for(group))
+        return (online is not None and online[0] is node and part is not None
+                and part.status is Loading.LOADED)
+
+    def topic_marked_for_deletion(self, topic: str, topic_id: uuid.UUID) -> None:
+        if topic_id not in self.marked:
+            self.marked[topic_id] = self.sim.now
+            self._deleted_names[topic_id] = topic
+
+    def deleted_names(self) -> set[str]:
+        """The names of the topics ever marked for deletion."""
+        return set(self._deleted_names.values())
+
     async def _create_offsets_topic(self) -> None:
         """The topic administration's creation of ``__consumer_offsets`` (a ZooKeeper round
         trip; compacted, RF 3, as Kafka's offsets.topic.* defaults)."""
@@ -298,6 +377,19 @@ class GroupPlane:
                 generation = max(generation, codec.decode_group_value(value).generation)
         return commits, generation
 
+    def lost_tombstones(self, broker: int, group: str) -> set[TopicPartition]:
+        """The partitions whose offset tombstones of ``group`` ``broker`` lost to power
+        failure (the same exemption, for deletions)."""
+        out: set[TopicPartition] = set()
+        for (tp, offset, value), brokers in self.data.amnesia.items():
+            if tp.topic != OFFSETS_TOPIC or broker not in brokers or value:
+                continue
+            key = self.keys.get((tp, offset, value))
+            decoded = codec.decode_key(key) if key else None
+            if isinstance(decoded, OffsetKey) and decoded.group == group:
+                out.add(decoded.tp)
+        return out
+
     # -- members -------------------------------------------------------------------------
 
     def start_members(self) -> None:
@@ -307,6 +399,40 @@ class GroupPlane:
                 member = SimMember(self, f"g{g}", f"g{g}-c{m}", next(link))
                 self.members.append(member)
                 self.sim.spawn(member.run())
+        # Once the faults stop and the groups settle, a topic they committed to is deleted
+        # while they commit, and created again under its name once the deletion completed.
+        config = self.sim.config
+        self.sim.schedule(config.fault_ms + config.settle_ms // 4 + self.sim.rng.randint(0, 300),
+                          self._delete_committed_topic)
+
+    def _delete_committed_topic(self) -> None:
+        sim = self.sim
+        zk = sim.zk
+        # Not a topic being moved: Kafka holds a deletion until the move ends
+        # (KafkaController.onPartitionReassignment marks the topic ineligible), which the
+        # controller's deletion does not do yet; the fault phase's deletions still race moves.
+        moving = {tp.topic for tp in zk.reassignments} | {
+            name for name, t in zk.topics.items() if t.adding or t.removing}
+        committed = sorted({tp.topic for (_g, tp), attempts in self.commits.items()
+                            if tp.topic in zk.topics and tp.topic not in zk.to_delete
+                            and tp.topic not in moving
+                            and any(a.acked_at is not None
+                                    and a.topic_id == zk.topics[tp.topic].topic_id
+                                    for a in attempts)})
+        if not committed:
+            return
+        topic = sim.rng.choice(committed)
+        sim.delete_topic(topic)
+
+        def recreate() -> None:
+            if sim.now >= self.stop_at:
+                return
+            if topic in zk.topics:
+                sim.schedule(20, recreate)  # the deletion has not completed yet
+                return
+            sim.faults.append(f"{sim.now}: re-create topic {topic}")
+            sim.create_topic(topic)
+        sim.schedule(20, recreate)
 
     def next_value(self) -> int:
         return next(self._values)
@@ -528,10 +654,16 @@ class SimMember:
                    for tp, a in attempts.items()}
         generation, member_id = self.generation, self.member_id
         self.plane.stats["groups_commits"] += 1
-        answer = await self.plane.call(
-            self, self.coordinator,
-            lambda _node, c: c.commit_offsets(self.group, member_id, None, generation, offsets),
-            REQUEST_TIMEOUT_MS)
+
+        def serve(node: SimNode, c: GroupCoordinator) -> Any:
+            # The coordinator validates the partitions against its metadata before its first
+            # await: note which incarnation of each topic that was.
+            view = SimMetadataView(node)
+            for tp, attempt in attempts.items():
+                if view.partition(tp) is not None:
+                    attempt.topic_id = node.broker.topic_ids.get(tp.topic)
+            return c.commit_offsets(self.group, member_id, None, generation, offsets)
+        answer = await self.plane.call(self, self.coordinator, serve, REQUEST_TIMEOUT_MS)
         for tp, attempt in attempts.items():
             if answer is None:
                 attempt.end = attempt.sent_at + MAX_DELIVERY_MS

@@ -326,7 +326,7 @@ class HighWatermarkMonotonic(Invariant):
     name = "high watermark monotonic"
 
     def __init__(self) -> None:
-        self._seen: dict[TopicPartition, tuple[int, int, int, int]] = {}
+        self._seen: dict[TopicPartition, tuple[int, int, int, int, int]] = {}
 
     def after_step(self, sim: Simulation) -> Iterable[str]:
         if sim.data is None:
@@ -335,11 +335,12 @@ class HighWatermarkMonotonic(Invariant):
         for tp, leader in sim.data.online_leaders():
             epoch = leader.partitions[tp].leader_epoch
             hw = leader.logs[tp].high_watermark
-            who = (leader.node.id, leader.node.incarnation, epoch)
+            # (A topic deleted and created again under its name is a new partition.)
+            who = (leader.node.id, leader.node.incarnation, epoch, sim.data.forgotten[tp.topic])
             seen = self._seen.get(tp)
-            if seen is not None and seen[:3] == who and hw < seen[3]:
+            if seen is not None and seen[:4] == who and hw < seen[4]:
                 out.append(f"{tp}: leader {leader.node.id} high watermark went back "
-                           f"{seen[3]} -> {hw} in epoch {epoch}")
+                           f"{seen[4]} -> {hw} in epoch {epoch}")
             self._seen[tp] = (*who, hw)
         return out
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import uuid
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -62,6 +63,7 @@ class BrokerState:
     metadata: dict[TopicPartition, PartitionView] = field(default_factory=dict)
     follower_epochs: dict[TopicPartition, int] = field(default_factory=dict)
     alter_in_flight: dict[TopicPartition, int] = field(default_factory=dict)
+    topic_ids: dict[str, uuid.UUID] = field(default_factory=dict)  # from UpdateMetadata
 
 
 @dataclass(frozen=True)
@@ -228,10 +230,15 @@ class SimNode:
             errors = self._leader_and_isr(request)
         elif isinstance(request, UpdateMetadataRequest):
             for topic in request.topic_states:
+                state.topic_ids[topic.topic_name] = topic.topic_id
                 for p in topic.partition_states:
                     tp = TopicPartition(topic.topic_name, p.partition_index)
                     state.metadata[tp] = PartitionView(p.leader, p.leader_epoch, list(p.isr),
                                                        p.zk_version, tuple(p.replicas))
+            if self.sim.groups is not None:
+                # The broker's own step after its metadata cache: deleted partitions (leader
+                # -2) lose their committed offsets (the UpdateMetadata handler's code).
+                self.sim.groups.on_update_metadata(self, request)
         elif isinstance(request, StopReplicaRequest):
             for topic in request.topic_states:
                 for p in topic.partition_states:

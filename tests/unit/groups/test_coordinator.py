@@ -172,7 +172,8 @@ async def _deleted_partitions(tmp_path) -> None:
     assert await coord.commit_offsets("only-t", "", None, -1, {DATA_TP: OffsetAndMetadata(3)}
                                       ) == {DATA_TP: ErrorCode.none}
     assert coord.on_partitions_deleted([TopicPartition("never-committed", 0)]) is None
-    await coord.on_partitions_deleted([DATA_TP])
+    assert await coord.on_partitions_deleted([DATA_TP]) == {
+        "both": ErrorCode.none, "only-t": ErrorCode.none}
     assert coord.fetch_offsets("both", None) == {
         other: OffsetAndMetadata(7, record_offset=coord.group("both").offsets[other].record_offset)}
     # An Empty group left with no offsets is deleted with them (a group tombstone).
@@ -192,3 +193,84 @@ def test_deleted_partitions_lose_their_offsets(tmp_path):
     """Kafka's GroupCoordinator.onPartitionsDeleted: a deleted topic's committed offsets are
     tombstoned in every group, and an Empty group left with none is deleted."""
     asyncio.run(_deleted_partitions(tmp_path))
+
+
+class _HeldReplicaManager(FakeReplicaManager):
+    """Appends at once, but the next ``hold`` appends wait for ``release`` before they are
+    acknowledged (acks=all waiting for the followers)."""
+
+    def __init__(self, plog: Log) -> None:
+        super().__init__(plog)
+        self.hold = 0
+        self.release = asyncio.Event()
+
+    async def append(self, acks, timeout_ms, entries, origin=AppendOrigin.CLIENT):
+        held, self.hold = self.hold > 0, max(0, self.hold - 1)
+        out = await super().append(acks, timeout_ms, entries, origin)
+        if held:
+            await self.release.wait()
+        return out
+
+
+async def _deleted_while_committing(tmp_path) -> None:
+    broker = make_broker(tmp_path)
+    rm = broker.replica_manager = _HeldReplicaManager(broker.replica_manager.log)
+    other = TopicPartition("u", 0)
+    broker.metadata.topics["u"] = dict(broker.metadata.topics["t"])
+    coord = make_coordinator(broker)
+    coord.on_leadership(OFFSETS_TP, True, 0)
+    await _loaded(coord)
+    assert await coord.commit_offsets("g", "", None, -1, {other: OffsetAndMetadata(1)}) == {
+        other: ErrorCode.none}
+    # The group's first commit of t-0 is in the log, waiting for its acknowledgement, when
+    # an UpdateMetadata deletes t.
+    rm.hold = 1
+    commit = asyncio.ensure_future(coord.commit_offsets("g", "", None, -1,
+                                                        {DATA_TP: OffsetAndMetadata(5)}))
+    await asyncio.sleep(0.01)
+    assert not commit.done()
+    del broker.metadata.topics["t"]
+    cleanup = coord.on_partitions_deleted([DATA_TP])
+    assert cleanup is not None and await cleanup == {"g": ErrorCode.none}
+    rm.release.set()  # the commit completes after the tombstone written behind it
+    assert await commit == {DATA_TP: ErrorCode.none}
+    assert coord.fetch_offsets("g", [DATA_TP, other]) == {
+        DATA_TP: None, other: coord.group("g").offsets[other]}
+    again = make_coordinator(broker)  # the log says the same
+    again.on_leadership(OFFSETS_TP, True, 1)
+    await _loaded(again)
+    assert set(again.fetch_offsets("g", None)) == {other}
+    for c in (coord, again):
+        await c.stop()
+
+
+def test_a_commit_in_flight_when_its_topic_is_deleted_is_removed(tmp_path):
+    """A commit validated before the deletion and acknowledged after it: the tombstone
+    follows it in the log, so neither the coordinator nor a later load keeps it (Kafka
+    drops the group's pendingOffsetCommits of deleted partitions)."""
+    asyncio.run(_deleted_while_committing(tmp_path))
+
+
+async def _all_groups_tombstoned_at_once(tmp_path) -> None:
+    broker = make_broker(tmp_path)
+    rm = broker.replica_manager = _HeldReplicaManager(broker.replica_manager.log)
+    coord = make_coordinator(broker)
+    coord.on_leadership(OFFSETS_TP, True, 0)
+    await _loaded(coord)
+    for group in ("a", "b"):
+        assert await coord.commit_offsets(group, "", None, -1, {DATA_TP: OffsetAndMetadata(5)}
+                                          ) == {DATA_TP: ErrorCode.none}
+    end = rm.log.log_end_offset
+    rm.hold = 1  # the first group's tombstones wait for the followers
+    cleanup = coord.on_partitions_deleted([DATA_TP])
+    await asyncio.sleep(0.01)
+    # Both groups' tombstones are in the log already: a commit to a topic re-created under
+    # the same name, accepted meanwhile, comes after them and survives.
+    assert rm.log.log_end_offset == end + 4  # two offset and two group tombstones
+    rm.release.set()
+    assert await cleanup == {"a": ErrorCode.none, "b": ErrorCode.none}
+    await coord.stop()
+
+
+def test_deleted_partitions_are_tombstoned_in_every_group_at_once(tmp_path):
+    asyncio.run(_all_groups_tombstoned_at_once(tmp_path))
