@@ -454,8 +454,12 @@ class ReplicaManager:
                 code = status(tp)
                 results[tp].error = ErrorCode.request_timed_out if code is None else code
 
-        if done():
-            finish()
+        # Decided at once (one replica, or followers already past the offset): each
+        # partition's status computed once, not once to decide and again to finish.
+        codes = [(tp, status(tp)) for tp in waiting]
+        if all(code is not None for _tp, code in codes):
+            for tp, code in codes:
+                results[tp].error = code  # type: ignore[assignment]
             return None
 
         async def wait() -> None:

@@ -179,3 +179,24 @@ def test_delete_records_waits_for_the_low_watermark(tmp_path):
     # beyond the high watermark
     assert run(rm.delete_records({TP: 9}, 50, lambda: {1, 2}))[TP][0] == (
         ErrorCode.offset_out_of_range)
+
+
+def test_acks_all_decided_at_the_append(tmp_path):
+    """Kafka's DelayedProduce decided without waiting: one replica, the HW passes the
+    append at once (NONE, no coroutine); the ISR below min.insync.replicas before the
+    append refuses it (NOT_ENOUGH_REPLICAS); several partitions at once each get theirs."""
+    rm = make_rm(tmp_path)
+    other = TopicPartition("t", 1)
+    lead(rm)
+    lead(rm, tp=other)
+    results, wait = rm.append_now(-1, 1000, {TP: build_batch([b"a"]),
+                                             other: build_batch([b"b", b"c"])})
+    assert wait is None
+    assert {tp: (r.error, r.base_offset) for tp, r in results.items()} == {
+        TP: (ErrorCode.none, 0), other: (ErrorCode.none, 0)}
+    strict = make_rm(tmp_path / "strict", min_isr=2)
+    lead(strict, replicas=(1, 2), isr=(1,))
+    results, wait = strict.append_now(-1, 1000, {TP: build_batch([b"a"])})
+    assert wait is None and results[TP].error == ErrorCode.not_enough_replicas
+    results, wait = strict.append_now(1, 1000, {TP: build_batch([b"a"])})  # acks=1: no wait
+    assert wait is None and results[TP].error == ErrorCode.none
