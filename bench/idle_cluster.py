@@ -11,6 +11,7 @@ same window and the share of its samples under the leader's Fetch handler, the f
 fetcher and the rest is reported.
 
     .venv/bin/python bench/idle_cluster.py [--partitions 3000] [--seconds 20] [--py-spy]
+    cd /tmp/old && PYTHONPATH=/tmp/old /work/main/.venv/bin/python /work/main/bench/idle_cluster.py
 
 Results: ``bench/results/idle_cluster-<UTC stamp>.md``.
 """
@@ -109,15 +110,22 @@ def main() -> None:
     parser.add_argument("--partitions", type=int, default=3000)
     parser.add_argument("--seconds", type=float, default=20)
     parser.add_argument("--py-spy", action="store_true")
+    parser.add_argument("--label", default="", help="e.g. 'before' or 'after'")
     parser.add_argument("--no-save", action="store_true")
     args = parser.parse_args()
+    # What the brokers import (they run ``python -m weir`` from this directory): compare
+    # commits by running from a checkout of another one (cd there, PYTHONPATH=there).
+    brokers_weir = subprocess.run(
+        [sys.executable, "-c", "import weir; print(weir.__file__)"], capture_output=True,
+        text=True, check=False).stdout.strip()
     work = HERE / "work"
     work.mkdir(exist_ok=True)
     info = machine()
     with tempfile.TemporaryDirectory(prefix="idle-cluster-") as tmp:
         bench = Bench(Path(tmp), args.partitions, 1000)
         out = asyncio.run(measure(bench, args.seconds, args.py_spy, work))
-    lines = [f"# Idle cluster: {args.partitions} partitions RF 3 on 3 brokers", "",
+    lines = [f"# Idle cluster: {args.partitions} partitions RF 3 on 3 brokers {args.label}", "",
+             f"brokers' code: {brokers_weir} (cwd {os.getcwd()})", "",
              (f"commit {info['commit']}, {info['cpu']}, {info['cores']} cores; load average "
               f"{out['load_before']} before, {out['load_after']} after"), "",
              f"CPU of each broker over {out['seconds']} s of idleness (1.0 = one core): "

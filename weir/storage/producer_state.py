@@ -298,9 +298,12 @@ class ProducerStateManager:
 
     # -- stability ---------------------------------------------------------------------
     def first_unstable_offset(self) -> int | None:
-        """The first offset of the earliest undecided or unreplicated transaction."""
-        candidates = [*self._ongoing, *self._unreplicated]
-        return min(candidates) if candidates else None
+        """The first offset of the earliest undecided or unreplicated transaction (asked at
+        every read of a partition: without transactions, two emptiness tests)."""
+        ongoing, unreplicated = self._ongoing, self._unreplicated
+        if not ongoing:
+            return min(unreplicated) if unreplicated else None
+        return min(min(ongoing), min(unreplicated)) if unreplicated else min(ongoing)
 
     def first_undecided_offset(self) -> int | None:
         return min(self._ongoing) if self._ongoing else None
