@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import datetime
+import uuid
 from types import SimpleNamespace
 
 from kio.index import load_request_schema, load_response_schema
@@ -48,7 +49,7 @@ def _request(replica_id, session_id, epoch, offsets, max_wait_ms=0):
             for tp, offset in offsets.items()]}] if offsets else [])
 
 
-def _decode(raw):
+def _decode(raw, version=VERSION):
     chunks = raw.body if isinstance(raw.body, list) else [raw.body]
     body = b""
     for chunk in chunks:
@@ -58,7 +59,7 @@ def _decode(raw):
                 body += f.read(chunk.size)
         else:
             body += chunk
-    return codec.decode_body(load_response_schema(1, VERSION), body)
+    return codec.decode_body(load_response_schema(1, version), body)
 
 
 def _partitions(response):
@@ -119,5 +120,50 @@ def test_a_parked_follower_fetch_records_its_position_when_it_arrives(tmp_path):
         # The completion read did not count as a fetch of the follower at the later time.
         assert p.followers[2].last_fetch_ms == 1_000
         assert p.followers[2].last_fetch_leader_leo == 0
+
+    asyncio.run(scenario())
+
+
+def test_a_topic_id_resolved_while_a_fetch_waits_is_answered_unknown_by_that_fetch(tmp_path):
+    """Fetch v13 (KIP-516): an id unknown to this broker stays in the session; when another
+    request of the session resolves it while an earlier one waits, the earlier one answers
+    UNKNOWN_TOPIC_ID for it (it was unknown when it read) instead of failing."""
+    known, later = uuid.UUID(int=1), uuid.UUID(int=2)
+    rm = make_rm(tmp_path)
+    lead(rm, replicas=(1, 2), isr=(1, 2), tp=TopicPartition("t", 0))
+    lead(rm, replicas=(1, 2), isr=(1, 2), tp=TopicPartition("u", 0))
+    ids = {known: "t"}
+    cache = FetchSessionCache()
+    ctx = _ctx(rm, cache)
+    ctx.version = 13
+    ctx.metadata.topic_by_id = ids.get
+
+    def request(session_id, epoch, topics, max_wait_ms=0):
+        return codec.build(
+            load_request_schema(1, 13), replica_id=-1,
+            max_wait=datetime.timedelta(milliseconds=max_wait_ms), min_bytes=1,
+            max_bytes=1 << 20, isolation_level=0, session_id=session_id, session_epoch=epoch,
+            rack_id="", forgotten_topics_data=[],
+            topics=[{"topic_id": tid, "partitions": [
+                {"partition": 0, "current_leader_epoch": -1, "fetch_offset": 0,
+                 "last_fetched_epoch": -1, "log_start_offset": -1,
+                 "partition_max_bytes": 1 << 20}]} for tid in topics])
+
+    async def scenario():
+        raw = await fetch_handler.handle(ctx, request(0, 0, [known, later]))
+        full = _decode(raw, 13)
+        sid = int(full.session_id)
+        codes = {t.topic_id: int(t.partitions[0].error_code) for t in full.responses}
+        assert codes == {known: 0, later: ErrorCode.unknown_topic_id}
+        waiting = asyncio.ensure_future(fetch_handler.handle(
+            ctx, request(sid, 1, [], max_wait_ms=300)))
+        await asyncio.sleep(0)
+        assert not waiting.done()
+        ids[later] = "u"  # the broker learns the id (UpdateMetadata)
+        await fetch_handler.handle(ctx, request(sid, 2, []))
+        raw = await asyncio.wait_for(waiting, 5)
+        first = _decode(raw, 13)
+        # the waiting fetch was answered; the second request's epoch ran ahead of it
+        assert int(first.error_code) in (0, ErrorCode.invalid_fetch_session_epoch)
 
     asyncio.run(scenario())

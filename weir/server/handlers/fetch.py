@@ -113,17 +113,20 @@ async def handle(ctx, request) -> Any:
     answers: list[tuple[PartitionRequest, PartitionData]] = []
     leaders: set[int] = set()
     for req in context.partitions:
-        if req.topic is None:
-            answers.append((req, PartitionData(
-                partition_index=req.partition, error_code=int(ErrorCode.unknown_topic_id))))
-            continue
-        if req.topic in denied:
+        if req.topic is not None and req.topic in denied:
             answers.append((req, PartitionData(
                 partition_index=req.partition,
                 error_code=int(ErrorCode.topic_authorization_failed))))
             continue
-        tp = req.fetch.tp
-        r = results[tp]
+        w = req.fetch
+        r = None if w is None else results.get(w.tp)
+        if r is None:
+            # A topic id unknown when this fetch read (another request of the session may
+            # have resolved it since, while this one waited).
+            answers.append((req, PartitionData(
+                partition_index=req.partition, error_code=int(ErrorCode.unknown_topic_id))))
+            continue
+        tp = w.tp
         error = r.error
         if (not error and not r.size and r.diverging_epoch is None and unchanged is not None
                 and tp not in redirected and unchanged(req, r.high_watermark,
