@@ -199,3 +199,19 @@ def test_a_group_seed_replays_exactly_in_another_process() -> None:
     assert len(outputs) == 1
     out = outputs.pop()
     assert "seed 1: ok" in out and "delete topic" in out
+
+
+def test_deleted_topic_offsets_removed_catches_a_load_ignoring_offset_tombstones(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Plant a load that skips offset tombstones: the coordinator that applied a deletion
+    wrote them, but once the group's coordinator moves the deleted topic's offsets are back."""
+    real = GroupCoordinator._replay
+
+    def resurrect(rec: Any, offsets: dict, records: dict) -> None:
+        key = codec.decode_key(rec.key) if rec.key is not None else None
+        if isinstance(key, OffsetKey) and rec.value is None:
+            return
+        real(rec, offsets, records)
+    monkeypatch.setattr(GroupCoordinator, "_replay", staticmethod(resurrect))
+    found = _violations(range(4), "deleted topic offsets removed: ")
+    assert found and "whose deletion broker" in found[0]
