@@ -321,9 +321,11 @@ class Broker:
 
     async def stop(self) -> None:
         log.info("broker %d shutting down", self.broker_id)
+        marks = [("start", time.perf_counter())]
         self.registration.stopping()
         if self.config.controlled_shutdown_enable and self.broker_epoch >= 0:
             await self.controlled_shutdown.run()
+        marks.append(("controlled shutdown", time.perf_counter()))
         await self.scheduler.stop()
         await self.registration.stop()
         await self.config_changes.stop()
@@ -339,17 +341,24 @@ class Broker:
             await server.stop()
         if self.authorizer is not None:
             await self.authorizer.stop()
+        marks.append(("services and listeners", time.perf_counter()))
         await self.log_dir_mover.close()
         await self.dynamic_configs.stop()  # a cleaner restart in flight
         await self.log_cleaner.stop()
         await self.replica_manager.close()
+        marks.append(("replica fetchers", time.perf_counter()))
         # LogManager.shutdown flushes every log, then writes the recovery-point, log-start
         # and high-watermark checkpoints (Kafka: ReplicaManager.shutdown's high-watermark
         # checkpoint, then LogManager.shutdown's); one high-watermark write, not two (a
         # 10,000-line file each).
         self.log_manager.shutdown()
+        marks.append(("logs", time.perf_counter()))
         await asyncio.to_thread(self.zk.stop)
-        log.info("broker %d stopped cleanly", self.broker_id)
+        marks.append(("ZooKeeper", time.perf_counter()))
+        log.info("broker %d stopped cleanly in %.2f s (%s)", self.broker_id,
+                 marks[-1][1] - marks[0][1],
+                 ", ".join(f"{name} {(t - marks[i][1]) * 1000:.0f} ms"
+                           for i, (name, t) in enumerate(marks[1:])))
 
 
 def halt(code: int) -> None:
