@@ -122,3 +122,33 @@ def test_a_broker_with_no_dir_left_halts(setup, disk):
     rm.log_manager.mark_dir_failed(dirs[0], "gone")
     rm.log_manager.mark_dir_failed(dirs[1], "gone too")
     assert events == ["notify d1", "halt"]
+
+
+def test_a_follower_fetch_of_a_log_whose_io_failed_is_a_storage_error(setup, disk):
+    """The follower read path looks at the log dirs only when one is offline or the log's
+    own I/O failed; the second alone (its dir not yet marked) still answers
+    KAFKA_STORAGE_ERROR and takes the dir offline, as a consumer's read does."""
+    from weir.replication.replica_manager import FetchPartition
+
+    rm, _dirs, events = setup
+
+    async def scenario() -> None:
+        lead(rm, replicas=(1, 2), isr=(1, 2), tp=TP)
+        lead(rm, replicas=(1, 2), isr=(1, 2), tp=TP1)
+        requests = [FetchPartition(TP, 0, 1 << 20), FetchPartition(TP1, 0, 1 << 20)]
+        ok = await rm.fetch(2, 0, 1, 1 << 20, requests)
+        assert {tp: r.error for tp, r in ok.items()} == {TP: ErrorCode.none,
+                                                         TP1: ErrorCode.none}
+        failed_dir = rm.log_manager.log_dir_of(TP)
+        rm.partitions[TP].log.offline_reason = "simulated I/O error"
+        out = await rm.fetch(2, 0, 1, 1 << 20, requests)
+        assert out[TP].error == ErrorCode.kafka_storage_error
+        assert rm.log_manager.offline_dirs.keys() == {failed_dir}
+        assert events == [f"notify {failed_dir.name}"]
+        # The other partition: a storage error too if it shares the failed dir, else read
+        # as before.
+        shares = rm.log_manager.log_dir_of(TP1) == rm.log_manager.log_dir_of(TP)
+        assert out[TP1].error == (ErrorCode.kafka_storage_error if shares else ErrorCode.none)
+
+    import asyncio
+    asyncio.run(scenario())
