@@ -50,6 +50,7 @@ import resource
 import signal
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Callable
 from datetime import datetime
@@ -66,6 +67,7 @@ from weir.protocol.codec import build
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
+from controller_timeline import timeline, timeline_lines  # bench helper: log timeline
 from produce_consume import machine  # bench helper: CPU, cores, commit, load
 
 BROKERS = (1, 2, 3)
@@ -117,6 +119,54 @@ def fd_kinds(pid: int) -> dict[str, int]:
         kinds[kind] = kinds.get(kind, 0) + 1
     kinds["total"] = sum(kinds.values())
     return kinds
+
+
+class FdPeaks:
+    """Peak open descriptors of each broker during one phase: a thread counts the entries
+    of ``/proc/<pid>/fd`` of every running broker every ``interval_s`` (a transient burst,
+    e.g. logs opened twice, shows here and not in the one count taken after setup)."""
+
+    def __init__(self, pid_of: Callable[[int], int | None], brokers: list[int],
+                 interval_s: float = 0.1) -> None:
+        self._pid_of, self._brokers, self._interval_s = pid_of, brokers, interval_s
+        self.peaks: dict[str, list[float]] = {}  # broker → [peak, seconds into the phase]
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="fd-peaks", daemon=True)
+
+    def __enter__(self) -> FdPeaks:  # noqa: PYI034 - a final class
+        self._t0 = time.perf_counter()
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join()
+
+    def _run(self) -> None:
+        while True:
+            for b in self._brokers:
+                pid = self._pid_of(b)
+                try:
+                    n = len(os.listdir(f"/proc/{pid}/fd")) if pid else 0
+                except OSError:  # the process went away between the two calls
+                    continue
+                peak = self.peaks.setdefault(str(b), [0, 0.0])
+                if n > peak[0]:
+                    peak[:] = [n, round(time.perf_counter() - self._t0, 2)]
+            if self._stop.wait(self._interval_s):
+                return
+
+
+def fd_peak_lines(phases: dict[str, Any]) -> list[str]:
+    """The report's table of :class:`FdPeaks` results."""
+    rows = [(name, b, v) for name, ph in phases.items()
+            for b, v in sorted(ph.get("fd_peaks", {}).items())]
+    if not rows:
+        return []
+    return ["", ("Peak open descriptors per broker and phase (/proc/<pid>/fd, sampled "
+                 "every 0.1 s) and when it was reached:"), "",
+            "| phase | broker | peak | at |", "|---|---|---|---|",
+            *(f"| {name} | {b} | {n} | {t} s |" for name, b, (n, t) in rows)]
 
 
 class Bench:
@@ -228,8 +278,11 @@ class Bench:
 
     def read_logs(self, marks: dict[int, int], wall0: float) -> dict[str, Any]:
         out: dict[str, Any] = {}
+        texts = {b: self.cluster.log_path(b).read_bytes()[marks[b]:].decode(errors="replace")
+                 for b in BROKERS}
+        out["timeline"] = timeline(texts, wall0)
         for b in BROKERS:
-            text = self.cluster.log_path(b).read_bytes()[marks[b]:].decode(errors="replace")
+            text = texts[b]
             stalls, lais, loaded = [], [], []
             for line in text.splitlines():
                 m = LOG_LINE.match(line)
@@ -250,11 +303,21 @@ class Bench:
     async def phase(self, name: str, action: Callable[[], Any]) -> dict[str, Any]:
         marks, load = self.log_marks(), load_average()
         wall0 = time.time()
-        result = await action()
+        with FdPeaks(self.cluster.broker_pid, BROKERS) as fd_peaks:
+            result = await action()
+        result["fd_peaks"] = fd_peaks.peaks
         result["load_before"] = load
         result["brokers"] = self.read_logs(marks, wall0)
+        rows = result["brokers"].pop("timeline")
+        marks_s = {"exit_s": "victim's process exited", "znode_gone_s":
+                   "victim's /brokers/ids znode gone (session expired)",
+                   "elected_s": "new controller in /controller",
+                   "moved_s": "new leaders in both survivors' Metadata",
+                   "operational_s": "new leaders in both survivors' Metadata"}
+        rows += [(result[k], 0, what) for k, what in marks_s.items() if k in result]
+        result["timeline"] = sorted(rows, key=lambda r: (r[0], r[1]))
         self.phases[name] = result
-        print(name, json.dumps({k: v for k, v in result.items() if k != "brokers"}),
+        print(name, json.dumps({k: v for k, v in result.items() if k not in ("brokers", "timeline")}),
               {b: (v["worst_stall_ms"], [x[1:] for x in v["leader_and_isr"]][:6])
                for b, v in result["brokers"].items()}, flush=True)
         return result
@@ -307,24 +370,39 @@ class Bench:
         return {"broker": broker_id, "registered_s": round(registered, 3),
                 "serving_s": round(time.perf_counter() - t0, 3)}
 
+    def znode_gone(self, broker_id: int, t0: float, out: dict[str, float]) -> None:
+        """Until ``/brokers/ids/<broker_id>`` is gone (its session expired: ZooKeeper's
+        expiry comes 4-6.5 s after a kill, from the last ping and the tick); records the
+        seconds since ``t0`` (a worker thread)."""
+        zk = self.cluster.zk()
+        deadline = time.monotonic() + 60
+        while broker_id in registered_brokers(zk) and time.monotonic() < deadline:
+            time.sleep(0.01)
+        out["znode_gone_s"] = round(time.perf_counter() - t0, 3)
+
     async def sigkill(self, victim: int) -> dict[str, Any]:
         survivors = [b for b in BROKERS if b != victim]
         led = self.led_by(victim)
+        gone: dict[str, float] = {}
         t0 = time.perf_counter()
         self.cluster.kill_broker(victim)
+        watch = asyncio.create_task(asyncio.to_thread(self.znode_gone, victim, t0, gone))
         await until(lambda: self.moved_everywhere(survivors, led, victim), 120,
                     "moved leaders", 0.02)
-        return {"victim": victim, "partitions_led": len(led),
-                "moved_s": round(time.perf_counter() - t0, 3),
-                "goal_s": SESSION_TIMEOUT_MS / 1000 + 1}
+        moved = time.perf_counter() - t0
+        await watch
+        return {"victim": victim, "partitions_led": len(led), **gone,
+                "moved_s": round(moved, 3), "goal_s": SESSION_TIMEOUT_MS / 1000 + 1}
 
     async def kill_controller(self) -> dict[str, Any]:
         zk = self.cluster.zk()
         old = self.cluster.controller_id()
         survivors = [b for b in BROKERS if b != old]
         led = self.led_by(old)
+        gone: dict[str, float] = {}
         t0 = time.perf_counter()
         self.cluster.kill_broker(old)
+        watch = asyncio.create_task(asyncio.to_thread(self.znode_gone, old, t0, gone))
 
         def elected() -> bool:
             cid = zk.get_controller_id()
@@ -333,9 +411,11 @@ class Bench:
         elected_s = time.perf_counter() - t0
         await until(lambda: self.moved_everywhere(survivors, led, old), 120,
                     "moved leaders", 0.02)
+        operational = time.perf_counter() - t0
+        await watch
         return {"old_controller": old, "new_controller": zk.get_controller_id(),
-                "partitions_led": len(led), "elected_s": round(elected_s, 3),
-                "operational_s": round(time.perf_counter() - t0, 3),
+                "partitions_led": len(led), "elected_s": round(elected_s, 3), **gone,
+                "operational_s": round(operational, 3),
                 "goal_s": SESSION_TIMEOUT_MS / 1000 + 2}
 
     async def run(self, phases: set[str]) -> None:
@@ -424,6 +504,12 @@ def report(doc: dict[str, Any]) -> str:
             worst = f"{v['worst_stall_ms']} ms" if v["worst_stall_ms"] else "< 100 ms"
             lines.append(f"| {name} | {b} | {lai or '-'} | {worst} | "
                          f"{v['stalls_over_100ms']} |")
+    lines += fd_peak_lines(ph)
+    for name in ("shutdown", "kill", "controller"):
+        rows = ph.get(name, {}).get("timeline")
+        if rows:
+            title = f"### Timeline: {name} (from the brokers' logs; t = 0 at the signal)"
+            lines += ["", title, "", *timeline_lines(tuple(r) for r in rows)]
     if doc.get("notes"):
         lines += ["", "## Notes", "", *doc["notes"]]
     return "\n".join(lines) + "\n"

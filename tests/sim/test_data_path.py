@@ -132,7 +132,9 @@ def test_replicas_converge_catches_followers_that_stop_fetching(
     async def idle(self: ReplicaFetcher) -> None:
         await asyncio.sleep(0.05)
     monkeypatch.setattr(ReplicaFetcher, "fetch", idle)
-    assert _violations(range(2), "replicas converge: ")
+    # Which seeds show it depends on the schedule (seeds 4 and 5 of the first 6 since the
+    # controller sends new leaders before the ISR shrinks, as Kafka does).
+    assert _violations(range(6), "replicas converge: ")
 
 
 def test_committed_records_kept_catches_a_leader_losing_committed_records(

@@ -169,6 +169,14 @@ class IsrManager:
                      if ctx.leadership[tp].leader != broker_id]
         yield from self._partitions.handle_state_changes(
             scope, led, PartitionState.ONLINE, ElectionKind.CONTROLLED_SHUTDOWN)
+        if followers:
+            # Kafka's doControlledShutdown: the new leaders' LeaderAndIsr/UpdateMetadata go
+            # out (the partition state machine's batch) before the ISR shrinks of the
+            # partitions it follows are written; the answer still waits for those.  The
+            # shutting-down broker's part waits for the event's last batch, next to its
+            # StopReplica, as before: it stops its fetchers once answered, and a follower
+            # made early would truncate every partition it led in the meantime.
+            scope.send_now(hold=ctx.shutting_down)
         yield from self._replicas.handle_state_changes(scope, followers, ReplicaState.OFFLINE)
         scope.batch.add_update_metadata(ctx.live_brokers)
         return sorted(tp for tp in replicated

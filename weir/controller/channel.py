@@ -23,6 +23,7 @@ import dataclasses
 import logging
 import struct
 import threading
+import time
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
@@ -53,6 +54,10 @@ _UPDATE_METADATA_HEAD = struct.Struct(">i?iq")
 BrokerEpoch (fixed widths, so the broker epoch sits at a fixed offset; Type is a tagged
 field, written at the end)."""
 _BROKER_EPOCH = struct.Struct(">q")
+SLOW_REQUEST_MS = 100.0
+"""A request this long from queued to answered is logged with its breakdown..."""
+LARGE_REQUEST_PARTITIONS = 1000
+"""... and so is one naming this many partitions."""
 _BROKER_EPOCH_AT = _UPDATE_METADATA_HEAD.size - _BROKER_EPOCH.size
 _SHARED_FIELDS = tuple(f.name for f in dataclasses.fields(UpdateMetadataRequest)
                        if f.name not in ("broker_epoch", "topic_states", "live_brokers"))
@@ -149,25 +154,42 @@ class _BrokerSender:
     def __init__(self, info: BrokerInfo, manager: ControllerChannelManager) -> None:
         self.info = info
         self._manager = manager
-        self.queue: asyncio.Queue[tuple[OutboundRequest, SharedBodies | None]] = (
+        self.queue: asyncio.Queue[tuple[OutboundRequest, SharedBodies | None, float]] = (
             asyncio.Queue())
         self._conn: Any = None
+        self._encode_ms = 0.0
         self.task = asyncio.create_task(self._run(), name=f"controller-channel-{info.id}")
 
     async def _run(self) -> None:
         try:
             while True:
-                item, shared = await self.queue.get()
+                item, shared, queued_at = await self.queue.get()
+                started = time.perf_counter()
                 response = await self._send_until_answered(item.request, shared)
+                self._log_slow(item.request, queued_at, started)
                 event = response_event(self.info.id, item.request, response)
                 if event is not None:
                     self._manager.on_event(event)
         finally:
             await self._disconnect()
 
+    def _log_slow(self, request: Any, queued_at: float, started: float) -> None:
+        """One INFO line for a request that took ``SLOW_REQUEST_MS`` or more from being
+        queued to its answer, or named ``LARGE_REQUEST_PARTITIONS`` or more: where the time
+        went (the control-plane benchmark's timeline reads it)."""
+        done = time.perf_counter()
+        partitions = sum(len(t.partition_states) for t in getattr(request, "topic_states", ()))
+        if (done - queued_at) * 1000 < SLOW_REQUEST_MS and partitions < LARGE_REQUEST_PARTITIONS:
+            return
+        log.info("controller channel to broker %d: %s (%d partitions) queued %.0f ms, "
+                 "encoded %.0f ms, answered %.0f ms after it was sent", self.info.id,
+                 type(request).__name__, partitions, (started - queued_at) * 1000,
+                 self._encode_ms, (done - started) * 1000 - self._encode_ms)
+
     async def _send_until_answered(self, request: Any, shared: SharedBodies | None) -> Any:
         backoff = self._manager.backoff_ms / 1000
         body: bytes | None = None
+        self._encode_ms = 0.0
         while True:
             try:
                 if self._conn is None or not self._conn.connected:
@@ -177,7 +199,9 @@ class _BrokerSender:
                 if shared is None or not getattr(self._conn, "takes_encoded_body", False):
                     return await self._conn.request(request, timeout_s=self._manager.timeout_s)
                 if body is None:
+                    t0 = time.perf_counter()
                     body = await self._manager.run_blocking(shared.body, request)
+                    self._encode_ms = (time.perf_counter() - t0) * 1000
                 return await self._conn.request(request, timeout_s=self._manager.timeout_s,
                                                 body=body)
             except (OSError, ConnectionError, TimeoutError) as exc:
@@ -218,17 +242,31 @@ class ControllerChannelManager:
         self.max_backoff_ms = max_backoff_ms
         self.connect = connect
         self._senders: dict[int, _BrokerSender] = {}
+        self._stopping: set[asyncio.Task] = set()
+        """Removed brokers' senders winding down (see :meth:`update_brokers`)."""
 
     @property
     def broker_ids(self) -> frozenset[int]:
         return frozenset(self._senders)
 
     async def update_brokers(self, brokers: Mapping[int, BrokerInfo]) -> None:
-        """Match the channels to the live brokers (a re-registered broker gets a new one)."""
+        """Match the channels to the live brokers (a re-registered broker gets a new one).
+
+        A removed broker's sender is cancelled at once and awaited in the background (as
+        Kafka's ControllerChannelManager.removeBroker stops its RequestSendThread): the
+        controller's event goes on without giving the event loop away, so the data path
+        cannot run between its batches (a sender reconnecting to a dead broker took
+        seconds to wind down on a loaded broker).  :meth:`close` waits for them.
+        """
         for broker_id in list(self._senders):
             info = brokers.get(broker_id)
             if info is None or info != self._senders[broker_id].info:
-                await self._senders.pop(broker_id).stop()
+                sender = self._senders.pop(broker_id)
+                sender.task.cancel()
+                stopping = asyncio.get_running_loop().create_task(
+                    sender.stop(), name=f"controller-channel-{broker_id}-stop")
+                self._stopping.add(stopping)
+                stopping.add_done_callback(self._stopping.discard)
         for broker_id, info in brokers.items():
             if broker_id not in self._senders:
                 self._senders[broker_id] = _BrokerSender(info, self)
@@ -236,13 +274,14 @@ class ControllerChannelManager:
     def send(self, requests: Iterable[OutboundRequest]) -> None:
         """Queue requests on their brokers' channels; unknown brokers' requests are dropped."""
         shared = SharedBodies() if self.pre_encode else None
+        queued_at = time.perf_counter()
         for item in requests:
             sender = self._senders.get(item.broker_id)
             if sender is None:
                 log.debug("dropping %s for unknown broker %d", type(item.request).__name__,
                           item.broker_id)
                 continue
-            sender.queue.put_nowait((item, shared))
+            sender.queue.put_nowait((item, shared, queued_at))
 
     async def close(self) -> None:
         """Stop every sender and drop everything queued."""
@@ -250,3 +289,5 @@ class ControllerChannelManager:
         # Every sender is cancelled before any is awaited, so a close that is itself
         # cancelled while waiting leaves no sender running unowned.
         await cancel_and_wait(*(sender.task for sender in senders))
+        if self._stopping:
+            await asyncio.gather(*self._stopping, return_exceptions=True)

@@ -72,6 +72,9 @@ __all__ = ["ControllerCore"]
 
 R = ReplicaState
 
+_LOG_EACH_FAILURE_UP_TO = 100
+"""A LeaderAndIsr answer with more failed partitions is logged as one line per error."""
+
 
 class ControllerCore:
     """The active controller's logic; inactive until a :class:`Startup` event."""
@@ -144,10 +147,13 @@ class ControllerCore:
         self._pending = None
         self._scope = None
         effects = scope.take_effects()
+        held = scope.take_held()
         if self.active and not scope.batch.is_empty():
-            requests = scope.batch.build()
+            requests = held + scope.batch.build()
             if requests:
                 effects.append(SendRequests(tuple(requests)))
+        elif self.active and held:
+            effects.append(SendRequests(tuple(held)))
         return effects
 
     def _dispatch(self, event: ControllerEvent) -> ZkSteps[None]:
@@ -538,12 +544,19 @@ class ControllerCore:
         none = ErrorCode.none
         failed = [(tp, code) for tp, code in errors.items() if code != none]
         failed.sort()  # only the failures are logged: the answer may hold every partition
-        storage = set()
-        for tp, code in failed:
-            if code == ErrorCode.kafka_storage_error:
-                storage.add(tp)
-            self._scope_log(Log.warning(
-                f"Broker {event.broker_id} failed LeaderAndIsr for {tp}: {code.name}"))
+        storage = {tp for tp, code in failed if code == ErrorCode.kafka_storage_error}
+        if len(failed) <= _LOG_EACH_FAILURE_UP_TO:
+            for tp, code in failed:
+                self._scope_log(Log.warning(
+                    f"Broker {event.broker_id} failed LeaderAndIsr for {tp}: {code.name}"))
+        else:  # one line per error code (a failover's answers may refuse thousands)
+            by_code: dict[ErrorCode, list[TopicPartition]] = {}
+            for tp, code in failed:
+                by_code.setdefault(code, []).append(tp)
+            for code, tps in by_code.items():
+                self._scope_log(Log.warning(
+                    f"Broker {event.broker_id} failed LeaderAndIsr for {len(tps)} partitions: "
+                    f"{code.name} (first {', '.join(map(str, tps[:5]))})"))
         if event.broker_id not in ctx.live_brokers:
             return  # an answer of a previous incarnation
         before = ctx.replicas_on_offline_dirs.get(event.broker_id, set())

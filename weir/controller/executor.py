@@ -33,13 +33,23 @@ from weir.controller.store import ControllerStore
 from weir.coordination.errors import ControllerMovedError, ZkVersionMismatchError
 from weir.protocol.errors import ErrorCode, KafkaError
 
-__all__ = ["WRITE_CHUNK", "RunBlocking", "execute", "run", "update_topic_assignment"]
+__all__ = ["WRITE_CHUNK", "RunBlocking", "execute", "run", "update_topic_assignment", "znodes"]
 
 WRITE_CHUNK = 1000
 """Partitions per multi of a pipelined state update (the client's own multi size)."""
 
 RunBlocking = Callable[..., Awaitable[Any]]
 """``run_blocking(fn, *args)``: ``fn(*args)`` off the event loop (``asyncio.to_thread``)."""
+
+
+def znodes(op: ZkOperation) -> int:
+    """How many partition states (or topics) an operation names (the controller's event
+    timing reports it next to the ZooKeeper time)."""
+    for name in ("states", "partitions", "changes", "topics", "names"):
+        value = getattr(op, name, None)
+        if value is not None and hasattr(value, "__len__"):
+            return len(value)
+    return 1
 
 
 def execute(store: ControllerStore, op: ZkOperation) -> Any:

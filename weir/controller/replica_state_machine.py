@@ -222,6 +222,42 @@ class ReplicaStateMachine:
                 unwritten.append(tp)
         if unwritten:
             scope.batch.add_update_metadata(ctx.live_brokers, unwritten)
+        if elector is None:
+            yield from self._remove_from_isrs(scope, list(removed), removed, None)
+        else:
+            # Kafka's order (onReplicasBecomeOffline): the partitions that lost their leader
+            # get their new leaders first and that batch is sent; only then are the other
+            # partitions' ISR shrinks written (ReplicaStateMachine's OfflineReplica).
+            leaderless = [tp for tp in removed if leadership[tp].leader in removed[tp]]
+            if leaderless and len(leaderless) < len(removed):
+                chosen = set(leaderless)
+                rest = [tp for tp in removed if tp not in chosen]
+                yield from self._remove_from_isrs(scope, leaderless, removed, elector)
+                # The rest get their LeaderAndIsr with the new leader epoch after their
+                # write: a state queued for them already (failover's LeaderAndIsr to every
+                # replica) would only be refused as stale, so it waits (the later one wins).
+                taken = scope.batch.drop_leader_and_isr(rest)
+                scope.send_now()
+                written = yield from self._remove_from_isrs(scope, rest, removed, elector)
+                if taken:  # a partition whose write failed still gets the state it had
+                    scope.batch.restore_leader_and_isr(
+                        taken, [tp for tp in rest if tp not in written])
+            else:
+                yield from self._remove_from_isrs(scope, list(removed), removed, elector)
+        if self._quiet:  # logged as one line: set the states in one go
+            ctx.replica_states.update(dict.fromkeys(replicas, R.OFFLINE))
+            return
+        for replica in replicas:
+            self._set_state(scope, replica, R.OFFLINE)
+
+    def _remove_from_isrs(self, scope: EventScope, partitions: list[TopicPartition],
+                          removed: dict[TopicPartition, set[int]],
+                          elector: OfflineElector | None
+                          ) -> ZkSteps[dict[TopicPartition, LeaderIsr]]:
+        """One write round: ``removed[tp]`` leave the ISR of each of ``partitions``; those
+        whose leader is among them get a new leader from ``elector`` in the same write.
+        Returns the states written."""
+        ctx = self._ctx
         elected: dict[TopicPartition, tuple[int, ...]] = {}
 
         def compute(tp: TopicPartition, current: LeaderIsr) -> LeaderIsr | None:
@@ -240,7 +276,7 @@ class ReplicaStateMachine:
                     proposed, elected[tp] = election
             return proposed
 
-        written = yield from update_leader_isr(ctx, scope, list(removed), compute,
+        written = yield from update_leader_isr(ctx, scope, partitions, compute,
                                                self._settings.max_zk_update_attempts)
         if elected and elector is not None:
             quiet = len(elected) > _LOG_EACH_UP_TO
@@ -257,11 +293,7 @@ class ReplicaStateMachine:
                 assigned = ctx.replicas(tp)
                 recipients = [r for r in assigned if r not in gone]
                 scope.batch.add_leader_and_isr(recipients, tp, leader_isr, assigned)
-        not_written = [tp for tp in removed if tp not in written]
+        not_written = [tp for tp in partitions if tp not in written]
         if not_written:
             scope.batch.add_update_metadata(ctx.live_brokers, not_written)
-        if self._quiet:  # logged as one line: set the states in one go
-            ctx.replica_states.update(dict.fromkeys(replicas, R.OFFLINE))
-            return
-        for replica in replicas:
-            self._set_state(scope, replica, R.OFFLINE)
+        return written

@@ -87,6 +87,10 @@ class RequestBatch:
         that adding the same state for several brokers (one call per replica) builds it
         once."""
 
+    def fresh(self) -> RequestBatch:
+        """An empty batch for the same controller (after this one was built and sent)."""
+        return RequestBatch(self._controller_id, self._ctx)
+
     def is_empty(self) -> bool:
         return not (self._leader_and_isr or self._update_metadata or self._stop_replica
                     or self._update_metadata_live or self._leading)
@@ -108,6 +112,28 @@ class RequestBatch:
             else:
                 per_broker[tp] = state
         self._update_metadata_live.add(tp)
+
+    def drop_leader_and_isr(self, partitions: Iterable[TopicPartition]
+                            ) -> dict[int, dict[TopicPartition, LeaderAndIsrPartitionState]]:
+        """Take ``partitions`` out of the LeaderAndIsr requests queued so far (a newer state
+        for them is meant for a later batch of the same event); returns what was taken, for
+        :meth:`restore_leader_and_isr`."""
+        wanted = set(partitions)
+        taken: dict[int, dict[TopicPartition, LeaderAndIsrPartitionState]] = {}
+        for broker, per_broker in self._leader_and_isr.items():
+            for tp in wanted.intersection(per_broker):
+                taken.setdefault(broker, {})[tp] = per_broker.pop(tp)
+        self._leader_and_isr = {b: states for b, states in self._leader_and_isr.items()
+                                if states}
+        return taken
+
+    def restore_leader_and_isr(self, taken: dict[int, dict[TopicPartition, Any]],
+                               partitions: Iterable[TopicPartition]) -> None:
+        """Put back the taken states of ``partitions`` that got no newer one meanwhile."""
+        wanted = set(partitions)
+        for broker, states in taken.items():
+            for tp in wanted.intersection(states):
+                self._leader_and_isr.setdefault(broker, {}).setdefault(tp, states[tp])
 
     def _partition_state(self, tp: TopicPartition, leader_isr: LeaderIsr,
                          replicas: tuple[int, ...], is_new: bool

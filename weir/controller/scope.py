@@ -7,7 +7,7 @@ resumed with its result (``result = yield op``).  Plain effects and requests go 
 
 from __future__ import annotations
 
-from collections.abc import Callable, Generator, Iterable
+from collections.abc import Callable, Collection, Generator, Iterable
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
@@ -16,11 +16,12 @@ from weir.controller.context import ControllerContext
 from weir.controller.effects import (
     Effect,
     Log,
+    SendRequests,
     ZkOperation,
     ZkReadPartitionStates,
     ZkUpdatePartitionStates,
 )
-from weir.controller.requests import RequestBatch
+from weir.controller.requests import OutboundRequest, RequestBatch
 from weir.coordination.codecs import LeaderIsr
 
 __all__ = ["EventScope", "ZkSteps", "update_leader_isr"]
@@ -37,9 +38,34 @@ class EventScope:
     batch: RequestBatch
     now_ms: int
     effects: list[Effect] = field(default_factory=list)
+    held: list[OutboundRequest] = field(default_factory=list)
 
     def log(self, entry: Log) -> None:
         self.effects.append(entry)
+
+    def send_now(self, hold: Collection[int] = ()) -> None:
+        """Send what the batch holds now, ahead of the event's further ZooKeeper writes,
+        and go on with an empty batch (Kafka's state machines end each
+        ``handleStateChanges`` with ``sendRequestsToBrokers``: the LeaderAndIsr and
+        UpdateMetadata of newly elected leaders leave before the replica state machine's
+        ISR shrinks are written).  Each broker's channel keeps the order of the batches.
+
+        The requests for the brokers in ``hold`` are kept back and go first in the event's
+        last batch (:meth:`take_held`).
+        """
+        if self.batch.is_empty():
+            return
+        requests = self.batch.build()
+        self.batch = self.batch.fresh()
+        now = tuple(r for r in requests if r.broker_id not in hold)
+        self.held.extend(r for r in requests if r.broker_id in hold)
+        if now:
+            self.effects.append(SendRequests(now))
+
+    def take_held(self) -> list[OutboundRequest]:
+        """The requests :meth:`send_now` kept back (in their order), now taken."""
+        held, self.held = self.held, []
+        return held
 
     def take_effects(self) -> list[Effect]:
         taken, self.effects = self.effects, []

@@ -59,6 +59,7 @@ from weir.controller.executor import WRITE_CHUNK, RunBlocking
 from weir.controller.log_dir_events import LogDirEventNotification
 from weir.controller.rpc import alter_partition_event, alter_partition_response
 from weir.controller.settings import ControllerSettings
+from weir.controller.stats import SLOW_EVENT_MS, ControllerStats, EventTiming
 from weir.controller.store import ControllerZk
 from weir.coordination import codecs, paths
 from weir.coordination.errors import ControllerMovedError, ZnodeDataError
@@ -184,6 +185,11 @@ class ControllerService:
         self.events_processed = 0
         self.events_by_type: Counter[str] = Counter()
         """Events handled, per event type (as Kafka's per-ControllerState rate metrics)."""
+        self.stats = ControllerStats()
+        """Kafka's EventQueueTimeMs, EventQueueProcessingTimeMs and per-ControllerState
+        ``RateAndTimeMs`` timers (weir.controller.stats), for the broker's ``/metrics``."""
+        self._timing: EventTiming | None = None
+        """The breakdown of the item being handled (None between items)."""
 
     @property
     def event_queue_size(self) -> int:
@@ -223,7 +229,7 @@ class ControllerService:
         config of this broker): queued for the core, active or not."""
         self.settings = replace(self.settings, unclean_leader_election_enable=enabled)
         if self._loop is not None and not self._stopped:
-            self._queue.put_nowait(UncleanLeaderElectionEnable(enabled))
+            self._queue.put_nowait((time.perf_counter(), UncleanLeaderElectionEnable(enabled)))
 
     async def on_controlled_shutdown(self, broker_id: int, broker_epoch: int
                                      ) -> list[TopicPartition]:
@@ -265,7 +271,7 @@ class ControllerService:
         if not self.is_active:
             raise KafkaError(ErrorCode.not_controller, "this broker is not the controller")
         future: asyncio.Future = asyncio.get_running_loop().create_future()
-        self._queue.put_nowait(_Call(make_event(future)))
+        self._queue.put_nowait((time.perf_counter(), _Call(make_event(future))))
         return await asyncio.wait_for(future, self._timeout_ms / 1000)
 
     # -- enqueueing (any thread) -------------------------------------------------------------
@@ -275,7 +281,7 @@ class ControllerService:
         if loop is None or self._stopped or loop.is_closed():
             return
         with contextlib.suppress(RuntimeError):  # the loop is shutting down
-            loop.call_soon_threadsafe(self._queue.put_nowait, item)
+            loop.call_soon_threadsafe(self._queue.put_nowait, (time.perf_counter(), item))
 
     def _on_session_state(self, state: str) -> None:
         if state == "LOST":
@@ -287,7 +293,10 @@ class ControllerService:
 
     async def _run(self) -> None:
         while True:
-            item = await self._queue.get()
+            queued_at, item = await self._queue.get()
+            started = time.perf_counter()
+            self._timing = EventTiming("", queue_ms=(started - queued_at) * 1000,
+                                       started=started)
             try:
                 await self._dispatch(item)
             except ControllerMovedError:
@@ -295,6 +304,29 @@ class ControllerService:
                 await self._resign()
             except Exception:
                 log.exception("controller %d: failed to handle %r", self.broker_id, item)
+            finally:
+                self._finish_timing(started)
+
+    def _finish_timing(self, started: float) -> None:
+        """Record the item's timers (if it reached the core) and log a slow one's breakdown
+        (Kafka's ControllerEventManager timers; the line is Weir's)."""
+        timing, self._timing = self._timing, None
+        if timing is None or not timing.event:
+            return
+        timing.processing_ms = (time.perf_counter() - started) * 1000
+        self.stats.record(timing)
+        if timing.queue_ms + timing.processing_ms >= SLOW_EVENT_MS:
+            log.info("controller %d: %s", self.broker_id, timing.summary())
+
+    async def _read(self, fn: Callable[..., Any], *args: Any) -> Any:
+        """A blocking ZooKeeper read off the loop, counted in the event's ZooKeeper time."""
+        t0 = time.perf_counter()
+        try:
+            return await self._run_blocking(fn, *args)
+        finally:
+            if self._timing is not None:
+                self._timing.zk_ms += (time.perf_counter() - t0) * 1000
+                self._timing.zk_ops += 1
 
     async def _dispatch(self, item: Any) -> None:
         match item:
@@ -303,12 +335,12 @@ class ControllerService:
             case _SessionLost():
                 await self._resign()
             case _BrokersChanged(generation=g) if g == self._generation and self.is_active:
-                live = await self._run_blocking(self._zk.get_all_brokers)
+                live = await self._read(self._zk.get_all_brokers)
                 await self._process(BrokerChange(live))
             case _Watched(generation=g, event=event) if g == self._generation:
                 await self._process(event)
             case _Reread(generation=g, read=read) if g == self._generation and self.is_active:
-                event = await self._run_blocking(read)
+                event = await self._read(read)
                 if event is not None and g == self._generation:
                     await self._process(event)
             case _Call(event=event):
@@ -345,7 +377,7 @@ class ControllerService:
         epoch, epoch_zk_version = won
         log.info("broker %d won the controller election (epoch %d)", self.broker_id, epoch)
         self._register_watches()
-        startup = await self._run_blocking(self._read_snapshot, epoch, epoch_zk_version)
+        startup = await self._read(self._read_snapshot, epoch, epoch_zk_version)
         await self._process(startup)
 
     def _register_watches(self) -> None:
@@ -429,10 +461,11 @@ class ControllerService:
         interval = max(self.settings.leader_imbalance_check_interval_seconds, 0.01)
         while generation == self._generation and not self._stopped:
             await asyncio.sleep(interval)
-            self._queue.put_nowait(_Watched(generation, AutoLeaderRebalance()))
+            self._queue.put_nowait((time.perf_counter(),
+                                    _Watched(generation, AutoLeaderRebalance())))
 
     def _enqueue_response(self, event: ControllerEvent) -> None:
-        self._queue.put_nowait(_Watched(self._generation, event))
+        self._queue.put_nowait((time.perf_counter(), _Watched(self._generation, event)))
 
     def _read_snapshot(self, epoch: int, epoch_zk_version: int) -> Startup:
         zk = self._zk
@@ -475,8 +508,13 @@ class ControllerService:
     async def _process(self, event: ControllerEvent) -> None:
         """Feed one event to the core and carry out its effects to the end."""
         self.current_event = type(event).__name__
+        if self._timing is not None and not self._timing.event:
+            self._timing.event = self.current_event
         try:
-            await self._process_effects(self.core.handle(event, self._now_ms()))
+            t0 = time.perf_counter()
+            effects = self.core.handle(event, self._now_ms())
+            self._add_core_time(t0)
+            await self._process_effects(effects)
         finally:
             self.events_by_type[self.current_event] += 1
             self.current_event = None
@@ -502,7 +540,13 @@ class ControllerService:
                 await self._resign()
                 self._enqueue(_Elect())
                 return
+            t0 = time.perf_counter()
             effects = self.core.complete(result, self._now_ms())
+            self._add_core_time(t0)
+
+    def _add_core_time(self, t0: float) -> None:
+        if self._timing is not None:
+            self._timing.core_ms += (time.perf_counter() - t0) * 1000
 
     def _log(self, entry: Log, event: str | None) -> None:
         """Write a state-change log line and keep it in the ring."""
@@ -519,8 +563,13 @@ class ControllerService:
                 future.set_result(effect.value)
         elif isinstance(effect, SendRequests):
             if self._channels is not None:
+                t0 = time.perf_counter()
                 await self._channels.update_brokers(self.core.ctx.live_brokers)
                 self._channels.send(effect.requests)
+                if self._timing is not None:
+                    self._timing.send_ms += (time.perf_counter() - t0) * 1000
+                    self._timing.sends.append(
+                        (self._timing.elapsed_ms(t0), len(effect.requests)))
         elif isinstance(effect, WatchTopics):
             for topic in effect.topics - set(self._topic_watches):
                 self._topic_watches[topic] = self._zk.watch_data(
@@ -545,4 +594,11 @@ class ControllerService:
 
     async def _run_zk(self, op: ZkOperation) -> Any:
         """Run one ZooKeeper operation off the loop (:func:`weir.controller.executor.run`)."""
-        return await executor.run(self._zk, op, self._run_blocking)
+        t0 = time.perf_counter()
+        try:
+            return await executor.run(self._zk, op, self._run_blocking)
+        finally:
+            if self._timing is not None:
+                self._timing.zk_ms += (time.perf_counter() - t0) * 1000
+                self._timing.zk_ops += 1
+                self._timing.zk_znodes += executor.znodes(op)

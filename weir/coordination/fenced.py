@@ -3,10 +3,13 @@
 Every transaction starts with a ``check`` of ``/controller_epoch`` at the version the
 controller got when it was elected: a deposed controller's writes fail as a whole
 (:class:`ControllerMovedError`).  A batch is split into transactions of at most
-:data:`CHUNK` operations.  When one operation fails (a stale version, a missing or
-existing node) the others must still be applied, so a failed transaction is retried
-without the failing operation, after a batched re-read that weeds out every other
-operation whose expected version is already stale.
+:data:`CHUNK` operations, all sent at once (kazoo's ``commit_async``: pipelined on the
+one session, as Kafka's ``KafkaZkClient`` sends its async multis, so ZooKeeper works on
+one while the client encodes the next, without a thread per transaction).  When one
+operation fails (a stale version, a missing or existing node) the others must still be
+applied, so a failed transaction (nothing of it applied) is retried without the failing
+operation, after a batched re-read that weeds out every other operation whose expected
+version is already stale.
 """
 
 from collections.abc import Sequence
@@ -80,8 +83,26 @@ def run_fenced(client: KazooClient, ops: Sequence[Op], epoch_zk_version: int | N
     :class:`ControllerMovedError` when the epoch check fails.
     """
     results: list[Any] = [None] * len(ops)
-    for start in range(0, len(ops), CHUNK):
-        indexes = list(range(start, min(start + CHUNK, len(ops))))
+    chunks = [list(range(start, min(start + CHUNK, len(ops))))
+              for start in range(0, len(ops), CHUNK)]
+    pending = [_commit_async(client, [ops[i] for i in indexes], epoch_zk_version)
+               for indexes in chunks]
+    retry = []
+    moved: ControllerMovedError | None = None
+    for indexes, result in zip(chunks, pending, strict=True):
+        try:
+            outcome = _outcome(result.get(), epoch_zk_version)
+        except ControllerMovedError as exc:
+            moved = moved or exc
+            continue
+        if any(_is_cause(r) for r in outcome):
+            retry.append(indexes)  # nothing of it was applied
+            continue
+        for i, r in zip(indexes, outcome, strict=True):
+            results[i] = r
+    if moved is not None:
+        raise moved
+    for indexes in retry:
         _run_chunk(client, ops, indexes, epoch_zk_version, results)
     return results
 
@@ -115,6 +136,11 @@ def _is_cause(result: Any) -> bool:
 
 
 def _commit(client: KazooClient, ops: list[Op], epoch_zk_version: int | None) -> list[Any]:
+    return _outcome(_commit_async(client, ops, epoch_zk_version).get(), epoch_zk_version)
+
+
+def _commit_async(client: KazooClient, ops: list[Op], epoch_zk_version: int | None) -> Any:
+    """Send one transaction (the epoch check first when fenced); its kazoo async result."""
     txn = client.transaction()
     if epoch_zk_version is not None:
         txn.check(paths.CONTROLLER_EPOCH, epoch_zk_version)
@@ -127,7 +153,12 @@ def _commit(client: KazooClient, ops: list[Op], epoch_zk_version: int | None) ->
             txn.delete(op.path, version=op.version)
         else:
             raise ValueError(f"unknown op kind {op.kind!r}")
-    outcome = txn.commit()
+    return txn.commit_async()
+
+
+def _outcome(outcome: list[Any], epoch_zk_version: int | None) -> list[Any]:
+    """The per-operation results of a committed transaction (the epoch check's left out);
+    raises :class:`ControllerMovedError` when the epoch check failed."""
     if epoch_zk_version is None:
         return list(outcome)
     if _is_cause(outcome[0]):

@@ -33,7 +33,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from prometheus_client import CollectorRegistry, generate_latest
-from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.core import (
+    CounterMetricFamily,
+    GaugeMetricFamily,
+    HistogramMetricFamily,
+    Metric,
+)
 from prometheus_client.parser import text_string_to_metric_families
 
 from weir.common import TopicPartition
@@ -84,6 +89,9 @@ class ControllerSnapshot:
     global_topics: int = 0
     global_partitions: int = 0
     event_queue_size: int = 0
+    timers: dict[str, Any] = field(default_factory=dict)
+    """Kafka's controller timers on this broker (active or not), by metric family name:
+    ``TimerHistogram``s of weir.controller.stats."""
 
 
 @dataclass(slots=True)
@@ -151,14 +159,28 @@ def _min_isr(source: MetricsSource, topic: str) -> int:
 
 def controller_snapshot(controller: Any) -> ControllerSnapshot:
     """The active controller's gauges from its context (zeros when not active)."""
+    timers = _controller_timers(getattr(controller, "stats", None))
     if controller is None or not controller.is_active:
-        return ControllerSnapshot()
+        return ControllerSnapshot(timers=timers)
     ctx = controller.core.ctx
     return ControllerSnapshot(
         active=True, offline_partitions=ctx.offline_partition_count(),
         global_topics=len(ctx.topic_ids), global_partitions=sum(1 for _ in ctx.all_partitions()),
-        event_queue_size=int(getattr(controller, "event_queue_size", 0)),
+        event_queue_size=int(getattr(controller, "event_queue_size", 0)), timers=timers,
     )
+
+
+def _controller_timers(stats: Any) -> dict[str, Any]:
+    """kafka.controller:type=ControllerEventManager,name=EventQueue(Processing)TimeMs and
+    type=ControllerStats,name=<state>RateAndTimeMs, by family name."""
+    if stats is None:
+        return {}
+    manager = "kafka_controller_controllereventmanager_"
+    timers = {manager + "eventqueuetimems": stats.event_queue_time,
+              manager + "eventqueueprocessingtimems": stats.event_queue_processing_time}
+    for name, histogram in sorted(stats.rate_and_time.items()):
+        timers["kafka_controller_controllerstats_" + name.lower()] = histogram
+    return timers
 
 
 def collect(source: MetricsSource) -> MetricsSnapshot:
@@ -351,6 +373,9 @@ def _controller_families(snap: MetricsSnapshot) -> list[Metric]:
         _gauge("kafka_controller_controllereventmanager_eventqueuesize",
                "Events waiting for the controller (active controller only).",
                c.event_queue_size),
+        *(HistogramMetricFamily(name, "Kafka's controller timer of the same name, in ms.",
+                                buckets=h.cumulative(), sum_value=h.sum_ms)
+          for name, h in c.timers.items()),
     ]
 
 

@@ -155,6 +155,21 @@ def partition_states(request: Any) -> dict[TopicPartition, Any]:
     }
 
 
+def leader_and_isr_states(effects: Iterable[Effect]) -> dict[int, dict[TopicPartition, Any]]:
+    """The LeaderAndIsr partition states each broker got over all the event's batches (a
+    later batch's state for a partition replaces an earlier one's)."""
+    out: dict[int, dict[TopicPartition, Any]] = {}
+    for r in requests_of(effects):
+        if isinstance(r.request, LeaderAndIsrRequest):
+            out.setdefault(r.broker_id, {}).update(partition_states(r.request))
+    return out
+
+
+def send_batches(effects: Iterable[Effect]) -> list[tuple[int, SendRequests]]:
+    """``(index in effects, SendRequests)`` of each batch sent, in order."""
+    return [(i, e) for i, e in enumerate(effects) if isinstance(e, SendRequests)]
+
+
 def zk_ops(effects: Iterable[Effect], cls: type) -> list[Any]:
     return [e for e in effects if isinstance(e, cls)]
 

@@ -115,3 +115,32 @@ def test_a_cancelled_close_leaves_no_sender_running() -> None:
         assert all(s.task.done() for s in senders)
 
     asyncio.run(scenario())
+
+
+class SlowClosingConnection(HangingConnection):
+    """Never answers, and takes its time to close (a loaded broker's socket)."""
+
+    async def close(self) -> None:
+        await asyncio.sleep(0.05)
+        self.connected = False
+
+
+def test_removing_a_broker_does_not_wait_for_its_sender() -> None:
+    """Kafka's removeBroker: the controller's event goes on at once (no await that would
+    give the event loop to the data path); the sender winds down in the background and
+    close() waits for it."""
+    async def scenario() -> None:
+        manager = ControllerChannelManager(lambda event: None, connect=SlowClosingConnection)
+        await manager.update_brokers({1: broker(1), 2: broker(2)})
+        sender = manager._senders[2]
+        manager.send([OutboundRequest(2, _stop(0))])
+        await asyncio.sleep(0.01)  # the request is in flight
+        ran_meanwhile = []
+        asyncio.get_running_loop().call_soon(ran_meanwhile.append, True)
+        await manager.update_brokers({1: broker(1)})
+        assert not ran_meanwhile  # it returned without yielding to the loop
+        assert manager.broker_ids == frozenset({1}) and sender.task.cancelling()
+        await manager.close()
+        assert sender.task.done() and not manager._stopping
+
+    asyncio.run(scenario())

@@ -3,7 +3,12 @@
 from __future__ import annotations
 
 from weir.common import TopicPartition
-from weir.controller.effects import Reply, ZkDeletePreferredElection, ZkUpdatePartitionStates
+from weir.controller.effects import (
+    Reply,
+    SendRequests,
+    ZkDeletePreferredElection,
+    ZkUpdatePartitionStates,
+)
 from weir.controller.events import (
     AlterPartition,
     AutoLeaderRebalance,
@@ -16,12 +21,14 @@ from weir.controller.events import (
 from weir.controller.states import PartitionReplica, ReplicaState
 from weir.coordination.codecs import LeaderIsr
 from weir.protocol.errors import ErrorCode
+from weir.protocol.interbroker import LeaderAndIsrRequest
 
 from .helpers import (
     brokers,
     change_brokers,
     drive,
     leader_and_isr,
+    leader_and_isr_states,
     partition_states,
     started,
     stop_replica,
@@ -135,8 +142,22 @@ def test_controlled_shutdown_moves_leaders_and_stops_followers() -> None:
     stops = partition_states(stop_replica(effects)[1])
     assert set(stops) == {T1} and not stops[T1].delete_partition
     assert 1 in core.ctx.shutting_down
-    lai = leader_and_isr(effects)
-    assert partition_states(lai[3])[T0].leader == 2
+    assert leader_and_isr_states(effects)[3][T0].leader == 2
+    # Kafka's doControlledShutdown: the new leader of T0 is sent before T1's ISR shrink
+    # is written, and the answer comes after that write.
+    writes = [i for i, e in enumerate(effects) if isinstance(e, ZkUpdatePartitionStates)]
+    sent = [i for i, e in enumerate(effects) if isinstance(e, SendRequests)]
+    assert len(writes) == 2 and writes[0] < sent[0] < writes[1]
+    first = {r.broker_id: partition_states(r.request) for r in effects[sent[0]].requests
+             if isinstance(r.request, LeaderAndIsrRequest)}
+    assert first[2][T0].leader == 2 and T1 not in first[2]
+    # The shutting-down broker's requests wait for the last batch (with its StopReplica).
+    assert all(r.broker_id != 1 for r in effects[sent[0]].requests)
+    last = [r for r in effects[sent[-1]].requests if r.broker_id == 1]
+    assert type(last[0].request).__name__ == "LeaderAndIsrRequest"
+    assert partition_states(last[0].request)[T0].leader == 2
+    replies = [i for i, e in enumerate(effects) if isinstance(e, Reply)]
+    assert replies and replies[0] > writes[1]
 
 
 def test_controlled_shutdown_reports_partitions_it_still_leads() -> None:

@@ -6,6 +6,7 @@ import logging
 
 from weir.common import TopicPartition
 from weir.controller.effects import (
+    SendRequests,
     UnwatchTopics,
     WatchTopics,
     ZkCreatePartitionStates,
@@ -22,6 +23,7 @@ from weir.controller.events import (
 from weir.controller.requests import LEADER_AND_ISR_FULL, LEADER_AND_ISR_INCREMENTAL
 from weir.controller.states import PartitionReplica, PartitionState, ReplicaState
 from weir.protocol.errors import ErrorCode
+from weir.protocol.interbroker import LeaderAndIsrRequest
 
 from .helpers import (
     CONTROLLER_ID,
@@ -31,6 +33,7 @@ from .helpers import (
     change_brokers,
     drive,
     leader_and_isr,
+    leader_and_isr_states,
     logs,
     new_core,
     partition_states,
@@ -318,7 +321,7 @@ def test_failover_resumes_queued_deletion() -> None:
 
 # -- batching -------------------------------------------------------------------------------
 
-def test_one_request_per_broker_and_one_zk_write_for_1000_partitions() -> None:
+def test_one_request_per_broker_per_batch_for_1000_partitions() -> None:
     n = 1000
     core, zk = started(live=(1, 2, 3))
     zk.add_topic("big", {p: [1 + p % 3, 1 + (p + 1) % 3, 1 + (p + 2) % 3] for p in range(n)})
@@ -329,13 +332,23 @@ def test_one_request_per_broker_and_one_zk_write_for_1000_partitions() -> None:
     assert all(len(partition_states(r)) == n for r in lai.values())
 
     effects = change_brokers(core, zk, brokers(2, 3))
-    # Elections and ISR shrinks in one write round (each partition written once).
-    assert len(zk_ops(effects, ZkUpdatePartitionStates)) == 1
-    assert len(zk_ops(effects, ZkUpdatePartitionStates)[0].states) == n
+    # Kafka's order: the elections (partitions led by 1) are written and sent, then the
+    # ISR shrinks; each partition is written once, one request per broker per batch.
+    updates = zk_ops(effects, ZkUpdatePartitionStates)
+    led = {tp for tp in zk.states if tp.partition % 3 == 0}
+    assert [set(u.states) for u in updates] == [led, set(zk.states) - led]
     assert sum(1 for tp in zk.states if zk.states[tp].leader_epoch == 1) == n
-    lai = leader_and_isr(effects)
+    batches = [e for e in effects if isinstance(e, SendRequests)]
+    assert len(batches) == 2
+    for batch in batches:
+        assert len({(type(r.request), r.broker_id) for r in batch.requests}) == len(
+            batch.requests)
+    first = {r.broker_id: partition_states(r.request) for r in batches[0].requests
+             if isinstance(r.request, LeaderAndIsrRequest)}
+    assert set(first) == {2, 3} and all(set(s) == led for s in first.values())
+    lai = leader_and_isr_states(effects)
     assert set(lai) == {2, 3}
-    assert all(len(partition_states(r)) == n for r in lai.values())
+    assert all(len(states) == n for states in lai.values())
     assert len(update_metadata(effects)) == 2
     assert all(tp.topic == "big" and zk.states[tp].leader in (2, 3) for tp in zk.states)
     assert all(1 not in zk.states[tp].isr for tp in zk.states)
