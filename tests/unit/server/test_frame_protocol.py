@@ -8,7 +8,8 @@ import struct
 
 import pytest
 
-from weir.server.network import CloseConnection, FrameProtocol
+from weir.server.frames import FrameProtocol
+from weir.server.network import CloseConnection
 
 
 class _Transport(asyncio.Transport):
