@@ -460,10 +460,13 @@ class GroupCoordinator(CoordinatorShell[OffsetsPartition, _Loaded]):
                 error, base = await self._write(self.partition_for(group_id), entries)
             finally:
                 group.add_pending_offsets(valid, -1)
+            if error != ErrorCode.none and base >= 0:
+                group.unsettled_offsets.update(valid)
             for i, (tp, o) in enumerate(valid.items()):
                 results[tp] = error
                 if error == ErrorCode.none:
                     group.apply_offset(tp, replace(o, record_offset=base + i))
+                    group.unsettled_offsets.discard(tp)
         return results
 
     def _valid_commits(self, offsets: dict[TopicPartition, OffsetAndMetadata],
@@ -541,6 +544,7 @@ class GroupCoordinator(CoordinatorShell[OffsetsPartition, _Loaded]):
         if error == ErrorCode.none:
             for i, tp in enumerate(doomed):
                 group.apply_offset(tp, None, removed_at=base + i)
+                group.unsettled_offsets.discard(tp)
             if remove_group:
                 group.mark_dead(self._now())
                 part = self.partitions.get(index)
@@ -559,12 +563,14 @@ class GroupCoordinator(CoordinatorShell[OffsetsPartition, _Loaded]):
 
         A commit still being written is removed too (Kafka drops the group's
         pendingOffsetCommits): its record is already in the log, so the tombstone written
-        after it wins, now and on any later load.  Every group's tombstones are appended at
+        after it wins, now and on any later load; so is one whose write failed after it
+        reached the log (it may be replicated yet, and a new coordinator would load it).  Every group's tombstones are appended at
         once, before a commit to a topic re-created under the same name can be."""
         gone = set(tps)
         doomed = []
         for group in self.all_groups():
-            offsets = [tp for tp in dict.fromkeys([*group.offsets, *group.pending_offsets])
+            offsets = [tp for tp in dict.fromkeys([*group.offsets, *group.pending_offsets,
+                                                   *sorted(group.unsettled_offsets)])
                        if tp in gone]
             if offsets:
                 doomed.append((group, offsets))

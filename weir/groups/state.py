@@ -144,6 +144,9 @@ class Group:
         # Offset commits written but not yet acknowledged, per partition (Kafka's
         # GroupMetadata.pendingOffsetCommits): a deletion of the partition removes them too.
         self.pending_offsets: dict[TopicPartition, int] = {}
+        # Commits appended to the log whose write then failed (timed out waiting for the
+        # followers): they may still be replicated, and a load would read them.
+        self.unsettled_offsets: set[TopicPartition] = set()
         # Where the latest tombstone of each partition was written: a commit written before
         # it that completes after it stays deleted (the log's order decides, as on a load).
         self.removed_at: dict[TopicPartition, int] = {}

@@ -274,3 +274,46 @@ async def _all_groups_tombstoned_at_once(tmp_path) -> None:
 
 def test_deleted_partitions_are_tombstoned_in_every_group_at_once(tmp_path):
     asyncio.run(_all_groups_tombstoned_at_once(tmp_path))
+
+
+class _TimingOutReplicaManager(FakeReplicaManager):
+    """The next append reaches the log but times out waiting for the followers."""
+
+    def __init__(self, plog: Log) -> None:
+        super().__init__(plog)
+        self.time_out = False
+
+    async def append(self, acks, timeout_ms, entries, origin=AppendOrigin.CLIENT):
+        out = await super().append(acks, timeout_ms, entries, origin)
+        if self.time_out:
+            self.time_out = False
+            for result in out.values():
+                result.error = ErrorCode.request_timed_out
+        return out
+
+
+async def _deleted_after_a_timed_out_commit(tmp_path) -> None:
+    broker = make_broker(tmp_path)
+    rm = broker.replica_manager = _TimingOutReplicaManager(broker.replica_manager.log)
+    coord = make_coordinator(broker)
+    coord.on_leadership(OFFSETS_TP, True, 0)
+    await _loaded(coord)
+    rm.time_out = True
+    assert await coord.commit_offsets("g", "", None, -1, {DATA_TP: OffsetAndMetadata(5)}) == {
+        DATA_TP: ErrorCode.request_timed_out}
+    assert coord.fetch_offsets("g", [DATA_TP]) == {DATA_TP: None}
+    # The record is in the log all the same (it may still be replicated): the deletion
+    # tombstones it, or a coordinator loading the log would bring the deleted offset back.
+    del broker.metadata.topics["t"]
+    cleanup = coord.on_partitions_deleted([DATA_TP])
+    assert cleanup is not None and await cleanup == {"g": ErrorCode.none}
+    again = make_coordinator(broker)
+    again.on_leadership(OFFSETS_TP, True, 1)
+    await _loaded(again)
+    assert again.group("g") is None or again.fetch_offsets("g", None) == {}
+    for c in (coord, again):
+        await c.stop()
+
+
+def test_a_timed_out_commit_of_a_deleted_topic_is_tombstoned(tmp_path):
+    asyncio.run(_deleted_after_a_timed_out_commit(tmp_path))
