@@ -292,16 +292,18 @@ class Partition:
             )
 
     def update_follower_fetch(self, replica_id: int, fetch_offset: int, now_ms: int,
-                              log_start_offset: int = -1) -> bool:
+                              log_start_offset: int = -1, leader_leo: int = -1) -> bool:
         """Record a follower's fetch position; True if the high watermark advanced (Kafka's
-        ``Partition.updateFollowerFetchState``)."""
+        ``Partition.updateFollowerFetchState``).  ``leader_leo``: our log end offset if the
+        caller has just read it (-1: read it here)."""
         plog = self.log
         assert plog is not None
         self.last_now_ms = max(self.last_now_ms, now_ms)
         state = self.followers.get(replica_id)
         if state is None:
             state = self.followers[replica_id] = FollowerState()
-        leader_leo = plog.log_end_offset
+        if leader_leo < 0:
+            leader_leo = plog.log_end_offset
         # Kafka's rule: caught up now if at our end; caught up as of the previous fetch if
         # this fetch starts at (or past) where our log ended when that one was served.
         if fetch_offset >= leader_leo:
@@ -312,6 +314,8 @@ class Partition:
         state.log_start_offset = log_start_offset
         state.last_fetch_ms = now_ms
         state.last_fetch_leader_leo = leader_leo
+        if plog.high_watermark >= leader_leo:
+            return False  # as maybe_increment_high_watermark: nothing can move
         return self.maybe_increment_high_watermark()
 
     def maybe_increment_high_watermark(self, now_ms: int | None = None) -> bool:

@@ -591,7 +591,8 @@ class ReplicaManager:
                                    last_stable_offset=plog.last_stable_offset,
                                    diverging_epoch=(epoch, end))
         if update:
-            if p.update_follower_fetch(replica_id, fetch_offset, now, req.log_start_offset):
+            if p.update_follower_fetch(replica_id, fetch_offset, now, req.log_start_offset,
+                                       leo):
                 self.on_high_watermark_change(tp)
             elif tp in self._delete_records_waiting:
                 self.fetch_purgatory.notify(tp)  # the low watermark may have moved
