@@ -163,8 +163,9 @@ def judge_fetched(attempts: list[CommitAttempt], value: int | None, served_at: i
 class DeletedTopicOffsetsRemoved(Invariant):
     """See the module docstring.  Judged on every OffsetFetch answered by the online
     coordinator, and at the end on each group's online coordinator.  The data path's
-    power-loss exemption applies to the tombstones: a broker that lost one of the group's
-    offset tombstones to power failure may answer the offset it deleted."""
+    power-loss exemption applies to the tombstones: once a broker lost one of the group's
+    offset tombstones to power failure, the offset it deleted may be answered again (that
+    broker may lead without it, and its followers then truncate it too)."""
 
     name = "deleted topic offsets removed"
 
@@ -221,7 +222,7 @@ def judge_deleted(plane: GroupPlane, broker: int, group: str, tp: TopicPartition
                     and d.topic_id == attempt.topic_id and d.at <= served_at), None)
     if applied is None:
         return ""
-    if tp in plane.lost_tombstones(broker, group):
+    if tp in plane.lost_tombstones(group):
         plane.stats["groups_excused_losses"] += 1  # the power-loss exemption
         return ""
     return (f"offset {value} was committed against topic id {attempt.topic_id}, whose "

@@ -155,6 +155,9 @@ class _ObservedLog(ReplicaManagerLog):
         if base >= 0:
             for rec in iter_records(batch):
                 self._plane.keys[(tp, base + rec.offset, rec.value or b"")] = rec.key or b""
+                if rec.value is None:  # tombstones all read b"": keep every key per offset
+                    self._plane.tombstone_keys.setdefault((tp, base + rec.offset), set()).add(
+                        rec.key or b"")
                 key = codec.decode_key(rec.key) if rec.key and rec.value is None else None
                 if error == ErrorCode.none and isinstance(key, GroupKey):
                     self._plane.group_deletions.append((key.group, self._plane.sim.now))
@@ -230,6 +233,9 @@ class GroupPlane:
     syncs: list[SyncObservation] = field(default_factory=list)
     # (offsets partition, offset, value) -> key of each record a coordinator wrote
     keys: dict[tuple[TopicPartition, int, bytes], bytes] = field(default_factory=dict)
+    # (offsets partition, offset) -> keys of the tombstones written there (a truncated
+    # offset is written again)
+    tombstone_keys: dict[tuple[TopicPartition, int], set[bytes]] = field(default_factory=dict)
     # broker -> the members' requests waiting on it (a crash resets their connections)
     waiting: dict[int, dict[asyncio.Future[Any], None]] = field(default_factory=dict)
     # topic incarnation (topic id) -> when it was marked for deletion
@@ -377,17 +383,18 @@ class GroupPlane:
                 generation = max(generation, codec.decode_group_value(value).generation)
         return commits, generation
 
-    def lost_tombstones(self, broker: int, group: str) -> set[TopicPartition]:
-        """The partitions whose offset tombstones of ``group`` ``broker`` lost to power
-        failure (the same exemption, for deletions)."""
+    def lost_tombstones(self, group: str) -> set[TopicPartition]:
+        """The partitions whose offset tombstones of ``group`` a broker lost to power failure
+        (the same exemption, for deletions: once that broker leads without the tombstone,
+        its followers truncate it too, so whichever broker answers later may lack it)."""
         out: set[TopicPartition] = set()
-        for (tp, offset, value), brokers in self.data.amnesia.items():
-            if tp.topic != OFFSETS_TOPIC or broker not in brokers or value:
+        for tp, offset, value in self.data.amnesia:
+            if tp.topic != OFFSETS_TOPIC or value:
                 continue
-            key = self.keys.get((tp, offset, value))
-            decoded = codec.decode_key(key) if key else None
-            if isinstance(decoded, OffsetKey) and decoded.group == group:
-                out.add(decoded.tp)
+            for key in sorted(self.tombstone_keys.get((tp, offset), ())):
+                decoded = codec.decode_key(key) if key else None
+                if isinstance(decoded, OffsetKey) and decoded.group == group:
+                    out.add(decoded.tp)
         return out
 
     # -- members -------------------------------------------------------------------------
