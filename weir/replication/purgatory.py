@@ -65,8 +65,12 @@ class Purgatory:
 
     def notify(self, key: Hashable) -> None:
         for waiter in list(self._watchers.get(key, ())):
-            if not waiter.future.done() and (waiter.check(key) if waiter.per_key
-                                             else waiter.check()):
+            if waiter.future.done():
+                continue
+            # A check may complete this very waiter before it returns: reading a partition
+            # can fail its log dir, and taking the dir offline notifies every waiter.
+            if (waiter.check(key) if waiter.per_key else waiter.check()) \
+                    and not waiter.future.done():
                 waiter.future.set_result(True)
 
     def notify_all(self) -> None:

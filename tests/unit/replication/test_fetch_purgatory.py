@@ -40,6 +40,28 @@ def test_per_key_check_sees_only_the_notified_key():
     assert seen == ["a", "b"]
 
 
+def test_a_check_that_completes_its_own_waiter_is_not_completed_twice():
+    """Reading a partition in a check can take its log dir offline, which notifies every
+    waiter (this one too) before the check returns (found by a disk-fault simulation:
+    InvalidStateError out of an append)."""
+    async def scenario() -> bool:
+        purgatory = Purgatory()
+        calls = {"n": 0}
+
+        def check(key) -> bool:
+            calls["n"] += 1
+            if calls["n"] == 1:
+                purgatory.notify_all()  # the dir failure's notification, re-entrant
+            return True
+
+        waiting = asyncio.create_task(purgatory.wait(["a"], check, 5, per_key=True))
+        await asyncio.sleep(0)
+        purgatory.notify("a")
+        return await asyncio.wait_for(waiting, 2)
+
+    assert run(scenario())
+
+
 def test_parked_follower_fetch_probes_only_the_appended_partition(tmp_path):
     rm = make_rm(tmp_path)
     tps = [TopicPartition("t", i) for i in range(50)]
