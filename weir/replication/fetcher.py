@@ -25,7 +25,7 @@ import asyncio
 import enum
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -117,6 +117,11 @@ class FollowerLogs(Protocol):
     def on_follower_fetched(self, tp: TopicPartition, leader_hw: int,
                             leader_log_start: int) -> None:
         """After records were applied: follow the leader's high watermark and log start."""
+        ...
+
+    def schedule_epoch_checkpoints(self, logs: list[Log]) -> None:
+        """Write the leader-epoch checkpoints these logs' truncations left unwritten, later,
+        off the event loop (the log manager's storage thread)."""
         ...
 
 
@@ -270,6 +275,7 @@ class ReplicaFetcher:
         latest epoch ends, and truncate there."""
         asked: dict[TopicPartition, PartitionFetchState] = {}
         epochs: dict[TopicPartition, tuple[int, int]] = {}
+        fallback: list[TopicPartition] = []
         for st in self._ready(ReplicaState.TRUNCATING):
             plog = self.logs.follower_log(st.tp)
             if plog is None:
@@ -280,10 +286,12 @@ class ReplicaFetcher:
                 # No epoch known: KIP-101's fallback is the high watermark.
                 plog.truncate_to(min(plog.high_watermark, plog.log_end_offset))
                 self._start_fetching(st, plog.log_end_offset)
+                fallback.append(st.tp)
                 continue
             asked[st.tp] = st
             epochs[st.tp] = (st.leader_epoch, epoch)
         if not epochs:
+            self._schedule_checkpoints(fallback)
             return
         answers = await self.leader.fetch_epoch_end_offsets(self.settings.replica_id, epochs)
         for tp, answer in answers.items():
@@ -295,6 +303,13 @@ class ReplicaFetcher:
                 self._delay(st, f"OffsetForLeaderEpoch: {answer.error.name}")
                 continue
             self._apply_epoch_answer(st, answer.leader_epoch, answer.end_offset)
+        self._schedule_checkpoints([*fallback, *asked])
+
+    def _schedule_checkpoints(self, tps: Iterable[TopicPartition]) -> None:
+        dirty = [plog for tp in tps if (plog := self.logs.follower_log(tp)) is not None
+                 and plog.epoch_cache.dirty]
+        if dirty:
+            self.logs.schedule_epoch_checkpoints(dirty)
 
     def _apply_epoch_answer(self, st: PartitionFetchState, leader_epoch: int, end_offset: int,
                             on_fetch: bool = False) -> None:
@@ -388,6 +403,7 @@ class ReplicaFetcher:
             return
         if part.diverging_epoch is not None:
             self._apply_epoch_answer(st, *part.diverging_epoch, on_fetch=True)
+            self._schedule_checkpoints([st.tp])
             return
         if part.records:
             plog.append_as_follower(part.records, self.clock())

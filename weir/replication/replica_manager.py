@@ -732,6 +732,10 @@ class ReplicaManager:
             return None
         return p.log
 
+    def schedule_epoch_checkpoints(self, logs: list[Log]) -> None:
+        """Checkpoints a follower's truncation left unwritten go to the storage thread."""
+        self.log_manager.schedule_epoch_checkpoints(logs)
+
     def is_in_sync(self, tp: TopicPartition) -> bool:
         """Whether this broker is in the ISR of ``tp`` (its follower quota spares it)."""
         p = self.partitions.get(tp)

@@ -396,7 +396,14 @@ class Log:
         entry the new leader never had, and would otherwise ask about it forever."""
         self._await_file_work()
         if offset >= self.log_end_offset:
-            self._epoch_cache.truncate_from_end(self.log_end_offset)
+            # No record goes, only epochs that start at the log end: their checkpoint is
+            # written later (Kafka's truncateFromEndAsyncFlush, KAFKA-15046), since a broker
+            # demoted from leader of thousands of idle partitions would otherwise fsync one
+            # file per partition on its event loop.  Safe by the module rules of
+            # weir.storage.epoch_cache: a load drops entries at or past the log end again, a
+            # flush writes the cache before the recovery point passes newer records, and
+            # recovery re-reads the epochs of the batches it recovers.
+            self._epoch_cache.truncate_from_end(self.log_end_offset, defer=True)
             return False
         self._note_truncation(offset)
         if offset < self._log_start:

@@ -153,12 +153,18 @@ class Followed:
     logs: dict[TopicPartition, Log]
     in_sync: set[TopicPartition] = field(default_factory=set)
     fetched: list[tuple[TopicPartition, int, int]] = field(default_factory=list)
+    checkpointed: list[Log] = field(default_factory=list)
 
     def follower_log(self, tp: TopicPartition) -> Log | None:
         return self.logs.get(tp)
 
     def is_in_sync(self, tp: TopicPartition) -> bool:
         return tp in self.in_sync
+
+    def schedule_epoch_checkpoints(self, logs: list[Log]) -> None:
+        self.checkpointed.extend(logs)
+        for log in logs:
+            log.epoch_cache.flush()
 
     def on_follower_fetched(self, tp: TopicPartition, leader_hw: int,
                             leader_log_start: int) -> None:

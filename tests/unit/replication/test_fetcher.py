@@ -375,3 +375,38 @@ def test_a_partition_removed_while_the_loop_ran_is_not_applied(tmp_path, monkeyp
     run(f.fetch())
     assert [tp for tp, _hw, _start in logs.fetched] == tps[:2]
     assert logs.logs[tps[2]].log_end_offset == 0
+
+
+def test_a_demoted_idle_leader_drops_its_epoch_without_a_write_on_the_loop(tmp_path):
+    """A broker made leader of epoch 2 that wrote nothing, then follower of epoch 3: the
+    leader never had epoch 2, so the follower drops that entry (no record goes). The
+    checkpoint is written afterwards off the loop, as Kafka's truncateFromEndAsyncFlush
+    (KAFKA-15046): thousands of such partitions once cost one fsync each on the loop."""
+    leader_log = open_log(tmp_path / "leader" / "t-0")
+    follower_log = open_log(tmp_path / "follower" / "t-0")
+    write(leader_log, [0, 0], b"common")
+    write(follower_log, [0, 0], b"common")
+    leader_log.epoch_cache.assign(3, leader_log.log_end_offset)
+    leader_log.update_high_watermark(2)
+    follower_log.epoch_cache.assign(2, 2)  # written at once: this broker led epoch 2
+    checkpoint = tmp_path / "follower" / "t-0" / "leader-epoch-checkpoint"
+    led = checkpoint.read_text()
+    leader = InMemoryLeader({TP: leader_log}, {TP: 3})
+    logs = Followed({TP: follower_log})
+    f = ReplicaFetcher(leader, logs, FetcherSettings(replica_id=2), clock=Clock())
+    st = PartitionFetchState(TP, leader_epoch=3, fetch_offset=2, state=TRUNCATING)
+    f.partitions[TP] = st
+    seen: list[tuple[bool, str]] = []
+    scheduled = logs.schedule_epoch_checkpoints
+
+    def schedule(plogs):  # what the storage thread is handed: not yet written
+        seen.extend((p.epoch_cache.dirty, checkpoint.read_text()) for p in plogs)
+        scheduled(plogs)
+
+    logs.schedule_epoch_checkpoints = schedule
+    run(f.truncate())
+    assert follower_log.log_end_offset == 2 and (st.state, st.fetch_offset) == (FETCHING, 2)
+    assert follower_log.epoch_cache.entries == [(0, 0)]
+    assert seen == [(True, led)]  # nothing written during the truncation itself
+    assert logs.checkpointed == [follower_log]
+    assert "2 2" not in checkpoint.read_text().splitlines()  # written afterwards
