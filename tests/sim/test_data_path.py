@@ -113,8 +113,8 @@ def test_high_watermark_monotonic_catches_a_leader_moving_it_back(
     real = Partition.update_follower_fetch
 
     def pulled_back(self: Partition, replica_id: int, fetch_offset: int, now_ms: int,
-                    log_start_offset: int = -1) -> bool:
-        moved = real(self, replica_id, fetch_offset, now_ms, log_start_offset)
+                    *args: int, **kwargs: int) -> bool:
+        moved = real(self, replica_id, fetch_offset, now_ms, *args, **kwargs)
         if self.log is not None and fetch_offset < self.log.high_watermark:
             self.log.update_high_watermark(fetch_offset)
         return moved
