@@ -9,6 +9,12 @@ A topic queued for deletion (``/admin/delete_topics/<t>``) goes through:
 4. when every replica succeeded: replicas -> NonExistent, znodes removed, topic forgotten.
 
 An ineligible topic resumes when a broker hosting one of its replicas starts again.
+
+A topic may be deleted while one of its partitions is being reassigned, as Kafka's
+controller does when the deletion arrives during the move (processTopicDeletion marks only
+topics already queued ineligible).  Its moves end with it, and so do their entries in
+``/admin/reassign_partitions``, removed before the topic's znodes: left behind, an entry
+would move the partition of a topic re-created under that name.
 """
 
 from __future__ import annotations
@@ -16,7 +22,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from weir.controller.context import ControllerContext
-from weir.controller.effects import Log, UnwatchTopics, ZkDeleteTopic
+from weir.controller.effects import Log, UnwatchTopics, ZkDeleteTopic, ZkSetReassignments
 from weir.controller.partition_state_machine import PartitionStateMachine
 from weir.controller.replica_state_machine import ReplicaStateMachine
 from weir.controller.scope import EventScope, ZkSteps
@@ -148,6 +154,13 @@ class TopicDeletionManager:
         done = ctx.replicas_in_state(topic, R.DELETION_SUCCESSFUL)
         yield from self._rsm.handle_state_changes(scope, done, R.NON_EXISTENT)
         scope.effects.append(UnwatchTopics(frozenset({topic})))
+        moves = [tp for tp in ctx.zk_reassignments if tp.topic == topic]
+        if moves:
+            for tp in moves:
+                del ctx.zk_reassignments[tp]
+            scope.log(Log.info(f"Removing the reassignments of deleted topic {topic} from "
+                               "/admin/reassign_partitions"))
+            yield ZkSetReassignments(dict(ctx.zk_reassignments), ctx.epoch_zk_version)
         yield ZkDeleteTopic(topic, ctx.epoch_zk_version)
         ctx.remove_topic(topic)
         scope.log(Log.info(f"Deletion of topic {topic} successfully completed"))
