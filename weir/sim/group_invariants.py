@@ -51,11 +51,8 @@ __all__ = ["AcknowledgedCommitsFetched", "DeletedTopicOffsetsRemoved", "Generati
            "GroupInvariants", "OneAssignmentPerGeneration", "group_invariants"]
 
 
-class AcknowledgedCommitsFetched(Invariant):
-    """See the module docstring.  A commit C "may have been written after" an acknowledged
-    commit A if C's write was not certainly over when A was sent (``CommitAttempt.end``)."""
-
-    name = "acknowledged commits fetched"
+class _EachOffsetFetch(Invariant):
+    """Judges every OffsetFetch answer observed since the previous step, once."""
 
     def __init__(self) -> None:
         self._seen = 0
@@ -69,6 +66,17 @@ class AcknowledgedCommitsFetched(Invariant):
             out.extend(self._judge(plane, obs))
         self._seen = len(plane.fetches)
         return out
+
+    @staticmethod
+    def _judge(plane: GroupPlane, obs: FetchObservation) -> list[str]:
+        raise NotImplementedError
+
+
+class AcknowledgedCommitsFetched(_EachOffsetFetch):
+    """See the module docstring.  A commit C "may have been written after" an acknowledged
+    commit A if C's write was not certainly over when A was sent (``CommitAttempt.end``)."""
+
+    name = "acknowledged commits fetched"
 
     @staticmethod
     def _judge(plane: GroupPlane, obs: FetchObservation) -> list[str]:
@@ -160,7 +168,7 @@ def judge_fetched(attempts: list[CommitAttempt], value: int | None, served_at: i
     return ""
 
 
-class DeletedTopicOffsetsRemoved(Invariant):
+class DeletedTopicOffsetsRemoved(_EachOffsetFetch):
     """See the module docstring.  Judged on every OffsetFetch answered by the online
     coordinator, and at the end on each group's online coordinator.  The data path's
     power-loss exemption applies to the tombstones: once a broker lost one of the group's
@@ -169,21 +177,14 @@ class DeletedTopicOffsetsRemoved(Invariant):
 
     name = "deleted topic offsets removed"
 
-    def __init__(self) -> None:
-        self._seen = 0
-
-    def after_step(self, sim: Simulation) -> Iterable[str]:
-        plane = sim.groups
-        if plane is None or len(plane.fetches) == self._seen:
-            return []
-        out: list[str] = []
-        for obs in plane.fetches[self._seen:]:
-            for tp, value in sorted(obs.offsets.items()):
-                message = judge_deleted(plane, obs.broker, obs.group, tp, value, obs.served_at)
-                if message:
-                    out.append(f"group {obs.group} {tp}: OffsetFetch from broker {obs.broker} "
-                               f"at {obs.served_at}: {message}")
-        self._seen = len(plane.fetches)
+    @staticmethod
+    def _judge(plane: GroupPlane, obs: FetchObservation) -> list[str]:
+        out = []
+        for tp, value in sorted(obs.offsets.items()):
+            message = judge_deleted(plane, obs.broker, obs.group, tp, value, obs.served_at)
+            if message:
+                out.append(f"group {obs.group} {tp}: OffsetFetch from broker {obs.broker} "
+                           f"at {obs.served_at}: {message}")
         return out
 
     def at_end(self, sim: Simulation) -> Iterable[str]:
