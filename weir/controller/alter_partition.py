@@ -13,10 +13,16 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Mapping
+from typing import Any
 
 from weir.common import TopicPartition
 from weir.controller.context import ControllerContext
-from weir.controller.effects import Log, ZkReadPartitionStates, ZkUpdatePartitionStates
+from weir.controller.effects import (
+    Log,
+    Reply,
+    ZkReadPartitionStates,
+    ZkUpdatePartitionStates,
+)
 from weir.controller.events import IsrChange
 from weir.controller.partition_state_machine import ElectionKind, PartitionStateMachine
 from weir.controller.replica_state_machine import ReplicaStateMachine
@@ -141,20 +147,24 @@ class IsrManager:
 
     # -- controlled shutdown ---------------------------------------------------------------
 
-    def controlled_shutdown(self, scope: EventScope, broker_id: int, broker_epoch: int
-                            ) -> ZkSteps[list[TopicPartition] | ErrorCode]:
+    def controlled_shutdown(self, scope: EventScope, broker_id: int, broker_epoch: int,
+                            reply_to: Any) -> ZkSteps[None]:
         """Move leadership and follower replicas off ``broker_id`` (Kafka's shutdownBroker).
 
-        Returns the replicated partitions it still leads (the broker retries until none are
-        left), or ``stale_broker_epoch`` / ``broker_not_available``.
+        Answers ``reply_to`` (a :class:`Reply` effect) with the replicated partitions it
+        still leads (the broker retries until none are left), or ``stale_broker_epoch`` /
+        ``broker_not_available``: once the new leaders are written and their requests
+        queued, before the ISR shrinks of the partitions it follows (see below).
         """
         ctx = self._ctx
         if broker_id not in ctx.live_brokers:
-            return ErrorCode.broker_not_available
+            _answer(scope, reply_to, ErrorCode.broker_not_available)
+            return
         if broker_epoch != UNKNOWN_BROKER_EPOCH and broker_epoch < ctx.broker_epoch(broker_id):
             scope.log(Log.info(f"Controlled shutdown of broker {broker_id} with stale epoch "
                                f"{broker_epoch}"))
-            return ErrorCode.stale_broker_epoch
+            _answer(scope, reply_to, ErrorCode.stale_broker_epoch)
+            return
         ctx.shutting_down.add(broker_id)
         scope.log(Log.info(f"Broker {broker_id} is shutting down; shutting down brokers "
                            f"{sorted(ctx.shutting_down)}"))
@@ -169,15 +179,29 @@ class IsrManager:
                      if ctx.leadership[tp].leader != broker_id]
         yield from self._partitions.handle_state_changes(
             scope, led, PartitionState.ONLINE, ElectionKind.CONTROLLED_SHUTDOWN)
+        # The follower step below changes no leader: what the broker still leads is known.
+        remaining = sorted(tp for tp in replicated
+                           if tp in ctx.leadership and ctx.leadership[tp].leader == broker_id)
         if followers:
             # Kafka's doControlledShutdown: the new leaders' LeaderAndIsr/UpdateMetadata go
             # out (the partition state machine's batch) before the ISR shrinks of the
-            # partitions it follows are written; the answer still waits for those.  The
-            # shutting-down broker's part waits for the event's last batch, next to its
-            # StopReplica, as before: it stops its fetchers once answered, and a follower
-            # made early would truncate every partition it led in the meantime.
+            # partitions it follows are written.  The shutting-down broker's part waits for
+            # the event's last batch, next to its StopReplica: it stops its fetchers once
+            # answered, and a follower made early would truncate every partition it led in
+            # the meantime.
             scope.send_now(hold=ctx.shutting_down)
+        # Deviation from KafkaController.doControlledShutdown, which answers after the
+        # follower ISR shrinks are written too: the answer goes now, so the broker's exit
+        # does not wait for ~2/3 of the event's ZooKeeper writes.  No acknowledged write
+        # can be lost by it: the broker still in an ISR below stops fetching, so until the
+        # leader learns the shrunk ISR its high watermark cannot pass the broker's log end
+        # (nothing past it is acknowledged with acks=all), the clean shutdown flushes that
+        # log, and a broker that is not registered is never elected (docs/control-plane.md).
+        _answer(scope, reply_to, remaining)
         yield from self._replicas.handle_state_changes(scope, followers, ReplicaState.OFFLINE)
         scope.batch.add_update_metadata(ctx.live_brokers)
-        return sorted(tp for tp in replicated
-                      if tp in ctx.leadership and ctx.leadership[tp].leader == broker_id)
+
+
+def _answer(scope: EventScope, reply_to: Any, value: Any) -> None:
+    if reply_to is not None:
+        scope.effects.append(Reply(reply_to, value))

@@ -177,9 +177,9 @@ class ControllerCore:
             case LeaderAndIsrResult():
                 yield from self._on_leader_and_isr_result(event)
             case ControlledShutdown():
-                remaining = yield from self.isr.controlled_shutdown(
-                    self._current_scope(), event.broker_id, event.broker_epoch)
-                self._reply(event.reply_to, remaining)
+                yield from self.isr.controlled_shutdown(  # answers early: see there
+                    self._current_scope(), event.broker_id, event.broker_epoch,
+                    event.reply_to)
             case AlterPartition():
                 result = yield from self.isr.alter_partition(
                     self._current_scope(), event.broker_id, event.broker_epoch, event.topics)

@@ -144,7 +144,7 @@ def test_controlled_shutdown_moves_leaders_and_stops_followers() -> None:
     assert 1 in core.ctx.shutting_down
     assert leader_and_isr_states(effects)[3][T0].leader == 2
     # Kafka's doControlledShutdown: the new leader of T0 is sent before T1's ISR shrink
-    # is written, and the answer comes after that write.
+    # is written; Weir answers before that write too (docs/control-plane.md).
     writes = [i for i, e in enumerate(effects) if isinstance(e, ZkUpdatePartitionStates)]
     sent = [i for i, e in enumerate(effects) if isinstance(e, SendRequests)]
     assert len(writes) == 2 and writes[0] < sent[0] < writes[1]
@@ -157,7 +157,22 @@ def test_controlled_shutdown_moves_leaders_and_stops_followers() -> None:
     assert type(last[0].request).__name__ == "LeaderAndIsrRequest"
     assert partition_states(last[0].request)[T0].leader == 2
     replies = [i for i, e in enumerate(effects) if isinstance(e, Reply)]
-    assert replies and replies[0] > writes[1]
+    assert len(replies) == 1 and sent[0] < replies[0] < writes[1]
+
+
+def test_controlled_shutdown_answers_before_the_follower_isr_shrinks() -> None:
+    """The answer (what the broker still leads) leaves with the new leaders' batch, ahead of
+    the ISR shrinks: the broker can exit while those are written.  A partition whose
+    leader could not move is still in it."""
+    core, zk = started(topics={"t": {0: [1, 2], 1: [2, 1]}, "u": {0: [1, 2, 3]}})
+    alter(core, zk, 1, {0: change(zk, T0, [1])})  # T0's only ISR member is 1: no new leader
+    effects = drive(core, zk, ControlledShutdown(1, 101, reply_to="r"))
+    writes = [i for i, e in enumerate(effects) if isinstance(e, ZkUpdatePartitionStates)]
+    (answer,) = [i for i, e in enumerate(effects) if isinstance(e, Reply)]
+    assert effects[answer].value == [T0]
+    shrinks = effects[writes[-1]].states
+    assert answer < writes[-1] and set(shrinks) == {T1}
+    assert zk.states[T1].isr == [2] and zk.states[TopicPartition("u", 0)].leader == 2
 
 
 def test_controlled_shutdown_reports_partitions_it_still_leads() -> None:
