@@ -4,7 +4,10 @@ One queue and one sender task per live broker keep each broker's requests in ord
 sender connects with :class:`~weir.protocol.client.BrokerConnection`, retries a request
 with backoff while its broker is registered, and turns answers into controller events
 (:class:`StopReplicaResult`, :class:`LeaderAndIsrResult`) for the controller queue.
-Removing a broker drops its queued requests.
+Removing a broker drops its queued requests.  Unlike Kafka's ``RequestSendThread`` (one
+request on the wire at a time), a sender writes what is queued (up to ``PIPELINE_DEPTH``)
+before reading the first answer; the broker still applies them one at a time, in order
+(see :meth:`_BrokerSender._send_group`).
 
 The UpdateMetadata requests of one batch usually differ only in the recipient's broker
 epoch (the batch builds their topic and broker states once): over connections that take an
@@ -54,6 +57,9 @@ _UPDATE_METADATA_HEAD = struct.Struct(">i?iq")
 BrokerEpoch (fixed widths, so the broker epoch sits at a fixed offset; Type is a tagged
 field, written at the end)."""
 _BROKER_EPOCH = struct.Struct(">q")
+PIPELINE_DEPTH = 8
+"""Requests a sender writes to its broker's connection before reading the first answer (the
+broker reads at most 16 ahead of its answers on one connection: weir.server.network)."""
 SLOW_REQUEST_MS = 100.0
 """A request this long from queued to answered is logged with its breakdown..."""
 LARGE_REQUEST_PARTITIONS = 1000
@@ -100,6 +106,16 @@ class SharedBodies:
 
 async def _inline(fn: Callable[..., Any], *args: Any) -> Any:
     return fn(*args)
+
+
+async def _cancel(in_flight: list[tuple[int, asyncio.Future, float]]) -> None:
+    """Cancel the answers still awaited (a failed or stopped group) and wait for them."""
+    futures = [answer for _, answer, _ in in_flight]
+    in_flight.clear()
+    for answer in futures:
+        answer.cancel()
+    if futures:
+        await asyncio.gather(*futures, return_exceptions=True)
 
 
 def _error_code(value: int) -> ErrorCode:
@@ -157,23 +173,20 @@ class _BrokerSender:
         self.queue: asyncio.Queue[tuple[OutboundRequest, SharedBodies | None, float]] = (
             asyncio.Queue())
         self._conn: Any = None
-        self._encode_ms = 0.0
         self.task = asyncio.create_task(self._run(), name=f"controller-channel-{info.id}")
 
     async def _run(self) -> None:
         try:
             while True:
-                item, shared, queued_at = await self.queue.get()
-                started = time.perf_counter()
-                response = await self._send_until_answered(item.request, shared)
-                self._log_slow(item.request, queued_at, started)
-                event = response_event(self.info.id, item.request, response)
-                if event is not None:
-                    self._manager.on_event(event)
+                group = [await self.queue.get()]
+                while len(group) < PIPELINE_DEPTH and not self.queue.empty():
+                    group.append(self.queue.get_nowait())
+                await self._send_group(group)
         finally:
             await self._disconnect()
 
-    def _log_slow(self, request: Any, queued_at: float, started: float) -> None:
+    def _log_slow(self, request: Any, queued_at: float, started: float,
+                  encode_ms: float) -> None:
         """One INFO line for a request that took ``SLOW_REQUEST_MS`` or more from being
         queued to its answer, or named ``LARGE_REQUEST_PARTITIONS`` or more: where the time
         went (the control-plane benchmark's timeline reads it)."""
@@ -184,31 +197,70 @@ class _BrokerSender:
         log.info("controller channel to broker %d: %s (%d partitions) queued %.0f ms, "
                  "encoded %.0f ms, answered %.0f ms after it was sent", self.info.id,
                  type(request).__name__, partitions, (started - queued_at) * 1000,
-                 self._encode_ms, (done - started) * 1000 - self._encode_ms)
+                 encode_ms, (done - started) * 1000 - encode_ms)
 
-    async def _send_until_answered(self, request: Any, shared: SharedBodies | None) -> Any:
+    async def _send_group(self, group: list[tuple[OutboundRequest, SharedBodies | None, float]]
+                          ) -> None:
+        """Send the requests of ``group`` in order, retrying with backoff, and hand each
+        answer on (:func:`response_event`) in order as it arrives.
+
+        Over a connection that takes encoded bodies (:class:`BrokerConnection`) the whole
+        group is written before the first answer is read: a broker handles the requests of
+        one connection one at a time, in arrival order (``weir.server.network``), so each is
+        still applied after the one before it has been — as with Kafka's
+        ``RequestSendThread``, which waits for each answer before it sends the next — but
+        an UpdateMetadata queued behind a LeaderAndIsr no longer waits for that answer to
+        cross back to a busy controller first.  After a failure the requests from the first
+        unanswered one on are sent again (a request the broker may have applied already is
+        sent again then, as before).  Other connections (the simulation's) get one request
+        at a time.
+        """
         backoff = self._manager.backoff_ms / 1000
-        body: bytes | None = None
-        self._encode_ms = 0.0
-        while True:
+        bodies: dict[int, bytes] = {}
+        encode_ms: dict[int, float] = {}
+        first = 0
+        while first < len(group):
+            in_flight: list[tuple[int, asyncio.Future, float]] = []
             try:
                 if self._conn is None or not self._conn.connected:
                     await self._disconnect()
                     self._conn = self._manager.connect(self.info.host, self.info.port)
                     await self._conn.connect(timeout_s=self._manager.timeout_s)
-                if shared is None or not getattr(self._conn, "takes_encoded_body", False):
-                    return await self._conn.request(request, timeout_s=self._manager.timeout_s)
-                if body is None:
-                    t0 = time.perf_counter()
-                    body = await self._manager.run_blocking(shared.body, request)
-                    self._encode_ms = (time.perf_counter() - t0) * 1000
-                return await self._conn.request(request, timeout_s=self._manager.timeout_s,
-                                                body=body)
+                conn = self._conn
+                encoded = getattr(conn, "takes_encoded_body", False)
+                for i in range(first, len(group) if encoded else first + 1):
+                    item, shared, _ = group[i]
+                    started = time.perf_counter()
+                    if shared is None or not encoded:
+                        call = conn.request(item.request, timeout_s=self._manager.timeout_s)
+                    else:
+                        if i not in bodies:
+                            bodies[i] = await self._manager.run_blocking(shared.body,
+                                                                         item.request)
+                            encode_ms[i] = (time.perf_counter() - started) * 1000
+                        call = conn.request(item.request, timeout_s=self._manager.timeout_s,
+                                            body=bodies[i])
+                    # Tasks start in creation order and write their request at their
+                    # first step: the requests leave in the group's order.
+                    in_flight.append((i, asyncio.ensure_future(call), started))
+                while in_flight:
+                    i, answer, started = in_flight[0]
+                    response = await answer
+                    in_flight.pop(0)
+                    first = i + 1
+                    item, _, queued_at = group[i]
+                    self._log_slow(item.request, queued_at, started, encode_ms.get(i, 0.0))
+                    event = response_event(self.info.id, item.request, response)
+                    if event is not None:
+                        self._manager.on_event(event)
             except (OSError, ConnectionError, TimeoutError) as exc:
                 log.info("controller channel to broker %d: %r; retrying", self.info.id, exc)
+                await _cancel(in_flight)
                 await self._disconnect()
                 await asyncio.sleep(backoff)
                 backoff = min(backoff * 2, self._manager.max_backoff_ms / 1000)
+            finally:
+                await _cancel(in_flight)
 
     async def _disconnect(self) -> None:
         conn, self._conn = self._conn, None

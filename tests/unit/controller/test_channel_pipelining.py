@@ -1,0 +1,100 @@
+"""A sender writes its queued requests to the broker's connection before the first answer
+comes back, hands the answers on in order, and after a failure sends again from the first
+request left unanswered."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any, ClassVar
+
+from weir.common import TopicPartition
+from weir.controller.channel import ControllerChannelManager
+from weir.controller.events import StopReplicaResult
+from weir.controller.requests import OutboundRequest
+from weir.protocol import codec
+from weir.protocol.errors import ErrorCode
+from weir.protocol.interbroker import StopReplicaRequest, StopReplicaResponse
+from weir.protocol.interbroker.stop_replica.v4.request import (
+    StopReplicaPartitionState,
+    StopReplicaTopicState,
+)
+
+from .helpers import broker
+
+
+def _stop(partition: int) -> StopReplicaRequest:
+    return StopReplicaRequest(controller_id=1, controller_epoch=1, broker_epoch=1, topic_states=(
+        StopReplicaTopicState(topic_name="t", partition_states=(
+            StopReplicaPartitionState(partition_index=partition, delete_partition=False),)),))
+
+
+def _partition(request: Any) -> int:
+    return request.topic_states[0].partition_states[0].partition_index
+
+
+class PipeConnection:
+    """A broker connection that takes encoded bodies and answers only when told to; the
+    first connection drops when asked for its second answer."""
+
+    takes_encoded_body = True
+    connections = 0
+    written: ClassVar[list[tuple[int, int]]] = []  # (connection, partition) in write order
+    release: ClassVar[asyncio.Event]
+    three_written: ClassVar[asyncio.Event]
+
+    def __init__(self, host: str, port: int) -> None:
+        self.connected = False
+
+    async def connect(self, timeout_s: float = 10.0) -> None:
+        PipeConnection.connections += 1
+        self.number = PipeConnection.connections
+        self.connected = True
+
+    async def request(self, payload: Any, timeout_s: float | None = None, *,
+                      body: bytes | None = None) -> Any:
+        assert body == codec.encode_body(payload)
+        p = _partition(payload)
+        PipeConnection.written.append((self.number, p))
+        if len(PipeConnection.written) == 3:
+            PipeConnection.three_written.set()
+        await PipeConnection.release.wait()
+        if self.number == 1 and p == 1:
+            self.connected = False
+            raise ConnectionResetError("dropped")
+        return StopReplicaResponse(error_code=ErrorCode.none, partition_errors=())
+
+    async def close(self) -> None:
+        self.connected = False
+
+
+def test_requests_are_written_ahead_of_answers_and_resent_from_the_first_unanswered() -> None:
+    events: list[Any] = []
+
+    async def scenario() -> None:
+        PipeConnection.release = asyncio.Event()
+        PipeConnection.three_written = asyncio.Event()
+        done = asyncio.Event()
+
+        def on_event(event: Any) -> None:
+            events.append(event)
+            if len(events) == 3:
+                done.set()
+
+        manager = ControllerChannelManager(on_event, backoff_ms=1, connect=PipeConnection)
+        await manager.update_brokers({2: broker(2)})
+        manager.send([OutboundRequest(2, _stop(p)) for p in (0, 1, 2)])
+        async with asyncio.timeout(10):
+            await PipeConnection.three_written.wait()
+        # all three written, none answered yet (Kafka's RequestSendThread would have
+        # written one)
+        assert PipeConnection.written == [(1, 0), (1, 1), (1, 2)] and not events
+        PipeConnection.release.set()
+        async with asyncio.timeout(10):
+            await done.wait()
+        await manager.close()
+
+    asyncio.run(scenario())
+    # the first answer arrived; the second failed: 1 and 2 go again, in order
+    assert PipeConnection.written[3:] == [(2, 1), (2, 2)]
+    assert [list(e.errors) for e in events] == [[TopicPartition("t", p)] for p in (0, 1, 2)]
+    assert all(isinstance(e, StopReplicaResult) for e in events)
