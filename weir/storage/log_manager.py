@@ -176,13 +176,31 @@ class LogManager:
         self.deferred.close()
         for log_dir, lg in every:
             self._guard(log_dir, lg.flush)
-        self.checkpoint_recovery_points()
-        self.checkpoint_log_start_offsets()
-        self.checkpoint_high_watermarks()
+        self._checkpoint_all_at_shutdown()
         for log_dir, lg in every:
             self._guard(log_dir, lg.close)
         for log_dir in self.online_dirs:
             self._guard(log_dir, lambda d=log_dir: atomic_write(d / CLEAN_SHUTDOWN_FILE, ""))
+
+    def _checkpoint_all_at_shutdown(self) -> None:
+        """The recovery-point, log-start-offset and high-watermark checkpoints of every
+        online dir, its logs grouped once for all three (``checkpoint_*`` group them per
+        file: three passes over 10,000 logs on the way out)."""
+        groups: dict[Path, dict[TopicPartition, Log]] = {d: {} for d in self.online_dirs}
+        for logs, dirs in ((self._logs, self._log_dir_of),
+                           (self._future_logs, self._future_dir_of)):
+            for tp, lg in logs.items():
+                group = groups.get(dirs[tp])
+                if group is not None:
+                    group[tp] = lg
+        for log_dir, logs in groups.items():
+            for file_name, value in (
+                    (RECOVERY_POINT_CHECKPOINT, lambda lg: lg.recovery_point),
+                    (LOG_START_OFFSET_CHECKPOINT, lambda lg: lg.log_start_offset),
+                    (REPLICATION_OFFSET_CHECKPOINT, lambda lg: lg.high_watermark)):
+                offsets = {tp: value(lg) for tp, lg in logs.items()}
+                self._guard(log_dir, lambda d=log_dir, f=file_name, o=offsets:
+                            write_offset_checkpoint(d / f, o))
 
     # -- offline handling --------------------------------------------------------------
     @property

@@ -180,3 +180,29 @@ def test_dir_failure_listeners_hear_each_failed_dir_once(manager, dirs, monkeypa
     assert [d for d, _ in heard] == [dirs[0]]
     assert "File too large" in heard[0][1]
     assert m.online_dirs == [dirs[1]]
+
+
+def test_shutdown_checkpoints_each_dir_with_its_current_and_future_logs(manager, dirs):
+    """The three checkpoints written at shutdown (one grouping of the logs for all three)
+    hold, per dir, its current logs and the future logs moving into it."""
+    m = manager()
+    m.startup(now_ms=0)
+    lg0, lg1 = m.get_or_create_log(TP0, LogConfig()), m.get_or_create_log(TP1, LogConfig())
+    assert (lg0.dir.parent, lg1.dir.parent) == (dirs[0], dirs[1])
+    produce(lg0, 3)
+    lg0.update_high_watermark(2)
+    produce(lg1)
+    future = m.create_future_log(TP0, dirs[1], topic_id="tid")
+    m.shutdown()
+    expected = {
+        dirs[0]: {"recovery-point-offset-checkpoint": {TP0: 3},
+                  "log-start-offset-checkpoint": {TP0: 0},
+                  "replication-offset-checkpoint": {TP0: 2}},
+        dirs[1]: {"recovery-point-offset-checkpoint": {TP1: 2, TP0: future.recovery_point},
+                  "log-start-offset-checkpoint": {TP1: 0, TP0: 0},
+                  "replication-offset-checkpoint": {TP1: 0, TP0: future.high_watermark}},
+    }
+    for log_dir, files in expected.items():
+        for name, offsets in files.items():
+            assert read_offset_checkpoint(log_dir / name) == offsets, (log_dir, name)
+        assert (log_dir / ".kafka_cleanshutdown").exists()
