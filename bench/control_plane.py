@@ -44,6 +44,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import os
 import re
@@ -76,6 +77,7 @@ SESSION_TIMEOUT_MS = 6000
 LOG_LINE = re.compile(r"^\[(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3})\]")
 STALL = re.compile(r"event loop stalled: .* woke (\d+) ms late")
 LAI = re.compile(r"LeaderAndIsr from controller epoch \d+: (\d+) partitions applied in (\d+) ms")
+EVENT_DONE = re.compile(r"controller \d+: ControlledShutdown took \d+ ms")
 LOADED = re.compile(r"loaded (\d+) logs? .*in ([\d.]+) ?(ms|s)")
 PHASES = ("setup", "shutdown", "restart", "kill", "recover", "controller")
 
@@ -383,6 +385,8 @@ class Bench:
             done["exit_s"] = round(time.perf_counter() - t0, 3)
 
         probes: list = []
+        controller = self.cluster.controller_id()
+        marks = self.log_marks()
 
         async def wait_moved() -> None:
             each = await self.moved_in_each(survivors, led, victim, t0, probes)
@@ -391,6 +395,12 @@ class Bench:
         t0 = time.perf_counter()
         os.kill(pid, signal.SIGTERM)
         await asyncio.gather(asyncio.to_thread(wait_exit), wait_moved())
+        # the controller logs its event's breakdown when the event ends, which can be after
+        # the leaders are seen moved: wait for it, so the timeline has it (no figure moves)
+        with contextlib.suppress(TimeoutError):
+            await until(lambda: EVENT_DONE.search(self.cluster.log_path(controller).read_bytes()[
+            marks[controller]:].decode(errors="replace")) is not None,
+                10, "the controller's event line", 0.1)
         return {"victim": victim, "partitions_led": len(led), **done, "probes": probes}
 
     async def restart(self, broker_id: int, after_kill: bool) -> dict[str, Any]:

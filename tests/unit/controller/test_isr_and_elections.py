@@ -157,7 +157,8 @@ def test_controlled_shutdown_moves_leaders_and_stops_followers() -> None:
     assert type(last[0].request).__name__ == "LeaderAndIsrRequest"
     assert partition_states(last[0].request)[T0].leader == 2
     replies = [i for i, e in enumerate(effects) if isinstance(e, Reply)]
-    assert len(replies) == 1 and sent[0] < replies[0] < writes[1]
+    # ... after the new leaders are written, ahead of their requests (same step)
+    assert len(replies) == 1 and writes[0] < replies[0] < sent[0] < writes[1]
 
 
 def test_controlled_shutdown_answers_before_the_follower_isr_shrinks() -> None:
