@@ -13,12 +13,12 @@ from __future__ import annotations
 import asyncio
 import itertools
 import struct
+from collections.abc import Callable
 from functools import cache
 from typing import Any
 
 from kio.index import load_response_schema
 
-from weir.asyncutil import cancel_and_wait
 from weir.protocol import codec
 
 _SIZE = struct.Struct(">i")
@@ -35,6 +35,97 @@ def response_class_for(request_cls: type) -> type:
     return INTERBROKER_SCHEMAS[api_key][version][1]
 
 
+_LARGE = 32 * 1024
+"""A response frame above this size is received into a buffer of its own (no copy)."""
+
+
+class ResponseFrames(asyncio.StreamReaderProtocol, asyncio.BufferedProtocol):
+    """The connection's bytes cut into response frames (a 4-byte size, then that many
+    bytes), as Kafka's ``NetworkReceive`` does, each handed to ``on_frame`` as it completes.
+
+    A ``BufferedProtocol``: the transport receives straight into the buffer given by
+    :meth:`get_buffer`.  Small frames share one 64 KiB buffer (the responses a ``recv``
+    brings are taken one after another, each copied out once); a frame above 32 KiB (a
+    follower's Fetch response, which carries the leader's appends) gets a buffer of its
+    exact size, that the rest of it is received into and that is handed on as it is, read
+    only: the bytes are copied once, by the kernel, where a ``StreamReader`` copied each
+    into its buffer, out of it, and paused and resumed the socket as its buffer filled.
+    A size below 4 or above ``max_frame_bytes`` is a broken connection (``on_lost``).  The
+    ``StreamReader`` given is fed nothing; it is there for the ``StreamWriter`` (``drain``,
+    ``wait_closed``)."""
+
+    _SMALL = 64 * 1024
+
+    def __init__(self, stream_reader: asyncio.StreamReader,
+                 on_frame: Callable[[bytes | memoryview], None],
+                 on_lost: Callable[[BaseException], None], max_frame_bytes: int,
+                 loop: asyncio.AbstractEventLoop | None = None) -> None:
+        super().__init__(stream_reader, loop=loop)
+        self._on_frame = on_frame
+        self._on_lost = on_lost
+        self._max = max_frame_bytes
+        self._buf = bytearray(self._SMALL)
+        self._view = memoryview(self._buf)
+        self._start = 0  # unread bytes of the shared buffer: [_start, _end)
+        self._end = 0
+        self._frame: bytearray | None = None  # a large frame being received
+        self._frame_view: memoryview | None = None
+        self._filled = 0
+
+    def get_buffer(self, sizehint: int) -> memoryview:
+        if self._frame_view is not None:
+            return self._frame_view[self._filled:]
+        if self._end == len(self._buf):  # full: the unread bytes move to the front
+            left = self._end - self._start
+            self._buf[:left] = bytes(self._view[self._start:self._end])  # may overlap
+            self._start, self._end = 0, left
+        return self._view[self._end:]
+
+    def buffer_updated(self, nbytes: int) -> None:
+        if self._frame_view is not None:
+            self._filled += nbytes
+            if self._filled == len(self._frame_view):
+                done = self._frame_view.toreadonly()
+                self._frame = self._frame_view = None
+                self._on_frame(done)
+            return
+        self._end += nbytes
+        view = self._view
+        while self._end - self._start >= 4:
+            start = self._start
+            (size,) = _SIZE.unpack_from(view, start)
+            if size < 4 or size > self._max:
+                self._on_lost(ConnectionError(f"bad response frame size {size}"))
+                return
+            have = self._end - start - 4
+            if size > _LARGE:
+                frame = bytearray(size)
+                got = min(have, size)
+                frame[:got] = view[start + 4:start + 4 + got]
+                self._start = start + 4 + got
+                if got < size:  # every byte read is in the frame now
+                    self._frame, self._frame_view, self._filled = frame, memoryview(frame), got
+                    self._start = self._end = 0
+                    return
+                self._on_frame(memoryview(frame).toreadonly())
+                continue
+            if have < size:
+                break
+            self._start = start + 4 + size
+            self._on_frame(bytes(view[start + 4:start + 4 + size]))
+        if self._start == self._end:
+            self._start = self._end = 0
+
+    def eof_received(self) -> bool:
+        self._on_lost(ConnectionError("closed by the server"))
+        super().eof_received()
+        return False  # close the transport
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._on_lost(exc or ConnectionError("connection closed"))
+        super().connection_lost(exc)
+
+
 class BrokerConnection:
     """One pipelined connection to a Kafka-protocol server."""
 
@@ -48,11 +139,9 @@ class BrokerConnection:
         self.port = port
         self.client_id = client_id
         self.max_frame_bytes = max_frame_bytes
-        self._reader: asyncio.StreamReader | None = None
         self._writer: asyncio.StreamWriter | None = None
         self._pending: dict[int, tuple[asyncio.Future, type, bool]] = {}
         self._ids = itertools.count(1)
-        self._read_task: asyncio.Task | None = None
         self._closed_exc: BaseException | None = None
 
     @property
@@ -61,13 +150,16 @@ class BrokerConnection:
 
     async def connect(self, timeout_s: float = 10.0) -> None:
         context = getattr(self.security, "ssl_context", None)
-        self._reader, self._writer = await asyncio.wait_for(
-            asyncio.open_connection(self.host, self.port, ssl=context,
-                                    server_hostname=self.host if context else None),
+        loop = asyncio.get_running_loop()
+        reader = asyncio.StreamReader(loop=loop)  # fed nothing: the writer's drain uses it
+        protocol = ResponseFrames(reader, self._on_frame, self._on_lost, self.max_frame_bytes)
+        transport, _ = await asyncio.wait_for(
+            loop.create_connection(lambda: protocol, self.host, self.port, ssl=context,
+                                   server_hostname=self.host if context else None),
             timeout_s
         )
+        self._writer = asyncio.StreamWriter(transport, protocol, reader, loop)
         self._closed_exc = None
-        self._read_task = asyncio.create_task(self._read_loop())
         if self.security is not None and getattr(self.security, "sasl", False):
             try:
                 await self.security.authenticate(self, timeout_s=timeout_s)
@@ -104,33 +196,31 @@ class BrokerConnection:
         finally:
             self._pending.pop(correlation_id, None)
 
-    async def _read_loop(self) -> None:
-        assert self._reader is not None
+    def _on_frame(self, frame: bytes | memoryview) -> None:
+        """A response frame (correlation id, header, body): resolve its request's future."""
+        if len(frame) < 4:
+            self._on_lost(ConnectionError(f"response frame of {len(frame)} bytes"))
+            return
+        (correlation_id,) = _SIZE.unpack_from(frame, 0)
+        entry = self._pending.get(correlation_id)
+        if entry is None:
+            return
+        fut, resp_cls, flexible = entry
         try:
-            while True:
-                (size,) = _SIZE.unpack(await self._reader.readexactly(4))
-                if size < 4 or size > self.max_frame_bytes:
-                    raise ConnectionError(f"bad response frame size {size}")
-                frame = await self._reader.readexactly(size)
-                (correlation_id,) = _SIZE.unpack_from(frame, 0)
-                entry = self._pending.get(correlation_id)
-                if entry is None:
-                    continue
-                fut, resp_cls, flexible = entry
-                pos = codec.skip_tagged_fields(frame, 4) if flexible else 4
-                try:
-                    result = codec.decode_body(resp_cls, frame, pos)
-                except codec.MalformedRequest as exc:
-                    if not fut.done():
-                        fut.set_exception(ConnectionError(str(exc)))
-                    continue
-                if not fut.done():
-                    fut.set_result(result)
-        except (asyncio.IncompleteReadError, ConnectionError, OSError) as exc:
+            pos = codec.skip_tagged_fields(frame, 4) if flexible else 4
+            result = codec.decode_body(resp_cls, frame, pos)
+        except codec.MalformedRequest as exc:
+            if not fut.done():
+                fut.set_exception(ConnectionError(str(exc)))
+            return
+        if not fut.done():
+            fut.set_result(result)
+
+    def _on_lost(self, exc: BaseException) -> None:
+        if self._closed_exc is None:
             self._fail_all(ConnectionError(f"connection to {self.host}:{self.port} lost: {exc}"))
-        except asyncio.CancelledError:
-            self._fail_all(ConnectionError("connection closed"))
-            raise
+        if self._writer is not None:
+            self._writer.transport.abort()
 
     def _fail_all(self, exc: BaseException) -> None:
         self._closed_exc = exc
@@ -140,9 +230,7 @@ class BrokerConnection:
         self._pending.clear()
 
     async def close(self) -> None:
-        if self._read_task is not None:
-            await cancel_and_wait(self._read_task)
-            self._read_task = None
+        self._fail_all(ConnectionError("connection closed"))
         if self._writer is not None:
             self._writer.close()
             try:
