@@ -114,9 +114,11 @@ class LogSegment:
             created_ms=now_ms,
             suffix=suffix,
         )
-        seg._unsynced = seg._size > 0  # stale bytes emptied
-        seg.file.truncate(0)
-        seg._size = 0
+        if seg._size > 0:  # stale bytes: emptied
+            seg._unsynced = True
+            seg.file.truncate(0)
+            seg._size = 0
+            _consume_auto_da_alloc(seg.log_path)
         seg.index.reset()
         seg.time_index.reset()
         seg.txn_index.reset()
@@ -514,3 +516,19 @@ class LogSegment:
 
     def __repr__(self) -> str:
         return f"LogSegment(base={self.base_offset}, next={self._next_offset}, size={self._size})"
+
+
+def _consume_auto_da_alloc(path: Path) -> None:
+    """Open and close ``path`` once, right after it was truncated to empty and before
+    anything is written to it.
+
+    ext4 marks a file truncated to size 0 (even one that was empty already) so that the
+    next close of any descriptor of it forces the allocation and writeback of its dirty
+    pages (``auto_da_alloc``, for programs that rewrite a file in place without fsync).
+    A segment is written for minutes through the descriptor it keeps open, and the first
+    descriptor closed afterwards is a Fetch response's (the socket server opens the file
+    by path for sendfile): that close wrote back every byte appended since the segment
+    was created, tens to hundreds of milliseconds on the broker's event loop at the first
+    consumer fetch after a roll.  Closed now, the mark is spent while nothing is dirty.
+    Kafka's FileRecords keeps one FileChannel per segment and never meets this."""
+    os.close(os.open(path, os.O_RDONLY | os.O_CLOEXEC))
