@@ -208,7 +208,10 @@ class Broker:
 
     # -- lifecycle -------------------------------------------------------------------
 
-    async def start(self) -> None:
+    async def start(self, *, freeze_heap: bool = False) -> None:
+        """Start every part and register.  ``freeze_heap`` (a broker process, not a test
+        running brokers in its own process): the heap is frozen out of the cyclic GC once
+        the logs are loaded (:func:`gc_tuning.freeze_startup_heap`)."""
         loop = asyncio.get_running_loop()
         steps: list[tuple[str, float]] = [("process start", time.perf_counter())]
         await asyncio.to_thread(self.zk.start)
@@ -218,9 +221,13 @@ class Broker:
         steps.append(("ZooKeeper", time.perf_counter()))
         await self.dynamic_configs.reload()  # before recovery, as Kafka's DynamicBrokerConfig
         steps.append(("dynamic configs", time.perf_counter()))
-        self.log_manager.startup(_now_ms())
+        with gc_tuning.paused():  # only long-lived objects: no collections (gc_tuning)
+            self.log_manager.startup(_now_ms())
         self.log_cleaner.start()
         steps.append(("logs", time.perf_counter()))
+        if freeze_heap:  # the loaded logs out of every later full collection
+            frozen = gc_tuning.freeze_startup_heap()
+            steps.append((f"GC freeze of {frozen} objects", time.perf_counter()))
         if self.authorizer is not None:  # ACLs loaded before the first request is served
             await self.authorizer.start()
         for server in self.socket_servers:
@@ -380,7 +387,7 @@ async def _main(config: BrokerConfig, *, exit_when_stopped: bool = False) -> int
     broker = Broker(config)
     signals.install(asyncio.get_running_loop(), broker.request_stop)
     try:
-        await broker.start()
+        await broker.start(freeze_heap=True)
     except Exception:
         log.exception("broker %d failed to start", config.broker_id)
         try:
@@ -388,7 +395,8 @@ async def _main(config: BrokerConfig, *, exit_when_stopped: bool = False) -> int
         except Exception:
             log.exception("cleanup after a failed start also failed")
         return 1
-    # Full GC collections stall the loop; keep them off the startup heap (see gc_tuning).
+    # Full GC collections stall the loop; keep them off the startup heap (see gc_tuning:
+    # the logs were frozen before registering, this walks only what start-up made since).
     gc_tuning.tune_thresholds()
     log.info("froze %d startup objects out of the cyclic GC", gc_tuning.freeze_startup_heap())
     await broker.run_until_stopped()

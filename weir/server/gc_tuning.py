@@ -8,12 +8,22 @@ configuration, the partitions and segments it loaded.  Measured on a 3-broker cl
 load (bench/latency.py), full collections took 100-400 ms of wall time and showed up as
 latency spikes of the same size.
 
-:func:`freeze_startup_heap` runs one full collection once the broker has started and then
+:func:`freeze_startup_heap` runs one full collection and then
 ``gc.freeze()``\\ s what survives: those objects move to the permanent generation, which no
 later collection walks, so a full collection only sees what was allocated since.  Nothing is
 leaked: a frozen object that becomes unreachable is freed by reference counting as before;
 only reference cycles among frozen objects are no longer collected (startup data has none
-that die).  :data:`YOUNG_THRESHOLD` makes young collections rarer: a broker allocates and
+that die).  The broker calls it twice: once its logs are loaded, before it registers (the
+10,000 logs of a large broker are most of its heap; a full collection over them is cheap
+then and would otherwise fall on the first controller requests after registration), and
+once it has started (only what was allocated since is walked).
+
+:func:`paused` turns the collector off while a start-up phase builds only long-lived
+objects: loading 10,000 logs allocates ~350,000 tracked containers, each allocation
+counted toward the next collection, and the collections it triggers walk the growing heap
+again and again for no garbage (a collection right after finds none) — measured in-process
+at 10,000 idle logs: 0.99-1.02 s of CPU with the collector on, 0.61-0.64 s paused.
+:data:`YOUNG_THRESHOLD` makes young collections rarer: a broker allocates and
 frees many short-lived containers per request (decoded requests, dicts of partitions),
 nearly all freed by reference counting, so the default 700 allocations start a young
 collection every few requests for nothing.
@@ -22,6 +32,8 @@ collection every few requests for nothing.
 from __future__ import annotations
 
 import gc
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 YOUNG_THRESHOLD = 10_000  # generation 0: allocations minus deallocations before a collection
 
@@ -40,3 +52,16 @@ def freeze_startup_heap() -> int:
     gc.collect()
     gc.freeze()
     return gc.get_freeze_count()
+
+
+@contextmanager
+def paused() -> Iterator[None]:
+    """The cyclic collector off for the block (restored as it was, even on an error);
+    reference counting frees objects as usual."""
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was_enabled:
+            gc.enable()

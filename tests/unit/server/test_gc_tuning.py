@@ -1,38 +1,51 @@
-"""weir.server.gc_tuning: the startup heap frozen, the young threshold raised."""
+"""The broker's start-up GC settings (weir.server.gc_tuning)."""
 
 from __future__ import annotations
 
 import gc
+import weakref
 
 import pytest
 
 from weir.server import gc_tuning
 
 
-@pytest.fixture
-def restore_gc():
-    thresholds = gc.get_threshold()
-    yield
-    gc.unfreeze()
-    gc.set_threshold(*thresholds)
+def test_paused_turns_the_collector_off_and_back_on() -> None:
+    assert gc.isenabled()
+    with gc_tuning.paused():
+        assert not gc.isenabled()
+    assert gc.isenabled()
 
 
-def test_freeze_moves_live_objects_out_of_collections(restore_gc):
-    gc.unfreeze()
-    survivors = [[i] for i in range(1000)]  # tracked containers that stay alive
-    frozen = gc_tuning.freeze_startup_heap()
-    assert frozen >= len(survivors)  # (frozen objects freed since by refcount leave the count)
-    # Frozen objects are outside every generation: a full collection no longer walks them.
-    assert not any(o is survivors[0] for o in gc.get_objects())
-    # Garbage made afterwards is still collected, cycles included.
-    cycle: list = []
-    cycle.append(cycle)
-    del cycle
-    assert gc.collect() >= 1
+def test_paused_restores_the_collector_after_an_error() -> None:
+    with pytest.raises(RuntimeError), gc_tuning.paused():
+        raise RuntimeError("log load failed")
+    assert gc.isenabled()
 
 
-def test_young_threshold_raised_older_kept(restore_gc):
-    gc.set_threshold(700, 10, 10)
-    assert gc_tuning.tune_thresholds() == (gc_tuning.YOUNG_THRESHOLD, 10, 10)
-    gc.set_threshold(50_000, 5, 5)  # a higher setting already in force is kept
-    assert gc_tuning.tune_thresholds() == (50_000, 5, 5)
+def test_paused_leaves_a_disabled_collector_disabled() -> None:
+    gc.disable()
+    try:
+        with gc_tuning.paused():
+            assert not gc.isenabled()
+        assert not gc.isenabled()
+    finally:
+        gc.enable()
+
+
+class _Node:
+    def __init__(self) -> None:
+        self.me = self  # a reference cycle: only the cyclic collector frees it
+
+
+def test_allocations_while_paused_start_no_collection_and_garbage_is_freed_after() -> None:
+    gc.collect()
+    before = gc.get_stats()[0]["collections"]
+    with gc_tuning.paused():
+        cycle = weakref.ref(_Node())
+        for _ in range(20_000):  # well past every generation's threshold
+            _Node()
+        assert gc.get_stats()[0]["collections"] == before
+        assert cycle() is not None
+    gc.collect()
+    assert cycle() is None
