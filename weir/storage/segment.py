@@ -337,6 +337,8 @@ class LogSegment:
         self.time_index.truncate_to(header.base_offset)
         self.txn_index.truncate_to(header.base_offset)
         self.file.truncate(header.position)
+        if header.position == 0:
+            _consume_auto_da_alloc(self.log_path)
         self._unsynced = True
         self._size = header.position
         self._load_tail_state()
@@ -408,6 +410,8 @@ class LogSegment:
                 self._next_offset,
             )
             self.file.truncate(position)
+            if position == 0:
+                _consume_auto_da_alloc(self.log_path)
             self._unsynced = True
             self._size = position
         return truncated
@@ -519,8 +523,9 @@ class LogSegment:
 
 
 def _consume_auto_da_alloc(path: Path) -> None:
-    """Open and close ``path`` once, right after it was truncated to empty and before
-    anything is written to it.
+    """Open and close ``path`` once, right after it was truncated to empty (a new segment
+    over stale bytes, a truncation or recovery to its first byte) and before anything is
+    written to it again.
 
     ext4 marks a file truncated to size 0 (even one that was empty already) so that the
     next close of any descriptor of it forces the allocation and writeback of its dirty

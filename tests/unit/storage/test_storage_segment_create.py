@@ -55,3 +55,18 @@ def test_new_segment_over_stale_bytes_empties_them_and_spends_the_mark(tmp_path,
     assert seg.size == 0
     assert spent == [seg.log_path]
     seg.close()
+
+
+def test_truncation_to_the_first_byte_spends_the_mark(tmp_path, monkeypatch):
+    spent = []
+    monkeypatch.setattr(segment_module, "_consume_auto_da_alloc", spent.append)
+    seg = _create(tmp_path)
+    for offset in range(3):
+        buf = bytearray(build_batch([b"v"], base_offset=offset, timestamp_ms=1))
+        seg.append(buf, validate_produce(bytes(buf), 1 << 20))
+    seg.truncate_to(1)  # keeps the first batch: the file is not emptied
+    assert spent == []
+    seg.truncate_to(0)
+    assert seg.size == 0
+    assert spent == [seg.log_path]
+    seg.close()
