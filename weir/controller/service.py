@@ -55,7 +55,7 @@ from weir.controller.events import (
     UncleanLeaderElectionEnable,
     ZkReassignmentChange,
 )
-from weir.controller.executor import WRITE_CHUNK, RunBlocking
+from weir.controller.executor import RunBlocking
 from weir.controller.log_dir_events import LogDirEventNotification
 from weir.controller.rpc import alter_partition_event, alter_partition_response
 from weir.controller.settings import ControllerSettings
@@ -65,7 +65,7 @@ from weir.coordination import codecs, paths
 from weir.coordination.errors import ControllerMovedError, ZnodeDataError
 from weir.protocol.errors import ErrorCode, KafkaError
 
-__all__ = ["WRITE_CHUNK", "ControllerService", "StateChange"]
+__all__ = ["ControllerService", "StateChange"]
 
 
 log = logging.getLogger(__name__)
