@@ -62,6 +62,7 @@ from weir.security.listeners import ListenerSecurity
 from weir.security.session import ConnectionSecurity
 from weir.security.tls import ssl_principal
 from weir.server.context import NOT_NOW, RawResponse, RequestContext
+from weir.server.direct_send import send_direct
 from weir.server.frames import FrameProtocol
 from weir.server.handlers import REGISTRY
 
@@ -574,6 +575,8 @@ class _Pipeline:
         asyncio's sendfile fallback, which reads in a thread block by block."""
         loop = asyncio.get_running_loop()
         tls = self.writer.get_extra_info("ssl_object") is not None
+        if not tls:
+            chunks = send_direct(self.writer.transport, chunks)
         for chunk in chunks:
             if not isinstance(chunk, FileRegion):
                 self.writer.write(chunk)
