@@ -98,3 +98,44 @@ def test_requests_are_written_ahead_of_answers_and_resent_from_the_first_unanswe
     assert PipeConnection.written[3:] == [(2, 1), (2, 2)]
     assert [list(e.errors) for e in events] == [[TopicPartition("t", p)] for p in (0, 1, 2)]
     assert all(isinstance(e, StopReplicaResult) for e in events)
+
+
+class AnsweringConnection(PipeConnection):
+    async def request(self, payload: Any, timeout_s: float | None = None, *,
+                      body: bytes | None = None) -> Any:
+        return StopReplicaResponse(error_code=ErrorCode.none, partition_errors=())
+
+
+def test_work_ready_before_a_batch_runs_before_its_encoding() -> None:
+    """The controlled shutdown's answer is handed on just before the new leaders' batch is
+    queued, and needs two more turns of the event loop to be written (the request's task,
+    then the connection's responder): a sender yields before each encoding, so it is not
+    held behind a 3,333-partition encode per broker."""
+    order: list[str] = []
+
+    async def scenario() -> None:
+        four = asyncio.Event()
+
+        async def encode(fn: Any, *args: Any) -> Any:
+            order.append("encode")
+            if order.count("encode") == 4:
+                four.set()
+            return fn(*args)
+
+        async def answer_in_two_turns() -> None:
+            await asyncio.sleep(0)
+            order.append("answer")
+
+        manager = ControllerChannelManager(lambda _e: None, connect=AnsweringConnection,
+                                           run_blocking=encode)
+        await manager.update_brokers({2: broker(2), 3: broker(3)})
+        await asyncio.sleep(0.01)  # the senders wait on their queues
+        answered = asyncio.ensure_future(answer_in_two_turns())
+        manager.send([OutboundRequest(b, _stop(p)) for b in (2, 3) for p in (0, 1)])
+        async with asyncio.timeout(10):
+            await answered
+            await four.wait()
+        await manager.close()
+
+    asyncio.run(scenario())
+    assert order[0] == "answer"
