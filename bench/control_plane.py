@@ -100,6 +100,16 @@ async def until(predicate: Callable[[], Any], timeout_s: float, what: str,
         await asyncio.sleep(interval_s)
 
 
+def cpu_seconds(pid: int | None) -> float | None:
+    """User + system CPU a process has used (``/proc/<pid>/stat``), or None if it is gone:
+    what a restart cost the broker, whatever else the shared machine ran meanwhile."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
+    except (OSError, TypeError):
+        return None
+    return round((int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK"), 2)
+
+
 def fd_kinds(pid: int) -> dict[str, int]:
     """Open descriptors of ``pid`` by kind (segment, index, checkpoint, socket, other)."""
     kinds: dict[str, int] = {}
@@ -413,9 +423,12 @@ class Bench:
         self.cluster.start_broker(broker_id, stale_wait_s=0)
         await until(lambda: broker_id in registered_brokers(zk), 120, "registration", 0.02)
         registered = time.perf_counter() - t0
+        cpu_registered = cpu_seconds(self.cluster.broker_pid(broker_id))
         await until(lambda: self.serving(broker_id, log_from), 300, "serving", 0.05)
         return {"broker": broker_id, "registered_s": round(registered, 3),
-                "serving_s": round(time.perf_counter() - t0, 3)}
+                "serving_s": round(time.perf_counter() - t0, 3),
+                "cpu_registered_s": cpu_registered,
+                "cpu_serving_s": cpu_seconds(self.cluster.broker_pid(broker_id))}
 
     def znode_gone(self, broker_id: int, t0: float, out: dict[str, float]) -> None:
         """Until ``/brokers/ids/<broker_id>`` is gone (its session expired: ZooKeeper's
@@ -522,6 +535,9 @@ def report(doc: dict[str, Any]) -> str:
         s = ph["restart"]
         row("restart", "clean restart → registered", f"{s['registered_s']:.2f} s")
         row("restart", "clean restart → serving", f"{s['serving_s']:.2f} s", "< 5 s")
+        if s.get("cpu_serving_s") is not None:
+            row("restart", "clean restart: the broker's CPU at registered / serving",
+                f"{s['cpu_registered_s']} s / {s['cpu_serving_s']} s")
     if "kill" in ph:
         s = ph["kill"]
         row("kill", "SIGKILL → new leaders in both survivors' Metadata",
@@ -530,6 +546,9 @@ def report(doc: dict[str, Any]) -> str:
         s = ph["recover"]
         row("recover", "restart after SIGKILL → registered", f"{s['registered_s']:.2f} s")
         row("recover", "restart after SIGKILL → serving", f"{s['serving_s']:.2f} s")
+        if s.get("cpu_serving_s") is not None:
+            row("recover", "restart after SIGKILL: the broker's CPU at registered / serving",
+                f"{s['cpu_registered_s']} s / {s['cpu_serving_s']} s")
     if "controller" in ph:
         s = ph["controller"]
         row("controller", "controller SIGKILL → new controller elected",

@@ -221,13 +221,14 @@ class Broker:
         steps.append(("ZooKeeper", time.perf_counter()))
         await self.dynamic_configs.reload()  # before recovery, as Kafka's DynamicBrokerConfig
         steps.append(("dynamic configs", time.perf_counter()))
+        if freeze_heap:  # the imports' heap: collected and frozen while it is small
+            gc_tuning.freeze_startup_heap()
         with gc_tuning.paused():  # only long-lived objects: no collections (gc_tuning)
             self.log_manager.startup(_now_ms())
+            if freeze_heap:  # the loaded logs out of every later full collection
+                gc_tuning.freeze_built_while_paused()
         self.log_cleaner.start()
         steps.append(("logs", time.perf_counter()))
-        if freeze_heap:  # the loaded logs out of every later full collection
-            frozen = gc_tuning.freeze_startup_heap()
-            steps.append((f"GC freeze of {frozen} objects", time.perf_counter()))
         if self.authorizer is not None:  # ACLs loaded before the first request is served
             await self.authorizer.start()
         for server in self.socket_servers:
@@ -396,7 +397,8 @@ async def _main(config: BrokerConfig, *, exit_when_stopped: bool = False) -> int
             log.exception("cleanup after a failed start also failed")
         return 1
     # Full GC collections stall the loop; keep them off the startup heap (see gc_tuning:
-    # the logs were frozen before registering, this walks only what start-up made since).
+    # the imports and the logs were frozen before registering; this walks only what
+    # start-up made since).
     gc_tuning.tune_thresholds()
     log.info("froze %d startup objects out of the cyclic GC", gc_tuning.freeze_startup_heap())
     await broker.run_until_stopped()

@@ -49,3 +49,16 @@ def test_allocations_while_paused_start_no_collection_and_garbage_is_freed_after
         assert cycle() is not None
     gc.collect()
     assert cycle() is None
+
+
+def test_what_a_paused_phase_built_is_frozen_without_a_collection() -> None:
+    gc.collect()
+    collections = [g["collections"] for g in gc.get_stats()]
+    try:
+        with gc_tuning.paused():
+            built = [[i] for i in range(5_000)]  # long-lived containers, as loaded logs
+            frozen = gc_tuning.freeze_built_while_paused()
+        assert frozen >= len(built)
+        assert [g["collections"] for g in gc.get_stats()] == collections
+    finally:
+        gc.unfreeze()
