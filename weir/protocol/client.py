@@ -140,7 +140,7 @@ class BrokerConnection:
         self.client_id = client_id
         self.max_frame_bytes = max_frame_bytes
         self._writer: asyncio.StreamWriter | None = None
-        self._pending: dict[int, tuple[asyncio.Future, type, bool]] = {}
+        self._pending: dict[int, tuple[asyncio.Future, type, bool, Any]] = {}
         self._ids = itertools.count(1)
         self._closed_exc: BaseException | None = None
 
@@ -168,11 +168,13 @@ class BrokerConnection:
                 raise
 
     async def request(self, payload: Any, timeout_s: float | None = 30.0, *,
-                      body: bytes | None = None) -> Any:
+                      body: bytes | None = None,
+                      decoder: Callable[[bytes | memoryview, int], Any] | None = None) -> Any:
         """Send ``payload`` (a request schema object); return the decoded response.
 
         ``body``: ``payload``'s encoding when the caller has it already (the controller
-        encodes an UpdateMetadata body once for all brokers)."""
+        encodes an UpdateMetadata body once for all brokers).  ``decoder``: reads the
+        response body (frame, position) first; when it gives None, kio decodes it."""
         if not self.connected:
             raise ConnectionError(f"not connected to {self.host}:{self.port}")
         cls = type(payload)
@@ -186,7 +188,7 @@ class BrokerConnection:
         resp_cls = response_class_for(cls)
         fut: asyncio.Future = asyncio.get_running_loop().create_future()
         self._pending[correlation_id] = (
-            fut, resp_cls, codec.response_header_flexible(api_key, resp_cls)
+            fut, resp_cls, codec.response_header_flexible(api_key, resp_cls), decoder
         )
         assert self._writer is not None
         self._writer.write(_SIZE.pack(len(header) + len(body)) + header + body)
@@ -205,10 +207,12 @@ class BrokerConnection:
         entry = self._pending.get(correlation_id)
         if entry is None:
             return
-        fut, resp_cls, flexible = entry
+        fut, resp_cls, flexible, decoder = entry
         try:
             pos = codec.skip_tagged_fields(frame, 4) if flexible else 4
-            result = codec.decode_body(resp_cls, frame, pos)
+            result = decoder(frame, pos) if decoder is not None else None
+            if result is None:
+                result = codec.decode_body(resp_cls, frame, pos)
         except codec.MalformedRequest as exc:
             if not fut.done():
                 fut.set_exception(ConnectionError(str(exc)))
@@ -224,7 +228,7 @@ class BrokerConnection:
 
     def _fail_all(self, exc: BaseException) -> None:
         self._closed_exc = exc
-        for fut, _, _ in list(self._pending.values()):
+        for fut, *_rest in list(self._pending.values()):
             if not fut.done():
                 fut.set_exception(exc)
         self._pending.clear()

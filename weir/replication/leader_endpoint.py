@@ -40,6 +40,7 @@ from weir.common import TopicPartition
 from weir.protocol import codec
 from weir.protocol.client import BrokerConnection
 from weir.protocol.errors import ErrorCode, KafkaError
+from weir.replication import follower_fetch_response
 from weir.replication.fetch_session_handler import FetchSessionHandler
 
 __all__ = [
@@ -89,7 +90,7 @@ class FetchedPartition:
     error: ErrorCode = ErrorCode.none
     high_watermark: int = -1
     log_start_offset: int = -1
-    records: bytes = b""
+    records: bytes | memoryview = b""
     diverging_epoch: tuple[int, int] | None = None  # (epoch, end offset), KIP-320
 
 
@@ -208,7 +209,8 @@ class RemoteLeaderEndPoint:
             # one pass (kio's builder and writer cost more than the append it carries).
             body = encode_fetch_request(params, data.session_id, data.epoch, by_topic,
                                         forgotten)
-            response = await conn.request(_fetch_request_type(), timeout_ms / 1000, body=body)
+            response = await conn.request(_fetch_request_type(), timeout_ms / 1000, body=body,
+                                          decoder=follower_fetch_response.decode)
         else:
             request = codec.build(
                 _fetch_schema(), replica_id=params.replica_id,
@@ -233,7 +235,8 @@ class RemoteLeaderEndPoint:
                     error=ErrorCode(int(part.error_code)),
                     high_watermark=int(part.high_watermark),
                     log_start_offset=int(part.log_start_offset),
-                    records=bytes(part.records or b""),
+                    # The fast decoder's records are a view of the response frame.
+                    records=part.records if part.records is not None else b"",
                     diverging_epoch=(int(diverging.epoch), int(diverging.end_offset))
                     if diverging is not None and int(diverging.epoch) >= 0 else None)
         return FetchAnswer(out)
