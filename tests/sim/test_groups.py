@@ -213,5 +213,7 @@ def test_deleted_topic_offsets_removed_catches_a_load_ignoring_offset_tombstones
             return
         real(rec, offsets, records)
     monkeypatch.setattr(GroupCoordinator, "_replay", staticmethod(resurrect))
-    found = _violations(range(4), "deleted topic offsets removed: ")
+    # Only runs where a group's coordinator moves after a deletion reached it can show it
+    # (seeds 5, 7 and 10 of the first 12 at this writing): scan until one does.
+    found = _violations(range(12), "deleted topic offsets removed: ")
     assert found and "whose deletion broker" in found[0]

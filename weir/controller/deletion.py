@@ -12,7 +12,8 @@ An ineligible topic resumes when a broker hosting one of its replicas starts aga
 
 A topic may be deleted while one of its partitions is being reassigned, as Kafka's
 controller does when the deletion arrives during the move (processTopicDeletion marks only
-topics already queued ineligible).  Its moves end with it, and so do their entries in
+topics already queued ineligible).  Its moves end with it (the reassignment manager
+neither advances nor completes a move of a topic queued for deletion), and so do their entries in
 ``/admin/reassign_partitions``, removed before the topic's znodes: left behind, an entry
 would move the partition of a topic re-created under that name.
 """

@@ -148,7 +148,8 @@ class ReassignmentManager:
         """After ISR writes: complete the moves whose target replicas are all in sync."""
         ctx = self._ctx
         done = {tp: ctx.reassignments[tp] for tp in sorted(set(partitions))
-                if tp in ctx.reassignments and self._caught_up(tp, ctx.reassignments[tp])}
+                if tp in ctx.reassignments and not ctx.is_topic_queued_for_deletion(tp.topic)
+                and self._caught_up(tp, ctx.reassignments[tp])}
         if done:
             yield from self._complete(scope, done)
 
@@ -224,6 +225,13 @@ class ReassignmentManager:
 
     def _advance(self, scope: EventScope,
                  moves: Mapping[TopicPartition, ReplicaAssignment]) -> ZkSteps[None]:
+        # A move of a topic queued for deletion ends with the topic (module docstring of
+        # weir.controller.deletion): advancing or completing it would hand the replica
+        # state machine transitions the deletion's states do not allow (a completed move
+        # turned a replica in ReplicaDeletionStarted into NonExistent and stalled the
+        # deletion for good).
+        moves = {tp: a for tp, a in moves.items()
+                 if not self._ctx.is_topic_queued_for_deletion(tp.topic)}
         complete = {tp: a for tp, a in moves.items() if self._caught_up(tp, a)}
         waiting = {tp: a for tp, a in moves.items() if tp not in complete}
         if waiting:

@@ -10,7 +10,7 @@ from weir.controller.events import StopReplicaResult, TopicDeletion, ZkReassignm
 from weir.protocol.errors import ErrorCode
 
 from .helpers import drive, partition_states, stop_replica
-from .test_reassignment import T0, T1, alter, setup
+from .test_reassignment import T0, T1, alter, isr_join, setup
 
 
 def _stopped_everywhere(core, zk, effects) -> None:
@@ -36,5 +36,19 @@ def test_an_api_move_of_a_deleted_topic_ends_with_it() -> None:
     core, zk = setup()
     alter(core, zk, {T0: (2, 3, 4), T1: (2, 3, 4)})
     effects = drive(core, zk, TopicDeletion(frozenset({"t"})))
+    _stopped_everywhere(core, zk, effects)
+    assert zk.deleted == ["t"] and not core.reassignment.list(None)
+
+
+def test_a_move_caught_up_during_the_deletion_is_not_completed() -> None:
+    # The leader still reports ISR changes while the deletion waits for StopReplica
+    # answers; completing the move then would turn replicas in ReplicaDeletionStarted
+    # into NonExistent (and move others back online) and stall the deletion for good
+    # (found by the group simulation, seed 2, after a controller failover resumed the move).
+    core, zk = setup()
+    alter(core, zk, {T0: (2, 3, 4)})
+    effects = drive(core, zk, TopicDeletion(frozenset({"t"})))
+    isr_join(core, zk, T0, [1, 2, 3, 4])
+    assert core.ctx.full_assignment(T0).is_being_reassigned  # not completed
     _stopped_everywhere(core, zk, effects)
     assert zk.deleted == ["t"] and not core.reassignment.list(None)
