@@ -284,7 +284,10 @@ class Partition:
         return min(wanted, max(len(self.replicas), 1))
 
     def check_min_isr(self, min_insync_replicas: int | None = None) -> None:
-        if len(self.isr) < self.effective_min_isr(min_insync_replicas):
+        isr_size = len(self.partition_state.isr)
+        if isr_size >= max(len(self.replicas), 1):
+            return  # every replica in sync: any min.insync.replicas is met (it is capped)
+        if isr_size < self.effective_min_isr(min_insync_replicas):
             raise KafkaError(
                 ErrorCode.not_enough_replicas,
                 f"{self.tp}: ISR {sorted(self.isr)} is smaller than "
@@ -326,19 +329,24 @@ class Partition:
         every live follower outside it that is caught up (at our log end, or caught up within
         replica.lag.time.max.ms): a recovering follower about to join the ISR is waited for,
         so it joins without the HW having passed records it lacks."""
-        if not self.is_leader or self.log is None:
+        log = self.log
+        if self.leader != self.broker_id or log is None:
             return False
-        if now_ms is not None:
-            self.last_now_ms = max(self.last_now_ms, now_ms)
-        leader_leo = self.log.log_end_offset
-        if self.log.high_watermark >= leader_leo:
+        if now_ms is not None and now_ms > self.last_now_ms:
+            self.last_now_ms = now_ms
+        leader_leo = log.log_end_offset
+        if log.high_watermark >= leader_leo:
             return False  # the HW is at our log end already (every idle partition)
         now = self.last_now_ms
-        if len(self.isr) < self.effective_min_isr():
+        replicas = self.replicas
+        isr_size = len(self.partition_state.isr)
+        # The effective min.insync.replicas is at most the replication factor: with every
+        # replica in the ISR (the usual case) it is met without reading the topic's config.
+        if isr_size < max(len(replicas), 1) and isr_size < self.effective_min_isr():
             return False
         new_hw = leader_leo
-        maximal = self.maximal_isr
-        for replica in maximal.union(self.replicas):
+        maximal = self.partition_state.maximal_isr
+        for replica in maximal.union(replicas):
             if replica == self.broker_id:
                 continue
             follower = self.followers.get(replica)
@@ -454,7 +462,9 @@ class Partition:
             return ErrorCode.not_leader_or_follower
         if self.log.high_watermark < required_offset:
             return None
-        if len(self.maximal_isr) < self.effective_min_isr(min_insync_replicas):
+        in_sync = len(self.partition_state.maximal_isr)
+        if in_sync < max(len(self.replicas), 1) \
+                and in_sync < self.effective_min_isr(min_insync_replicas):
             return ErrorCode.not_enough_replicas_after_append
         return ErrorCode.none
 

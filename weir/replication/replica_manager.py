@@ -394,7 +394,9 @@ class ReplicaManager:
         for tp, records in entries.items():
             try:
                 p, plog = self.leader_log(tp)
-                if acks == -1:
+                if acks == -1 and len(p.partition_state.isr) < max(len(p.replicas), 1):
+                    # (with every replica in sync any min.insync.replicas is met: it is
+                    # capped at the replication factor)
                     p.check_min_isr(self.topic_min_isr(tp.topic))
                 info = plog.append_as_leader(
                     records, p.leader_epoch, now, origin,
@@ -437,8 +439,19 @@ class ReplicaManager:
         """Kafka's DelayedProduce for ``acks=all``, decided now if it can be (the results'
         errors set, None), else the wait in the produce purgatory (a coroutine that sets
         them).  The leaderships are those of the moment of the append."""
-        leaders = {tp: (self.partitions[tp], self.partitions[tp].leadership_generation)
-                   for tp in waiting}
+        # Decided at once (one replica, or followers already past the offset): each
+        # partition's status computed once.  Right after the append this broker leads each
+        # partition in the same leadership (no wait in between): Kafka's first
+        # DelayedProduce.tryComplete, i.e. the partition's checkEnoughReplicasReachOffset
+        # (with its own min.insync.replicas, that of the topic).
+        partitions = self.partitions
+        codes = [(tp, partitions[tp].check_enough_replicas_reach_offset(offset))
+                 for tp, offset in waiting.items()]
+        if all(code is not None for _tp, code in codes):
+            for tp, code in codes:
+                results[tp].error = code  # type: ignore[assignment]
+            return None
+        leaders = {tp: (partitions[tp], partitions[tp].leadership_generation) for tp in waiting}
 
         def status(tp: TopicPartition) -> ErrorCode | None:
             """None while still waiting; else the final error code for this partition."""
@@ -453,14 +466,6 @@ class ReplicaManager:
             for tp in waiting:
                 code = status(tp)
                 results[tp].error = ErrorCode.request_timed_out if code is None else code
-
-        # Decided at once (one replica, or followers already past the offset): each
-        # partition's status computed once, not once to decide and again to finish.
-        codes = [(tp, status(tp)) for tp in waiting]
-        if all(code is not None for _tp, code in codes):
-            for tp, code in codes:
-                results[tp].error = code  # type: ignore[assignment]
-            return None
 
         async def wait() -> None:
             await self.produce_purgatory.wait(waiting, done, timeout_ms / 1000)

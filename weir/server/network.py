@@ -75,6 +75,9 @@ _API_KEY = struct.Struct(">h")
 _PRODUCE = 0
 _COROUTINE = types.CoroutineType  # what a handler's ``handle_now`` returns to go on later
 MAX_IN_FLIGHT = 16  # requests read ahead of their responses on one connection
+# (api key, version) -> (handler, request class, response class, flexible request header):
+# what every request looks up, for the versions the handlers support.
+_APIS: dict[tuple[int, int], tuple[Any, type, type, bool]] = {}
 
 
 class CloseConnection(Exception):
@@ -124,19 +127,24 @@ class Dispatcher:
             refusal = security.refusal(api_key)
             if refusal is not None:  # Kafka's SaslServerAuthenticator: nothing else before auth
                 raise CloseConnection(refusal)
-        handler = REGISTRY.get(api_key)
-        if handler is None:
-            raise CloseConnection(f"unknown API key {api_key}")
-        if not handler.supports(version):
-            if api_key == codec.API_VERSIONS_KEY:
-                return self._unsupported_api_versions(correlation_id)
-            raise CloseConnection(
-                f"unsupported version {version} of API {handler.name} "
-                f"(supported {handler.min_version}-{handler.max_version})"
-            )
-        request_cls, response_cls = handler.schemas(version)
+        api = _APIS.get((api_key, version))
+        if api is None:
+            handler = REGISTRY.get(api_key)
+            if handler is None:
+                raise CloseConnection(f"unknown API key {api_key}")
+            if not handler.supports(version):
+                if api_key == codec.API_VERSIONS_KEY:
+                    return self._unsupported_api_versions(correlation_id)
+                raise CloseConnection(
+                    f"unsupported version {version} of API {handler.name} "
+                    f"(supported {handler.min_version}-{handler.max_version})"
+                )
+            request_cls, response_cls = handler.schemas(version)
+            api = _APIS[(api_key, version)] = (handler, request_cls, response_cls,
+                                               bool(request_cls.__flexible__))
+        handler, request_cls, response_cls, flexible = api
         try:
-            header = codec.parse_request_header(frame, bool(request_cls.__flexible__))
+            header = codec.parse_request_header(frame, flexible)
             request = None
             if api_key == _PRODUCE:  # the hot path: read by hand, kio for anything unusual
                 request = produce_request.decode(frame, header.size, version)

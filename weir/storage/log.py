@@ -21,7 +21,13 @@ from pathlib import Path
 
 from weir.common import TopicPartition
 from weir.protocol.errors import ErrorCode, KafkaError
-from weir.records.batch import BatchHeader, assign_offsets, validate_batches, validate_produce
+from weir.records.batch import (
+    CONTROL_BIT,
+    BatchHeader,
+    assign_offsets,
+    validate_batches,
+    validate_produce,
+)
 from weir.records.control import EndTxnMarker, read_marker
 from weir.records.filter import require_keys
 from weir.records.records import iter_records
@@ -212,21 +218,33 @@ class Log:
         ``verification`` (KIP-890, when enabled): a 1-tuple with the guard the coordinator
         verified (or None): transactional data starting a transaction needs it."""
         self._clock_ms = now_ms
-        headers = validate_produce(records, self.config.max_message_bytes)
-        if origin is AppendOrigin.CLIENT:
+        config = self.config
+        headers = validate_produce(records, config.max_message_bytes)
+        # Batches with neither a producer id nor the control bit (a producer without
+        # idempotence: the usual client append) have nothing for the producer-state checks
+        # and bookkeeping below to look at: they are skipped, not run to no effect.
+        plain = True
+        for h in headers:
+            if h.producer_id >= 0 or h.attributes & CONTROL_BIT:
+                plain = False
+                break
+        if not plain and origin is AppendOrigin.CLIENT:
             check_client_batches(self._tp, headers)
-        if self.config.compact:  # keyless records are refused (LogValidator.validateKey)
+        if config.compact:  # keyless records are refused (LogValidator.validateKey)
             require_keys(self._tp, records)
-        markers = {h.position: read_marker(records, h) for h in headers if h.is_control}
-        duplicate = self._producer_state.check_all(headers, origin, markers)
-        if duplicate is not None:
-            return AppendResult(duplicate[0], duplicate[1], -1, self._log_start, duplicate=True)
-        if verification is not None:
-            self._producer_state.check_verified(headers, verification[0])
-        append_time = now_ms if self.config.log_append_time else None
+        markers: dict[int, EndTxnMarker | None] = {}
+        if not plain:
+            markers = {h.position: read_marker(records, h) for h in headers if h.is_control}
+            duplicate = self._producer_state.check_all(headers, origin, markers)
+            if duplicate is not None:
+                return AppendResult(duplicate[0], duplicate[1], -1, self._log_start,
+                                    duplicate=True)
+            if verification is not None:
+                self._producer_state.check_verified(headers, verification[0])
+        append_time = now_ms if config.log_append_time else None
         first = self.log_end_offset
         buf = assign_offsets(records, headers, first, leader_epoch, append_time)
-        self._append(buf, headers, now_ms, markers)
+        self._append(buf, headers, now_ms, markers, producers=not plain)
         self._epoch_cache.assign(leader_epoch, first)
         return self._result(headers, len(buf), -1 if append_time is None else append_time)
 
@@ -269,7 +287,8 @@ class Log:
         )
 
     def _append(self, buf: bytes | bytearray, headers: list[BatchHeader], now_ms: int | None,
-                markers: dict[int, EndTxnMarker | None]):
+                markers: dict[int, EndTxnMarker | None], *, producers: bool = True):
+        """``producers`` False: no batch has a producer id (nothing for the producer state)."""
         active = self._segments[-1]
         last = headers[-1]
         config = self.config
@@ -283,7 +302,7 @@ class Log:
             self.roll()
             active = self._segments[-1]
         active.append(buf, headers)
-        for header in headers:
+        for header in headers if producers else ():
             done = self._producer_state.apply(header, markers.get(header.position))
             if done is not None and done[0].is_aborted:  # KIP-98: index the aborted txn
                 txn, lso = done

@@ -23,7 +23,7 @@ __all__ = ["AppendResult", "ReadResult", "storage_op"]
 _F = TypeVar("_F", bound=Callable[..., Any])
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)  # not frozen: built once per append, a frozen init costs 3x
 class AppendResult:
     first_offset: int
     last_offset: int
