@@ -400,6 +400,7 @@ async def _main(config: BrokerConfig, *, exit_when_stopped: bool = False) -> int
     # the imports and the logs were frozen before registering; this walks only what
     # start-up made since).
     gc_tuning.tune_thresholds()
+    gc_tuning.log_slow_collections(logging.getLogger("weir.server.gc"))
     log.info("froze %d startup objects out of the cyclic GC", gc_tuning.freeze_startup_heap())
     await broker.run_until_stopped()
     await broker.stop()

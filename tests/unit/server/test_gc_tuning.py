@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import gc
 import weakref
+from types import SimpleNamespace
 
 import pytest
 
@@ -62,3 +63,35 @@ def test_what_a_paused_phase_built_is_frozen_without_a_collection() -> None:
         assert [g["collections"] for g in gc.get_stats()] == collections
     finally:
         gc.unfreeze()
+
+
+def test_new_replicas_are_frozen_after_a_collection(caplog) -> None:
+    """What a large LeaderAndIsr built (its replicas) leaves the collected generations;
+    garbage made before is collected first, not frozen."""
+    import logging
+
+    before = gc.get_freeze_count()
+    cycle = weakref.ref(_Node())
+    built = [[i] for i in range(5_000)]
+    try:
+        with caplog.at_level(logging.INFO):
+            frozen = gc_tuning.freeze_new_replicas(5_000, logging.getLogger("t"))
+        assert cycle() is None  # collected, not frozen
+        assert frozen >= before + len(built)
+        assert "after 5000 new replicas" in caplog.text
+    finally:
+        gc.unfreeze()
+
+
+def test_slow_collections_are_logged_with_their_generation() -> None:
+    lines: list[str] = []
+    sink = SimpleNamespace(info=lambda fmt, *args: lines.append(fmt % args))
+    cb = gc_tuning.log_slow_collections(sink, threshold_ms=0.0)
+    try:
+        assert gc_tuning.log_slow_collections(sink) is cb  # installed once
+        gc.collect()
+    finally:
+        gc_tuning.stop_logging_collections(cb)
+    assert any(line.startswith("gc: generation 2 collection took") for line in lines)
+    gc.collect()
+    assert len([x for x in lines if "generation 2" in x]) == 1  # no longer installed

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
 from typing import Any
@@ -11,6 +12,7 @@ from weir.protocol.errors import ErrorCode, KafkaError
 from weir.replication.leader_endpoint import BrokerEndPoint
 from weir.replication.partition import LeaderState
 from weir.replication.replica_manager import PartitionStateUpdate
+from weir.server import gc_tuning
 from weir.server.handlers._controller_requests import cluster_action_refused, stale_broker_epoch
 
 API_KEY = 4
@@ -45,6 +47,8 @@ async def handle(ctx, request) -> Any:
     if error is not None:
         return ctx.respond(error_code=error, topics=[])
     updates, topic_ids = parse_partition_states(request)
+    known = ctx.replica_manager.partitions
+    new_replicas = sum(1 for tp in updates if tp not in known)
     live_leaders = {int(b.broker_id): BrokerEndPoint(int(b.broker_id), b.host_name, int(b.port))
                     for b in request.live_leaders}
     await ctx.topic_configs.load(set(topic_ids))
@@ -61,6 +65,9 @@ async def handle(ctx, request) -> Any:
              "(new logs created off the event loop first: %.0f ms)",
              int(request.controller_epoch), len(updates),
              (time.perf_counter() - created) * 1000, (created - started) * 1000)
+    if new_replicas >= gc_tuning.FREEZE_AFTER_NEW_REPLICAS:
+        # after the answer is written (the next turn of the loop)
+        asyncio.get_running_loop().call_soon(gc_tuning.freeze_new_replicas, new_replicas, log)
     by_topic: dict[str, list[dict[str, Any]]] = {}
     for tp, code in results.items():
         by_topic.setdefault(tp.topic, []).append(
