@@ -20,7 +20,8 @@ of a shared machine count little), each step as the broker's event loop runs it:
   ``MetadataCache.update``;
 * ``Metadata (all topics)``: the Metadata handler's answer for every topic, encoded as the
   socket server sends it, first after the update and again (what the handler keeps
-  between updates is reused).
+  between updates is reused), and after a further update naming a third of the
+  partitions (a controlled shutdown's or a broker failure's new leaders).
 
 Results: ``bench/results/broker_apply-<UTC stamp>.md`` and ``broker_apply-latest.md``.
 """
@@ -155,7 +156,20 @@ async def run_rounds(data_dir: Path, lai_req, umd_req, rounds: int,
             answer = await handler(ctx, request)
             body = answer.body if isinstance(answer, RawResponse) else codec.encode_body(answer)
             ms[step] = (time.process_time() - start) * 1000
+        # An update naming a third of the partitions (a controlled shutdown's or a broker
+        # failure's new leaders), then the next Metadata for every topic.
+        third = [(t, tid, i, dataclasses.replace(m, leader_epoch=m.leader_epoch + 1))
+                 for t, tid, i, m in partitions[::3]]
+        cache.update(int(umd.controller_id), int(umd.controller_epoch), brokers, third)
+        start = time.process_time()
+        answer = await handler(ctx, request)
+        body = answer.body if isinstance(answer, RawResponse) else codec.encode_body(answer)
+        ms["Metadata (all topics), first after an update of a third"] = (
+            time.process_time() - start) * 1000
         response = codec.decode_body(ctx.response_cls, body)
+        assert all(p.leader_epoch == m.leader_epoch + 1 for (_t, _tid, _i, m), p in zip(
+            partitions[::3], [p for t in response.topics for p in t.partitions][::3],
+            strict=False)), "the third's new epochs are in the answer"
         if profile:
             profile.disable()
         assert set(results.values()) == {0}, "every state applied"

@@ -63,6 +63,14 @@ class MetadataCache:
     # valid until the next update: a 10,000-partition answer costs ~0.1 s to encode, and
     # every client and the admin tools poll it.
     encoded: dict[tuple[Any, ...], bytes] = field(default_factory=dict)
+    # Each partition entity of a Metadata answer, encoded, by (entity class, whether it
+    # depends on the replicas' liveness: v0's REPLICA_NOT_AVAILABLE), topic and partition
+    # (weir.server.metadata_encoding).  Unlike the two memos above it outlives an update:
+    # only the partitions the update names, and those whose leader (or, for v0, a
+    # replica) is among the brokers that came or went, are dropped (Kafka's MetadataCache
+    # changes only the updated partitions' states too).
+    partition_bytes: dict[tuple[type, bool], dict[str, dict[int, bytes]]] = field(
+        default_factory=dict)
 
     def update(self, controller_id: int, controller_epoch: int, brokers: list[BrokerMeta],
                partitions: list[tuple[str, uuid.UUID | None, int, PartitionMeta]]) -> set[str]:
@@ -71,8 +79,11 @@ class MetadataCache:
         self.encoded.clear()
         self.controller_id = controller_id
         self.controller_epoch = controller_epoch
+        came_or_went = set(self.brokers).symmetric_difference(b.id for b in brokers)
         self.brokers = {b.id: b for b in brokers}
         deleted: set[str] = set()
+        if self.partition_bytes:
+            self._forget_encoded(partitions, came_or_went)
         for topic, topic_id, index, meta in partitions:
             if meta.leader == LEADER_DURING_DELETE:
                 parts = self.topics.get(topic)
@@ -87,6 +98,25 @@ class MetadataCache:
             if topic_id is not None and topic_id.int != 0:
                 self.topic_ids[topic] = topic_id
         return deleted
+
+    def _forget_encoded(self, partitions: list[tuple[str, uuid.UUID | None, int, PartitionMeta]],
+                        came_or_went: set[int]) -> None:
+        """Drop the kept encodings an update makes stale (see ``partition_bytes``): the
+        partitions it names, and with a change of live brokers every partition whose
+        leader (or, where it matters, a replica) is one of them (its error code may
+        change)."""
+        for (_cls, by_replicas), by_topic in self.partition_bytes.items():
+            for topic, _tid, index, _meta in partitions:
+                kept = by_topic.get(topic)
+                if kept is not None:
+                    kept.pop(index, None)
+            if came_or_went:
+                for topic, kept in by_topic.items():
+                    parts = self.topics.get(topic, {})
+                    for index in [i for i in kept if (p := parts.get(i)) is None
+                                  or p.leader in came_or_went
+                                  or (by_replicas and not came_or_went.isdisjoint(p.replicas))]:
+                        del kept[index]
 
     def brokers_on(self, listener: str) -> list[BrokerMeta]:
         """The live brokers with an endpoint on ``listener``, by id, at that endpoint."""

@@ -1,5 +1,5 @@
-"""Metadata handler: a topic's partitions are built once per metadata update (memo) and the
-memo never outlives an UpdateMetadata."""
+"""Metadata handler: an answer is kept encoded until the next UpdateMetadata, and its
+partitions' encodings until an update changes them (tests/unit/server/test_metadata_splice.py)."""
 
 from __future__ import annotations
 
@@ -49,15 +49,17 @@ def _leaders(cache: MetadataCache, version: int = 12) -> dict[int, int]:
     return {p.partition_index: p.leader_id for p in topic.partitions}
 
 
-def test_partitions_are_memoised_per_update_and_version():
+def test_partition_encodings_are_kept_per_version():
     cache = _cache(leader=2)
     assert _leaders(cache) == {p: 2 for p in range(50)}
-    assert len(cache.described) == 1
-    memo = next(iter(cache.described.values()))
+    assert len(cache.partition_bytes) == 1
+    [kept] = cache.partition_bytes.values()
+    first = dict(kept["t"])
+    cache.encoded.clear()  # asked again: spliced again from the same encodings
     assert _leaders(cache) == {p: 2 for p in range(50)}
-    assert next(iter(cache.described.values())) is memo  # reused, not rebuilt
+    assert all(kept["t"][i] is first[i] for i in first)
     assert _leaders(cache, version=1) == {p: 2 for p in range(50)}
-    assert len(cache.described) == 2  # one per response version
+    assert len(cache.partition_bytes) == 2  # one per response version
 
 
 def test_an_update_invalidates_the_memo():

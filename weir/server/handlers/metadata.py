@@ -7,6 +7,7 @@ it (v4+), answering LEADER_NOT_AVAILABLE until the controller has elected leader
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 import uuid
 from typing import Any
@@ -14,7 +15,7 @@ from typing import Any
 from weir.protocol import codec
 from weir.protocol.errors import ErrorCode, KafkaError
 from weir.security.acls import AclOperation, ResourceType
-from weir.server import admin, authz
+from weir.server import admin, authz, metadata_encoding
 from weir.server.context import RawResponse
 
 log = logging.getLogger(__name__)
@@ -58,17 +59,58 @@ async def handle(ctx, request) -> Any:
         body = ctx.metadata.encoded.get(key)
         if body is not None:
             return RawResponse(body)
-    response, reusable = await _answer(ctx, request)
+    # Answers that may be kept are spliced from the partitions' kept encodings
+    # (weir.server.metadata_encoding): their topics are built with no partitions here.
+    spliced: set[str] | None = None if key is None else set()
+    response, reusable = await _answer(ctx, request, spliced)
+    if spliced and not reusable:
+        response = _with_partitions(ctx, response, spliced)
     if key is None or not reusable:
         return response
-    body = codec.encode_body(response)
-    if len(ctx.metadata.encoded) < MAX_ENCODED:
-        ctx.metadata.encoded[key] = body
+    cache = ctx.metadata
+    nested = ctx.nested("MetadataResponsePartition")
+    encoded = [_partition_bytes(ctx, cache, nested, t.name) if t.name in spliced else ()
+               for t in response.topics]
+    body = metadata_encoding.encode_with_arrays(
+        response, ctx.nested("MetadataResponseTopic"), nested, encoded)
+    if len(cache.encoded) < MAX_ENCODED:
+        cache.encoded[key] = body
     return RawResponse(body)
 
 
-async def _answer(ctx, request) -> tuple[Any, bool]:
-    """The response, and whether it may be reused (see :func:`handle`)."""
+def _partition_bytes(ctx, cache, nested: type, name: str) -> list[bytes]:
+    """The topic's partition entities encoded, each kept until an update changes it."""
+    kept = cache.partition_bytes.setdefault((nested, ctx.version == 0), {}).setdefault(
+        name, {})
+    parts = cache.topics[name]
+    out = []
+    for index in sorted(parts):
+        encoded = kept.get(index)
+        if encoded is None:
+            encoded = kept[index] = codec.encode_body(
+                codec.build(nested, _partition(ctx, cache, index, parts[index])))
+        out.append(encoded)
+    return out
+
+
+def _with_partitions(ctx, response, names: set[str]) -> Any:
+    """``response`` with the partitions of the topics in ``names`` filled in."""
+    cache = ctx.metadata
+    topics = []
+    for t in response.topics:
+        if t.name in names and t.error_code == ErrorCode.none and t.name in cache.topics:
+            key = (t.name, ctx.response_cls)
+            memo = cache.described.get(key)
+            if memo is None:
+                memo = cache.described[key] = _partitions(ctx, cache, cache.topics[t.name])
+            t = dataclasses.replace(t, partitions=memo)
+        topics.append(t)
+    return dataclasses.replace(response, topics=tuple(topics))
+
+
+async def _answer(ctx, request, spliced: set[str] | None = None) -> tuple[Any, bool]:
+    """The response, and whether it may be reused (see :func:`handle`); with ``spliced``,
+    known topics are built with no partitions and their names added to it."""
     cache = ctx.metadata
     reusable = True
     version = ctx.version
@@ -111,7 +153,7 @@ async def _answer(ctx, request) -> tuple[Any, bool]:
                     ctx, AclOperation.CREATE, ResourceType.TOPIC, name):
                 topics.append(_refused(name))
                 continue
-        topic = await _describe_topic(ctx, name, may_create)
+        topic = await _describe_topic(ctx, name, may_create, spliced)
         reusable = reusable and topic["error_code"] == ErrorCode.none
         if with_ops and topic["error_code"] == ErrorCode.none:
             topic["topic_authorized_operations"] = authz.authorized_operations(
@@ -150,7 +192,8 @@ def _refused(name: str | None, topic_id: Any = _ZERO_UUID) -> dict[str, Any]:
             "topic_authorized_operations": _NO_OPERATIONS}
 
 
-async def _describe_topic(ctx, name: str, auto_create: bool) -> dict[str, Any]:
+async def _describe_topic(ctx, name: str, auto_create: bool,
+                          spliced: set[str] | None = None) -> dict[str, Any]:
     cache = ctx.metadata
     base = {"name": name, "topic_id": cache.topic_ids.get(name, _ZERO_UUID),
             "is_internal": name.startswith("__"),
@@ -161,6 +204,9 @@ async def _describe_topic(ctx, name: str, auto_create: bool) -> dict[str, Any]:
         if auto_create and ctx.config.auto_create_topics_enable:
             code = await _auto_create(ctx, name)
         return dict(base, error_code=code, partitions=[])
+    if spliced is not None:
+        spliced.add(name)
+        return dict(base, error_code=ErrorCode.none, partitions=())
     key = (name, ctx.response_cls)
     memo = cache.described.get(key)
     if memo is None:
@@ -171,24 +217,27 @@ async def _describe_topic(ctx, name: str, auto_create: bool) -> dict[str, Any]:
 def _partitions(ctx, cache, parts) -> tuple[Any, ...]:
     """A topic's partition entities, built once per metadata update (the memo above)."""
     nested = ctx.nested("MetadataResponsePartition")
-    partitions = []
-    for index in sorted(parts):
-        p = parts[index]
-        error = ErrorCode.none
-        if p.leader < 0 or not cache.alive(p.leader):
-            error = ErrorCode.leader_not_available
-        elif any(r not in cache.brokers for r in p.replicas):
-            error = ErrorCode.replica_not_available if ctx.version == 0 else ErrorCode.none
-        partitions.append({
-            "error_code": error,
-            "partition_index": index,
-            "leader_id": p.leader if error != ErrorCode.leader_not_available else -1,
-            "leader_epoch": p.leader_epoch,
-            "replica_nodes": list(p.replicas),
-            "isr_nodes": list(p.isr),
-            "offline_replicas": list(p.offline_replicas),
-        })
-    return tuple(codec.build(nested, part) for part in partitions)
+    return tuple(codec.build(nested, _partition(ctx, cache, index, parts[index]))
+                 for index in sorted(parts))
+
+
+def _partition(ctx, cache, index: int, p) -> dict[str, Any]:
+    """One partition entity's fields: they depend on its state, on whether its leader and
+    replicas are live brokers, and on the version (v0's REPLICA_NOT_AVAILABLE)."""
+    error = ErrorCode.none
+    if p.leader < 0 or not cache.alive(p.leader):
+        error = ErrorCode.leader_not_available
+    elif any(r not in cache.brokers for r in p.replicas):
+        error = ErrorCode.replica_not_available if ctx.version == 0 else ErrorCode.none
+    return {
+        "error_code": error,
+        "partition_index": index,
+        "leader_id": p.leader if error != ErrorCode.leader_not_available else -1,
+        "leader_epoch": p.leader_epoch,
+        "replica_nodes": list(p.replicas),
+        "isr_nodes": list(p.isr),
+        "offline_replicas": list(p.offline_replicas),
+    }
 
 
 async def _auto_create(ctx, name: str) -> ErrorCode:
