@@ -398,14 +398,13 @@ class ReplicaManager:
                     # (with every replica in sync any min.insync.replicas is met: it is
                     # capped at the replication factor)
                     p.check_min_isr(self.topic_min_isr(tp.topic))
-                info = plog.append_as_leader(
-                    records, p.leader_epoch, now, origin,
-                    verification=None if verification is None else (verification.get(tp),))
-                results[tp] = ProduceResult(
-                    base_offset=info.first_offset,
-                    log_append_time_ms=info.log_append_time_ms,
-                    log_start_offset=plog.log_start_offset,
-                )
+                if verification is None:
+                    info = plog.append_as_leader(records, p.leader_epoch, now, origin)
+                else:
+                    info = plog.append_as_leader(records, p.leader_epoch, now, origin,
+                                                 verification=(verification.get(tp),))
+                results[tp] = ProduceResult(ErrorCode.none, info.first_offset,
+                                            info.log_append_time_ms, info.log_start_offset)
                 if not info.duplicate:
                     self.bytes_in += len(records)
                     self.messages_in += info.last_offset - info.first_offset + 1

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from weir.protocol.errors import KafkaError
-from weir.records.batch import HEADER_SIZE, BatchHeader, batch_crc, parse_header
+from weir.records.batch import HEADER_SIZE, LOG_OVERHEAD, BatchHeader, batch_crc, parse_header
 from weir.storage import file_io
 from weir.storage.index import IndexCorruptError, OffsetIndex, TimeIndex
 from weir.storage.txn_index import TransactionIndex
@@ -255,11 +255,11 @@ class LogSegment:
             if self._max_timestamp >= 0:
                 self.time_index.maybe_append(self._max_timestamp, self._offset_of_max_timestamp)
             self._bytes_since_index = 0
-        self._bytes_since_index += header.size
+        self._bytes_since_index += header.batch_length + LOG_OVERHEAD
         if header.max_timestamp > self._max_timestamp:
             self._max_timestamp = header.max_timestamp
             self._offset_of_max_timestamp = header.base_offset
-        self._next_offset = header.next_offset
+        self._next_offset = header.base_offset + header.last_offset_delta + 1
 
     # -- lookups -----------------------------------------------------------------------
     def find_batch(self, offset: int) -> BatchHeader | None:
