@@ -221,21 +221,32 @@ class ProducerStateManager:
         """Validate a whole append (several batches may share a producer id); ``markers``
         maps a control batch's position to its decoded marker.
 
-        Returns the offsets of the first duplicate found, as Kafka does."""
+        Returns the offsets of the first duplicate found, as Kafka does.
+
+        A batch is checked against its producer's entry as the batches before it in the
+        append left it: a copy advanced batch by batch (the entry itself changes only in
+        :meth:`apply`).  The checks only read the entry, so the last batch (the only one of
+        most appends) needs no copy nor advance."""
         scratch: dict[int, ProducerEntry] = {}
-        for header in headers:
+        headers = headers if isinstance(headers, list) else list(headers)
+        last = len(headers) - 1
+        for i, header in enumerate(headers):
             if header.producer_id < 0:
                 continue
             pid = header.producer_id
             entry = scratch.get(pid)
-            if entry is None and pid in self._producers:
-                entry = self._producers[pid].copy()
-            marker = (markers or {}).get(header.position)
+            copied = entry is not None
+            if entry is None:
+                entry = self._producers.get(pid)
+            marker = markers.get(header.position) if markers else None
             self._check_verification_sequence(header, origin)
             duplicate = _check_entry(entry, header, origin, marker)
             if duplicate is not None:
                 return duplicate
-            scratch[pid], _done = _advance(entry, header, marker)
+            if i < last:
+                if entry is not None and not copied:
+                    entry = entry.copy()
+                scratch[pid], _done = _advance(entry, header, marker)
         return None
 
     def _check_verification_sequence(self, header: BatchHeader, origin: AppendOrigin) -> None:

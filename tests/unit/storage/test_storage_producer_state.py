@@ -89,6 +89,18 @@ def test_check_all_sees_earlier_batches_of_same_request():
     assert psm.entry(7).last_seq == 0  # check_all does not mutate
 
 
+def test_check_all_of_several_batches_leaves_the_entry_alone():
+    """Batches after the first are checked against a copy advanced by the earlier ones (a
+    generator of headers as well as a list); the manager's entry changes only in apply."""
+    psm = ProducerStateManager()
+    psm.apply(hdr(0))
+    assert psm.check_all(h for h in [hdr(1), hdr(2), hdr(3)]) is None
+    # a duplicate within the append: the offsets of the earlier batch
+    assert psm.check_all([hdr(1, offset=1), hdr(2, offset=2), hdr(1, offset=3)]) == (1, 1)
+    assert psm.entry(7).last_seq == 0 and len(psm.entry(7).batches) == 1
+    assert psm.check_all([hdr(1)]) is None
+
+
 def test_rebuild():
     psm = ProducerStateManager()
     headers = [hdr(i, offset=i) for i in range(8)]
