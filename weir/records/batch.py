@@ -288,5 +288,5 @@ def assign_offsets(
             _I64.pack_into(out, pos + MAX_TIMESTAMP_OFFSET, log_append_time_ms)
             header.crc = batch_crc(out, header)
             _U32.pack_into(out, pos + CRC_OFFSET, header.crc)
-        next_offset = header.next_offset
+        next_offset += header.last_offset_delta + 1
     return out

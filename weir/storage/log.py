@@ -169,7 +169,7 @@ class Log:
 
     def update_high_watermark(self, value: int) -> int:
         """Set the high watermark, clamped to [log start, LEO]; returns the value kept."""
-        self._high_watermark = min(max(value, self._log_start), self.log_end_offset)
+        self._high_watermark = min(max(value, self._log_start), self._segments[-1].next_offset)
         self._producer_state.on_high_watermark_updated(self._high_watermark)
         self._check_invariants()
         return self._high_watermark
@@ -202,7 +202,7 @@ class Log:
         self.active_segment.index_interval_bytes = config.index_interval_bytes
 
     def _check_invariants(self) -> None:
-        assert self._log_start <= self._high_watermark <= self.log_end_offset, (
+        assert self._log_start <= self._high_watermark <= self._segments[-1].next_offset, (
             f"{self._tp}: log start {self._log_start} <= HW {self._high_watermark} "
             f"<= LEO {self.log_end_offset} violated"
         )
@@ -242,7 +242,7 @@ class Log:
             if verification is not None:
                 self._producer_state.check_verified(headers, verification[0])
         append_time = now_ms if config.log_append_time else None
-        first = self.log_end_offset
+        first = self._segments[-1].next_offset  # the log end offset
         buf = assign_offsets(records, headers, first, leader_epoch, append_time)
         self._append(buf, headers, now_ms, markers, producers=not plain)
         self._epoch_cache.assign(leader_epoch, first)

@@ -321,7 +321,8 @@ class ProducerStateManager:
 
     def on_high_watermark_updated(self, high_watermark: int) -> None:
         """Transactions whose marker is below the HW are replicated: the LSO may pass them."""
-        self._remove_unreplicated(high_watermark)
+        if self._unreplicated:  # else nothing to do (the usual: no marker awaits replication)
+            self._remove_unreplicated(high_watermark)
 
     def on_log_start_offset_incremented(self, log_start_offset: int) -> None:
         self._remove_unreplicated(log_start_offset)

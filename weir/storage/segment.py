@@ -449,7 +449,7 @@ class LogSegment:
         segment_ms: int,
     ) -> bool:
         """Kafka's roll conditions for an append of ``incoming_bytes`` ending at ``last_offset``."""
-        if self.is_empty:
+        if self._size == 0:  # empty
             return False
         if self._size + incoming_bytes > segment_bytes:
             return True

@@ -88,7 +88,7 @@ def _collect(ctx, request) -> tuple[int, dict[TopicPartition, bytes],
     txn_denied = _has_transactional_records(request) and (
         transactional_id is None or not authz.authorize(
             ctx, AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, transactional_id))
-    version = ctx.version
+    version = ctx.header.api_version
     for topic in request.topic_data:
         for part in topic.partition_data:
             tp = TopicPartition(topic.name, int(part.index))
