@@ -28,7 +28,7 @@ import time
 from datetime import UTC, datetime
 from pathlib import Path
 
-from weir.storage.checkpoints import LEADER_EPOCH_CHECKPOINT, fsync_dir
+from weir.storage.checkpoints import LEADER_EPOCH_CHECKPOINT, fsync_dir, sync_filesystems
 from weir.storage.deferred_writes import DeferredWriter
 from weir.storage.epoch_cache import LeaderEpochCache
 
@@ -70,13 +70,14 @@ def batch_phases(caches: list[LeaderEpochCache]) -> None:
     """``batch-sync``'s four phases done here, each timed (where the time goes)."""
     t0 = time.perf_counter()
     prepared = [p for c in caches if (p := c.prepare(if_dir_exists=True)) is not None]
+    dirs = {p.target.parent for p in prepared}
     t1 = time.perf_counter()
-    os.sync()
+    sync_filesystems(dirs)
     t2 = time.perf_counter()
     for p in prepared:
         assert p.rename()
     t3 = time.perf_counter()
-    os.sync()
+    sync_filesystems(dirs)
     t4 = time.perf_counter()
     for p in prepared:
         p.durable()

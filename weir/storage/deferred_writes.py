@@ -18,13 +18,16 @@ shutdown, before ``.kafka_cleanshutdown``).
 Both write a batch with :func:`write_batch`: each file stays atomic (Kafka's checkpoint
 files are each a temp file, fsynced, renamed), but the syncs are shared by the batch, not
 paid per file: (1) every job's temp file is written, unsynced (``prepare()``); (2) one
-``sync()`` makes them all durable; (3) every temp file is renamed over its target; (4) one
-more ``sync()`` makes the renames durable.  A crash at any point leaves each file with its
-old or its new content (a rename happens only after its temp file is durable), and every
-file is durable when the batch returns.  ``sync()`` (Linux: returns once the writes are
-done) is one call for thousands of files, where an fsync per file and per directory costs
-a disk flush each.  A one-file batch uses the per-file fsyncs instead (:func:`atomic_write`
-path), so a lone write does not flush the whole machine's dirty pages.  No lock is held
+``syncfs()`` of each filesystem holding them makes them all durable; (3) every temp file is
+renamed over its target; (4) one more ``syncfs()`` makes the renames durable.  A crash at
+any point leaves each file with its old or its new content (a rename happens only after its
+temp file is durable), and every file is durable when the batch returns.  ``syncfs()``
+(:func:`weir.storage.checkpoints.sync_filesystems`; returns once the writes are done) is
+one call for thousands of files, where an fsync per file and per directory costs a disk
+flush each; it flushes the log dirs' filesystems only, not every filesystem of the machine
+as ``sync()`` did (still every dirty page of those filesystems, segments included, which
+Kafka's per-file fsyncs do not).  A one-file batch uses the per-file fsyncs instead
+(:func:`atomic_write` path), so a lone write does not flush a filesystem's dirty pages.  No lock is held
 across a batch: an epoch cache's rename is skipped when its file was written again since
 its ``prepare()`` (e.g. ``Log.flush`` on the event loop), so older content never lands
 over newer.
@@ -44,6 +47,7 @@ from weir.storage.checkpoints import (
     PreparedWrite,
     fsync_dir,
     partition_metadata_text,
+    sync_filesystems,
     write_partition_metadata,
     write_temp,
 )
@@ -135,7 +139,7 @@ def write_batch(jobs: Iterable[Flushable], *, if_dir_exists: bool = True) -> int
         return failures
     if not prepared:
         return failures
-    os.sync()  # phase 2: every temp file durable
+    sync_filesystems(_dirs(prepared))  # phase 2: every temp file durable
     renamed = []
     for job, p in prepared:  # phase 3: renames
         try:
@@ -146,10 +150,15 @@ def write_batch(jobs: Iterable[Flushable], *, if_dir_exists: bool = True) -> int
             continue
         renamed.append(p)
     if renamed:
-        os.sync()  # phase 4: the renames durable
+        sync_filesystems(_dirs(prepared))  # phase 4: the renames durable
     for p in renamed:
         p.durable()
     return failures
+
+
+def _dirs(prepared: list[tuple[Flushable, PreparedWrite]]) -> set[Path]:
+    """The directories of a batch's files (their filesystems are what to sync)."""
+    return {p.target.parent for _job, p in prepared}
 
 
 def _renamed_or_failed(job: Flushable, p: PreparedWrite, exc: OSError, *,

@@ -3,10 +3,13 @@ still replaced atomically, yet a batch costs a constant number of syncs."""
 
 from __future__ import annotations
 
+import ctypes
+import errno
 import os
 
 import pytest
 
+from weir.storage import checkpoints, deferred_writes
 from weir.storage.checkpoints import (
     LEADER_EPOCH_CHECKPOINT,
     read_epoch_checkpoint,
@@ -46,18 +49,18 @@ def new(i):
 
 def count_syncs(monkeypatch):
     calls = {"fsync": 0, "sync": 0}
-    real_fsync, real_sync = os.fsync, os.sync
+    real_fsync, real_sync = os.fsync, deferred_writes.sync_filesystems
 
     def fsync(fd):
         calls["fsync"] += 1
         real_fsync(fd)
 
-    def sync():
+    def sync(dirs):
         calls["sync"] += 1
-        real_sync()
+        real_sync(dirs)
 
     monkeypatch.setattr(os, "fsync", fsync)
-    monkeypatch.setattr(os, "sync", sync)
+    monkeypatch.setattr(deferred_writes, "sync_filesystems", sync)
     return calls
 
 
@@ -135,10 +138,10 @@ def test_a_crash_during_the_renames_leaves_old_or_new_files(tmp_path, monkeypatc
 def test_a_crash_before_the_first_sync_leaves_every_old_file(tmp_path, monkeypatch):
     caches = make_caches(tmp_path, 10)
 
-    def sync():
+    def sync(dirs):
         raise Crash
 
-    monkeypatch.setattr(os, "sync", sync)
+    monkeypatch.setattr(deferred_writes, "sync_filesystems", sync)
     with pytest.raises(Crash):
         write_batch(caches)
     for i in range(10):
@@ -178,16 +181,16 @@ def test_a_failed_job_does_not_lose_the_others(tmp_path, monkeypatch):
 def test_a_partition_dir_deleted_during_the_batch_is_not_a_failure(tmp_path, monkeypatch):
     caches = make_caches(tmp_path, 3)
     gone = tmp_path / "t-1"
-    real_sync = os.sync
+    real_sync = deferred_writes.sync_filesystems
 
-    def sync():  # the log is deleted between the temp files and the renames
+    def sync(dirs):  # the log is deleted between the temp files and the renames
         if gone.exists():
             for f in gone.iterdir():
                 f.unlink()
             gone.rmdir()
-        real_sync()
+        real_sync(dirs)
 
-    monkeypatch.setattr(os, "sync", sync)
+    monkeypatch.setattr(deferred_writes, "sync_filesystems", sync)
     assert write_batch(caches) == 0
     assert not gone.exists() and caches[1].dirty
     assert not caches[0].dirty and not caches[2].dirty
@@ -196,15 +199,15 @@ def test_a_partition_dir_deleted_during_the_batch_is_not_a_failure(tmp_path, mon
 def test_a_change_made_during_a_batch_is_written_by_the_next_flush(tmp_path, monkeypatch):
     """A job's write reflects the state it prepared; a newer change keeps it dirty."""
     cache, other = make_caches(tmp_path, 2)
-    real_sync = os.sync
+    real_sync = deferred_writes.sync_filesystems
     changed = []
 
-    def sync():
+    def sync(dirs):
         if not changed:
             changed.append(cache.assign(3, 50, defer=True))
-        real_sync()
+        real_sync(dirs)
 
-    monkeypatch.setattr(os, "sync", sync)
+    monkeypatch.setattr(deferred_writes, "sync_filesystems", sync)
     assert write_batch([cache, other]) == 0
     assert changed == [True] and cache.dirty
     path = tmp_path / "t-0" / LEADER_EPOCH_CHECKPOINT
@@ -217,19 +220,62 @@ def test_a_flush_between_prepare_and_rename_is_not_overwritten(tmp_path, monkeyp
     """An inline flush of newer entries while the batch syncs: the batch's older temp
     file is not renamed over it, and the cache is clean (the file holds its entries)."""
     cache, other = make_caches(tmp_path, 2)
-    real_sync = os.sync
+    real_sync = deferred_writes.sync_filesystems
     flushed = []
 
-    def sync():
+    def sync(dirs):
         if not flushed:
             cache.assign(3, 50, defer=True)
             cache.flush()  # the event loop's own write (e.g. Log.flush)
             flushed.append(True)
-        real_sync()
+        real_sync(dirs)
 
-    monkeypatch.setattr(os, "sync", sync)
+    monkeypatch.setattr(deferred_writes, "sync_filesystems", sync)
     assert write_batch([cache, other]) == 0
     path = tmp_path / "t-0" / LEADER_EPOCH_CHECKPOINT
     assert read_epoch_checkpoint(path) == [*new(0), (3, 50)]
     assert not cache.dirty and not other.dirty
     assert read_epoch_checkpoint(tmp_path / "t-1" / LEADER_EPOCH_CHECKPOINT) == new(1)
+
+
+def test_a_batch_syncs_the_filesystems_of_its_files_not_the_machine(tmp_path, monkeypatch):
+    """syncfs(2) once per filesystem holding the batch's files; sync() is never called."""
+    caches = make_caches(tmp_path, 5)
+    synced = []
+    real_syncfs = checkpoints._SYNCFS
+    if real_syncfs is None:
+        pytest.skip("no syncfs in this C library")
+
+    def syncfs(fd):
+        synced.append(os.fstat(fd).st_dev)
+        return real_syncfs(fd)
+
+    def no_sync():
+        raise AssertionError("sync() flushes every filesystem of the machine")
+
+    monkeypatch.setattr(checkpoints, "_SYNCFS", syncfs)
+    monkeypatch.setattr(os, "sync", no_sync)
+    assert write_batch(caches) == 0
+    assert synced == [os.stat(tmp_path).st_dev] * 2  # temp files, then the renames
+    assert all(not c.dirty for c in caches)
+
+
+def test_sync_filesystems_reports_a_failed_syncfs_and_skips_vanished_dirs(tmp_path,
+                                                                          monkeypatch):
+    def failing(fd):
+        ctypes.set_errno(errno.EIO)
+        return -1
+
+    monkeypatch.setattr(checkpoints, "_SYNCFS", failing)
+    checkpoints.sync_filesystems([tmp_path / "gone"])  # nothing there: nothing to sync
+    with pytest.raises(OSError) as exc:
+        checkpoints.sync_filesystems([tmp_path])
+    assert exc.value.errno == errno.EIO and "syncfs" in str(exc.value)
+
+
+def test_without_syncfs_sync_is_the_fallback(tmp_path, monkeypatch):
+    calls = []
+    monkeypatch.setattr(checkpoints, "_SYNCFS", None)
+    monkeypatch.setattr(os, "sync", lambda: calls.append(1))
+    checkpoints.sync_filesystems([tmp_path])
+    assert calls == [1]
