@@ -139,7 +139,13 @@ def write_batch(jobs: Iterable[Flushable], *, if_dir_exists: bool = True) -> int
         return failures
     if not prepared:
         return failures
-    sync_filesystems(_dirs(prepared))  # phase 2: every temp file durable
+    try:
+        sync_filesystems(_dirs(prepared))  # phase 2: every temp file durable
+    except OSError as exc:  # none of them is known durable: no rename, every job stays dirty
+        log.error("deferred writes: sync of %d files failed: %s", len(prepared), exc)
+        for _job, p in prepared:
+            _remove_quietly(p.tmp)
+        return failures + len(prepared)
     renamed = []
     for job, p in prepared:  # phase 3: renames
         try:
@@ -150,7 +156,11 @@ def write_batch(jobs: Iterable[Flushable], *, if_dir_exists: bool = True) -> int
             continue
         renamed.append(p)
     if renamed:
-        sync_filesystems(_dirs(prepared))  # phase 4: the renames durable
+        try:
+            sync_filesystems(_dirs(prepared))  # phase 4: the renames durable
+        except OSError as exc:  # renamed, but not known durable: the jobs stay dirty
+            log.error("deferred writes: sync of %d renames failed: %s", len(renamed), exc)
+            return failures + len(renamed)
     for p in renamed:
         p.durable()
     return failures

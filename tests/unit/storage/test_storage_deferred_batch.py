@@ -279,3 +279,36 @@ def test_without_syncfs_sync_is_the_fallback(tmp_path, monkeypatch):
     monkeypatch.setattr(os, "sync", lambda: calls.append(1))
     checkpoints.sync_filesystems([tmp_path])
     assert calls == [1]
+
+
+@pytest.mark.parametrize("failing_call", [1, 2])
+def test_a_failed_sync_fails_the_batch_and_keeps_every_job_dirty(tmp_path, monkeypatch,
+                                                                 failing_call):
+    """syncfs reporting EIO (temp files or renames): nothing is marked durable, no temp file
+    is left, the worker thread survives and a later batch writes the files."""
+    caches = make_caches(tmp_path, 4)
+    real_sync = deferred_writes.sync_filesystems
+    calls = []
+
+    def sync(dirs):
+        calls.append(1)
+        if len(calls) == failing_call:
+            raise OSError(errno.EIO, "syncfs: Input/output error")
+        real_sync(dirs)
+
+    monkeypatch.setattr(deferred_writes, "sync_filesystems", sync)
+    writer = DeferredWriter()
+    writer.submit(caches)
+    assert writer.drain(timeout_s=30)
+    assert writer.failures == 4
+    assert all(c.dirty for c in caches)
+    assert not list(tmp_path.glob("*/*.tmp"))
+    for i in range(4):
+        assert read_epoch_checkpoint(tmp_path / f"t-{i}" / LEADER_EPOCH_CHECKPOINT) in (
+            old(i), new(i))
+    writer.submit(caches)  # the thread is alive: the next batch writes them
+    assert writer.drain(timeout_s=30)
+    writer.close()
+    assert all(not c.dirty for c in caches)
+    for i in range(4):
+        assert read_epoch_checkpoint(tmp_path / f"t-{i}" / LEADER_EPOCH_CHECKPOINT) == new(i)
