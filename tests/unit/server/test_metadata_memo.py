@@ -7,8 +7,9 @@ import asyncio
 import uuid
 from types import SimpleNamespace
 
+from tests.unit.server.metadata_helpers import metadata_context
 from weir.protocol import codec
-from weir.server.context import RawResponse, RequestContext
+from weir.server.context import RawResponse
 from weir.server.handlers import REGISTRY
 from weir.server.metadata_cache import BrokerMeta, MetadataCache, PartitionMeta
 
@@ -28,18 +29,12 @@ def _cache(leader: int) -> MetadataCache:
 
 def _answer(cache: MetadataCache, version: int = 12, topics=("t",), authorizer=None):
     """The handler's answer (decoded if it came encoded) and what it returned."""
-    broker = SimpleNamespace(metadata=cache, authorizer=authorizer, cluster_id="c",
-                             config=SimpleNamespace(auto_create_topics_enable=False,
-                                                    get=lambda key: None))
-    request_cls, response_cls = REGISTRY[METADATA].schemas(version)
-    header = codec.RequestHeader(METADATA, version, 1, "test", 0)
-    ctx = RequestContext(broker, header, request_cls, response_cls, "10.1.2.3:5555",
-                         listener="PLAINTEXT")
+    ctx, request_cls = metadata_context(cache, version, authorizer)
     request = codec.build(request_cls, allow_auto_topic_creation=False,
                           topics=None if topics is None else [{"name": t} for t in topics])
     returned = asyncio.run(REGISTRY[METADATA].module.handle(ctx, request))
     if isinstance(returned, RawResponse):
-        return codec.decode_body(response_cls, returned.body), returned
+        return codec.decode_body(ctx.response_cls, returned.body), returned
     return returned, returned
 
 

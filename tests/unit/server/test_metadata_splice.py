@@ -7,12 +7,12 @@ from __future__ import annotations
 import asyncio
 import random
 import uuid
-from types import SimpleNamespace
 
 import pytest
 
+from tests.unit.server.metadata_helpers import metadata_context
 from weir.protocol import codec
-from weir.server.context import RawResponse, RequestContext
+from weir.server.context import RawResponse
 from weir.server.handlers import REGISTRY
 from weir.server.metadata_cache import BrokerMeta, MetadataCache, PartitionMeta
 
@@ -40,21 +40,10 @@ def _cache(rng: random.Random, topics: dict[str, int]) -> MetadataCache:
     return cache
 
 
-def _ctx(cache: MetadataCache, version: int):
-    broker = SimpleNamespace(metadata=cache, authorizer=None, cluster_id="c",
-                             config=SimpleNamespace(auto_create_topics_enable=False,
-                                                    get=lambda key: None))
-    request_cls, response_cls = REGISTRY[METADATA].schemas(version)
-    header = codec.RequestHeader(METADATA, version, 1, "test", 0)
-    ctx = RequestContext(broker, header, request_cls, response_cls, "10.1.2.3:5555",
-                         listener="PLAINTEXT")
-    return ctx, request_cls
-
-
 def _both(cache: MetadataCache, version: int, topics=None) -> tuple[bytes, bytes]:
     """(the handler's spliced body, the same answer built and encoded whole)."""
     module = REGISTRY[METADATA].module
-    ctx, request_cls = _ctx(cache, version)
+    ctx, request_cls = metadata_context(cache, version)
     request = codec.build(request_cls, allow_auto_topic_creation=False,
                           topics=None if topics is None else [{"name": t} for t in topics])
     cache.encoded.clear()
