@@ -15,7 +15,11 @@ and UpdateMetadata for every partition to all three brokers), made by the contro
   encoded by its connection (``codec.encode_body`` per request);
 * ``pre_encode``: what :class:`~weir.controller.channel.SharedBodies` does in the senders —
   the same bodies (checked byte for byte), UpdateMetadata encoded once and patched per
-  broker epoch.  Both run on the controller broker's event loop, in send order.
+  broker epoch.  Both run on the controller broker's event loop, in send order;
+* ``SharedBodies`` with kio's writer for every body (what it did before
+  ``weir.protocol.interbroker.state_encoding``: the same class, its ``encode_request``
+  swapped for ``codec.encode_body`` in this process), against ``SharedBodies`` as it is:
+  partition states written by hand, each state object once per batch.
 
 Results: ``bench/results/controller_encoding-<UTC stamp>.md`` and
 ``controller_encoding-latest.md``.
@@ -31,6 +35,7 @@ import uuid
 from pathlib import Path
 
 from weir.common import TopicPartition
+from weir.controller import channel
 from weir.controller.channel import SharedBodies
 from weir.controller.context import ControllerContext
 from weir.controller.requests import RequestBatch
@@ -76,10 +81,23 @@ def main() -> None:
     args = parser.parse_args()
     requests = build_batch(args.partitions)
     kinds = [f"{type(r).__name__.removesuffix('Request')}" for r in requests]
-    loop_ms, shared_ms = [], []
-    for _ in range(args.rounds):
+    loop_ms, kio_shared_ms, shared_ms = [], [], []
+    hand_written = channel.encode_request
+
+    def kio_writer(request, memo=None):
+        return codec.encode_body(request)
+
+    for _ in range(args.rounds):  # interleaved: each round measures all three
         ms, plain = cpu_ms(lambda: [codec.encode_body(r) for r in requests])
         loop_ms.append(ms)
+        channel.encode_request = kio_writer
+        try:
+            shared = SharedBodies()
+            ms, bodies = cpu_ms(lambda shared=shared: [shared.body(r) for r in requests])
+        finally:
+            channel.encode_request = hand_written
+        kio_shared_ms.append(ms)
+        assert bodies == plain
         shared = SharedBodies()
         ms, bodies = cpu_ms(lambda shared=shared: [shared.body(r) for r in requests])
         shared_ms.append(ms)
@@ -100,11 +118,15 @@ def main() -> None:
         "|---|---|---|",
         (f"| each body by its connection (before) | {min(loop_ms):.0f} | "
         f"{', '.join(f'{x:.0f}' for x in loop_ms)} |"),
-        (f"| `SharedBodies` in the senders (`pre_encode`) | {min(shared_ms):.0f} | "
+        (f"| `SharedBodies` in the senders (`pre_encode`), kio's writer | "
+         f"{min(kio_shared_ms):.0f} | {', '.join(f'{x:.0f}' for x in kio_shared_ms)} |"),
+        (f"| `SharedBodies`, partition states by `state_encoding` | {min(shared_ms):.0f} | "
         f"{', '.join(f'{x:.0f}' for x in shared_ms)} |"),
         "",
-        (f"Ratio (shared ÷ per request): {min(shared_ms) / min(loop_ms):.2f}: event-loop time "
-         f"for the batch's encoding {min(loop_ms):.0f} ms → {min(shared_ms):.0f} ms."),
+        (f"Ratios: shared with kio's writer ÷ per request {min(kio_shared_ms) / min(loop_ms):.2f};"
+         f" hand-written states ÷ shared with kio's writer "
+         f"{min(shared_ms) / min(kio_shared_ms):.2f}: event-loop time for the batch's "
+         f"encoding {min(loop_ms):.0f} → {min(kio_shared_ms):.0f} → {min(shared_ms):.0f} ms."),
     ]
     text = "\n".join(lines) + "\n"
     print(text)

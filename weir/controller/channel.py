@@ -35,7 +35,6 @@ from weir.common import TopicPartition
 from weir.controller.events import ControllerEvent, LeaderAndIsrResult, StopReplicaResult
 from weir.controller.requests import OutboundRequest
 from weir.coordination.codecs import BrokerInfo
-from weir.protocol import codec
 from weir.protocol.client import BrokerConnection
 from weir.protocol.errors import ErrorCode
 from weir.protocol.interbroker import (
@@ -45,6 +44,7 @@ from weir.protocol.interbroker import (
     StopReplicaResponse,
     UpdateMetadataRequest,
 )
+from weir.protocol.interbroker.state_encoding import encode_request
 
 __all__ = ["ControllerChannelManager", "SharedBodies", "response_event"]
 
@@ -72,6 +72,11 @@ _SHARED_FIELDS = tuple(f.name for f in dataclasses.fields(UpdateMetadataRequest)
 class SharedBodies:
     """The request bodies of one batch, with its UpdateMetadata encoded once per content.
 
+    Bodies are written by :func:`~weir.protocol.interbroker.state_encoding.encode_request`
+    (kio's bytes; the partition states by hand), which keeps each partition state's bytes
+    for the batch: the state object that every replica's LeaderAndIsr shares is encoded
+    once.
+
     Requests that share their ``topic_states`` and ``live_brokers`` objects and every other
     field but ``broker_epoch`` get one encoding, with each recipient's broker epoch written
     over the first one's; other requests are encoded as they are.  Thread-safe: the
@@ -82,17 +87,18 @@ class SharedBodies:
     def __init__(self) -> None:
         self._templates: dict[tuple[Any, ...], tuple[Any, Any, bytes]] = {}
         self._lock = threading.Lock()
+        self._states: dict[int, tuple[Any, bytes]] = {}  # a partition state's bytes
 
     def body(self, request: Any) -> bytes:
         if type(request) is not UpdateMetadataRequest or request.__version__ != 8:
-            return codec.encode_body(request)
+            return encode_request(request, self._states)
         key = (id(request.topic_states), id(request.live_brokers),
                *(getattr(request, name) for name in _SHARED_FIELDS))
         with self._lock:  # the first sender encodes, the others wait and patch
             found = self._templates.get(key)
             if found is None or found[0] is not request.topic_states \
                     or found[1] is not request.live_brokers:
-                body = codec.encode_body(request)
+                body = encode_request(request, self._states)
                 head = _UPDATE_METADATA_HEAD.pack(
                     request.controller_id, request.is_kraft_controller,
                     request.controller_epoch, request.broker_epoch)

@@ -46,8 +46,9 @@ def test_every_body_equals_its_own_encoding_and_update_metadata_is_encoded_once(
     assert len(metadata) == 3 and len({r.broker_epoch for r in metadata}) == 3
     expected = [codec.encode_body(r) for r in requests]
     calls = []
-    real = codec.encode_body
-    monkeypatch.setattr(channel.codec, "encode_body", lambda e: calls.append(e) or real(e))
+    real = channel.encode_request
+    monkeypatch.setattr(channel, "encode_request",
+                        lambda e, memo=None: calls.append(e) or real(e, memo))
     shared = SharedBodies()
     bodies = [shared.body(r) for r in requests]
     assert bodies == expected
@@ -61,12 +62,13 @@ def test_senders_on_threads_share_one_encoding(monkeypatch) -> None:
 
     metadata = [r for r in _batch() if type(r).__name__ == "UpdateMetadataRequest"]
     calls = []
-    real = codec.encode_body
-    monkeypatch.setattr(channel.codec, "encode_body", lambda e: calls.append(e) or real(e))
+    real = channel.encode_request
+    monkeypatch.setattr(channel, "encode_request",
+                        lambda e, memo=None: calls.append(e) or real(e, memo))
     shared = SharedBodies()
     with ThreadPoolExecutor(3) as pool:
         bodies = list(pool.map(shared.body, metadata))
-    assert bodies == [real(r) for r in metadata]
+    assert bodies == [codec.encode_body(r) for r in metadata]
     assert len(calls) == 1
 
 
