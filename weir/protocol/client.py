@@ -126,6 +126,12 @@ class ResponseFrames(asyncio.StreamReaderProtocol, asyncio.BufferedProtocol):
         super().connection_lost(exc)
 
 
+def _time_out(fut: asyncio.Future) -> None:
+    """A request's timeout: its awaiting task gets TimeoutError (as from ``wait_for``)."""
+    if not fut.done():
+        fut.set_exception(TimeoutError())
+
+
 class BrokerConnection:
     """One pipelined connection to a Kafka-protocol server."""
 
@@ -192,10 +198,17 @@ class BrokerConnection:
         )
         assert self._writer is not None
         self._writer.write(_SIZE.pack(len(header) + len(body)) + header + body)
+        # The task awaits the future itself, with its own timer: the answer resumes it on
+        # the loop's next turn (``wait_for`` took two, its callback's and the task's, on
+        # every follower fetch and controller request).
+        timer = None if timeout_s is None else \
+            asyncio.get_running_loop().call_later(timeout_s, _time_out, fut)
         try:
             await self._writer.drain()
-            return await asyncio.wait_for(fut, timeout_s)
+            return await fut
         finally:
+            if timer is not None:
+                timer.cancel()
             self._pending.pop(correlation_id, None)
 
     def _on_frame(self, frame: bytes | memoryview) -> None:

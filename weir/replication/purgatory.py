@@ -29,6 +29,12 @@ class _Waiter:
         self.per_key = per_key
 
 
+def _expire(future: asyncio.Future) -> None:
+    """A waiter's timeout: it ends not completed (unless a notification came first)."""
+    if not future.done():
+        future.set_result(False)
+
+
 class Purgatory:
     def __init__(self) -> None:
         # Waiters per key in arrival order (a dict as an ordered set): completing them in a
@@ -46,16 +52,23 @@ class Purgatory:
         if timeout_s <= 0:
             return False
         parked()
-        waiter = _Waiter(check, asyncio.get_running_loop().create_future(), per_key)
+        loop = asyncio.get_running_loop()
+        waiter = _Waiter(check, loop.create_future(), per_key)
         keys = list(keys)
         for key in keys:
             self._watchers[key][waiter] = None
+        # The waiting task awaits the future itself, with its own timer: a notification
+        # resumes it on the loop's next turn.  ``wait_for`` over a ``shield`` took three
+        # turns (shield's callback, wait_for's, then the task), each one running whatever
+        # else was ready, on the path of every acks=all acknowledgement and every parked
+        # fetch (Kafka completes a DelayedOperation on the thread that satisfied it).
+        timer = loop.call_later(timeout_s, _expire, waiter.future)
         try:
-            await asyncio.wait_for(asyncio.shield(waiter.future), timeout_s)
-            return True
-        except TimeoutError:
+            if await waiter.future:
+                return True
             return False if per_key else check()
         finally:
+            timer.cancel()
             for key in keys:
                 watchers = self._watchers.get(key)
                 if watchers is not None:

@@ -54,3 +54,47 @@ def test_reuses_drops_on_failure_and_reconnects():
         assert all(c.closed for c in _Conn.made[1:])
 
     asyncio.run(scenario())
+
+
+def test_a_request_unanswered_in_time_raises_timeout_and_an_answer_still_arrives():
+    """A real socket: the server answers the first request only after the caller's timeout
+    and the second at once; the first gets TimeoutError, the second its answer."""
+    import datetime
+    import struct
+
+    from kio.schema.api_versions.v3.request import ApiVersionsRequest
+    from kio.schema.api_versions.v3.response import ApiVersionsResponse
+    from kio.schema.errors import ErrorCode
+
+    from weir.protocol import codec
+    from weir.protocol.client import BrokerConnection
+
+    async def serve(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        body = codec.encode_body(ApiVersionsResponse(
+            error_code=ErrorCode.none, api_keys=(), throttle_time=datetime.timedelta(0)))
+        for delay in (0.3, 0.0):
+            size = struct.unpack(">i", await reader.readexactly(4))[0]
+            frame = await reader.readexactly(size)
+            correlation_id = struct.unpack_from(">i", frame, 4)[0]
+            await asyncio.sleep(delay)
+            # ApiVersions responses have header v0 (no tagged fields) at every version
+            writer.write(struct.pack(">ii", 4 + len(body), correlation_id) + body)
+
+    async def scenario() -> None:
+        server = await asyncio.start_server(serve, "127.0.0.1", 0)
+        port = server.sockets[0].getsockname()[1]
+        conn = BrokerConnection("127.0.0.1", port, client_id="t")
+        await conn.connect()
+        request = ApiVersionsRequest(client_software_name="t", client_software_version="1")
+        with pytest.raises(TimeoutError):
+            await conn.request(request, timeout_s=0.05)
+        assert not conn._pending
+        await asyncio.sleep(0.35)  # the late answer comes and is dropped
+        answer = await conn.request(request, timeout_s=5)
+        assert answer.error_code == ErrorCode.none
+        assert not conn._pending
+        await conn.close()
+        server.close()
+        await server.wait_closed()
+
+    asyncio.run(asyncio.wait_for(scenario(), 20))

@@ -143,3 +143,60 @@ def test_append_now_acks_all_returns_the_wait_for_followers(tmp_path):
     _results, wait = rm.append_now(-1, 1, {TP: build_batch([b"b"])})
     run(wait)  # follower 2 never fetches it: the timeout is the answer
     assert _results[TP].error == ErrorCode.request_timed_out
+
+
+def test_a_notification_resumes_the_waiter_on_the_next_loop_turn():
+    """The acks=all acknowledgement and the parked fetch's answer wait on this path: each
+    extra turn of the loop runs whatever else is ready first.  Before, ``wait_for`` over a
+    ``shield`` needed three turns."""
+    async def scenario() -> tuple[bool, int, int]:
+        purgatory = Purgatory()
+        ready = False
+        resumed: list[int] = []
+        turn = 0
+
+        async def waiter() -> bool:
+            done = await purgatory.wait(["k"], lambda: ready, 5)
+            resumed.append(turn)
+            return done
+
+        task = asyncio.create_task(waiter())
+        await asyncio.sleep(0)  # parked
+        ready = True
+        purgatory.notify("k")
+        while not resumed:
+            turn += 1
+            await asyncio.sleep(0)
+        return await task, resumed[0], len(purgatory)
+
+    done, turns, left = run(scenario())
+    assert done and left == 0
+    assert turns == 1
+
+
+def test_timeout_and_cancellation_leave_no_watcher():
+    async def scenario() -> tuple[bool, bool, int]:
+        purgatory = Purgatory()
+        late = [False]
+
+        def check() -> bool:
+            return late[0]
+
+        timed_out = await purgatory.wait(["k"], check, 0.01)
+
+        async def flip_then_wait() -> bool:
+            # not notified, but true by the timeout: a plain waiter checks once more
+            asyncio.get_running_loop().call_later(0.005, late.__setitem__, 0, True)
+            return await purgatory.wait(["k"], check, 0.02)
+
+        checked_at_timeout = await flip_then_wait()
+        late[0] = False
+        task = asyncio.create_task(purgatory.wait(["k", "j"], check, 5))
+        await asyncio.sleep(0)
+        assert len(purgatory) == 1
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
+        purgatory.notify("k")  # a cancelled waiter is skipped
+        return timed_out, checked_at_timeout, len(purgatory)
+
+    assert run(scenario()) == (False, True, 0)
