@@ -3,11 +3,21 @@
 from __future__ import annotations
 
 import asyncio
+import datetime
+import struct
 from typing import ClassVar
 
 import pytest
+from kio.schema.api_versions.v3.request import ApiVersionsRequest
+from kio.schema.api_versions.v3.response import ApiVersionsResponse
+from kio.schema.errors import ErrorCode
 
-from weir.protocol.client import BrokerConnections
+from weir.protocol import codec
+from weir.protocol.client import BrokerConnection, BrokerConnections
+
+_ANSWER = codec.encode_body(ApiVersionsResponse(
+    error_code=ErrorCode.none, api_keys=(), throttle_time=datetime.timedelta(0)))
+_REQUEST = ApiVersionsRequest(client_software_name="t", client_software_version="1")
 
 
 class _Conn:
@@ -59,19 +69,8 @@ def test_reuses_drops_on_failure_and_reconnects():
 def test_a_request_unanswered_in_time_raises_timeout_and_an_answer_still_arrives():
     """A real socket: the server answers the first request only after the caller's timeout
     and the second at once; the first gets TimeoutError, the second its answer."""
-    import datetime
-    import struct
-
-    from kio.schema.api_versions.v3.request import ApiVersionsRequest
-    from kio.schema.api_versions.v3.response import ApiVersionsResponse
-    from kio.schema.errors import ErrorCode
-
-    from weir.protocol import codec
-    from weir.protocol.client import BrokerConnection
-
     async def serve(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        body = codec.encode_body(ApiVersionsResponse(
-            error_code=ErrorCode.none, api_keys=(), throttle_time=datetime.timedelta(0)))
+        body = _ANSWER
         for delay in (0.3, 0.0):
             size = struct.unpack(">i", await reader.readexactly(4))[0]
             frame = await reader.readexactly(size)
@@ -85,7 +84,7 @@ def test_a_request_unanswered_in_time_raises_timeout_and_an_answer_still_arrives
         port = server.sockets[0].getsockname()[1]
         conn = BrokerConnection("127.0.0.1", port, client_id="t")
         await conn.connect()
-        request = ApiVersionsRequest(client_software_name="t", client_software_version="1")
+        request = _REQUEST
         with pytest.raises(TimeoutError):
             await conn.request(request, timeout_s=0.05)
         assert not conn._pending
@@ -98,3 +97,30 @@ def test_a_request_unanswered_in_time_raises_timeout_and_an_answer_still_arrives
         await server.wait_closed()
 
     asyncio.run(asyncio.wait_for(scenario(), 20))
+
+
+def test_an_answer_resumes_the_requester_on_the_next_loop_turn():
+    """Every follower fetch and controller request waits on this path; ``wait_for`` took
+    two turns (its callback's, then the task's)."""
+    class _Writer:
+        def write(self, data: bytes) -> None:
+            self.sent = data
+
+        async def drain(self) -> None:
+            pass
+
+    async def scenario() -> int:
+        conn = BrokerConnection("127.0.0.1", 1, client_id="t")
+        conn._writer = _Writer()  # type: ignore[assignment]
+        task = asyncio.create_task(conn.request(_REQUEST, timeout_s=5))
+        for _ in range(3):
+            await asyncio.sleep(0)  # sent, waiting for the answer
+        conn._on_frame(struct.pack(">i", 1) + _ANSWER)  # correlation id 1, header v0
+        turns = 0
+        while not task.done() and turns < 10:
+            turns += 1
+            await asyncio.sleep(0)
+        assert task.result().error_code == ErrorCode.none
+        return turns
+
+    assert asyncio.run(scenario()) == 1
