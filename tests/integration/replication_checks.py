@@ -12,6 +12,7 @@ from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient
 
 from tests.integration.clients import consume_assigned, raw_request
+from weir.common import TopicPartition
 
 
 class BackgroundProducer:
@@ -94,14 +95,43 @@ def brokers_known_to_controller(cluster) -> set[int]:
     return {int(b.node_id) for b in response.brokers}
 
 
-def wait_until(fn, timeout_s: float, what: str):
+def wait_until(fn, timeout_s: float, what: str, describe=None):
+    """Poll ``fn`` until truthy; on timeout fail with ``describe()`` (what was seen) appended."""
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
         value = fn()
         if value:
             return value
         time.sleep(0.2)
-    raise AssertionError(f"timed out waiting for {what}")
+    seen = f"\n{describe()}" if describe is not None else ""
+    raise AssertionError(f"timed out waiting for {what}{seen}")
+
+
+def leadership_report(cluster, topic: str) -> str:
+    """What each broker's Metadata, ZooKeeper and the controller's log say about ``topic``,
+    for a failure message: which of them is behind."""
+    lines = [f"controller: {cluster.controller_id()}"]
+    for slot in cluster.brokers:
+        try:
+            md = raw_request(slot.host, slot.port, 3, 12, topics=[{"name": topic}])
+            seen = {t.name: (t.error_code, sorted((p.partition_index, p.leader_id,
+                                                   list(p.isr_nodes)) for p in t.partitions))
+                    for t in md.topics}
+            lines.append(f"broker {slot.id} Metadata: brokers "
+                         f"{sorted(int(b.node_id) for b in md.brokers)}, {seen}")
+        except OSError as exc:
+            lines.append(f"broker {slot.id} Metadata: {exc!r}")
+    zk = cluster.zk()
+    assignment = zk.get_topic(topic)
+    partitions = dict(assignment.partitions) if assignment else {}
+    states = zk.get_partition_states(TopicPartition(topic, p) for p in partitions)
+    lines.append(f"ZooKeeper: assignment {partitions}, states {states}")
+    controller = cluster.controller_id()
+    if controller is not None:
+        log = cluster.log_path(controller).read_text(errors="replace").splitlines()
+        lines.append(f"controller {controller} log lines naming the topic or a broker change:")
+        lines += [line for line in log if topic in line or "Broker" in line][-40:]
+    return "\n".join(lines)
 
 
 def wait_for_progress(producer: BackgroundProducer, records: int, timeout_s: float,

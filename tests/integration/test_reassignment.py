@@ -18,6 +18,7 @@ import pytest
 from tests.integration.replication_checks import (
     BackgroundProducer,
     brokers_known_to_controller,
+    leadership_report,
     partition_leaders,
     verify_exactly_once,
     wait_for_progress,
@@ -48,10 +49,15 @@ def cluster4(tmp_path_factory):
 def create_on_old_brokers(cluster: LocalCluster, topic: str) -> None:
     """A manual assignment, written as an admin tool would (this librdkafka build refuses
     CreateTopics with a replica assignment)."""
+    # The first live replica leads a new partition: broker 1 only once the controller has
+    # processed its registration (Kafka's tests wait for the brokers' metadata likewise).
+    wait_until(lambda: brokers_known_to_controller(cluster) >= set(OLD), 60,
+               "the controller to see brokers 1-3")
     cluster.zk().create_topic(topic, {p: OLD for p in range(PARTITIONS)},
                               {"min.insync.replicas": "2"})
     wait_until(lambda: set(partition_leaders(cluster.bootstrap, topic).values()) == {1}, 30,
-               "broker 1 leading every partition")
+               "broker 1 leading every partition",
+               describe=lambda: leadership_report(cluster, topic))
 
 
 def write_plan(tmp_path: Path, topic: str, replicas: list[int]) -> str:
