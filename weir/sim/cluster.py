@@ -50,7 +50,7 @@ from weir.sim.invariants import (
     controller_invariants,
 )
 from weir.sim.node import PartitionView, SimNode
-from weir.sim.vloop import VirtualTimeLoop
+from weir.sim.vloop import Deadlock, VirtualTimeLoop
 from weir.sim.zk import SimZk
 
 __all__ = ["SimConfig", "SimResult", "Simulation", "data_config"]
@@ -609,10 +609,18 @@ class Simulation:
             self._close_loop()
 
     def _close_loop(self) -> None:
-        for task in asyncio.all_tasks(self.loop):
-            task.cancel()
-        with contextlib.suppress(_TooManySteps):
-            self.loop.run_until_complete(asyncio.sleep(0))
+        # As asyncio.run does: cancel what is left and let it finish, so that a task's
+        # ``finally`` (a controller channel cancels its answers, then disconnects) runs
+        # here rather than when the garbage collector closes its coroutine on a closed loop.
+        # A task's cleanup may start another (a resigning controller's channels): rounds.
+        for _ in range(10):
+            tasks = asyncio.all_tasks(self.loop)
+            if not tasks:
+                break
+            for task in tasks:
+                task.cancel()
+            with contextlib.suppress(_TooManySteps, Deadlock):
+                self.loop.run_until_complete(asyncio.gather(*tasks, return_exceptions=True))
         asyncio.set_event_loop(None)
         self.loop.close()
 
