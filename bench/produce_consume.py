@@ -31,6 +31,7 @@ from pathlib import Path
 
 from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
+from page_cache import settle  # same folder (bench/ is on sys.path when run as a script)
 
 from weir.cli import procs
 from weir.cli.cluster import LocalCluster
@@ -40,6 +41,7 @@ RESULTS = HERE / "results"
 PROFILES = HERE / "work"
 RECORD = 1024
 KIB = 1024
+DROPPED: list[bool] = []  # settle() before each measured run: was the page cache dropped?
 BATCH_SIZES = (16 * KIB, 64 * KIB, 256 * KIB, 1024 * KIB)
 ACKS = ("1", "all")
 BROKER_OVERRIDES = {"message.max.bytes": str(4 << 20), "num.partitions": "1",
@@ -210,7 +212,9 @@ def warm_up(targets: tuple[tuple[str, str], ...], args: argparse.Namespace) -> N
 
 def one_run(args: argparse.Namespace, target: str, bootstrap: str, batch: int, acks: str,
             repeat: int) -> Result:
-    """Produce to a fresh topic, then consume it all back."""
+    """Produce to a fresh topic, then consume it all back; first ``settle()``
+    (page_cache.py: no run inherits the page cache of the runs before it)."""
+    DROPPED.append(settle())
     topic = f"bench-{batch // KIB}k-acks{acks}-r{repeat}"
     if target == "weir":
         create_topic(bootstrap, topic)
@@ -287,7 +291,10 @@ def markdown(info: dict, rows: list[dict], args: argparse.Namespace, when: str) 
     settings = (f"{args.records} records of 1 KiB per run, best of {args.repeat} runs "
                 f"(weir and floor interleaved), 1 partition, RF 1, linger.ms={args.linger_ms}, "
                 f"compression none, max.in.flight 5; consumer max.partition.fetch.bytes="
-                f"{args.fetch_bytes}. MB = 10^6 bytes of record values.")
+                f"{args.fetch_bytes}. MB = 10^6 bytes of record values. Before each run "
+                "dirty pages written back and the page cache "
+                + ("dropped" if DROPPED and all(DROPPED) else "NOT dropped (not permitted)")
+                + " (bench/page_cache.py).")
     header = ("| batch.size | acks | weir produce MB/s | floor produce MB/s | **produce ratio** "
               "| weir consume MB/s | floor consume MB/s | **consume ratio** |")
     out = [f"# Produce/consume benchmark — {when}", "", machine_line, "", settings, "",
@@ -313,7 +320,8 @@ def write_results(info: dict, results: list[Result], args: argparse.Namespace) -
     doc = {"when": now.isoformat(timespec="seconds"), "machine": info,
            "settings": {"records": args.records, "repeat": args.repeat, "record_bytes": RECORD,
                         "linger_ms": args.linger_ms, "fetch_bytes": args.fetch_bytes},
-           "runs": [r.to_json() for r in results], "comparison": rows}
+           "runs": [r.to_json() for r in results], "comparison": rows,
+           "page_cache_dropped": bool(DROPPED) and all(DROPPED)}
     (RESULTS / f"{stem}.json").write_text(json.dumps(doc, indent=2) + "\n")
     text = markdown(info, rows, args, when)
     (RESULTS / f"{stem}.md").write_text(text)

@@ -41,6 +41,7 @@ from pathlib import Path
 
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
+from page_cache import settle  # same folder
 from produce_consume import machine  # same folder: the machine description
 
 from weir.cli.cluster import LocalCluster
@@ -49,6 +50,7 @@ HERE = Path(__file__).resolve().parent
 RESULTS = HERE / "results"
 SESSION_TIMEOUT_MS = 6000
 VALUE = b"x" * 1024
+WARM_RECORDS = 500
 
 
 def create(bootstrap: str, name: str, rf: int) -> None:
@@ -98,6 +100,11 @@ def throughput(bootstrap: str, topic: str, records: int, producer_kind: str = "i
                          "batch.size": 262144, "queue.buffering.max.kbytes": 262144,
                          "statistics.interval.ms": 1000, "stats_cb": stats,
                          **PRODUCERS[producer_kind]})
+    # Connections, metadata and (idempotent) the producer id first, not timed: at 200 MB/s
+    # a run lasts about a second, and the producer's start-up took a third of that.
+    for _ in range(WARM_RECORDS):
+        producer.produce(topic, VALUE, on_delivery=lambda e, m: e and errors.append(e))
+    producer.flush(60)
     start = time.perf_counter()
     for _ in range(records):
         while True:
@@ -186,7 +193,9 @@ def unavailability(cluster: LocalCluster, topic: str) -> float:
 
 
 def measured_run(cluster: LocalCluster, topic: str, records: int, kind: str) -> dict:
-    """One throughput run with the CPU seconds each process spent in it."""
+    """One throughput run with the CPU seconds each process spent in it, after
+    ``settle()`` (page_cache.py: no run inherits the page cache of the runs before it)."""
+    dropped = settle()
     pids = {b: cluster.broker_pid(b) for b in cluster.broker_ids}
     before = {b: cpu_seconds(pid) for b, pid in pids.items() if pid}
     own = own_cpu_seconds()
@@ -203,12 +212,12 @@ def measured_run(cluster: LocalCluster, topic: str, records: int, kind: str) -> 
             # share of the machine's CPU time these processes used during the run
             "cpu_busy": round((sum(brokers.values()) + client) / (wall * cores), 3),
             "rtt_p50_ms": round(statistics.median(rtts), 2) if rtts else None,
-            "load_1min": round(os.getloadavg()[0], 2)}
+            "load_1min": round(os.getloadavg()[0], 2), "cache_dropped": dropped}
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--records", type=int, default=60000)
+    parser.add_argument("--records", type=int, default=200000)
     parser.add_argument("--quick", action="store_true", help="fewer records and one repeat")
     parser.add_argument("--repeat", type=int, default=2,
                         help="interleaved RF 1 / RF 3 pairs (more on a busy machine)")
@@ -273,7 +282,12 @@ def main(argv: list[str] | None = None) -> int:
          f"Python {sys.version.split()[0]}. One 3-broker Weir cluster on loopback; one "
          f"partition per topic; {records} records of 1 KiB per run, best of {repeats}; "
          "confluent-kafka, acks=all, batch.size 256 KiB, linger.ms 5; producers: "
-         + "; ".join(f"{k} {PRODUCERS[k]}" for k in kinds) + "."),
+         + "; ".join(f"{k} {PRODUCERS[k]}" for k in kinds) + ". Timed from after "
+         f"{WARM_RECORDS} records sent and flushed by the same producer; before each run "
+         "dirty pages written back and the page cache "
+         + ("dropped" if all(r["cache_dropped"] for k in runs.values() for t in k.values()
+                             for r in t) else "NOT dropped (not permitted)")
+         + " (bench/page_cache.py)."),
         "",
         "| figure | value |",
         "|---|---:|",
