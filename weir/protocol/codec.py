@@ -68,14 +68,14 @@ def skip_tagged_fields(buf: bytes | memoryview, pos: int) -> int:
         raise MalformedRequest(f"tagged fields: {exc}") from exc
 
 
-def parse_request_header_prefix(frame: bytes) -> tuple[int, int, int]:
+def parse_request_header_prefix(frame: bytes | memoryview) -> tuple[int, int, int]:
     """(api_key, api_version, correlation_id): enough to answer even an unknown API."""
     if len(frame) < 8:
         raise MalformedRequest(f"request of {len(frame)} bytes is shorter than a header")
     return _I16_I16_I32.unpack_from(frame, 0)
 
 
-def parse_request_header(frame: bytes, flexible: bool) -> RequestHeader:
+def parse_request_header(frame: bytes | memoryview, flexible: bool) -> RequestHeader:
     size = len(frame)
     if size < 10:
         parse_request_header_prefix(frame)  # the error of a frame shorter than a header
@@ -86,7 +86,7 @@ def parse_request_header(frame: bytes, flexible: bool) -> RequestHeader:
     if n >= 0:
         if pos + n > size:
             raise MalformedRequest("truncated client id")
-        client_id = frame[pos : pos + n].decode("utf-8", "replace")
+        client_id = str(frame[pos : pos + n], "utf-8", "replace")  # bytes or memoryview
         pos += n
     if flexible:
         if pos < size and frame[pos] == 0:  # no tagged fields: the usual header v2

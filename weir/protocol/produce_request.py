@@ -98,7 +98,7 @@ def _decode_classic(buf: bytes, pos: int) -> ProduceRequest:
     if n >= 0:
         if pos + n > end:
             raise _Unusual
-        transactional_id = buf[pos:pos + n].decode()
+        transactional_id = str(buf[pos:pos + n], "utf-8")
         pos += n
     elif n != -1:
         raise _Unusual
@@ -117,7 +117,7 @@ def _decode_classic(buf: bytes, pos: int) -> ProduceRequest:
         pos += 2
         if n < 0 or pos + n + 4 > end:
             raise _Unusual
-        name = buf[pos:pos + n].decode()
+        name = str(buf[pos:pos + n], "utf-8")
         pos += n
         (part_count,) = _I32.unpack_from(buf, pos)
         pos += 4
@@ -136,7 +136,7 @@ def _decode_classic(buf: bytes, pos: int) -> ProduceRequest:
             else:
                 if pos + size > end:
                     raise _Unusual
-                records = buf[pos:pos + size]
+                records = bytes(buf[pos:pos + size])  # one copy from a memoryview
                 pos += size
             parts.append(PartitionProduceData(index, records))
         topics.append(TopicProduceData(name, tuple(parts)))
@@ -159,7 +159,7 @@ def _decode_flexible(buf: bytes, pos: int) -> ProduceRequest:
         n -= 1
         if pos + n > end:
             raise _Unusual
-        transactional_id = buf[pos:pos + n].decode()
+        transactional_id = str(buf[pos:pos + n], "utf-8")
         pos += n
     if pos + 6 > end:
         raise _Unusual
@@ -182,7 +182,7 @@ def _decode_flexible(buf: bytes, pos: int) -> ProduceRequest:
         n -= 1
         if pos + n > end:
             raise _Unusual
-        name = buf[pos:pos + n].decode()
+        name = str(buf[pos:pos + n], "utf-8")
         pos += n
         part_count = buf[pos] if pos < end else 0x80
         pos += 1
@@ -202,7 +202,7 @@ def _decode_flexible(buf: bytes, pos: int) -> ProduceRequest:
                 size -= 1
                 if pos + size > end:
                     raise _Unusual
-                records = buf[pos:pos + size]
+                records = bytes(buf[pos:pos + size])  # one copy from a memoryview
                 pos += size
             if pos >= end or buf[pos] != 0:  # the partition's tagged fields: none
                 raise _Unusual

@@ -108,17 +108,22 @@ class Dispatcher:
     def __init__(self, services: BrokerServices) -> None:
         self.services = services
 
-    async def dispatch(self, frame: bytes, peer: str, security: ConnectionSecurity | None = None
+    async def dispatch(self, frame: bytes | memoryview, peer: str,
+                       security: ConnectionSecurity | None = None
                        ) -> bytes | list[bytes | FileRegion] | None:
         decoded = self.decode(frame, peer, security)
         if isinstance(decoded, bytes):
             return decoded
         return await self.complete(decoded)
 
-    def decode(self, frame: bytes, peer: str, security: ConnectionSecurity | None = None
-               ) -> Decoded | bytes:
+    def decode(self, frame: bytes | memoryview, peer: str,
+               security: ConnectionSecurity | None = None) -> Decoded | bytes:
         """The request, ready for its handler; or bytes, the answer already (ApiVersions at
-        a version it does not know).  Raises :class:`CloseConnection` on bad input."""
+        a version it does not know).  Raises :class:`CloseConnection` on bad input.
+
+        A large frame comes as a read-only ``memoryview`` (``FrameProtocol``): the Produce
+        decoder reads it as it is (each partition's records are copied out once); kio's
+        decoder gets ``bytes``."""
         try:
             api_key, version, correlation_id = codec.parse_request_header_prefix(frame)
         except codec.MalformedRequest as exc:
@@ -149,7 +154,8 @@ class Dispatcher:
             if api_key == _PRODUCE:  # the hot path: read by hand, kio for anything unusual
                 request = produce_request.decode(frame, header.size, version)
             if request is None:
-                request = codec.decode_body(request_cls, frame, header.size)
+                request = codec.decode_body(
+                    request_cls, frame if type(frame) is bytes else bytes(frame), header.size)
         except codec.MalformedRequest as exc:
             raise CloseConnection(f"malformed {handler.name} v{version} request: {exc}") from exc
         ctx = RequestContext(self.services, header, request_cls, response_cls, peer)
@@ -344,13 +350,21 @@ class SocketServer:
                              "connections.max.idle.ms=%d", conn.peer, self.limits.idle_ms)
                     task.cancel()
 
-    async def _open(self, client: socket.socket, peer: str
+    async def _open(self, client: socket.socket, peer: str, security: ConnectionSecurity
                     ) -> tuple[FrameProtocol, asyncio.StreamWriter] | None:
         """The connection's streams, after the TLS handshake on an SSL listener (None: the
         handshake failed, logged)."""
         loop = asyncio.get_running_loop()
         reader = asyncio.StreamReader(limit=1 << 20)
-        protocol = FrameProtocol(reader)
+
+        def check_size(size: int) -> None:
+            limit = security.max_frame(self.max_request_bytes)
+            if size < 0 or size > limit:
+                key = ("socket.request.max.bytes" if limit == self.max_request_bytes
+                       else "sasl.server.max.receive.size")
+                raise CloseConnection(f"request of {size} bytes exceeds {key}={limit}")
+
+        protocol = FrameProtocol(reader, check_size)
         context = self.security.ssl_context
         try:
             transport, _ = await loop.connect_accepted_socket(
@@ -369,11 +383,12 @@ class SocketServer:
         peer = f"{address[0]}:{address[1]}"
         writer = None
         try:
-            streams = await self._open(client, peer)
+            security = ConnectionSecurity(self.security)
+            streams = await self._open(client, peer, security)
             if streams is None:
                 return
             reader, writer = streams
-            await self._serve(reader, writer, peer, task)
+            await self._serve(reader, writer, peer, task, security)
         except (asyncio.IncompleteReadError, ConnectionError):
             pass
         except CloseConnection as exc:
@@ -392,26 +407,17 @@ class SocketServer:
                 writer.close()
 
     async def _serve(self, reader: FrameProtocol, writer: asyncio.StreamWriter,
-                     peer: str, task: asyncio.Task) -> None:
-        security = ConnectionSecurity(self.security)
+                     peer: str, task: asyncio.Task, security: ConnectionSecurity) -> None:
         if self.security.uses_tls and not self.security.sasl:  # SSL: the certificate's DN
             security.principal = ssl_principal(writer.get_extra_info("ssl_object"),
                                                self.security.principal_mapper)
         conn = _Pipeline(writer, peer, security)
         self._connections[task] = conn
-
-        def check_size(size: int) -> None:
-            limit = security.max_frame(self.max_request_bytes)
-            if size < 0 or size > limit:
-                key = ("socket.request.max.bytes" if limit == self.max_request_bytes
-                       else "sasl.server.max.receive.size")
-                raise CloseConnection(f"request of {size} bytes exceeds {key}={limit}")
-
         try:
             while True:
-                frame = reader.next_frame(check_size)
+                frame = reader.next_frame()
                 if frame is None:
-                    frame = await reader.read_frame(check_size)
+                    frame = await reader.read_frame()
                 conn.last_active = time.monotonic()
                 size = len(frame)
                 api_key = _API_KEY.unpack_from(frame, 0)[0] if size >= 2 else -1
@@ -446,7 +452,8 @@ class SocketServer:
             conn.flush()
             await conn.close()
 
-    async def _handle(self, frame: bytes, peer: str, release, security: ConnectionSecurity,
+    async def _handle(self, frame: bytes | memoryview, peer: str, release,
+                      security: ConnectionSecurity,
                       decoded: Decoded | bytes | Coroutine[Any, Any, Any] | None = None
                       ) -> Any:
         """The request's task: all of it (``decoded`` None), the handler of a request

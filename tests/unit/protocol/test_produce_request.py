@@ -49,6 +49,20 @@ def test_decodes_what_kio_decodes(version, transactional_id):
 
 
 @pytest.mark.parametrize("version", range(3, 12))
+def test_a_memoryview_frame_decodes_as_bytes_do(version):
+    """A large request frame comes from the socket server as a read-only memoryview: the
+    same request, with names as str and each partition's records as bytes of their own."""
+    request_cls, _ = REGISTRY[0].schemas(version)
+    body = b"prefix" + _body(version, "tx-é")
+    fast = produce_request.decode(memoryview(body).toreadonly(), 6, version)
+    assert fast is not None
+    _same(fast, codec.decode_body(request_cls, body, 6))
+    assert all(type(p.records) is bytes for t in fast.topic_data for p in t.partition_data
+               if p.records is not None)
+    assert isinstance(fast.topic_data[1].name, str)
+
+
+@pytest.mark.parametrize("version", range(3, 12))
 def test_large_records_and_empty_topic_list(version):
     request_cls, _ = REGISTRY[0].schemas(version)
     body = _body(version, None, [bytes(range(256)) * 200])

@@ -165,3 +165,23 @@ def test_queued_max_requests_bounds_requests_waiting_for_a_handler():
         assert corr == 1
 
     _run(ConnectionLimits(queued_max_requests=1), body)
+
+
+def test_a_large_frame_of_another_api_is_decoded_from_its_own_buffer():
+    """A frame above ``frames.LARGE`` reaches the dispatcher as a memoryview; any API but
+    Produce is decoded by kio from bytes of it (bytes after a body are ignored, as Kafka
+    does), and the requests pipelined behind it are answered in order."""
+    from weir.server.frames import LARGE
+
+    async def body(server: SocketServer) -> None:
+        reader, writer = await _open(server)
+        big = _frame(1)[4:] + b"\0" * (LARGE + 1000)
+        writer.write(struct.pack(">i", len(big)) + big + _frame(2) + _frame(3))
+        await writer.drain()
+        for correlation_id in (1, 2, 3):
+            size, corr = struct.unpack(">ii", await asyncio.wait_for(reader.readexactly(8), 5))
+            await reader.readexactly(size - 4)
+            assert corr == correlation_id
+        writer.close()
+
+    _run(ConnectionLimits(), body)
