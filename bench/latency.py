@@ -56,6 +56,7 @@ from confluent_kafka import (
     TopicPartition,
 )
 from confluent_kafka.admin import AdminClient, NewTopic
+from page_cache import settle  # same folder
 from produce_consume import machine  # same folder: the machine description
 
 from weir.cli.cluster import LocalCluster
@@ -277,6 +278,7 @@ def run_rate(cluster: LocalCluster, ports: list[int], rate: int, seconds: float,
     if not ready.wait(60):
         proc.kill()
         raise RuntimeError("consumer did not start")
+    dropped = settle()  # page_cache.py: the run does not inherit earlier runs' pages
     load_start = os.getloadavg()
     lag_before = loop_lag(ports)
     client: dict[str, list[float]] = {}
@@ -292,6 +294,7 @@ def run_rate(cluster: LocalCluster, ports: list[int], rate: int, seconds: float,
             "consumed": len(e2e), "first_record_ms": first, "produce": summary(acked),
             "produce_librdkafka": summary(rd), "end_to_end": summary(e2e),
             "loop_lag": lag_delta(lag_before, lag_after), "client_stats": client,
+            "cache_dropped": dropped,
             "load_average": [round(x, 2) for x in load_start],
             "load_average_at_end": [round(x, 2) for x in os.getloadavg()]}
 
