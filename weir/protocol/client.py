@@ -20,6 +20,7 @@ from typing import Any
 from kio.index import load_response_schema
 
 from weir.protocol import codec
+from weir.protocol.framing import FrameReceiver
 
 _SIZE = struct.Struct(">i")
 
@@ -35,86 +36,37 @@ def response_class_for(request_cls: type) -> type:
     return INTERBROKER_SCHEMAS[api_key][version][1]
 
 
-_LARGE = 32 * 1024
-"""A response frame above this size is received into a buffer of its own (no copy)."""
-
-
-class ResponseFrames(asyncio.StreamReaderProtocol, asyncio.BufferedProtocol):
+class ResponseFrames(asyncio.StreamReaderProtocol, FrameReceiver):
     """The connection's bytes cut into response frames (a 4-byte size, then that many
     bytes), as Kafka's ``NetworkReceive`` does, each handed to ``on_frame`` as it completes.
 
-    A ``BufferedProtocol``: the transport receives straight into the buffer given by
-    :meth:`get_buffer`.  Small frames share one 64 KiB buffer (the responses a ``recv``
-    brings are taken one after another, each copied out once); a frame above 32 KiB (a
-    follower's Fetch response, which carries the leader's appends) gets a buffer of its
-    exact size, that the rest of it is received into and that is handed on as it is, read
-    only: the bytes are copied once, by the kernel, where a ``StreamReader`` copied each
-    into its buffer, out of it, and paused and resumed the socket as its buffer filled.
-    A size below 4 or above ``max_frame_bytes`` is a broken connection (``on_lost``).  The
-    ``StreamReader`` given is fed nothing; it is there for the ``StreamWriter`` (``drain``,
-    ``wait_closed``)."""
-
-    _SMALL = 64 * 1024
+    A ``BufferedProtocol`` (:class:`weir.protocol.framing.FrameReceiver`): small responses
+    come out of a shared 64 KiB buffer, copied once; a frame above 32 KiB (a follower's
+    Fetch response, which carries the leader's appends) is received into a buffer of its
+    exact size and handed on read-only: the bytes are copied once, by the kernel, where a
+    ``StreamReader`` copied each into its buffer, out of it, and paused and resumed the
+    socket as its buffer filled.  A size below 4 or above ``max_frame_bytes`` is a broken
+    connection (``on_lost``).  The ``StreamReader`` given is fed nothing; it is there for
+    the ``StreamWriter`` (``drain``, ``wait_closed``)."""
 
     def __init__(self, stream_reader: asyncio.StreamReader,
                  on_frame: Callable[[bytes | memoryview], None],
                  on_lost: Callable[[BaseException], None], max_frame_bytes: int,
                  loop: asyncio.AbstractEventLoop | None = None) -> None:
         super().__init__(stream_reader, loop=loop)
+        self._init_frames()
         self._on_frame = on_frame
         self._on_lost = on_lost
         self._max = max_frame_bytes
-        self._buf = bytearray(self._SMALL)
-        self._view = memoryview(self._buf)
-        self._start = 0  # unread bytes of the shared buffer: [_start, _end)
-        self._end = 0
-        self._frame: bytearray | None = None  # a large frame being received
-        self._frame_view: memoryview | None = None
-        self._filled = 0
 
-    def get_buffer(self, sizehint: int) -> memoryview:
-        if self._frame_view is not None:
-            return self._frame_view[self._filled:]
-        if self._end == len(self._buf):  # full: the unread bytes move to the front
-            left = self._end - self._start
-            self._buf[:left] = bytes(self._view[self._start:self._end])  # may overlap
-            self._start, self._end = 0, left
-        return self._view[self._end:]
+    def _frame_size(self, size: int) -> bool:
+        if size < 4 or size > self._max:
+            self._on_lost(ConnectionError(f"bad response frame size {size}"))
+            return False
+        return True
 
-    def buffer_updated(self, nbytes: int) -> None:
-        if self._frame_view is not None:
-            self._filled += nbytes
-            if self._filled == len(self._frame_view):
-                done = self._frame_view.toreadonly()
-                self._frame = self._frame_view = None
-                self._on_frame(done)
-            return
-        self._end += nbytes
-        view = self._view
-        while self._end - self._start >= 4:
-            start = self._start
-            (size,) = _SIZE.unpack_from(view, start)
-            if size < 4 or size > self._max:
-                self._on_lost(ConnectionError(f"bad response frame size {size}"))
-                return
-            have = self._end - start - 4
-            if size > _LARGE:
-                frame = bytearray(size)
-                got = min(have, size)
-                frame[:got] = view[start + 4:start + 4 + got]
-                self._start = start + 4 + got
-                if got < size:  # every byte read is in the frame now
-                    self._frame, self._frame_view, self._filled = frame, memoryview(frame), got
-                    self._start = self._end = 0
-                    return
-                self._on_frame(memoryview(frame).toreadonly())
-                continue
-            if have < size:
-                break
-            self._start = start + 4 + size
-            self._on_frame(bytes(view[start + 4:start + 4 + size]))
-        if self._start == self._end:
-            self._start = self._end = 0
+    def _frame(self, frame: bytes | memoryview) -> None:
+        self._on_frame(frame)
 
     def eof_received(self) -> bool:
         self._on_lost(ConnectionError("closed by the server"))

@@ -1,0 +1,100 @@
+"""Kafka frames (a 4-byte size, then that many bytes) cut from a connection's bytes as the
+kernel receives them: Kafka's ``NetworkReceive``, over asyncio's ``BufferedProtocol``.
+
+Shared by the socket server's request reader (``weir.server.frames.FrameProtocol``) and the
+inter-broker client's response reader (``weir.protocol.client.ResponseFrames``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import struct
+
+_SIZE = struct.Struct(">i")
+
+LARGE = 32 * 1024
+"""A frame above this size is received into a buffer of its own and handed on as a
+read-only ``memoryview`` of it; smaller ones as ``bytes``."""
+
+
+class FrameReceiver(asyncio.BufferedProtocol):
+    """The transport receives straight into the buffer :meth:`get_buffer` gives. Small
+    frames share one 64 KiB buffer and each is copied out of it once, as ``bytes`` (the
+    frames one ``recv`` brings come out one after another); a frame above :data:`LARGE`
+    gets a buffer of its exact size that the rest of it is received into, and is handed on
+    as it is, read-only: its bytes are copied once, by the kernel.
+
+    A subclass calls :meth:`_init_frames` from its ``__init__`` and implements
+    :meth:`_frame_size` (asked with each frame's size as soon as its 4 bytes are in, before
+    anything is allocated for the body: False stops the cutting, the connection being bad)
+    and :meth:`_frame` (a whole frame)."""
+
+    _SMALL = 64 * 1024
+
+    def _init_frames(self) -> None:
+        self._buf = bytearray(self._SMALL)
+        self._view = memoryview(self._buf)
+        self._start = 0  # unread bytes of the shared buffer: [_start, _end)
+        self._end = 0
+        self._large: memoryview | None = None  # a large frame being received
+        self._filled = 0
+        self._stopped = False
+
+    def _frame_size(self, size: int) -> bool:
+        raise NotImplementedError
+
+    def _frame(self, frame: bytes | memoryview) -> None:
+        raise NotImplementedError
+
+    def _partial(self) -> bytes:
+        """The bytes of the frame not yet whole (for an error at the end of the stream)."""
+        if self._large is not None:
+            return bytes(self._large[:self._filled])
+        return bytes(self._view[self._start:self._end])
+
+    def get_buffer(self, sizehint: int) -> memoryview:
+        if self._large is not None:
+            return self._large[self._filled:]
+        if self._end == len(self._buf):  # full: the unread bytes (< one small frame) move up
+            left = self._end - self._start
+            self._buf[:left] = bytes(self._view[self._start:self._end])
+            self._start, self._end = 0, left
+        return self._view[self._end:]
+
+    def buffer_updated(self, nbytes: int) -> None:
+        if self._stopped:
+            self._start = self._end = 0  # read after the connection went bad: dropped
+            return
+        if self._large is not None:
+            self._filled += nbytes
+            if self._filled == len(self._large):
+                frame, self._large = self._large.toreadonly(), None
+                self._frame(frame)
+            return
+        self._end += nbytes
+        view = self._view
+        while self._end - self._start >= 4:
+            start = self._start
+            (size,) = _SIZE.unpack_from(view, start)
+            if not self._frame_size(size):
+                self._stopped = True
+                self._start = self._end = 0
+                return
+            have = self._end - start - 4
+            if size > LARGE:
+                frame = bytearray(size)
+                got = min(have, size)
+                frame[:got] = view[start + 4:start + 4 + got]
+                self._start = start + 4 + got
+                if got < size:  # every byte read is in the frame now
+                    self._large, self._filled = memoryview(frame), got
+                    self._start = self._end = 0
+                    return
+                self._frame(memoryview(frame).toreadonly())
+                continue
+            if have < size:
+                break
+            self._start = start + 4 + size
+            self._frame(bytes(view[start + 4:start + 4 + size]))
+        if self._start == self._end:
+            self._start = self._end = 0
