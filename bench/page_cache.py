@@ -42,6 +42,13 @@ def settle() -> bool:
     return True
 
 
+def described(dropped: bool) -> str:
+    """The sentence a result file gives ``settle()``: whether every run had it."""
+    return ("Before each run dirty pages written back and the page cache "
+            + ("dropped" if dropped else "NOT dropped (not permitted)")
+            + " (bench/page_cache.py).")
+
+
 def _write_kept(directory: Path, name: str, mb: int) -> float:
     """System seconds to write ``mb`` MB to a new file (kept) in 256 KiB writes."""
     block = b"x" * (256 * 1024)

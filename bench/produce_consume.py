@@ -31,7 +31,7 @@ from pathlib import Path
 
 from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
-from page_cache import settle  # same folder (bench/ is on sys.path when run as a script)
+from page_cache import described, settle  # same folder (bench/ is on sys.path as a script)
 
 from weir.cli import procs
 from weir.cli.cluster import LocalCluster
@@ -41,7 +41,6 @@ RESULTS = HERE / "results"
 PROFILES = HERE / "work"
 RECORD = 1024
 KIB = 1024
-DROPPED: list[bool] = []  # settle() before each measured run: was the page cache dropped?
 BATCH_SIZES = (16 * KIB, 64 * KIB, 256 * KIB, 1024 * KIB)
 ACKS = ("1", "all")
 BROKER_OVERRIDES = {"message.max.bytes": str(4 << 20), "num.partitions": "1",
@@ -58,6 +57,7 @@ class Result:
     produce_s: float
     consume_s: float
     repeat: int = 0
+    cache_dropped: bool = False  # settle() before the run dropped the page cache
 
     @property
     def mbytes(self) -> float:
@@ -214,14 +214,14 @@ def one_run(args: argparse.Namespace, target: str, bootstrap: str, batch: int, a
             repeat: int) -> Result:
     """Produce to a fresh topic, then consume it all back; first ``settle()``
     (page_cache.py: no run inherits the page cache of the runs before it)."""
-    DROPPED.append(settle())
+    dropped = settle()
     topic = f"bench-{batch // KIB}k-acks{acks}-r{repeat}"
     if target == "weir":
         create_topic(bootstrap, topic)
     config = producer_config(bootstrap, batch, acks, args.linger_ms)
     p_s = produce(config, topic, args.records)
     c_s = consume(bootstrap, topic, args.records, args.fetch_bytes)
-    r = Result(target, batch, acks, args.records, p_s, c_s, repeat)
+    r = Result(target, batch, acks, args.records, p_s, c_s, repeat, dropped)
     j = r.to_json()
     print(f"#{repeat} {target:5} batch={batch // KIB:5}KiB acks={acks:3} "
           f"produce {j['produce_mb_per_s']:7.1f} MB/s ({j['produce_records_per_s']:7d} rec/s)"
@@ -264,7 +264,7 @@ def best_runs(results: list[Result]) -> dict[tuple[str, int, str], Result]:
         groups.setdefault((r.target, r.batch_size, r.acks), []).append(r)
     return {key: Result(key[0], key[1], key[2], runs[0].records,
                         min(r.produce_s for r in runs), min(r.consume_s for r in runs),
-                        len(runs))
+                        len(runs), all(r.cache_dropped for r in runs))
             for key, runs in groups.items()}
 
 
@@ -282,7 +282,8 @@ def ratios(results: list[Result]) -> list[dict]:
     return rows
 
 
-def markdown(info: dict, rows: list[dict], args: argparse.Namespace, when: str) -> str:
+def markdown(info: dict, rows: list[dict], args: argparse.Namespace, when: str,
+             dropped: bool) -> str:
     machine_line = (f"Commit `{info['commit']}`; {info['cpu']}, {info['cores']} cores, "
                     f"{info['ram_gib']} GiB RAM; Python {info['python']}; kernel "
                     f"{info['kernel']}; load average {info['load_average_at_start']} at start, "
@@ -291,10 +292,8 @@ def markdown(info: dict, rows: list[dict], args: argparse.Namespace, when: str) 
     settings = (f"{args.records} records of 1 KiB per run, best of {args.repeat} runs "
                 f"(weir and floor interleaved), 1 partition, RF 1, linger.ms={args.linger_ms}, "
                 f"compression none, max.in.flight 5; consumer max.partition.fetch.bytes="
-                f"{args.fetch_bytes}. MB = 10^6 bytes of record values. Before each run "
-                "dirty pages written back and the page cache "
-                + ("dropped" if DROPPED and all(DROPPED) else "NOT dropped (not permitted)")
-                + " (bench/page_cache.py).")
+                f"{args.fetch_bytes}. MB = 10^6 bytes of record values. "
+                + described(dropped))
     header = ("| batch.size | acks | weir produce MB/s | floor produce MB/s | **produce ratio** "
               "| weir consume MB/s | floor consume MB/s | **consume ratio** |")
     out = [f"# Produce/consume benchmark — {when}", "", machine_line, "", settings, "",
@@ -316,14 +315,15 @@ def write_results(info: dict, results: list[Result], args: argparse.Namespace) -
     when = now.strftime("%Y-%m-%d %H:%M UTC")
     stem = f"produce_consume-{now.strftime('%Y%m%dT%H%M%SZ')}"
     rows = ratios(results)
+    dropped = bool(results) and all(r.cache_dropped for r in results)
     RESULTS.mkdir(parents=True, exist_ok=True)
     doc = {"when": now.isoformat(timespec="seconds"), "machine": info,
            "settings": {"records": args.records, "repeat": args.repeat, "record_bytes": RECORD,
                         "linger_ms": args.linger_ms, "fetch_bytes": args.fetch_bytes},
            "runs": [r.to_json() for r in results], "comparison": rows,
-           "page_cache_dropped": bool(DROPPED) and all(DROPPED)}
+           "page_cache_dropped": dropped}
     (RESULTS / f"{stem}.json").write_text(json.dumps(doc, indent=2) + "\n")
-    text = markdown(info, rows, args, when)
+    text = markdown(info, rows, args, when, dropped)
     (RESULTS / f"{stem}.md").write_text(text)
     (RESULTS / "produce_consume-latest.md").write_text(text)
     return RESULTS / f"{stem}.md"

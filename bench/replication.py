@@ -41,7 +41,7 @@ from pathlib import Path
 
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
-from page_cache import settle  # same folder
+from page_cache import described, settle  # same folder
 from produce_consume import machine  # same folder: the machine description
 
 from weir.cli.cluster import LocalCluster
@@ -283,11 +283,9 @@ def main(argv: list[str] | None = None) -> int:
          f"partition per topic; {records} records of 1 KiB per run, best of {repeats}; "
          "confluent-kafka, acks=all, batch.size 256 KiB, linger.ms 5; producers: "
          + "; ".join(f"{k} {PRODUCERS[k]}" for k in kinds) + ". Timed from after "
-         f"{WARM_RECORDS} records sent and flushed by the same producer; before each run "
-         "dirty pages written back and the page cache "
-         + ("dropped" if all(r["cache_dropped"] for k in runs.values() for t in k.values()
-                             for r in t) else "NOT dropped (not permitted)")
-         + " (bench/page_cache.py)."),
+         f"{WARM_RECORDS} records sent and flushed by the same producer. "
+         + described(all(r["cache_dropped"] for k in runs.values() for t in k.values()
+                         for r in t))),
         "",
         "| figure | value |",
         "|---|---:|",
