@@ -829,11 +829,6 @@ class ReplicaManager:
         offset, ts = found
         return offset, ts, _epoch_at(plog, offset)
 
-    # -- checkpoints -----------------------------------------------------------------
-
-    def checkpoint_high_watermarks(self) -> None:
-        self.log_manager.checkpoint_high_watermarks()
-
 
 def _epoch_at(plog: Log, offset: int) -> int:
     epoch = plog.epoch_cache.epoch_for_offset(offset)

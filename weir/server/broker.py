@@ -47,6 +47,7 @@ from weir.server.registration import BrokerRegistration
 from weir.server.scheduler import Scheduler
 from weir.server.topic_configs import TopicConfigs
 from weir.server.txn_verification import TxnVerifier
+from weir.storage.checkpoints import RECOVERY_POINT_CHECKPOINT, REPLICATION_OFFSET_CHECKPOINT
 from weir.storage.log import LogConfig
 from weir.storage.log_cleaner import CleanerConfig, LogCleaner
 from weir.storage.log_manager import LogManager
@@ -271,11 +272,15 @@ class Broker:
         """The periodic jobs (Kafka's KafkaScheduler tasks of ReplicaManager and LogManager)."""
         cfg, rm, lm = self.config, self.replica_manager, self.log_manager
         jobs = self.scheduler
+        # The checkpoints' offsets are read on the loop, their files written and fsynced on
+        # the scheduler's I/O thread (an fsync on the loop stalled every connection).
         jobs.schedule("highwatermark-checkpoint",
                       cfg.replica_high_watermark_checkpoint_interval_ms,
-                      rm.checkpoint_high_watermarks)
+                      lambda: jobs.write_each(lm.checkpoint_writes(REPLICATION_OFFSET_CHECKPOINT),
+                                              lm.mark_dir_failed))
         jobs.schedule("recovery-point-checkpoint", cfg.log_flush_offset_checkpoint_interval_ms,
-                      lm.checkpoint_recovery_points)
+                      lambda: jobs.write_each(lm.checkpoint_writes(RECOVERY_POINT_CHECKPOINT),
+                                              lm.mark_dir_failed))
         jobs.schedule("isr-expiration", max(cfg.replica_lag_time_max_ms // 2, 100),
                       rm.maybe_shrink_isr)
         jobs.schedule("kafka-log-retention", cfg.log_retention_check_interval_ms,

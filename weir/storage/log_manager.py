@@ -19,6 +19,7 @@ renames in the other order and refuses to start with two current logs of a parti
 
 from __future__ import annotations
 
+import functools
 import itertools
 import logging
 import os
@@ -48,6 +49,13 @@ from weir.storage.log_dirs import DirKind, delete_dir_name, future_dir_name, par
 __all__ = ["DuplicateLogError", "LogManager"]
 
 log = logging.getLogger(__name__)
+
+# What each offset checkpoint file holds, per log.
+_CHECKPOINT_VALUES: dict[str, Callable[[Log], int]] = {
+    RECOVERY_POINT_CHECKPOINT: lambda lg: lg.recovery_point,
+    LOG_START_OFFSET_CHECKPOINT: lambda lg: lg.log_start_offset,
+    REPLICATION_OFFSET_CHECKPOINT: lambda lg: lg.high_watermark,
+}
 _T = TypeVar("_T")
 
 
@@ -159,12 +167,11 @@ class LogManager:
     def _rewrite_checkpoints(self, log_dir: Path, recovery: bool, starts: bool, hws: bool) -> None:
         """Replace malformed checkpoint files with the values the logs were loaded with."""
         in_dir = self._logs_in_dir(log_dir)
-        for bad, name, value in (
-            (recovery, RECOVERY_POINT_CHECKPOINT, lambda lg: lg.recovery_point),
-            (starts, LOG_START_OFFSET_CHECKPOINT, lambda lg: lg.log_start_offset),
-            (hws, REPLICATION_OFFSET_CHECKPOINT, lambda lg: lg.high_watermark),
-        ):
+        for bad, name in ((recovery, RECOVERY_POINT_CHECKPOINT),
+                          (starts, LOG_START_OFFSET_CHECKPOINT),
+                          (hws, REPLICATION_OFFSET_CHECKPOINT)):
             if bad:
+                value = _CHECKPOINT_VALUES[name]
                 write_offset_checkpoint(
                     log_dir / name, {tp: value(lg) for tp, lg in in_dir.items()}
                 )
@@ -206,10 +213,7 @@ class LogManager:
                 if group is not None:
                     group[tp] = lg
         for log_dir, logs in groups.items():
-            for file_name, value in (
-                    (RECOVERY_POINT_CHECKPOINT, lambda lg: lg.recovery_point),
-                    (LOG_START_OFFSET_CHECKPOINT, lambda lg: lg.log_start_offset),
-                    (REPLICATION_OFFSET_CHECKPOINT, lambda lg: lg.high_watermark)):
+            for file_name, value in _CHECKPOINT_VALUES.items():
                 offsets = {tp: value(lg) for tp, lg in logs.items()}
                 self._guard(log_dir, lambda d=log_dir, f=file_name, o=offsets:
                             write_offset_checkpoint(d / f, o))
@@ -624,23 +628,31 @@ class LogManager:
                 lg.update_config(config)
 
     # -- checkpoints -------------------------------------------------------------------
-    def _write_per_dir(self, file_name: str, value: Callable[[Log], int]) -> None:
-        for log_dir in self.online_dirs:
-            offsets = {tp: value(lg) for tp, lg in self._logs_in_dir(log_dir).items()}
-            self._guard(
-                log_dir,
-                lambda d=log_dir, o=offsets: write_offset_checkpoint(d / file_name, o),
-            )
+    def checkpoint_writes(self, file_name: str) -> list[tuple[Path, Callable[[], None]]]:
+        """One offset checkpoint file's writes, one per online log dir, with the offsets
+        read now on the caller's thread: (log dir, a call that writes the file, fsynced,
+        on any thread).  The broker runs the periodic ones on its scheduler's I/O thread,
+        as Kafka's ``KafkaScheduler`` threads do, and reports a failure with
+        :meth:`mark_dir_failed`; ``checkpoint_*`` below run them here."""
+        value = _CHECKPOINT_VALUES[file_name]
+        return [(log_dir, functools.partial(
+                    write_offset_checkpoint, log_dir / file_name,
+                    {tp: value(lg) for tp, lg in self._logs_in_dir(log_dir).items()}))
+                for log_dir in self.online_dirs]
+
+    def _write_per_dir(self, file_name: str) -> None:
+        for log_dir, write in self.checkpoint_writes(file_name):
+            self._guard(log_dir, write)
 
     def checkpoint_recovery_points(self) -> None:
-        self._write_per_dir(RECOVERY_POINT_CHECKPOINT, lambda lg: lg.recovery_point)
+        self._write_per_dir(RECOVERY_POINT_CHECKPOINT)
 
     def checkpoint_log_start_offsets(self) -> None:
-        self._write_per_dir(LOG_START_OFFSET_CHECKPOINT, lambda lg: lg.log_start_offset)
+        self._write_per_dir(LOG_START_OFFSET_CHECKPOINT)
 
     def checkpoint_high_watermarks(self) -> None:
         """Write every log's own high watermark to ``replication-offset-checkpoint``."""
-        self._write_per_dir(REPLICATION_OFFSET_CHECKPOINT, lambda lg: lg.high_watermark)
+        self._write_per_dir(REPLICATION_OFFSET_CHECKPOINT)
 
     def write_high_watermarks(self, high_watermarks: Mapping[TopicPartition, int]) -> None:
         """Write the given high watermarks, each to its partition's log dir."""

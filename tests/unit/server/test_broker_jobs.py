@@ -5,6 +5,9 @@ loss), controlled shutdown's retries, the topic-config cache and config-change r
 from __future__ import annotations
 
 import asyncio
+import threading
+import time
+from pathlib import Path
 from types import SimpleNamespace
 from typing import ClassVar
 
@@ -58,6 +61,78 @@ def test_scheduler_runs_each_job_survives_failures_and_stops_them_all():
         before = dict(ran)
         await asyncio.sleep(0.05)
         assert ran == before
+
+    run(scenario())
+
+
+def test_scheduler_awaits_a_coroutine_job_before_its_next_interval():
+    async def scenario():
+        runs: list[tuple[str, int]] = []
+        release = asyncio.Event()
+
+        async def slow() -> None:
+            runs.append(("start", len(runs)))
+            await release.wait()
+            runs.append(("end", len(runs)))
+
+        scheduler = Scheduler()
+        scheduler.schedule("slow", 10, slow)
+        scheduler.start()
+        await _until(lambda: runs, "the job did not start")
+        await asyncio.sleep(0.05)  # five intervals: a second run would have started
+        assert runs == [("start", 0)]
+        release.set()
+        await _until(lambda: len(runs) >= 3, "the job did not run again")
+        assert [what for what, _ in runs[:3]] == ["start", "end", "start"]
+        await scheduler.stop()
+
+    run(scenario())
+
+
+def test_checkpoint_writes_run_off_the_loop_in_order_and_a_failure_fails_its_dir():
+    async def scenario():
+        loop_thread = threading.get_ident()
+        written: list[tuple[str, int]] = []
+        failed: list[tuple[Path, str]] = []
+
+        def write(name: str):
+            def work() -> None:
+                written.append((name, threading.get_ident()))
+            return work
+
+        def broken() -> None:
+            raise OSError(5, "Input/output error")
+
+        scheduler = Scheduler()
+        await scheduler.write_each(
+            [(Path("/d1"), write("a")), (Path("/d2"), broken), (Path("/d3"), write("b"))],
+            lambda d, reason: failed.append((d, reason)))
+        assert [name for name, _ in written] == ["a", "b"]
+        assert all(thread != loop_thread for _, thread in written)
+        assert len({thread for _, thread in written}) == 1  # one I/O thread: in order
+        assert failed == [(Path("/d2"), "[Errno 5] Input/output error")]
+        await scheduler.stop()
+
+    run(scenario())
+
+
+def test_scheduler_stop_waits_for_the_write_under_way():
+    async def scenario():
+        started = threading.Event()
+        finished = threading.Event()
+
+        def write() -> None:
+            started.set()
+            time.sleep(0.2)
+            finished.set()
+
+        scheduler = Scheduler()
+        scheduler.schedule("checkpoint", 10,
+                           lambda: scheduler.write_each([(Path("/d"), write)], print))
+        scheduler.start()
+        await asyncio.to_thread(started.wait, 5)
+        await scheduler.stop()  # cancels the job; its write still ends before stop returns
+        assert finished.is_set()
 
     run(scenario())
 
