@@ -68,6 +68,7 @@ VALUE_SIZE = 1024
 _STAMP = struct.Struct(">q")
 PERCENTILES = (50, 99, 99.9)
 SAMPLES_DIR = ""  # --samples
+_CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
 
 
 # -- consumer (its own process) -------------------------------------------------------------
@@ -142,10 +143,11 @@ def _client_stats(text: str, topic: str, into: dict[str, list[float]]) -> None:
 
 def produce(bootstrap: str, topic: str, rate: int, seconds: float, linger_ms: int,
             warmup_s: float = 2.0, client: dict[str, list[float]] | None = None,
-            ) -> tuple[np.ndarray, np.ndarray, int, float]:
+            ) -> tuple[np.ndarray, np.ndarray, int, float, np.ndarray]:
     """Returns (callback latencies ms, librdkafka latencies ms, errors, first record's
-    latency ms from a fresh producer); ``client`` receives librdkafka's statistics
-    (:func:`_client_stats`) of the measured part."""
+    latency ms from a fresh producer, each callback latency's send time in ns);
+    ``client`` receives librdkafka's statistics (:func:`_client_stats`) of the measured
+    part."""
     stats: dict[str, list[float]] = {k: [] for k in (
         "batch_records_avg", "batch_records_p99", "rtt_p50_ms", "rtt_p99_ms")}
     producer = Producer({"bootstrap.servers": bootstrap, "acks": "all",
@@ -201,7 +203,8 @@ def produce(bootstrap: str, topic: str, rate: int, seconds: float, linger_ms: in
         np.save(Path(SAMPLES_DIR) / f"produce-{topic}-{time.time_ns()}.npy",
                 np.array([sent_at, acked], dtype=np.int64))
     return (np.array(acked, dtype=np.float64) / 1e6, np.array(rd_latency, dtype=np.float64),
-            errors[0], first_ack[0] / 1e6 if first_ack else float("nan"))
+            errors[0], first_ack[0] / 1e6 if first_ack else float("nan"),
+            np.array(sent_at, dtype=np.int64))
 
 
 def summary(ms: np.ndarray) -> dict[str, float]:
@@ -211,6 +214,66 @@ def summary(ms: np.ndarray) -> dict[str, float]:
     return {"samples": len(ms), "p50_ms": float(p50), "p99_ms": float(p99),
             "p99.9_ms": float(p999), "max_ms": float(ms.max()), "mean_ms": float(ms.mean()),
             "p99_over_p50": float(p99 / p50), "p99.9_over_p50": float(p999 / p50)}
+
+
+def tail_episodes(sent_ns: np.ndarray, ms: np.ndarray, gap_ms: float = 50.0) -> dict:
+    """The samples at or above p99.9, grouped into episodes: records sent less than
+    ``gap_ms`` apart are one episode.  A few long episodes are stalls of something every
+    record waited behind (a process off the CPU, a loop stall); hundreds of one-record
+    episodes are noise spread over the run."""
+    if len(ms) < 1000:
+        return {}
+    threshold = float(np.percentile(ms, PERCENTILES[2]))
+    order = np.argsort(sent_ns[ms >= threshold], kind="stable")
+    sent = sent_ns[ms >= threshold][order]
+    lat = ms[ms >= threshold][order]
+    episodes: list[tuple[int, int]] = []  # (first index, last index) into sent/lat
+    for i in range(len(sent)):
+        if episodes and (sent[i] - sent[episodes[-1][1]]) / 1e6 < gap_ms:
+            episodes[-1] = (episodes[-1][0], i)
+        else:
+            episodes.append((i, i))
+    start = int(sent_ns.min())
+    return {"tail_samples": len(sent), "episodes": len(episodes),
+            "largest_episode_samples": max(b - a + 1 for a, b in episodes),
+            "episodes_at_s": [round((int(sent[a]) - start) / 1e9, 2) for a, _ in episodes][:20],
+            "episode_max_ms": [round(float(lat[a:b + 1].max()), 1) for a, b in episodes][:20]}
+
+
+def _process_cpu() -> dict[int, tuple[str, int, float]]:
+    """Every process: (name, parent pid, CPU seconds so far), from /proc."""
+    out = {}
+    for entry in os.scandir("/proc"):
+        if not entry.name.isdigit():
+            continue
+        try:
+            text = Path(entry.path, "stat").read_text()
+        except OSError:  # gone meanwhile
+            continue
+        name = text[text.index("(") + 1:text.rindex(")")]
+        fields = text[text.rindex(")") + 2:].split()
+        out[int(entry.name)] = (name, int(fields[1]),
+                                (int(fields[11]) + int(fields[12])) / _CLOCK_TICKS)
+    return out
+
+
+def outside_cpu(before: dict[int, tuple[str, int, float]],
+                after: dict[int, tuple[str, int, float]], top: int = 3) -> list[list]:
+    """The processes outside the benchmark (not this process or its descendants: brokers,
+    ZooKeeper, the consumer) that used the most CPU between two :func:`_process_cpu`
+    snapshots: [name, pid, seconds].  A kernel thread or a daemon of the machine that
+    takes a core for tens of milliseconds shows here, not in any broker's figures."""
+    ours = {os.getpid()}
+    grew = True
+    while grew:
+        grew = False
+        for pid, (_name, ppid, _cpu) in after.items():
+            if ppid in ours and pid not in ours:
+                ours.add(pid)
+                grew = True
+    used = [[name, pid, round(cpu - before[pid][2], 3)] for pid, (name, _ppid, cpu)
+            in after.items() if pid in before and pid not in ours]
+    return sorted((u for u in used if u[2] > 0), key=lambda u: -u[2])[:top]
 
 
 # -- broker metrics -----------------------------------------------------------------------
@@ -281,9 +344,11 @@ def run_rate(cluster: LocalCluster, ports: list[int], rate: int, seconds: float,
     dropped = settle()  # page_cache.py: the run does not inherit earlier runs' pages
     load_start = os.getloadavg()
     lag_before = loop_lag(ports)
+    cpu_before = _process_cpu()
     client: dict[str, list[float]] = {}
-    acked, rd, errors, first = produce(cluster.bootstrap, topic, rate, seconds, linger_ms,
-                                       client=client)
+    acked, rd, errors, first, sent = produce(cluster.bootstrap, topic, rate, seconds,
+                                             linger_ms, client=client)
+    others = outside_cpu(cpu_before, _process_cpu())
     lag_after = loop_lag(ports)
     proc.join(seconds + 90)
     if proc.exitcode != 0:
@@ -294,6 +359,7 @@ def run_rate(cluster: LocalCluster, ports: list[int], rate: int, seconds: float,
             "consumed": len(e2e), "first_record_ms": first, "produce": summary(acked),
             "produce_librdkafka": summary(rd), "end_to_end": summary(e2e),
             "loop_lag": lag_delta(lag_before, lag_after), "client_stats": client,
+            "produce_tail": tail_episodes(sent, acked), "outside_cpu_s": others,
             "cache_dropped": dropped,
             "load_average": [round(x, 2) for x in load_start],
             "load_average_at_end": [round(x, 2) for x in os.getloadavg()]}
@@ -386,6 +452,20 @@ def main(argv: list[str] | None = None) -> int:
         lines.append(f"* {run['rate']}/s: records per request avg {med_max('batch_records_avg')}, "
                      f"p99 {med_max('batch_records_p99')}; round trip p50 "
                      f"{med_max('rtt_p50_ms')} ms, p99 {med_max('rtt_p99_ms')} ms")
+    lines += ["", ("Where each run's produce p99.9 tail came from: the samples at or above "
+                   "it, grouped into episodes (records sent less than 50 ms apart), each "
+                   "episode's start in the run and worst latency; and the processes outside "
+                   "the benchmark that used the most CPU during the run (CPU seconds):"), ""]
+    for run in runs:
+        t = run["produce_tail"]
+        where = ", ".join(f"{at:g} s ({worst:g} ms)" for at, worst in
+                          zip(t.get("episodes_at_s", []), t.get("episode_max_ms", []),
+                              strict=True))
+        outside = ", ".join(f"{name} {cpu:.2f}" for name, _pid, cpu in run["outside_cpu_s"])
+        lines.append(f"* {run['rate']}/s: {t.get('tail_samples', 0)} samples in "
+                     f"{t.get('episodes', 0)} episodes (largest "
+                     f"{t.get('largest_episode_samples', 0)}): {where or '–'}; outside: "
+                     f"{outside or 'none'}")
     lines += ["", "Goal: p99 ≤ 5 × p50 and p99.9 ≤ 10 × p50 at both rates.", "",
               "Each producer is warmed up for 2 s at the same rate before its samples count "
               "(the broker's loop-stall counts include that warm-up). A fresh producer's first "
