@@ -25,6 +25,7 @@ from __future__ import annotations
 import ctypes
 import errno
 import os
+import threading
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -224,10 +225,20 @@ def _non_negative(path: Path, text: str) -> int:
     return value
 
 
+# One lock per file name (striped): the broker's scheduler thread writes the periodic offset
+# checkpoints while the event loop may write the same file (a log moved between dirs), and
+# two writers of one ``<name>.tmp`` would tear it or rename it from under each other (the
+# second rename failing, taking the log dir offline).  Kafka's ``CheckpointFile.write``
+# holds a lock per file for the same reason.
+_WRITE_LOCKS = tuple(threading.Lock() for _ in range(16))
+
+
 def write_offset_checkpoint(path: Path, offsets: Mapping[TopicPartition, int]) -> None:
-    """Atomically write a ``topic partition offset`` checkpoint."""
+    """Atomically write a ``topic partition offset`` checkpoint (one writer at a time)."""
     rows = [f"{tp.topic} {tp.partition} {offset}" for tp, offset in sorted(offsets.items())]
-    atomic_write(path, _render(rows))
+    text = _render(rows)
+    with _WRITE_LOCKS[hash(str(path)) % len(_WRITE_LOCKS)]:
+        atomic_write(path, text)
 
 
 def read_epoch_checkpoint(path: Path) -> list[tuple[int, int]]:

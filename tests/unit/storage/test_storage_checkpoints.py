@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import threading
 
 import pytest
 
@@ -93,3 +94,26 @@ def test_epoch_cache_persists_on_change(tmp_path):
     assert LeaderEpochCache.load(path).entries == [(0, 0), (2, 10)]
     cache.truncate_from_end(10)
     assert cp.read_epoch_checkpoint(path) == [(0, 0)]
+
+
+def test_two_threads_writing_one_offset_checkpoint_never_tear_it(tmp_path):
+    """The scheduler's I/O thread and the event loop may write the same checkpoint: each
+    write lands whole, and neither rename loses its temp file to the other."""
+    path = tmp_path / "recovery-point-offset-checkpoint"
+    contents = {name: {TopicPartition(name, p): p * 10 for p in range(50)} for name in "ab"}
+    errors: list[BaseException] = []
+
+    def writer(name: str) -> None:
+        try:
+            for _ in range(150):
+                cp.write_offset_checkpoint(path, contents[name])
+        except BaseException as exc:  # noqa: BLE001 - reported by the test below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=writer, args=(name,)) for name in contents]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    assert errors == []
+    assert cp.read_offset_checkpoint(path) in contents.values()
