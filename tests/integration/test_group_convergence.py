@@ -92,6 +92,26 @@ class KafkaPythonMembers:
             generations.add(meta.generation_id)
         return len(seen) == partitions and len(generations) == 1
 
+    def describe(self, bootstrap: str, group: str) -> str:
+        """Each member's state, generation and assignment, and the coordinator's view."""
+        from confluent_kafka.admin import AdminClient
+
+        lines = []
+        for i, c in enumerate(self.consumers):
+            meta = c.group_metadata()
+            lines.append(f"consumer {i}: {c._coordinator.state} generation "
+                         f"{meta.generation_id} {meta.member_id} assigned "
+                         f"{sorted(tp.partition for tp in c.assignment())}")
+        try:
+            d = AdminClient({"bootstrap.servers": bootstrap}).describe_consumer_groups(
+                [group])[group].result(10)
+            lines.append(f"coordinator: {d.state} " + ", ".join(
+                f"{m.member_id} {sorted(tp.partition for tp in m.assignment.topic_partitions)}"
+                for m in d.members))
+        except Exception as exc:  # noqa: BLE001 - a diagnostic only
+            lines.append(f"coordinator: {exc!r}")
+        return "\n".join(lines + [f"errors: {self.errors!r}"])
+
     def close(self) -> None:
         self.stop.set()
         for t in self.threads:
@@ -107,7 +127,10 @@ def test_kafka_python_group_converges(cluster, members):
     create_topic(cluster.bootstrap, topic, members)
     runner = KafkaPythonMembers(cluster.bootstrap, topic, group, members)
     try:
-        wait_for(lambda: runner.stable(members), 30, what="a stable group")
+        try:
+            wait_for(lambda: runner.stable(members), 30, what="a stable group")
+        except AssertionError as exc:
+            raise AssertionError(f"{exc}\n{runner.describe(cluster.bootstrap, group)}") from None
         assert not runner.errors
     finally:
         runner.close()
