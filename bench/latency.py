@@ -259,10 +259,11 @@ def _process_cpu() -> dict[int, tuple[str, int, float]]:
 
 def outside_cpu(before: dict[int, tuple[str, int, float]],
                 after: dict[int, tuple[str, int, float]], top: int = 3) -> list[list]:
-    """The processes outside the benchmark (not this process or its descendants: brokers,
-    ZooKeeper, the consumer) that used the most CPU between two :func:`_process_cpu`
+    """The processes outside the benchmark (not this process or its descendants: the
+    brokers, the consumer) that used the most CPU between two :func:`_process_cpu`
     snapshots: [name, pid, seconds].  A kernel thread or a daemon of the machine that
-    takes a core for tens of milliseconds shows here, not in any broker's figures."""
+    takes a core for tens of milliseconds shows here, not in any broker's figures.  The
+    managed ZooKeeper runs detached from this process, so it may be listed (``java``)."""
     ours = {os.getpid()}
     grew = True
     while grew:
