@@ -6,6 +6,7 @@ of page faults must not include the test runner's own allocations.
 
 from __future__ import annotations
 
+import os
 import platform
 import subprocess
 import sys
@@ -38,8 +39,11 @@ glibc_only = pytest.mark.skipif(
 
 
 def _faults_per_round(mode: str) -> tuple[str, float]:
+    # glibc's defaults: no MALLOC_* tunables from the environment
+    env = {k: v for k, v in os.environ.items()
+           if not k.startswith("MALLOC_") and k != "GLIBC_TUNABLES"}
     out = subprocess.run([sys.executable, "-c", _ROUNDS, mode], capture_output=True,
-                         text=True, timeout=60, check=True).stdout.split()
+                         text=True, timeout=60, check=True, env=env).stdout.split()
     return out[0], float(out[1])
 
 
