@@ -44,6 +44,7 @@ test-fast: deps
 bench: deps
 	$(PY) bench/produce_consume.py
 	$(PY) bench/replication.py
+	$(PY) bench/replication_floor.py
 	$(PY) bench/latency.py
 	$(PY) bench/compaction.py
 	$(PY) bench/control_plane.py

@@ -14,11 +14,25 @@ very same client, configuration and bytes as the Weir broker:
 * Fetch (v4): the offset is looked up in an in-memory list of batch start positions and the
   file range is sent with ``loop.sendfile`` (``os.sendfile``), after a hand-encoded header.
 
+* InitProducerId answers producer id 1000, epoch 0, for librdkafka's idempotent producer
+  (sequence numbers are not checked).
+
 Nothing is fsynced (Kafka does not fsync on produce either).  Usage::
 
-    python bench/floor_server.py --data-dir DIR [--port 0]
+    python bench/floor_server.py --data-dir DIR [--port 0] [--followers N]
+    python bench/floor_server.py --data-dir DIR --follow HOST:PORT
 
 It prints ``PORT <n>`` on stdout once listening, and stops on SIGTERM/SIGINT.
+
+**The replicated floor** (``--followers N``, for ``bench/replication_floor.py``): the least
+Kafka's pull replication must do for acks=all. The server also listens on a replication
+port (printed as ``REPLICATION_PORT <n>``) where N follower processes (``--follow``)
+connect. A follower sends its log end position (8 bytes, Kafka's fetch offset, which is
+also its acknowledgement of everything before it); the leader answers, at once or as soon
+as the next produce appends, with the bytes after that position (a 4-byte length, then
+``sendfile`` from the partition file, as Kafka's ``FileRecords``); the follower appends them
+with one ``write`` and fetches again. A produce is answered once every follower fetched
+past its last byte (the high watermark over a full ISR). One partition only.
 """
 
 from __future__ import annotations
@@ -26,8 +40,10 @@ from __future__ import annotations
 import argparse
 import asyncio
 import bisect
+import collections
 import os
 import signal
+import socket
 import struct
 import sys
 from dataclasses import dataclass, field
@@ -40,8 +56,10 @@ from weir.protocol import codec
 from weir.protocol.errors import ErrorCode
 
 PRODUCE, FETCH, METADATA, FIND_COORDINATOR, API_VERSIONS = 0, 1, 3, 10, 18
+INIT_PRODUCER_ID = 22
 SUPPORTED = {PRODUCE: (3, 7), FETCH: (4, 4), METADATA: (0, 4), FIND_COORDINATOR: (0, 2),
-             API_VERSIONS: (0, 3)}
+             API_VERSIONS: (0, 3), INIT_PRODUCER_ID: (0, 1)}
+SHIP_MAX = 1 << 20  # bytes one replication fetch answer carries at most
 NODE_ID = 1
 
 _I16 = struct.Struct(">h")
@@ -95,20 +113,92 @@ class PartitionFile:
         return start, (self.positions[nxt] if nxt < len(self.positions) else self.size) - start
 
 
+class ReplicaLink(asyncio.Protocol):
+    """A follower's connection at the leader: each 8-byte message is a fetch at that
+    position of the partition file, and acknowledges every byte before it."""
+
+    def __init__(self, floor: Floor) -> None:
+        self.floor = floor
+        self.transport: asyncio.Transport | None = None
+        self.position = 0  # the follower's log end, as its last fetch said
+        self.waiting = False  # a fetch not answered yet
+        self.rest: asyncio.Future | None = None  # an answer's records the socket took later
+        self._buf = b""
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.transport = transport  # type: ignore[assignment]
+        # asyncio's socket wrapper has no send(): a duplicate of the descriptor, for MSG_MORE
+        self.sock = socket.socket(fileno=os.dup(transport.get_extra_info("socket").fileno()))
+        self.floor.links.append(self)
+
+    def data_received(self, data: bytes) -> None:
+        self._buf += data
+        while len(self._buf) >= 8:
+            (self.position,) = _I64.unpack_from(self._buf)
+            self._buf = self._buf[8:]
+            self.waiting = True
+            self.floor.fetched(self)
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.floor.links.remove(self)
+        self.sock.close()
+
+
 class Floor:
-    def __init__(self, data_dir: Path) -> None:
+    def __init__(self, data_dir: Path, followers: int = 0) -> None:
         self.data_dir = data_dir
         self.port = 0
         self.partitions: dict[tuple[str, int], PartitionFile] = {}
+        self.followers = followers
+        self.links: list[ReplicaLink] = []
+        # produce answers waiting for the followers: (last byte + 1, writer, response)
+        self.pending: collections.deque[tuple[int, asyncio.StreamWriter, bytes]] = (
+            collections.deque())
 
     def partition(self, topic: str, index: int) -> PartitionFile:
         key = (topic, index)
         part = self.partitions.get(key)
         if part is None:
+            if self.followers and self.partitions:
+                raise ConnectionError("the replicated floor keeps one partition")
             path = self.data_dir / f"{topic}-{index}.log"
             part = PartitionFile(open(path, "wb", buffering=0), path)  # noqa: SIM115 - closed at exit
             self.partitions[key] = part
         return part
+
+    # -- replication: answer fetches, release produce answers ---------------------------
+    def fetched(self, link: ReplicaLink) -> None:
+        if len(self.links) >= self.followers:
+            hw = min(one.position for one in self.links)
+            while self.pending and self.pending[0][0] <= hw:
+                _end, writer, response = self.pending.popleft()
+                writer.write(response)
+        self.ship(link)
+
+    def ship(self, link: ReplicaLink) -> None:
+        """Answer ``link``'s fetch if there are bytes after its position."""
+        part = next(iter(self.partitions.values()), None)
+        if not link.waiting or part is None or part.size <= link.position or (
+                link.transport is None):
+            return
+        link.waiting = False
+        count = min(part.size - link.position, SHIP_MAX)
+        sock = link.sock
+        head = _I32.pack(count)
+        sent = done = 0
+        if not link.transport.get_write_buffer_size():
+            try:  # the header waits in the socket for the records (MSG_MORE), one segment
+                sent = sock.send(head, socket.MSG_MORE)
+                if sent == len(head):
+                    done = os.sendfile(sock.fileno(), self._reader(part).fileno(), link.position,
+                                       count)
+            except BlockingIOError:
+                pass
+        if sent < len(head):
+            link.transport.write(head[sent:])
+        if done < count:  # the socket's buffer is full: the rest the usual way
+            link.rest = asyncio.ensure_future(asyncio.get_running_loop().sendfile(
+                link.transport, self._reader(part), link.position + done, count - done))
 
     async def serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         try:
@@ -117,7 +207,14 @@ class Floor:
                 frame = await reader.readexactly(size)
                 api_key, version, correlation_id = struct.unpack_from(">hhi", frame)
                 if api_key == PRODUCE:
-                    writer.write(self.produce(frame, version, correlation_id))
+                    response = self.produce(frame, version, correlation_id)
+                    if self.followers and response:
+                        part = next(iter(self.partitions.values()))
+                        self.pending.append((part.size, writer, response))
+                        for link in self.links:
+                            self.ship(link)
+                    else:
+                        writer.write(response)
                 elif api_key == FETCH:
                     await self.fetch(frame, correlation_id, writer)
                 else:
@@ -245,6 +342,8 @@ class Floor:
                      "leader_id": NODE_ID, "replica_nodes": [NODE_ID],
                      "isr_nodes": [NODE_ID]}]} for name in names],
             }
+        elif api_key == INIT_PRODUCER_ID:
+            data = {"error_code": ErrorCode.none, "producer_id": 1000, "producer_epoch": 0}
         else:  # FindCoordinator: there are no groups here
             data = {"error_code": ErrorCode.coordinator_not_available, "node_id": -1,
                     "host": "", "port": -1}
@@ -258,16 +357,56 @@ class Floor:
             correlation_id, body, codec.response_header_flexible(api_key, resp_cls))
 
 
+def follow(address: str, data_dir: Path) -> None:
+    """A follower of the replicated floor: fetch at the log end, append, fetch again."""
+    host, port = address.rsplit(":", 1)
+    sock = socket.create_connection((host, int(port)))
+    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    fd = os.open(data_dir / "replica.log", os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_APPEND)
+    buf = memoryview(bytearray(4 + SHIP_MAX))
+    print("FOLLOWING", flush=True)
+    position = 0
+    while True:
+        sock.sendall(_I64.pack(position))
+        got = 0
+        while got < 4:
+            got += _recv_into(sock, buf[got:4])
+        (count,) = _I32.unpack_from(buf)
+        got = 0
+        while got < count:
+            got += _recv_into(sock, buf[4 + got:4 + count])
+        os.write(fd, buf[4:4 + count])
+        position += count
+
+
+def _recv_into(sock: socket.socket, view: memoryview) -> int:
+    n = sock.recv_into(view)
+    if n == 0:
+        os._exit(0)  # the leader went away: the benchmark is over
+    return n
+
+
 async def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--data-dir", required=True, type=Path)
     parser.add_argument("--port", type=int, default=0)
+    parser.add_argument("--followers", type=int, default=0,
+                        help="answer a produce once this many followers have its bytes")
+    parser.add_argument("--follow", metavar="HOST:PORT",
+                        help="be a follower of the leader's replication port")
     args = parser.parse_args(argv)
     args.data_dir.mkdir(parents=True, exist_ok=True)
-    floor = Floor(args.data_dir)
+    if args.follow:
+        follow(args.follow, args.data_dir)
+        return
+    floor = Floor(args.data_dir, args.followers)
     server = await asyncio.start_server(floor.serve, "127.0.0.1", args.port, limit=1 << 20)
     floor.port = server.sockets[0].getsockname()[1]
     print(f"PORT {floor.port}", flush=True)
+    if args.followers:
+        loop = asyncio.get_running_loop()
+        replication = await loop.create_server(lambda: ReplicaLink(floor), "127.0.0.1", 0)
+        print(f"REPLICATION_PORT {replication.sockets[0].getsockname()[1]}", flush=True)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
