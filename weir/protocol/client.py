@@ -59,6 +59,9 @@ class ResponseFrames(asyncio.StreamReaderProtocol, FrameReceiver):
         self._on_lost = on_lost
         self._max = max_frame_bytes
 
+    def data_received(self, data: bytes) -> None:  # uvloop (weir.server.event_loop)
+        self._feed(data)
+
     def _frame_size(self, size: int) -> bool:
         if size < 4 or size > self._max:
             self._on_lost(ConnectionError(f"bad response frame size {size}"))

@@ -52,6 +52,19 @@ class FrameReceiver(asyncio.BufferedProtocol):
             return bytes(self._large[:self._filled])
         return bytes(self._view[self._start:self._end])
 
+    def _feed(self, data: bytes) -> None:
+        """Bytes handed to ``data_received`` go through :meth:`get_buffer` and
+        :meth:`buffer_updated` as if received there. uvloop calls ``data_received`` on a
+        protocol that is also an ``asyncio.Protocol`` (the subclasses are, for
+        ``StreamWriter``); asyncio's own loop never does on a ``BufferedProtocol``."""
+        view = memoryview(data)
+        while view:
+            buf = self.get_buffer(len(view))
+            n = min(len(buf), len(view))
+            buf[:n] = view[:n]
+            self.buffer_updated(n)
+            view = view[n:]
+
     def get_buffer(self, sizehint: int) -> memoryview:
         if self._large is not None:
             return self._large[self._filled:]

@@ -57,6 +57,9 @@ class FrameProtocol(asyncio.StreamReaderProtocol, FrameReceiver):
         super().connection_made(transport)
         self._reading_transport = transport
 
+    def data_received(self, data: bytes) -> None:  # uvloop (weir.server.event_loop)
+        self._feed(data)
+
     # -- the transport's side -----------------------------------------------------------
 
     def _frame_size(self, size: int) -> bool:

@@ -61,6 +61,7 @@ from weir.protocol.fetch_response import FileRegion
 from weir.security.listeners import ListenerSecurity
 from weir.security.session import ConnectionSecurity
 from weir.security.tls import ssl_principal
+from weir.server import event_loop
 from weir.server.context import NOT_NOW, RawResponse, RequestContext
 from weir.server.direct_send import send_direct
 from weir.server.frames import FrameProtocol
@@ -587,7 +588,8 @@ class _Pipeline:
         """Bytes are written; file regions go from the page cache to the socket (sendfile).
         On a TLS connection the kernel cannot encrypt, so a region is read and written in
         1 MiB slices (as Kafka's SslTransportLayer copies through its buffers) instead of
-        asyncio's sendfile fallback, which reads in a thread block by block."""
+        asyncio's sendfile fallback, which reads in a thread block by block; so is the rest
+        of a region the socket did not take at once on uvloop, which has no sendfile."""
         loop = asyncio.get_running_loop()
         tls = self.writer.get_extra_info("ssl_object") is not None
         if not tls:
@@ -596,7 +598,7 @@ class _Pipeline:
             if not isinstance(chunk, FileRegion):
                 self.writer.write(chunk)
                 continue
-            if tls:
+            if tls or not event_loop.native_sendfile(loop):  # uvloop has no loop.sendfile
                 await self._write_region(chunk)
                 continue
             try:
@@ -613,7 +615,8 @@ class _Pipeline:
                 raise ConnectionError(f"sent {sent} of {chunk.size} bytes of {chunk.path}")
 
     async def _write_region(self, chunk: FileRegion) -> None:
-        """A file region on a TLS connection, 1 MiB at a time (at most that much buffered)."""
+        """A file region on a TLS connection, or on a loop without ``sendfile`` (uvloop), 1 MiB
+        at a time (at most that much buffered)."""
         try:
             with open(chunk.path, "rb") as f:  # noqa: ASYNC230 - storage I/O is synchronous by design
                 _check_same_file(f, chunk)

@@ -1,0 +1,55 @@
+"""The event loop a broker process runs on: uvloop (libuv) where it is installed.
+
+A replication round trip is mostly event-loop work: every step of it (a frame read, a task
+woken by a purgatory, a response written) is a turn of the loop, a handle and a callback,
+and with acks=all one 256 KiB produce takes about 12 turns on the leader and 4 on each
+follower (bench/README.md, session 12). asyncio's own loop does each of those in Python;
+uvloop does them in C, with the same ``asyncio`` API (tasks, futures, transports, streams,
+signals, executors), so the broker's code runs on it unchanged except for two things it
+does not offer:
+
+* a protocol that is both an ``asyncio.Protocol`` and a ``BufferedProtocol`` (as
+  :class:`weir.protocol.framing.FrameReceiver`'s subclasses are: ``StreamWriter`` needs
+  the former's flow control) gets its bytes through ``data_received``;
+  ``FrameReceiver.data_received`` feeds them through its buffers;
+* ``loop.sendfile``: a file region the socket did not take at once
+  (``weir.server.direct_send``) is then sent by ``pread`` and ``write``.
+
+``WEIR_EVENT_LOOP=asyncio`` in the environment keeps a broker on asyncio's loop (to compare
+the two: bench/README.md). The simulation (``weir.sim``) never comes here: it runs the
+broker's code on its own loop with simulated time.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from collections.abc import Callable, Coroutine
+from typing import Any, TypeVar
+
+T = TypeVar("T")
+
+ENV = "WEIR_EVENT_LOOP"
+
+
+def loop_factory() -> tuple[str, Callable[[], asyncio.AbstractEventLoop] | None]:
+    """(the loop's name, a factory for it; None for asyncio's default)."""
+    if os.environ.get(ENV, "").strip().lower() == "asyncio":
+        return "asyncio", None
+    try:
+        import uvloop
+    except ImportError:
+        return "asyncio", None
+    return f"uvloop {uvloop.__version__}", uvloop.new_event_loop
+
+
+def run(main: Coroutine[Any, Any, T]) -> T:
+    """``asyncio.run(main)`` on the loop :func:`loop_factory` picks."""
+    _name, factory = loop_factory()
+    with asyncio.Runner(loop_factory=factory) as runner:
+        return runner.run(main)
+
+
+def native_sendfile(loop: asyncio.AbstractEventLoop) -> bool:
+    """Whether ``loop.sendfile`` works on this loop (asyncio's; uvloop has none)."""
+    return isinstance(loop, asyncio.BaseEventLoop)
