@@ -3,11 +3,11 @@
 Two 3-broker clusters, one started with ``WEIR_EVENT_LOOP=asyncio`` and one on the default
 loop (uvloop, ``weir/server/event_loop.py``), each with a topic of RF 1 and one of RF 3
 (min.insync.replicas 2). In interleaved rounds (the order of the clusters alternating),
-``bench/replication.py``'s producer (acks=all, 256 KiB batches, idempotent and pipelined)
-writes N records of 1 KiB to each topic, ``settle()`` before each run, and every run's
+``bench/replication.py``'s producer (acks=all, idempotent and pipelined; batch.size 256 KiB
+or ``--batch-kib``) writes N records of 1 KiB to each topic, ``settle()`` before each run, and every run's
 MB/s and the CPU seconds of the brokers and of this process are kept.
 
-    .venv/bin/python bench/event_loop.py [--records N] [--rounds R]
+    .venv/bin/python bench/event_loop.py [--records N] [--rounds R] [--batch-kib K]
 
 Results: bench/results/event_loop-<UTC date>.{md,json}.
 """
@@ -21,11 +21,13 @@ import os
 import statistics
 import sys
 import tempfile
+import time
 from pathlib import Path
 
-from page_cache import described  # same folder
+from confluent_kafka import Producer
+from page_cache import described, settle  # same folder
 from produce_consume import machine  # same folder
-from replication import PRODUCERS, SESSION_TIMEOUT_MS, create, measured_run, throughput
+from replication import PRODUCERS, SESSION_TIMEOUT_MS, VALUE, cpu_seconds, create, own_cpu_seconds
 
 from weir.cli.cluster import LocalCluster
 
@@ -34,7 +36,48 @@ RESULTS = HERE / "results"
 LOOPS = {"asyncio": "asyncio", "uvloop": ""}  # name -> WEIR_EVENT_LOOP
 
 
-def run(records: int, rounds: int, kinds: list[str]) -> dict[str, list[dict]]:
+def produce(bootstrap: str, topic: str, records: int, kind: str, batch_kib: int) -> float:
+    """MB/s of ``records`` values of 1 KiB, acks=all (replication.py's producer, with the
+    batch size given), timed after 500 records sent and flushed by the same producer."""
+    errors: list[object] = []
+    producer = Producer({"bootstrap.servers": bootstrap, "acks": "all", "linger.ms": 5,
+                         "batch.size": batch_kib * 1024, "queue.buffering.max.kbytes": 262144,
+                         **PRODUCERS[kind]})
+
+    def send() -> None:
+        while True:
+            try:
+                producer.produce(topic, VALUE, on_delivery=lambda e, m: e and errors.append(e))
+                return
+            except BufferError:
+                producer.poll(0.005)
+
+    for _ in range(500):
+        send()
+    producer.flush(60)
+    start = time.perf_counter()
+    for _ in range(records):
+        send()
+    producer.flush(120)
+    elapsed = time.perf_counter() - start
+    assert not errors, errors[:3]
+    return records * len(VALUE) / elapsed / 1e6
+
+
+def measured(cluster: LocalCluster, topic: str, records: int, kind: str,
+             batch_kib: int) -> dict:
+    dropped = settle()
+    pids = {b: cluster.broker_pid(b) for b in cluster.broker_ids}
+    before = {b: cpu_seconds(pid) for b, pid in pids.items()}
+    own = own_cpu_seconds()
+    mb_s = produce(cluster.bootstrap, topic, records, kind, batch_kib)
+    return {"mb_s": mb_s,
+            "cpu_s_brokers": {b: round(cpu_seconds(pid) - before[b], 3)
+                              for b, pid in pids.items()},
+            "cpu_s_client": round(own_cpu_seconds() - own, 3), "cache_dropped": dropped}
+
+
+def run(records: int, rounds: int, kinds: list[str], batch_kib: int) -> dict[str, list[dict]]:
     runs: dict[str, list[dict]] = {}
     with tempfile.TemporaryDirectory(prefix="weir-bench-loop-") as tmp:
         clusters: dict[str, LocalCluster] = {}
@@ -57,15 +100,15 @@ def run(records: int, rounds: int, kinds: list[str]) -> dict[str, list[dict]]:
         try:
             for kind in kinds:
                 for cluster in clusters.values():  # connections, page cache
-                    throughput(cluster.bootstrap, "rf1", 2000, kind)
-                    throughput(cluster.bootstrap, "rf3", 2000, kind)
+                    produce(cluster.bootstrap, "rf1", 2000, kind, batch_kib)
+                    produce(cluster.bootstrap, "rf3", 2000, kind, batch_kib)
             for i in range(rounds):
                 order = list(clusters.items())
                 for kind in kinds:
                     for name, cluster in order if i % 2 == 0 else order[::-1]:
                         for topic in ("rf1", "rf3"):
                             runs.setdefault(f"{kind} {name} {topic}", []).append(
-                                measured_run(cluster, topic, records, kind))
+                                measured(cluster, topic, records, kind, batch_kib))
         finally:
             for cluster in clusters.values():
                 cluster.stop()
@@ -93,24 +136,27 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--records", type=int, default=200000)
     parser.add_argument("--rounds", type=int, default=4)
     parser.add_argument("--producers", default="idempotent,pipelined")
+    parser.add_argument("--batch-kib", type=int, default=256,
+                        help="the producer's batch.size in KiB (replication.py: 256)")
     args = parser.parse_args(argv)
     kinds = [k for k in args.producers.split(",") if k]
     info = machine()
-    runs = run(args.records, args.rounds, kinds)
+    runs = run(args.records, args.rounds, kinds, args.batch_kib)
     rows = summary(runs, kinds)
     info["load_average_at_end"] = [round(x, 2) for x in os.getloadavg()]
     when = datetime.datetime.now(datetime.UTC).strftime("%Y%m%dT%H%M%SZ")
     RESULTS.mkdir(parents=True, exist_ok=True)
     (RESULTS / f"event_loop-{when}.json").write_text(json.dumps(
         {"when": when, "machine": info, "records": args.records, "rounds": args.rounds,
-         "producers": {k: PRODUCERS[k] for k in kinds}, "runs": runs, "summary": rows},
+         "producers": {k: PRODUCERS[k] for k in kinds}, "batch_kib": args.batch_kib, "runs": runs, "summary": rows},
         indent=1))
     dropped = all(r["cache_dropped"] for rs in runs.values() for r in rs)
     lines = [f"# Brokers on asyncio's loop and on uvloop — {when}", "",
              (f"Commit `{info['commit']}`; {info.get('cpu', '?')}, {info.get('cores', '?')} "
              f"cores; Python {sys.version.split()[0]}. Two 3-broker clusters, "
              f"{args.rounds} interleaved rounds of {args.records} records of 1 KiB per run; "
-             f"bench/replication.py's producer. {described(dropped)} Load average "
+             f"bench/replication.py's producer (acks=all, linger.ms 5) with batch.size "
+             f"{args.batch_kib} KiB. {described(dropped)} Load average "
              f"{info['load_average_at_start'][0]} at the start, "
              f"{info['load_average_at_end'][0]} at the end."), "",
              ("| producer | loop | RF 1 MB/s (median) | RF 3 MB/s (median) | RF 3 best | "
