@@ -427,7 +427,8 @@ def main(argv: list[str] | None = None) -> int:
          f"overridden, "
          f"linger.ms={args.linger_ms}, 1 KiB records, {seconds:g} s per run; consumer in "
          f"another process. Broker overrides: {overrides or 'none'}; producer overrides: "
-         f"{PRODUCER_OVERRIDES or 'none'}."),
+         f"{PRODUCER_OVERRIDES or 'none'}; brokers' event loop: "
+         f"{os.environ.get('WEIR_EVENT_LOOP') or 'default (uvloop)'}."),
         "",
         ("| rate/s | what | p50 ms | p99 ms | p99.9 ms | max ms | p99/p50 / p99.9/p50 | "
          "load avg | loop stalls ≥10/50/100 ms (per broker) |"),
