@@ -21,13 +21,18 @@ import os
 import statistics
 import sys
 import tempfile
-import time
 from pathlib import Path
 
-from confluent_kafka import Producer
 from page_cache import described, settle  # same folder
 from produce_consume import machine  # same folder
-from replication import PRODUCERS, SESSION_TIMEOUT_MS, VALUE, cpu_seconds, create, own_cpu_seconds
+from replication import (
+    PRODUCERS,
+    SESSION_TIMEOUT_MS,
+    cpu_seconds,
+    create,
+    own_cpu_seconds,
+    throughput,
+)
 
 from weir.cli.cluster import LocalCluster
 
@@ -36,41 +41,13 @@ RESULTS = HERE / "results"
 LOOPS = {"asyncio": "asyncio", "uvloop": ""}  # name -> WEIR_EVENT_LOOP
 
 
-def produce(bootstrap: str, topic: str, records: int, kind: str, batch_kib: int) -> float:
-    """MB/s of ``records`` values of 1 KiB, acks=all (replication.py's producer, with the
-    batch size given), timed after 500 records sent and flushed by the same producer."""
-    errors: list[object] = []
-    producer = Producer({"bootstrap.servers": bootstrap, "acks": "all", "linger.ms": 5,
-                         "batch.size": batch_kib * 1024, "queue.buffering.max.kbytes": 262144,
-                         **PRODUCERS[kind]})
-
-    def send() -> None:
-        while True:
-            try:
-                producer.produce(topic, VALUE, on_delivery=lambda e, m: e and errors.append(e))
-                return
-            except BufferError:
-                producer.poll(0.005)
-
-    for _ in range(500):
-        send()
-    producer.flush(60)
-    start = time.perf_counter()
-    for _ in range(records):
-        send()
-    producer.flush(120)
-    elapsed = time.perf_counter() - start
-    assert not errors, errors[:3]
-    return records * len(VALUE) / elapsed / 1e6
-
-
 def measured(cluster: LocalCluster, topic: str, records: int, kind: str,
              batch_kib: int) -> dict:
     dropped = settle()
     pids = {b: cluster.broker_pid(b) for b in cluster.broker_ids}
     before = {b: cpu_seconds(pid) for b, pid in pids.items()}
     own = own_cpu_seconds()
-    mb_s = produce(cluster.bootstrap, topic, records, kind, batch_kib)
+    mb_s = throughput(cluster.bootstrap, topic, records, kind, batch_bytes=batch_kib * 1024)
     return {"mb_s": mb_s,
             "cpu_s_brokers": {b: round(cpu_seconds(pid) - before[b], 3)
                               for b, pid in pids.items()},
@@ -100,8 +77,8 @@ def run(records: int, rounds: int, kinds: list[str], batch_kib: int) -> dict[str
         try:
             for kind in kinds:
                 for cluster in clusters.values():  # connections, page cache
-                    produce(cluster.bootstrap, "rf1", 2000, kind, batch_kib)
-                    produce(cluster.bootstrap, "rf3", 2000, kind, batch_kib)
+                    throughput(cluster.bootstrap, "rf1", 2000, kind, batch_bytes=batch_kib * 1024)
+                    throughput(cluster.bootstrap, "rf3", 2000, kind, batch_bytes=batch_kib * 1024)
             for i in range(rounds):
                 order = list(clusters.items())
                 for kind in kinds:

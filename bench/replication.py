@@ -83,9 +83,10 @@ def own_cpu_seconds() -> float:
 
 
 def throughput(bootstrap: str, topic: str, records: int, producer_kind: str = "idempotent",
-               rtts: list[float] | None = None) -> float:
+               rtts: list[float] | None = None, batch_bytes: int = 262144) -> float:
     """MB/s of record values, acks=all.  ``rtts``: receives librdkafka's produce round trips
-    to the partition leader (its statistics' per-broker ``rtt`` p50, ms, once a second)."""
+    to the partition leader (its statistics' per-broker ``rtt`` p50, ms, once a second);
+    ``batch_bytes``: the producer's ``batch.size`` (bench/event_loop.py varies it)."""
     errors: list[object] = []
 
     def stats(text: str) -> None:
@@ -97,7 +98,7 @@ def throughput(bootstrap: str, topic: str, records: int, producer_kind: str = "i
                 rtts.append(rtt["p50"] / 1000)
 
     producer = Producer({"bootstrap.servers": bootstrap, "acks": "all", "linger.ms": 5,
-                         "batch.size": 262144, "queue.buffering.max.kbytes": 262144,
+                         "batch.size": batch_bytes, "queue.buffering.max.kbytes": 262144,
                          "statistics.interval.ms": 1000, "stats_cb": stats,
                          **PRODUCERS[producer_kind]})
     # Connections, metadata and (idempotent) the producer id first, not timed: at 200 MB/s
