@@ -1,23 +1,25 @@
 """The event loop a broker process runs on: uvloop (libuv) where it is installed.
 
-A replication round trip is mostly event-loop work: every step of it (a frame read, a task
-woken by a purgatory, a response written) is a turn of the loop, a handle and a callback,
-and with acks=all one 256 KiB produce takes about 12 turns on the leader and 4 on each
-follower (bench/README.md, session 12). asyncio's own loop does each of those in Python;
-uvloop does them in C, with the same ``asyncio`` API (tasks, futures, transports, streams,
-signals, executors), so the broker's code runs on it unchanged except for two things it
-does not offer:
+Every step of a replication round trip (a frame read, a task woken by a purgatory, a
+response written) is a turn of the loop, a handle and a callback: with acks=all, one
+produce takes about 12 turns on the leader and 4 on each follower (bench/README.md,
+session 12). uvloop runs that machinery in C behind the same ``asyncio`` API (tasks,
+futures, transports, streams, signals, executors). Measured with ``bench/event_loop.py``:
+with 16 KiB batches the RF 3 leader's CPU is 4-5 % lower; with 256 KiB batches the
+difference is within the runs' spread. The broker's code runs on it unchanged except for
+two things uvloop does differently:
 
-* a protocol that is both an ``asyncio.Protocol`` and a ``BufferedProtocol`` (as
-  :class:`weir.protocol.framing.FrameReceiver`'s subclasses are: ``StreamWriter`` needs
-  the former's flow control) gets its bytes through ``data_received``;
-  ``FrameReceiver.data_received`` feeds them through its buffers;
-* ``loop.sendfile``: a file region the socket did not take at once
+* a protocol that is both an ``asyncio.Protocol`` and a ``BufferedProtocol`` (the
+  subclasses of :class:`weir.protocol.framing.FrameReceiver` are: ``StreamWriter`` needs
+  the former's flow control) gets its bytes through ``data_received``, as a new ``bytes``
+  per read; their ``data_received`` copies them through their buffers
+  (``FrameReceiver._feed``);
+* there is no ``loop.sendfile``: a file region the socket did not take at once
   (``weir.server.direct_send``) is then sent by ``pread`` and ``write``.
 
 ``WEIR_EVENT_LOOP=asyncio`` in the environment keeps a broker on asyncio's loop (to compare
-the two: bench/README.md). The simulation (``weir.sim``) never comes here: it runs the
-broker's code on its own loop with simulated time.
+the two). The simulation (``weir.sim``) never comes here: it runs the broker's code on its
+own loop with simulated time.
 """
 
 from __future__ import annotations
