@@ -23,35 +23,15 @@ import sys
 import tempfile
 from pathlib import Path
 
-from page_cache import described, settle  # same folder
+from page_cache import described  # same folder
 from produce_consume import machine  # same folder
-from replication import (
-    PRODUCERS,
-    SESSION_TIMEOUT_MS,
-    cpu_seconds,
-    create,
-    own_cpu_seconds,
-    throughput,
-)
+from replication import PRODUCERS, SESSION_TIMEOUT_MS, create, measured_run, throughput
 
 from weir.cli.cluster import LocalCluster
 
 HERE = Path(__file__).resolve().parent
 RESULTS = HERE / "results"
 LOOPS = {"asyncio": "asyncio", "uvloop": ""}  # name -> WEIR_EVENT_LOOP
-
-
-def measured(cluster: LocalCluster, topic: str, records: int, kind: str,
-             batch_kib: int) -> dict:
-    dropped = settle()
-    pids = {b: cluster.broker_pid(b) for b in cluster.broker_ids}
-    before = {b: cpu_seconds(pid) for b, pid in pids.items()}
-    own = own_cpu_seconds()
-    mb_s = throughput(cluster.bootstrap, topic, records, kind, batch_bytes=batch_kib * 1024)
-    return {"mb_s": mb_s,
-            "cpu_s_brokers": {b: round(cpu_seconds(pid) - before[b], 3)
-                              for b, pid in pids.items()},
-            "cpu_s_client": round(own_cpu_seconds() - own, 3), "cache_dropped": dropped}
 
 
 def run(records: int, rounds: int, kinds: list[str], batch_kib: int) -> dict[str, list[dict]]:
@@ -85,7 +65,7 @@ def run(records: int, rounds: int, kinds: list[str], batch_kib: int) -> dict[str
                     for name, cluster in order if i % 2 == 0 else order[::-1]:
                         for topic in ("rf1", "rf3"):
                             runs.setdefault(f"{kind} {name} {topic}", []).append(
-                                measured(cluster, topic, records, kind, batch_kib))
+                                measured_run(cluster, topic, records, kind, batch_kib * 1024))
         finally:
             for cluster in clusters.values():
                 cluster.stop()

@@ -193,7 +193,8 @@ def unavailability(cluster: LocalCluster, topic: str) -> float:
     return acked_after[0] - killed_at[0]
 
 
-def measured_run(cluster: LocalCluster, topic: str, records: int, kind: str) -> dict:
+def measured_run(cluster: LocalCluster, topic: str, records: int, kind: str,
+                 batch_bytes: int = 262144) -> dict:
     """One throughput run with the CPU seconds each process spent in it, after
     ``settle()`` (page_cache.py: no run inherits the page cache of the runs before it)."""
     dropped = settle()
@@ -202,7 +203,7 @@ def measured_run(cluster: LocalCluster, topic: str, records: int, kind: str) -> 
     own = own_cpu_seconds()
     rtts: list[float] = []
     start = time.perf_counter()
-    mb_s = throughput(cluster.bootstrap, topic, records, kind, rtts)
+    mb_s = throughput(cluster.bootstrap, topic, records, kind, rtts, batch_bytes)
     wall = time.perf_counter() - start
     brokers = {b: round(cpu_seconds(pid) - before[b], 3) for b, pid in pids.items()
                if pid and b in before}

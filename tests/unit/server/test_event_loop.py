@@ -60,7 +60,7 @@ async def _frames_through(make_protocol, collect) -> list[bytes]:
     listener.setblocking(False)
     port = listener.getsockname()[1]
     accepted = asyncio.ensure_future(loop.sock_accept(listener))
-    reader, writer = await asyncio.open_connection("127.0.0.1", port)
+    _reader, writer = await asyncio.open_connection("127.0.0.1", port)
     client, _ = await accepted
     protocol, got = make_protocol()
     transport, _ = await loop.connect_accepted_socket(lambda: protocol, client)
@@ -74,7 +74,6 @@ async def _frames_through(make_protocol, collect) -> list[bytes]:
         writer.close()
         transport.close()
         listener.close()
-        del reader
 
 
 def _server_side():
