@@ -9,6 +9,7 @@ import socket
 from pathlib import Path
 
 import pytest
+import uvloop
 
 from weir.protocol.fetch_response import FileRegion
 from weir.server.direct_send import send_direct
@@ -47,7 +48,10 @@ def _segment(tmp_path: Path, size: int) -> tuple[str, bytes]:
     return str(path), data
 
 
-def test_chunks_arrive_whole_and_in_order(tmp_path: Path) -> None:
+@pytest.mark.parametrize("loop_name", ["asyncio", "uvloop"])
+def test_chunks_arrive_whole_and_in_order(tmp_path: Path, loop_name: str) -> None:
+    """On both loops (the header goes with MSG_MORE through a socket object over the
+    transport's descriptor, which must stay open and usable afterwards)."""
     path, data = _segment(tmp_path, 300_000)
     inode = os.stat(path).st_ino
 
@@ -59,12 +63,16 @@ def test_chunks_arrive_whole_and_in_order(tmp_path: Path) -> None:
             assert left == []  # 200 KB fit the loopback socket's buffers
             got = await _read(client, 200_008)
             assert got == b"head" + data[1000:201_000] + b"tail"
+            writer.write(b"after")  # the transport's socket is still open and usable
+            assert await _read(client, 5) == b"after"
         finally:
             client.close()
             writer.close()
             server.close()
 
-    asyncio.run(scenario())
+    factory = uvloop.new_event_loop if loop_name == "uvloop" else None
+    with asyncio.Runner(loop_factory=factory) as runner:
+        runner.run(scenario())
 
 
 def test_a_full_socket_leaves_the_rest_for_the_transport(tmp_path: Path) -> None:
