@@ -150,12 +150,12 @@ def main(argv: list[str] | None = None) -> int:
                 print(rows[-1], flush=True)
     when = datetime.datetime.now(datetime.UTC).strftime("%Y%m%dT%H%M%SZ")
     lines = [f"# A Fetch response's send, four ways — {when}", "",
-             f"Commit `{info['commit']}`; {info.get('cpu', '?')}, {info.get('cores', '?')} "
-             f"cores; Python {sys.version.split()[0]}. {args.bytes} bytes per response, "
-             f"{args.rounds} responses per way, loopback TCP, the reader in another process "
-             "(bench/direct_send.py). Microseconds.", "",
-             "| regions | way | send p50 | send p99 | round trip p50 | round trip p99 | "
-             "reader wake-ups per response |", "|---:|---|---:|---:|---:|---:|---:|"]
+             (f"Commit `{info['commit']}`; {info.get('cpu', '?')}, {info.get('cores', '?')} "
+              f"cores; Python {sys.version.split()[0]}. {args.bytes} bytes per response, "
+              f"{args.rounds} responses per way, loopback TCP, the reader in another process "
+              "(bench/direct_send.py). Microseconds."), "",
+             ("| regions | way | send p50 | send p99 | round trip p50 | round trip p99 | "
+              "reader wake-ups per response |"), "|---:|---|---:|---:|---:|---:|---:|"]
     lines += [f"| {r['regions']} | {r['way']} | {r['send_p50_us']} | {r['send_p99_us']} | "
               f"{r['trip_p50_us']} | {r['trip_p99_us']} | {r['wakes_per_response']} |"
               for r in rows]
