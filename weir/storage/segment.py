@@ -8,10 +8,19 @@ validating every batch header and CRC and cutting a torn or corrupt tail.
 Files are accessed with ``pread`` / ``pwrite`` at explicit positions, and synced, through
 the seam of :mod:`weir.storage.file_io` (where a simulated disk can fail); the segment's
 size in memory is the truth for where the next append goes.
+
+The headers of the last :data:`RECENT_BATCHES` batches appended are also kept in memory:
+a follower fetching at the previous log end, and a consumer reading at the tail, find their
+batch (and the high watermark's) there with no read of the file. Kafka's reads walk batch
+headers from the offset index's entry (``FileRecords.searchForOffsetWithSize``) but its
+``DelayedFetch`` checks a parked fetch by the positions it saved (``positionDiff``); before
+this, each follower's fetch of an append read the batch header twice, once for the
+purgatory's check and once for the answer.
 """
 
 from __future__ import annotations
 
+import collections
 import io
 import logging
 import os
@@ -30,6 +39,9 @@ __all__ = ["LogSegment", "SegmentSpan", "segment_file_name"]
 log = logging.getLogger(__name__)
 
 INT32_MAX = 2**31 - 1
+
+RECENT_BATCHES = 32
+"""Headers of the latest batches appended to a segment that it keeps in memory."""
 
 
 def segment_file_name(base_offset: int, suffix: str) -> str:
@@ -92,6 +104,10 @@ class LogSegment:
         self._max_timestamp = -1
         self._offset_of_max_timestamp = base_offset
         self._bytes_since_index = 0
+        # The latest batches appended (absolute positions, contiguous, ending at _size);
+        # emptied when the segment is truncated or recovered.
+        self._recent: collections.deque[BatchHeader] = collections.deque(
+            maxlen=RECENT_BATCHES)
 
     # -- construction ------------------------------------------------------------------
     @classmethod
@@ -247,6 +263,14 @@ class LogSegment:
         file_io.current().pwrite(self.log_path, self.file.fileno(), buf, start)
         self._unsynced = True
         self._size = start + len(buf)
+        recent = self._recent
+        for h in headers[-RECENT_BATCHES:]:
+            # copies: the caller's headers keep their positions within ``buf``
+            recent.append(BatchHeader(
+                h.base_offset, h.batch_length, h.partition_leader_epoch, h.magic, h.crc,
+                h.attributes, h.last_offset_delta, h.base_timestamp, h.max_timestamp,
+                h.producer_id, h.producer_epoch, h.base_sequence, h.records_count,
+                start + h.position))
 
     def _track(self, header: BatchHeader, position: int) -> None:
         """Index bookkeeping for one batch about to sit at ``position``."""
@@ -264,6 +288,12 @@ class LogSegment:
     # -- lookups -----------------------------------------------------------------------
     def find_batch(self, offset: int) -> BatchHeader | None:
         """The first batch whose last offset is ≥ ``offset`` (None if past the end)."""
+        recent = self._recent
+        if recent and recent[0].base_offset <= offset:
+            for header in recent:  # the latest batches: no read of the file
+                if header.base_offset + header.last_offset_delta >= offset:
+                    return header
+            return None
         hint = self.index.lookup(offset)
         position = hint[1] if hint else 0
         for header in self.headers_from(position):
@@ -298,6 +328,16 @@ class LogSegment:
 
     def _last_boundary_at_or_before(self, limit: int, start: int) -> int:
         """The largest batch boundary ≤ ``limit``, walking from the nearest index entry."""
+        recent = self._recent
+        if recent and recent[0].position <= start:
+            boundary = start
+            for header in recent:  # the latest batches: no read of the file
+                if header.position < start:
+                    continue
+                if header.position + header.size > limit:
+                    break
+                boundary = header.position + header.size
+            return boundary
         hint = self.index.lookup_position(limit)
         position = max(hint[1], start) if hint else start
         boundary = position
@@ -311,6 +351,11 @@ class LogSegment:
         """The last offset of the batch that ends at ``end`` (a batch boundary)."""
         if end >= self._size:
             return self.next_offset - 1
+        recent = self._recent
+        if recent and recent[0].position <= end:
+            for header in recent:
+                if header.position == end:
+                    return header.base_offset - 1
         header = self.header_at(end)
         return header.base_offset - 1 if header is not None else self.next_offset - 1
 
@@ -333,6 +378,7 @@ class LogSegment:
         if header is None:
             return 0
         removed = self._size - header.position
+        self._recent.clear()
         self.index.truncate_to(header.base_offset)
         self.time_index.truncate_to(header.base_offset)
         self.txn_index.truncate_to(header.base_offset)
@@ -388,6 +434,7 @@ class LogSegment:
         ``.log``): recovering thousands of idle replicas after a crash writes no file."""
         self.index.reset(file=self._size > 0)
         self.time_index.reset(file=self._size > 0)
+        self._recent.clear()
         self._next_offset = self.base_offset
         self._max_timestamp, self._offset_of_max_timestamp = -1, self.base_offset
         self._bytes_since_index = 0
