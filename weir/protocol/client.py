@@ -20,7 +20,7 @@ from typing import Any
 from kio.index import load_response_schema
 
 from weir.protocol import codec
-from weir.protocol.framing import FrameReceiver
+from weir.protocol.framing import FrameReceiver, WriterFlowControl
 
 _SIZE = struct.Struct(">i")
 
@@ -36,7 +36,7 @@ def response_class_for(request_cls: type) -> type:
     return INTERBROKER_SCHEMAS[api_key][version][1]
 
 
-class ResponseFrames(asyncio.StreamReaderProtocol, FrameReceiver):
+class ResponseFrames(WriterFlowControl, FrameReceiver):
     """The connection's bytes cut into response frames (a 4-byte size, then that many
     bytes), as Kafka's ``NetworkReceive`` does, each handed to ``on_frame`` as it completes.
 
@@ -46,21 +46,17 @@ class ResponseFrames(asyncio.StreamReaderProtocol, FrameReceiver):
     exact size and handed on read-only: the bytes are copied once, by the kernel, where a
     ``StreamReader`` copied each into its buffer, out of it, and paused and resumed the
     socket as its buffer filled.  A size below 4 or above ``max_frame_bytes`` is a broken
-    connection (``on_lost``).  The ``StreamReader`` given is fed nothing; it is there for
-    the ``StreamWriter`` (``drain``, ``wait_closed``)."""
+    connection (``on_lost``).  The connection's ``StreamWriter`` gets its flow control from
+    :class:`~weir.protocol.framing.WriterFlowControl`."""
 
-    def __init__(self, stream_reader: asyncio.StreamReader,
-                 on_frame: Callable[[bytes | memoryview], None],
+    def __init__(self, on_frame: Callable[[bytes | memoryview], None],
                  on_lost: Callable[[BaseException], None], max_frame_bytes: int,
                  loop: asyncio.AbstractEventLoop | None = None) -> None:
-        super().__init__(stream_reader, loop=loop)
         self._init_frames()
+        self._init_flow_control(loop)
         self._on_frame = on_frame
         self._on_lost = on_lost
         self._max = max_frame_bytes
-
-    def data_received(self, data: bytes) -> None:  # uvloop (weir.server.event_loop)
-        self._feed(data)
 
     def _frame_size(self, size: int) -> bool:
         if size < 4 or size > self._max:
@@ -73,12 +69,11 @@ class ResponseFrames(asyncio.StreamReaderProtocol, FrameReceiver):
 
     def eof_received(self) -> bool:
         self._on_lost(ConnectionError("closed by the server"))
-        super().eof_received()
         return False  # close the transport
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._on_lost(exc or ConnectionError("connection closed"))
-        super().connection_lost(exc)
+        self._flow_control_lost(exc)
 
 
 def _time_out(fut: asyncio.Future) -> None:
@@ -112,14 +107,13 @@ class BrokerConnection:
     async def connect(self, timeout_s: float = 10.0) -> None:
         context = getattr(self.security, "ssl_context", None)
         loop = asyncio.get_running_loop()
-        reader = asyncio.StreamReader(loop=loop)  # fed nothing: the writer's drain uses it
-        protocol = ResponseFrames(reader, self._on_frame, self._on_lost, self.max_frame_bytes)
+        protocol = ResponseFrames(self._on_frame, self._on_lost, self.max_frame_bytes)
         transport, _ = await asyncio.wait_for(
             loop.create_connection(lambda: protocol, self.host, self.port, ssl=context,
                                    server_hostname=self.host if context else None),
             timeout_s
         )
-        self._writer = asyncio.StreamWriter(transport, protocol, reader, loop)
+        self._writer = asyncio.StreamWriter(transport, protocol, None, loop)
         self._closed_exc = None
         if self.security is not None and getattr(self.security, "sasl", False):
             try:

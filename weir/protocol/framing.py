@@ -2,12 +2,16 @@
 kernel receives them: Kafka's ``NetworkReceive``, over asyncio's ``BufferedProtocol``.
 
 Shared by the socket server's request reader (``weir.server.frames.FrameProtocol``) and the
-inter-broker client's response reader (``weir.protocol.client.ResponseFrames``).
+inter-broker client's response reader (``weir.protocol.client.ResponseFrames``), which are
+plain ``BufferedProtocol``s with :class:`WriterFlowControl` for their ``StreamWriter``: not
+``asyncio.Protocol``s, so that uvloop, too, receives into their buffers (it hands a protocol
+that is also an ``asyncio.Protocol`` a new ``bytes`` per read, which was then copied in).
 """
 
 from __future__ import annotations
 
 import asyncio
+import collections
 import struct
 
 _SIZE = struct.Struct(">i")
@@ -51,19 +55,6 @@ class FrameReceiver(asyncio.BufferedProtocol):
         if self._large is not None:
             return bytes(self._large[:self._filled])
         return bytes(self._view[self._start:self._end])
-
-    def _feed(self, data: bytes) -> None:
-        """Bytes handed to ``data_received`` go through :meth:`get_buffer` and
-        :meth:`buffer_updated` as if received there. uvloop calls ``data_received`` on a
-        protocol that is also an ``asyncio.Protocol`` (the subclasses are, for
-        ``StreamWriter``); asyncio's own loop never does on a ``BufferedProtocol``."""
-        view = memoryview(data)
-        while view:
-            buf = self.get_buffer(len(view))
-            n = min(len(buf), len(view))
-            buf[:n] = view[:n]
-            self.buffer_updated(n)
-            view = view[n:]
 
     def get_buffer(self, sizehint: int) -> memoryview:
         if self._large is not None:
@@ -111,3 +102,58 @@ class FrameReceiver(asyncio.BufferedProtocol):
             self._frame(bytes(view[start + 4:start + 4 + size]))
         if self._start == self._end:
             self._start = self._end = 0
+
+
+class WriterFlowControl:
+    """What an ``asyncio.StreamWriter`` asks of its protocol (``drain``'s flow control and
+    ``wait_closed``), as asyncio's ``FlowControlMixin`` gives it, for a protocol that is not
+    an ``asyncio.Protocol``.  It comes first among a protocol's bases, before
+    ``asyncio.BaseProtocol``'s empty ``pause_writing`` and ``resume_writing``.  Writing's
+    pause is its own flag: a frame reader also pauses
+    reading, and the two must not be taken for each other (they once shared one, and a
+    connection whose reading was paused had ``drain`` wait for a ``resume_writing`` that
+    never came)."""
+
+    def _init_flow_control(self, loop: asyncio.AbstractEventLoop | None = None) -> None:
+        self._loop = loop if loop is not None else asyncio.get_running_loop()
+        self._writing_paused = False
+        self._drain_waiters: collections.deque[asyncio.Future[None]] = collections.deque()
+        self._connection_lost = False
+        self._closed: asyncio.Future[None] = self._loop.create_future()
+
+    def pause_writing(self) -> None:
+        self._writing_paused = True
+
+    def resume_writing(self) -> None:
+        self._writing_paused = False
+        for waiter in self._drain_waiters:
+            if not waiter.done():
+                waiter.set_result(None)
+
+    def _flow_control_lost(self, exc: BaseException | None) -> None:
+        """From ``connection_lost``: drains waiting end (with ``exc``), ``wait_closed``
+        returns."""
+        self._connection_lost = True
+        for waiter in self._drain_waiters:
+            if not waiter.done():
+                if exc is None:
+                    waiter.set_result(None)
+                else:
+                    waiter.set_exception(exc)
+        if not self._closed.done():
+            self._closed.set_result(None)
+
+    async def _drain_helper(self) -> None:
+        if self._connection_lost:
+            raise ConnectionResetError("Connection lost")
+        if not self._writing_paused:
+            return
+        waiter = self._loop.create_future()
+        self._drain_waiters.append(waiter)
+        try:
+            await waiter
+        finally:
+            self._drain_waiters.remove(waiter)
+
+    def _get_close_waiter(self, stream: object) -> asyncio.Future[None]:
+        return self._closed

@@ -6,14 +6,16 @@ produce takes about 12 turns on the leader and 4 on each follower (bench/README.
 session 12). uvloop runs that machinery in C behind the same ``asyncio`` API (tasks,
 futures, transports, streams, signals, executors). Measured with ``bench/event_loop.py``:
 with 16 KiB batches the RF 3 leader's CPU is 4-5 % lower; with 256 KiB batches the
-difference is within the runs' spread. The broker's code runs on it unchanged except for
-two things uvloop does differently:
+difference is within the runs' spread. The broker's code runs on it unchanged, with two
+things uvloop does its own way:
 
-* a protocol that is both an ``asyncio.Protocol`` and a ``BufferedProtocol`` (the
-  subclasses of :class:`weir.protocol.framing.FrameReceiver` are: ``StreamWriter`` needs
-  the former's flow control) gets its bytes through ``data_received``, as a new ``bytes``
-  per read; their ``data_received`` copies them through their buffers
-  (``FrameReceiver._feed``);
+* it receives into a protocol's buffers (``get_buffer``) only if the protocol is not also
+  an ``asyncio.Protocol``; one that is gets a new ``bytes`` per read through
+  ``data_received``. The frame readers (:class:`weir.protocol.framing.FrameReceiver`) are
+  plain ``BufferedProtocol``s, with :class:`weir.protocol.framing.WriterFlowControl` for
+  their ``StreamWriter`` (until session 13 they were ``StreamReaderProtocol``s too, and
+  copied each read's ``bytes`` into their buffers: two copies of every 256 KiB produce
+  request and Fetch response);
 * there is no ``loop.sendfile``: a file region the socket did not take at once
   (``weir.server.direct_send``) is then sent by ``pread`` and ``write``.
 

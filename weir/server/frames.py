@@ -10,12 +10,12 @@ import asyncio
 import collections
 from collections.abc import Callable
 
-from weir.protocol.framing import LARGE, FrameReceiver
+from weir.protocol.framing import LARGE, FrameReceiver, WriterFlowControl
 
 __all__ = ["LARGE", "FrameProtocol"]
 
 
-class FrameProtocol(asyncio.StreamReaderProtocol, FrameReceiver):
+class FrameProtocol(WriterFlowControl, FrameReceiver):
     """The connection's bytes cut into request frames (a 4-byte size, then that many bytes),
     as Kafka's ``NetworkReceive`` does, instead of a ``StreamReader`` read twice per request.
 
@@ -32,16 +32,16 @@ class FrameProtocol(asyncio.StreamReaderProtocol, FrameReceiver):
     still handed on), and reading stops.  Reading pauses while more than ``_HIGH`` bytes of
     whole frames wait to be taken, and resumes once at most ``_LOW`` are left
     (``StreamReader``'s flow control, at twice and once its limit): a frame larger than the
-    threshold is read to its end.  The ``StreamReader`` given is kept for the
-    ``StreamWriter`` (end of stream, errors, ``drain``); it is fed nothing else."""
+    threshold is read to its end.  The connection's ``StreamWriter`` gets its flow control
+    from :class:`~weir.protocol.framing.WriterFlowControl` (no ``StreamReader``: nothing
+    but frames is read)."""
 
     _HIGH = 2 << 20
     _LOW = 1 << 20
 
-    def __init__(self, stream_reader: asyncio.StreamReader,
-                 check_size: Callable[[int], None]) -> None:
-        super().__init__(stream_reader)
+    def __init__(self, check_size: Callable[[int], None]) -> None:
         self._init_frames()
+        self._init_flow_control()
         self._check_size = check_size
         # Whole frames not yet taken, and at most one refusal (an exception) after them.
         self._frames: collections.deque[bytes | memoryview | BaseException] = (
@@ -51,14 +51,12 @@ class FrameProtocol(asyncio.StreamReaderProtocol, FrameReceiver):
         self._ended = False
         self._error: BaseException | None = None
         self._reading_transport: asyncio.BaseTransport | None = None
-        self._paused = False
+        self._over_ssl = False
+        self._reading_paused = False  # (writing has its own flag: WriterFlowControl)
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        super().connection_made(transport)
         self._reading_transport = transport
-
-    def data_received(self, data: bytes) -> None:  # uvloop (weir.server.event_loop)
-        self._feed(data)
+        self._over_ssl = transport.get_extra_info("sslcontext") is not None
 
     # -- the transport's side -----------------------------------------------------------
 
@@ -77,20 +75,23 @@ class FrameProtocol(asyncio.StreamReaderProtocol, FrameReceiver):
     def _frame(self, frame: bytes | memoryview) -> None:
         self._frames.append(frame)
         self._queued += len(frame)
-        if self._queued > self._HIGH and not self._paused:
+        if self._queued > self._HIGH and not self._reading_paused:
             self._pause(True)
         self._wake()
 
     def eof_received(self) -> bool:
+        """The client closed its side: the frames before still get their answers (the
+        transport is kept open for them, as ``StreamReaderProtocol`` does, except over TLS,
+        which cannot half-close)."""
         self._ended = True
         self._wake()
-        return bool(super().eof_received())
+        return not self._over_ssl
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._ended = True
         self._error = exc
         self._wake()
-        super().connection_lost(exc)
+        self._flow_control_lost(exc)
 
     def _wake(self) -> None:
         waiter = self._waiter
@@ -108,7 +109,7 @@ class FrameProtocol(asyncio.StreamReaderProtocol, FrameReceiver):
                 transport.resume_reading()  # type: ignore[attr-defined]
         except (AttributeError, RuntimeError):
             return
-        self._paused = pause
+        self._reading_paused = pause
 
     # -- the reader's side ------------------------------------------------------------
 
@@ -123,7 +124,7 @@ class FrameProtocol(asyncio.StreamReaderProtocol, FrameReceiver):
             raise frame
         frames.popleft()
         self._queued -= len(frame)
-        if self._paused and self._queued <= self._LOW and not self._stopped:
+        if self._reading_paused and self._queued <= self._LOW and not self._stopped:
             self._pause(False)
         return frame
 

@@ -356,7 +356,6 @@ class SocketServer:
         """The connection's streams, after the TLS handshake on an SSL listener (None: the
         handshake failed, logged)."""
         loop = asyncio.get_running_loop()
-        reader = asyncio.StreamReader(limit=1 << 20)
 
         def check_size(size: int) -> None:
             limit = security.max_frame(self.max_request_bytes)
@@ -365,7 +364,7 @@ class SocketServer:
                        else "sasl.server.max.receive.size")
                 raise CloseConnection(f"request of {size} bytes exceeds {key}={limit}")
 
-        protocol = FrameProtocol(reader, check_size)
+        protocol = FrameProtocol(check_size)
         context = self.security.ssl_context
         try:
             transport, _ = await loop.connect_accepted_socket(
@@ -376,7 +375,7 @@ class SocketServer:
                         self.security.name, exc)
             client.close()
             return None
-        return protocol, asyncio.StreamWriter(transport, protocol, reader, loop)
+        return protocol, asyncio.StreamWriter(transport, protocol, None, loop)
 
     async def _on_connection(self, client: socket.socket, address: Any) -> None:
         task = asyncio.current_task()

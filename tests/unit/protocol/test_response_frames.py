@@ -38,8 +38,7 @@ def _make(max_frame: int = 1 << 24) -> tuple[ResponseFrames, list[bytes], list[B
     lost: list[BaseException] = []
     loop = asyncio.new_event_loop()
     try:
-        reader = asyncio.StreamReader(loop=loop)
-        protocol = ResponseFrames(reader, lambda f: got.append(bytes(f)), lost.append,
+        protocol = ResponseFrames(lambda f: got.append(bytes(f)), lost.append,
                                   max_frame, loop=loop)
     finally:
         loop.close()
@@ -75,8 +74,7 @@ def test_large_frame_is_handed_on_read_only() -> None:
     seen: list[object] = []
     loop = asyncio.new_event_loop()
     try:
-        protocol = ResponseFrames(asyncio.StreamReader(loop=loop), seen.append,
-                                  lambda exc: None, 1 << 24, loop=loop)
+        protocol = ResponseFrames(seen.append, lambda exc: None, 1 << 24, loop=loop)
     finally:
         loop.close()
     _, data = _frames([100_000])

@@ -1,8 +1,8 @@
 """The broker's event loop (weir.server.event_loop): uvloop unless WEIR_EVENT_LOOP=asyncio,
-and the two things uvloop does differently from asyncio's loop, over real loopback sockets:
-it hands a protocol that is also an ``asyncio.Protocol`` its bytes through
-``data_received`` (the frame readers must cut the same frames from them), and it has no
-``loop.sendfile``."""
+and what uvloop does its own way, over real loopback sockets: it receives into a
+protocol's buffers only if the protocol is not also an ``asyncio.Protocol`` (the frame
+readers are not; they must cut the same frames on both loops, and carry a ``StreamWriter``'s
+flow control themselves), and it has no ``loop.sendfile``."""
 
 from __future__ import annotations
 
@@ -77,7 +77,7 @@ async def _frames_through(make_protocol, collect) -> list[bytes]:
 
 
 def _server_side():
-    protocol = FrameProtocol(asyncio.StreamReader(), lambda size: None)
+    protocol = FrameProtocol(lambda size: None)
     return protocol, None
 
 
@@ -94,7 +94,7 @@ def _client_side():
         if len(got) == len(BODIES):
             all_in.set()
 
-    protocol = ResponseFrames(asyncio.StreamReader(), on_frame, lambda exc: None, 1 << 20)
+    protocol = ResponseFrames(on_frame, lambda exc: None, 1 << 20)
     return protocol, (got, all_in)
 
 
@@ -111,3 +111,46 @@ def test_frames_are_cut_alike_on_both_loops(monkeypatch, choice, side):
     make, collect = ((_server_side, _read_all) if side == "request frames"
                      else (_client_side, _collected))
     assert event_loop.run(_frames_through(make, collect)) == BODIES
+
+
+async def _writer_flow_control_over(make_protocol) -> int:
+    """A protocol under test carries a ``StreamWriter`` (no ``StreamReader``) that writes
+    8 MiB to a peer reading slowly: ``drain`` waits for the peer, then returns;
+    ``wait_closed`` returns after ``close``."""
+    loop = asyncio.get_running_loop()
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen()
+    listener.setblocking(False)
+    accepted = asyncio.ensure_future(loop.sock_accept(listener))
+    peer_reader, peer_writer = await asyncio.open_connection(
+        "127.0.0.1", listener.getsockname()[1])
+    client, _ = await accepted
+    protocol, _state = make_protocol()
+    assert not isinstance(protocol, asyncio.Protocol)  # uvloop receives into its buffers
+    transport, _ = await loop.connect_accepted_socket(lambda: protocol, client)
+    writer = asyncio.StreamWriter(transport, protocol, None, loop)
+    total = 8 << 20
+    writer.write(b"w" * total)
+    draining = asyncio.ensure_future(writer.drain())
+    await asyncio.sleep(0.05)
+    paused_meanwhile = not draining.done()  # the kernel's buffers hold less than 8 MiB
+    got = 0
+    while got < total:
+        got += len(await asyncio.wait_for(peer_reader.read(1 << 16), 10))
+        await asyncio.sleep(0)
+    await asyncio.wait_for(draining, 10)
+    writer.close()
+    await asyncio.wait_for(writer.wait_closed(), 10)
+    peer_writer.close()
+    listener.close()
+    assert paused_meanwhile
+    return got
+
+
+@pytest.mark.parametrize("choice", ["", "asyncio"])
+@pytest.mark.parametrize("side", ["request frames", "response frames"])
+def test_the_writer_flow_control_works_on_both_loops(monkeypatch, choice, side):
+    monkeypatch.setenv(event_loop.ENV, choice)
+    make = _server_side if side == "request frames" else _client_side
+    assert event_loop.run(_writer_flow_control_over(make)) == 8 << 20

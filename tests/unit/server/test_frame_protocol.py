@@ -45,7 +45,7 @@ def _no_limit(size: int) -> None:
 
 
 def _protocol(check=_no_limit) -> tuple[FrameProtocol, _Transport]:
-    protocol = FrameProtocol(asyncio.StreamReader(), check)
+    protocol = FrameProtocol(check)
     transport = _Transport()
     protocol.connection_made(transport)
     return protocol, transport
@@ -172,3 +172,26 @@ def test_end_of_stream_mid_frame_and_connection_errors():
 
 def test_reading_pauses_with_whole_frames_waiting_and_not_for_one_large_frame():
     asyncio.run(_reading_pauses_with_whole_frames_waiting_and_not_for_one_large_frame())
+
+
+async def _paused_reading_is_not_paused_writing() -> None:
+    protocol, transport = _protocol()
+    _feed(protocol, _frame(b"x" * 1000) * 3000)  # ~3 MB of whole frames: reading pauses
+    assert not transport.reading
+    # The writer's flow control is apart: drain does not wait while only reading is paused,
+    # and the transport may pause and resume writing meanwhile.
+    await asyncio.wait_for(protocol._drain_helper(), 1)
+    protocol.pause_writing()
+    waiting = asyncio.ensure_future(protocol._drain_helper())
+    await asyncio.sleep(0)
+    assert not waiting.done()
+    protocol.resume_writing()
+    await asyncio.wait_for(waiting, 1)
+    assert not transport.reading  # still paused for reading
+    for _ in range(3000):
+        await protocol.read_frame()
+    assert transport.reading
+
+
+def test_paused_reading_is_not_paused_writing():
+    asyncio.run(_paused_reading_is_not_paused_writing())
