@@ -27,15 +27,21 @@ def send_direct(transport: asyncio.WriteTransport,
                 chunks: list[bytes | FileRegion]) -> list[bytes | FileRegion]:
     """Send a response's chunks straight to the socket while it takes them; what is left
     (the socket's buffer full) goes the usual way, after.  Only when nothing waits in the
-    transport's buffer (the order of the bytes is kept).  The first chunk (the frame
-    header) is sent with ``MSG_MORE`` when more follows, so it waits in the socket for the
-    records instead of leaving as a small segment of its own (TCP_NODELAY)."""
+    transport's buffer (the order of the bytes is kept).  The bytes before the first file
+    region (the frame's and the partition's headers) are sent as one, with ``MSG_MORE``,
+    so they wait in the socket for the records instead of leaving as a small segment of
+    their own (TCP_NODELAY)."""
     if transport.get_write_buffer_size() or transport.is_closing():
         return chunks
     sock = transport.get_extra_info("socket")
     if sock is None or sock.fileno() < 0:
         return chunks
     fd = sock.fileno()
+    first = 0  # the frame header is the bytes before the first region, sent as one
+    while first < len(chunks) and not isinstance(chunks[first], FileRegion):
+        first += 1
+    if 1 < first < len(chunks):
+        chunks = [b"".join(chunks[:first]), *chunks[first:]]  # type: ignore[arg-type]
     try:
         for i, chunk in enumerate(chunks):
             if isinstance(chunk, FileRegion):

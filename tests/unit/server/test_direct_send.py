@@ -58,11 +58,12 @@ def test_chunks_arrive_whole_and_in_order(tmp_path: Path, loop_name: str) -> Non
     async def scenario() -> None:
         writer, client, server = await _pair()
         try:
-            chunks = [b"head", FileRegion(path, 1000, 200_000, inode), b"tail"]
+            chunks = [b"he", b"ad", FileRegion(path, 1000, 200_000, inode), b"mid",
+                      FileRegion(path, 0, 10, inode), b"tail"]
             left = send_direct(writer.transport, chunks)
             assert left == []  # 200 KB fit the loopback socket's buffers
-            got = await _read(client, 200_008)
-            assert got == b"head" + data[1000:201_000] + b"tail"
+            got = await _read(client, 200_021)
+            assert got == b"head" + data[1000:201_000] + b"mid" + data[:10] + b"tail"
             writer.write(b"after")  # the transport's socket is still open and usable
             assert await _read(client, 5) == b"after"
         finally:
