@@ -497,12 +497,25 @@ class ReplicaManager:
         sizes = {tp: r.size for tp, r in results.items()}
         by_tp = {r.tp: r for r in requests}
         available = total
+        # A follower asking for at least one byte (replica.fetch.min.bytes=1) has enough as
+        # soon as the log ends past its fetch offset: no read needed to know (the answer's
+        # read below finds any error there as this one would).  Not with a leader
+        # replication throttle, which may serve it nothing (Kafka's DelayedFetch does not
+        # count a throttled follower's bytes).
+        any_new_is_enough = replica_id >= 0 and min_bytes <= 1 \
+            and not self.throttles.leader.bounded
+        partitions = self.partitions
 
         def enough(tp: TopicPartition) -> bool:
             nonlocal available
             req = by_tp.get(tp)
             if req is None:
                 return False
+            if any_new_is_enough:
+                p = partitions.get(tp)
+                plog = None if p is None else p.log
+                if plog is not None and plog.log_end_offset > req.fetch_offset:
+                    return True
             _probe, size, urgent = self._read_all(replica_id, max_bytes, [req], followers_ok,
                                                   sizes_only=True, committed=committed)
             if urgent:

@@ -200,3 +200,57 @@ def test_timeout_and_cancellation_leave_no_watcher():
         return timed_out, checked_at_timeout, len(purgatory)
 
     assert run(scenario()) == (False, True, 0)
+
+
+def test_parked_follower_fetch_of_one_byte_completes_on_append_without_a_probe(tmp_path):
+    """replica.fetch.min.bytes=1: an append past the follower's offset is enough, known
+    from the log end alone (Kafka's DelayedFetch compares offsets); the answer is read once."""
+    rm = make_rm(tmp_path)
+    lead(rm, replicas=(1, 2), isr=(1, 2))
+    reads: list[int] = []
+    read_one = rm._read_for_follower
+
+    def counting(replica_id, req, *args, **kwargs):
+        reads.append(req.fetch_offset)
+        return read_one(replica_id, req, *args, **kwargs)
+
+    rm._read_for_follower = counting
+
+    async def scenario():
+        fetch = asyncio.create_task(rm.fetch(2, 5000, 1, 1 << 20,
+                                             [FetchPartition(TP, 0, 1 << 20)]))
+        await asyncio.sleep(0)
+        assert not fetch.done() and len(reads) == 1  # parked after its first read
+        await rm.append(1, 1000, {TP: build_batch([b"x" * 100])})
+        out = await asyncio.wait_for(fetch, 2)
+        assert len(reads) == 2  # the answer's read; no probe in between
+        return out
+
+    assert run(scenario())[TP].size > 0
+
+
+def test_a_throttled_follower_stays_parked_when_an_append_brings_it_nothing(tmp_path):
+    """With a leader replication throttle an out-of-sync follower's parked fetch is not
+    completed by an append while the quota is exceeded (it would be answered empty and
+    fetch again at once): Kafka's DelayedFetch does not count a throttled replica's bytes."""
+    from weir.replication.throttle import LEADER_REPLICAS
+
+    rm = make_rm(tmp_path)
+    lead(rm, replicas=(1, 2, 3), isr=(1, 2))
+    rm.throttles.configure(10, None, lambda _t: {LEADER_REPLICAS: ["*"]})
+
+    async def scenario():
+        await rm.append(1, 1000, {TP: build_batch([b"x" * 1000] * 5)})
+        first = await rm.fetch(3, 0, 1, 1 << 20, [FetchPartition(TP, 0, 1 << 20)])
+        assert first[TP].size > 0 and rm.throttles.leader.exceeded(rm.clock())
+        end = rm.partitions[TP].log.log_end_offset
+        fetch = asyncio.create_task(rm.fetch(3, 300, 1, 1 << 20,
+                                             [FetchPartition(TP, end, 1 << 20)]))
+        await asyncio.sleep(0)
+        await rm.append(1, 1000, {TP: build_batch([b"y" * 100])})
+        await asyncio.sleep(0.05)
+        assert not fetch.done()  # still parked: throttled, nothing to serve
+        out = await asyncio.wait_for(fetch, 2)  # its max wait ends it
+        return out[TP].size
+
+    assert run(scenario()) == 0
