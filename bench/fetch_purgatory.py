@@ -30,8 +30,9 @@ from pathlib import Path
 
 from weir.common import TopicPartition
 from weir.records.builder import build_batch
+from weir.replication.local_reads import FetchPartition
 from weir.replication.partition import LeaderState
-from weir.replication.replica_manager import FetchPartition, PartitionStateUpdate, ReplicaManager
+from weir.replication.replica_manager import PartitionStateUpdate, ReplicaManager
 from weir.storage.log import LogConfig
 from weir.storage.log_manager import LogManager
 

@@ -50,10 +50,10 @@ from weir.replication.leader_endpoint import (
     FetchParams,
     PartitionFetch,
 )
+from weir.replication.local_reads import FetchPartition
 from weir.replication.log_dir_failure import handle_log_dir_failure
 from weir.replication.partition import LeaderState, Partition
 from weir.replication.replica_manager import (
-    FetchPartition,
     PartitionStateUpdate,
     ReplicaManager,
     ReplicationSettings,

@@ -8,8 +8,8 @@ import asyncio
 from weir.common import TopicPartition
 from weir.protocol.errors import ErrorCode
 from weir.records.builder import build_batch
+from weir.replication.local_reads import FetchPartition
 from weir.replication.purgatory import Purgatory
-from weir.replication.replica_manager import FetchPartition
 
 from .helpers import TP, lead, make_rm, run
 

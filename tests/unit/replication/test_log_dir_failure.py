@@ -128,7 +128,7 @@ def test_a_follower_fetch_of_a_log_whose_io_failed_is_a_storage_error(setup, dis
     """The follower read path looks at the log dirs only when one is offline or the log's
     own I/O failed; the second alone (its dir not yet marked) still answers
     KAFKA_STORAGE_ERROR and takes the dir offline, as a consumer's read does."""
-    from weir.replication.replica_manager import FetchPartition
+    from weir.replication.local_reads import FetchPartition
 
     rm, _dirs, events = setup
 

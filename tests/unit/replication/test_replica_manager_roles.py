@@ -9,9 +9,9 @@ import asyncio
 from weir.common import TopicPartition
 from weir.protocol.errors import ErrorCode
 from weir.records.builder import build_batch
+from weir.replication.local_reads import FetchPartition
 from weir.replication.partition import LeaderState
 from weir.replication.replica_manager import (
-    FetchPartition,
     PartitionStateUpdate,
 )
 

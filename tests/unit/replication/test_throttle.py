@@ -8,8 +8,9 @@ import asyncio
 
 from weir.common import TopicPartition
 from weir.records.builder import build_batch
+from weir.replication.local_reads import FetchPartition
 from weir.replication.partition import LeaderState
-from weir.replication.replica_manager import FetchPartition, PartitionStateUpdate, ReplicaManager
+from weir.replication.replica_manager import PartitionStateUpdate, ReplicaManager
 from weir.replication.throttle import (
     FOLLOWER_REPLICAS,
     LEADER_REPLICAS,

@@ -287,7 +287,7 @@ def test_http_endpoint_reports_a_failing_render_as_500():
 
 def test_bytes_in_and_out_are_counted_by_the_replica_manager(tmp_path):
     from weir.records.builder import build_batch
-    from weir.replication.replica_manager import FetchPartition
+    from weir.replication.local_reads import FetchPartition
 
     rm = make_rm(tmp_path)
     apply(rm, A0, leader=1, replicas=(1,), isr=(1,))

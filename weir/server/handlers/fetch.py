@@ -21,8 +21,8 @@ from weir.protocol import fetch_response
 from weir.protocol.errors import ErrorCode, KafkaError
 from weir.protocol.fetch_response import FileRegion, PartitionData
 from weir.records import legacy
+from weir.replication.local_reads import FetchPartition, FetchResult
 from weir.replication.read_replica import rack_aware_enabled
-from weir.replication.replica_manager import FetchPartition, FetchResult
 from weir.security.acls import AclOperation, ResourceType
 from weir.server import authz
 from weir.server.context import RawResponse
