@@ -109,10 +109,9 @@ class WriterFlowControl:
     ``wait_closed``), as asyncio's ``FlowControlMixin`` gives it, for a protocol that is not
     an ``asyncio.Protocol``.  It comes first among a protocol's bases, before
     ``asyncio.BaseProtocol``'s empty ``pause_writing`` and ``resume_writing``.  Writing's
-    pause is its own flag: a frame reader also pauses
-    reading, and the two must not be taken for each other (they once shared one, and a
-    connection whose reading was paused had ``drain`` wait for a ``resume_writing`` that
-    never came)."""
+    pause is its own flag: a frame reader also pauses reading, and the two must not be
+    taken for each other (they once shared one, and a connection whose reading was paused
+    had ``drain`` wait for a ``resume_writing`` that never came)."""
 
     def _init_flow_control(self, loop: asyncio.AbstractEventLoop | None = None) -> None:
         self._loop = loop if loop is not None else asyncio.get_running_loop()

@@ -9,9 +9,10 @@ The frame header goes with ``MSG_MORE``: the kernel holds it for the records tha
 ``sendfile`` adds next, so header and records leave in full segments (Kafka's
 ``PlaintextTransportLayer`` writes the header, then ``FileChannel.transferTo``).
 ``TCP_CORK`` around the whole response did the same job at about 2.6 times the sender's
-system time: a 256 KiB response over loopback took 100 us from cork to uncork against 38 us,
-its round trip 139 us against 84, and the reader woke 3.7 times per response against 1.3
-(``bench/direct_send.py``, ``bench/results/direct_send-20261124T062123Z.md``).
+time in its system calls: a 256 KiB response over loopback took 100 us from cork to
+uncork against 38 us, its round trip 139 us against 84, and the reader woke 3.7 times per
+response against 1.3 (``bench/direct_send.py``,
+``bench/results/direct_send-20261124T062123Z.md``).
 """
 
 from __future__ import annotations
