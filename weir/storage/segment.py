@@ -25,7 +25,7 @@ import io
 import logging
 import os
 from collections.abc import Collection, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from weir.protocol.errors import KafkaError
@@ -268,11 +268,7 @@ class LogSegment:
         recent = self._recent
         for h in headers[-RECENT_BATCHES:]:
             # copies: the caller's headers keep their positions within ``buf``
-            recent.append(BatchHeader(
-                h.base_offset, h.batch_length, h.partition_leader_epoch, h.magic, h.crc,
-                h.attributes, h.last_offset_delta, h.base_timestamp, h.max_timestamp,
-                h.producer_id, h.producer_epoch, h.base_sequence, h.records_count,
-                start + h.position))
+            recent.append(replace(h, position=start + h.position))
 
     def _track(self, header: BatchHeader, position: int) -> None:
         """Index bookkeeping for one batch about to sit at ``position``."""

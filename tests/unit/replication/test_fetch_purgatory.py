@@ -248,7 +248,8 @@ def test_a_throttled_follower_stays_parked_when_an_append_brings_it_nothing(tmp_
                                              [FetchPartition(TP, end, 1 << 20)]))
         await asyncio.sleep(0)
         await rm.append(1, 1000, {TP: build_batch([b"y" * 100])})
-        await asyncio.sleep(0.05)
+        await asyncio.sleep(0)  # a completed wait would have ended in this turn
+        await asyncio.sleep(0)
         assert not fetch.done()  # still parked: throttled, nothing to serve
         out = await asyncio.wait_for(fetch, 2)  # its max wait ends it
         return out[TP].size

@@ -73,9 +73,9 @@ class _CountingIo(OsFileIo):
 
 def test_the_latest_batches_are_found_without_reading_the_file(open_log):
     """A follower fetching at the previous log end, and a consumer reading up to the high
-    watermark at the tail, find their batches among the segment's latest headers; after a
-    truncation (which forgets them) and after a reopen (none known) reads still match a
-    plain walk."""
+    watermark at the tail, find their batches among the segment's latest headers, with no
+    read of the file; older batches are read from it; after a truncation (which forgets the
+    latest headers) and new appends, reads still match a plain walk."""
     log = open_log(index_interval_bytes=300, segment_bytes=1 << 20)
     rng = random.Random(11)
     for i in range(100):
