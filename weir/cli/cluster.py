@@ -34,6 +34,7 @@ from typing import Any, Self
 from weir.cli import procs
 from weir.cli.zkview import close_zk, open_zk, registered_brokers
 from weir.config import effective_value, parse_listener, read_properties, write_properties
+from weir.ports import free_port
 
 CHROOT = "/weir"
 LOOPBACK = "127.0.0.1"
@@ -59,13 +60,6 @@ class BrokerSlot:
     def to_json(self) -> dict[str, Any]:
         return {"id": self.id, "host": self.host, "port": self.port, "pid": self.pid,
                 "config": str(self.config)}
-
-
-def free_port(host: str = LOOPBACK) -> int:
-    """A currently free TCP port on ``host``."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind((host, 0))
-        return sock.getsockname()[1]
 
 
 def read_cluster_file(data_dir: str | os.PathLike[str]) -> dict[str, Any] | None:

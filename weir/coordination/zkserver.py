@@ -18,6 +18,8 @@ from kazoo.client import KazooClient
 from kazoo.exceptions import KazooException
 from kazoo.handlers.threading import KazooTimeoutError
 
+from weir.ports import free_port
+
 JAVA_DIR = Path("/usr/share/java")
 MAIN_CLASS = "org.apache.zookeeper.server.ZooKeeperServerMain"
 STATE_FILE = "server.json"
@@ -68,12 +70,6 @@ def find_zookeeper_classpath(java_dir: Path = JAVA_DIR) -> str:
         )
     jars = list(_REQUIRED_JARS) + [j for j in _OPTIONAL_JARS if (java_dir / j).exists()]
     return os.pathsep.join(str(java_dir / jar) for jar in jars)
-
-
-def _free_port(host: str) -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind((host, 0))
-        return int(sock.getsockname()[1])
 
 
 def _ruok(host: str, port: int, timeout_s: float = 1.0) -> bool:
@@ -178,7 +174,7 @@ class ZooKeeperServer:
             return
         classpath = find_zookeeper_classpath()
         self.data_dir.mkdir(parents=True, exist_ok=True)
-        self._port = self._requested_port or _free_port(self.host)
+        self._port = self._requested_port or free_port(self.host)
         config = self._write_config()
         cmd = [
             "java",
