@@ -14,6 +14,7 @@ from weir.config import BrokerConfig, default_value, topic_default
 from weir.controller.settings import ControllerSettings
 from weir.groups.state import GroupConfig
 from weir.replication.fetcher import FetcherSettings
+from weir.replication.leader_endpoint import BrokerEndPoint
 from weir.replication.replica_manager import ReplicationSettings
 from weir.storage.config import LogConfig
 from weir.storage.log_cleaner import CleanerConfig
@@ -87,15 +88,20 @@ def test_replication_and_fetcher_settings_kafka_defaults() -> None:
     assert (f.max_wait_ms, f.min_bytes, f.max_bytes, f.partition_max_bytes) == (
         500, 1, 10 * 1024 * 1024, 1024 * 1024)
     assert (f.backoff_ms, f.socket_timeout_ms) == (1000, 30000)
+    assert f.receive_buffer_bytes == 65536  # replica.socket.receive.buffer.bytes
 
 
 def test_fetcher_settings_follow_the_config() -> None:
     f = FetcherSettings.from_config(make(**{
         "replica.fetch.wait.max.ms": "50", "replica.fetch.min.bytes": "2",
         "replica.fetch.response.max.bytes": "3000", "replica.fetch.max.bytes": "1000",
-        "replica.fetch.backoff.ms": "10", "replica.socket.timeout.ms": "99"}))
+        "replica.fetch.backoff.ms": "10", "replica.socket.timeout.ms": "99",
+        "replica.socket.receive.buffer.bytes": "-1"}))
     assert (f.replica_id, f.max_wait_ms, f.min_bytes, f.max_bytes, f.partition_max_bytes,
             f.backoff_ms, f.socket_timeout_ms) == (7, 50, 2, 3000, 1000, 10, 99)
+    assert f.receive_buffer_bytes == -1
+    endpoint = f.remote_endpoint(BrokerEndPoint(1, "h", 9092))
+    assert endpoint.receive_buffer_bytes == -1
 
 
 def test_group_config_kafka_defaults_and_values() -> None:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+import socket
 import struct
 from collections.abc import Callable
 from functools import cache
@@ -89,8 +90,12 @@ class BrokerConnection:
     """:meth:`request` takes the payload's encoding (``body=``)."""
 
     def __init__(self, host: str, port: int, client_id: str = "weir",
-                 max_frame_bytes: int = 512 * 1024 * 1024, security: Any = None) -> None:
+                 max_frame_bytes: int = 512 * 1024 * 1024, security: Any = None,
+                 receive_buffer_bytes: int = -1) -> None:
         self.host = host
+        # SO_RCVBUF before connecting (Kafka's Selector.connect with a NetworkClient's
+        # socketReceiveBuffer, e.g. replica.socket.receive.buffer.bytes); -1: the OS's own.
+        self.receive_buffer_bytes = receive_buffer_bytes
         self.security = security
         self.port = port
         self.client_id = client_id
@@ -108,11 +113,7 @@ class BrokerConnection:
         context = getattr(self.security, "ssl_context", None)
         loop = asyncio.get_running_loop()
         protocol = ResponseFrames(self._on_frame, self._on_lost, self.max_frame_bytes)
-        transport, _ = await asyncio.wait_for(
-            loop.create_connection(lambda: protocol, self.host, self.port, ssl=context,
-                                   server_hostname=self.host if context else None),
-            timeout_s
-        )
+        transport, _ = await asyncio.wait_for(self._open(loop, protocol, context), timeout_s)
         self._writer = asyncio.StreamWriter(transport, protocol, None, loop)
         self._closed_exc = None
         if self.security is not None and getattr(self.security, "sasl", False):
@@ -121,6 +122,33 @@ class BrokerConnection:
             except BaseException:
                 await self.close()
                 raise
+
+    async def _open(self, loop: asyncio.AbstractEventLoop, protocol: ResponseFrames,
+                    context: Any) -> tuple[asyncio.BaseTransport, Any]:
+        hostname = self.host if context else None
+        if self.receive_buffer_bytes == -1:
+            return await loop.create_connection(lambda: protocol, self.host, self.port,
+                                                ssl=context, server_hostname=hostname)
+        # The receive buffer must be set before the handshake: TCP's window scale is
+        # negotiated then.
+        last: OSError | None = None
+        for family, type_, proto, _name, address in await loop.getaddrinfo(
+                self.host, self.port, type=socket.SOCK_STREAM):
+            sock = socket.socket(family, type_, proto)
+            try:
+                sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, self.receive_buffer_bytes)
+                sock.setblocking(False)
+                await loop.sock_connect(sock, address)
+            except OSError as exc:
+                sock.close()
+                last = exc
+                continue
+            except BaseException:
+                sock.close()
+                raise
+            return await loop.create_connection(lambda: protocol, sock=sock, ssl=context,
+                                                server_hostname=hostname)
+        raise last or OSError(f"cannot resolve {self.host}:{self.port}")
 
     async def request(self, payload: Any, timeout_s: float | None = 30.0, *,
                       body: bytes | None = None,

@@ -155,6 +155,8 @@ class FetcherSettings:
     partition_max_bytes: int = default_value("replica.fetch.max.bytes")
     backoff_ms: int = default_value("replica.fetch.backoff.ms")
     socket_timeout_ms: int = default_value("replica.socket.timeout.ms")
+    # SO_RCVBUF of the connection to the leader (-1: the OS's own, autotuned)
+    receive_buffer_bytes: int = default_value("replica.socket.receive.buffer.bytes")
     # TLS/SASL of the inter-broker listener (weir.security.client.InterBrokerSecurity).
     security: Any = None
 
@@ -168,6 +170,7 @@ class FetcherSettings:
             partition_max_bytes=config.replica_fetch_max_bytes,
             backoff_ms=config.replica_fetch_backoff_ms,
             socket_timeout_ms=config.replica_socket_timeout_ms,
+            receive_buffer_bytes=config.replica_socket_receive_buffer_bytes,
             security=security,
         )
 
@@ -179,7 +182,8 @@ class FetcherSettings:
         """The default :class:`LeaderEndPoint`: the leader over the inter-broker listener."""
         return RemoteLeaderEndPoint(broker, client_id=f"replica-fetcher-{self.replica_id}",
                                     security=self.security,
-                                    socket_timeout_ms=self.socket_timeout_ms)
+                                    socket_timeout_ms=self.socket_timeout_ms,
+                                    receive_buffer_bytes=self.receive_buffer_bytes)
 
 
 class ReplicaFetcher:

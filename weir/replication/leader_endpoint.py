@@ -158,8 +158,9 @@ class RemoteLeaderEndPoint:
     incremental fetch session."""
 
     def __init__(self, broker: BrokerEndPoint, client_id: str, *, security: Any = None,
-                 socket_timeout_ms: int = 30000) -> None:
+                 socket_timeout_ms: int = 30000, receive_buffer_bytes: int = -1) -> None:
         self._broker = broker
+        self.receive_buffer_bytes = receive_buffer_bytes  # replica.socket.receive.buffer.bytes
         self.client_id = client_id
         self.security = security  # weir.security.client.InterBrokerSecurity (TLS/SASL)
         self.socket_timeout_ms = socket_timeout_ms
@@ -173,7 +174,8 @@ class RemoteLeaderEndPoint:
     async def _connection(self) -> BrokerConnection:
         if self._conn is None or not self._conn.connected:
             conn = BrokerConnection(self._broker.host, self._broker.port,
-                                    client_id=self.client_id, security=self.security)
+                                    client_id=self.client_id, security=self.security,
+                                    receive_buffer_bytes=self.receive_buffer_bytes)
             await conn.connect(timeout_s=self.socket_timeout_ms / 1000)
             self._conn = conn
         return self._conn

@@ -26,6 +26,9 @@ Resource limits, with Kafka's keys and meaning (``kafka.network.SocketServer``):
   limit, connections stop reading. As in Kafka, a request parked in a purgatory (a produce
   waiting for replication, a long-poll fetch, a JoinGroup waiting for its rebalance) is no
   longer queued: it releases its place (:func:`weir.asyncutil.parked`).
+- ``socket.send.buffer.bytes`` / ``socket.receive.buffer.bytes`` (102400 each, -1: the OS's
+  autotuned size): SO_SNDBUF of every accepted socket and SO_RCVBUF of the listening socket,
+  which accepted sockets inherit (Kafka's ``Acceptor``).
 - On one connection at most ``MAX_IN_FLIGHT`` requests are read ahead of their responses, and
   a client that does not read its responses stops being read once 1 MiB of them is buffered.
 
@@ -224,6 +227,10 @@ class ConnectionLimits:
     per_ip_overrides: Mapping[str, int] = field(default_factory=dict)
     idle_ms: int = 600000
     queued_max_requests: int = 500
+    # SO_SNDBUF of each accepted socket and SO_RCVBUF of the listening one, which accepted
+    # sockets inherit (Kafka's Acceptor); -1: the OS's own (autotuned).  Read at start.
+    send_buffer_bytes: int = -1
+    receive_buffer_bytes: int = -1
 
     @classmethod
     def from_config(cls, config: Any) -> ConnectionLimits:
@@ -234,6 +241,8 @@ class ConnectionLimits:
             per_ip_overrides=parse_ip_overrides(config.max_connections_per_ip_overrides),
             idle_ms=config.connections_max_idle_ms,
             queued_max_requests=config.queued_max_requests,
+            send_buffer_bytes=config.socket_send_buffer_bytes,
+            receive_buffer_bytes=config.socket_receive_buffer_bytes,
         )
 
     def per_ip(self, ip: str) -> int:
@@ -288,6 +297,9 @@ class SocketServer:
             sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
             if family == socket.AF_INET6:
                 sock.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 0)
+            if self.limits.receive_buffer_bytes != -1:  # before listen: the window scale
+                sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF,
+                                self.limits.receive_buffer_bytes)
             sock.bind(address)
             sock.listen(128)
             sock.setblocking(False)
@@ -334,6 +346,12 @@ class SocketServer:
                 client.close()
                 continue
             self._per_ip[ip] += 1
+            if self.limits.send_buffer_bytes != -1:
+                try:
+                    client.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF,
+                                      self.limits.send_buffer_bytes)
+                except OSError:  # reset before we got to it: the connection fails later
+                    pass
             task = asyncio.create_task(self._on_connection(client, address))
             self._connections[task] = None
 

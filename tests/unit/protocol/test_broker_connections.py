@@ -125,3 +125,42 @@ def test_an_answer_resumes_the_requester_on_the_next_loop_turn():
         return turns
 
     assert asyncio.run(scenario()) == 1
+
+
+def _client_receive_buffer(receive_buffer_bytes: int) -> int:
+    """SO_RCVBUF of a BrokerConnection's socket to a plain loopback listener."""
+    import socket
+
+    async def scenario() -> int:
+        server = await asyncio.start_server(lambda r, w: None, "127.0.0.1", 0)
+        port = server.sockets[0].getsockname()[1]
+        conn = BrokerConnection("127.0.0.1", port, receive_buffer_bytes=receive_buffer_bytes)
+        try:
+            await conn.connect(timeout_s=5)
+            sock = conn._writer.transport.get_extra_info("socket")
+            return sock.getsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF)
+        finally:
+            await conn.close()
+            server.close()
+            await server.wait_closed()
+
+    return asyncio.run(scenario())
+
+
+def test_receive_buffer_is_set_before_connecting():
+    assert _client_receive_buffer(30000) == 60000  # Linux reports twice what was asked
+
+
+def test_minus_one_keeps_the_os_receive_buffer():
+    assert _client_receive_buffer(-1) != 60000
+
+
+def test_an_unreachable_address_with_a_receive_buffer_fails_as_a_connection_error():
+    import socket
+
+    with socket.socket() as probe:  # a port nobody listens on
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    conn = BrokerConnection("127.0.0.1", port, receive_buffer_bytes=30000)
+    with pytest.raises(OSError):
+        asyncio.run(conn.connect(timeout_s=5))

@@ -185,3 +185,45 @@ def test_a_large_frame_of_another_api_is_decoded_from_its_own_buffer():
         writer.close()
 
     _run(ConnectionLimits(), body)
+
+
+def test_socket_buffer_sizes_come_from_kafka_keys():
+    base = {"broker.id": "1", "zookeeper.connect": "z:1", "log.dirs": "/tmp/x"}
+    kafka_defaults = ConnectionLimits.from_config(BrokerConfig(base))
+    assert (kafka_defaults.send_buffer_bytes, kafka_defaults.receive_buffer_bytes) \
+        == (102400, 102400)
+    limits = ConnectionLimits.from_config(BrokerConfig({
+        **base, "socket.send.buffer.bytes": "-1", "socket.receive.buffer.bytes": "65536"}))
+    assert (limits.send_buffer_bytes, limits.receive_buffer_bytes) == (-1, 65536)
+
+
+def _accepted_buffers(limits: ConnectionLimits) -> tuple[int, int]:
+    """(SO_SNDBUF, SO_RCVBUF) of the server's side of a connection."""
+    import socket
+
+    seen: list[tuple[int, int]] = []
+
+    async def body(server: SocketServer) -> None:
+        reader, writer = await _open(server)
+        assert await _ask(reader, writer)
+        conn = next(c for c in server._connections.values() if c is not None)
+        sock = conn.writer.transport.get_extra_info("socket")
+        seen.append((sock.getsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF),
+                     sock.getsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF)))
+        writer.close()
+
+    _run(limits, body)
+    return seen[0]
+
+
+def test_accepted_sockets_get_the_configured_buffers():
+    # Linux doubles what is asked for (room for its own bookkeeping) and reports that.
+    send, receive = _accepted_buffers(ConnectionLimits(send_buffer_bytes=40000,
+                                                       receive_buffer_bytes=50000))
+    assert (send, receive) == (80000, 100000)
+
+
+def test_minus_one_leaves_the_buffers_to_the_os():
+    send, receive = _accepted_buffers(ConnectionLimits(send_buffer_bytes=-1,
+                                                       receive_buffer_bytes=-1))
+    assert send != 80000 and receive != 100000
