@@ -24,6 +24,13 @@ Nothing is fsynced (Kafka does not fsync on produce either).  Usage::
 
 It prints ``PORT <n>`` on stdout once listening, and stops on SIGTERM/SIGINT.
 
+Socket buffers are Kafka's defaults, as a Weir broker's: SO_SNDBUF 102400 on accepted
+sockets and SO_RCVBUF 102400 on the listening ones (``socket.send.buffer.bytes``,
+``socket.receive.buffer.bytes``), SO_RCVBUF 65536 on a follower's connection
+(``replica.socket.receive.buffer.bytes``); ``--send-buffer-bytes``,
+``--receive-buffer-bytes`` and ``--replica-receive-buffer-bytes`` change them, -1 leaves
+the OS's autotuned sizes.
+
 **The replicated floor** (``--followers N``, for ``bench/replication_floor.py``): the least
 Kafka's pull replication must do for acks=all. The server also listens on a replication
 port (printed as ``REPLICATION_PORT <n>``) where N follower processes (``--follow``)
@@ -129,6 +136,7 @@ class ReplicaLink(asyncio.Protocol):
         self.transport = transport  # type: ignore[assignment]
         # asyncio's socket wrapper has no send(): a duplicate of the descriptor, for MSG_MORE
         self.sock = socket.socket(fileno=os.dup(transport.get_extra_info("socket").fileno()))
+        set_buffer(self.sock, socket.SO_SNDBUF, BUFFERS["send"])
         self.floor.links.append(self)
 
     def data_received(self, data: bytes) -> None:
@@ -196,11 +204,38 @@ class Floor:
                 pass
         if sent < len(head):
             link.transport.write(head[sent:])
-        if done < count:  # the socket's buffer is full: the rest the usual way
+        if sent < len(head):  # the header went the transport's way: so must the records
             link.rest = asyncio.ensure_future(asyncio.get_running_loop().sendfile(
                 link.transport, self._reader(part), link.position + done, count - done))
+        elif done < count:  # the socket's buffer is full: go on when it is writable again
+            self._send_rest(link, part, link.position + done, count - done)
+
+    def _send_rest(self, link: ReplicaLink, part: PartitionFile, position: int,
+                   count: int) -> None:
+        """``sendfile`` the rest of an answer whenever the socket takes more, as Kafka's
+        ``FileRecords.writeTo`` on each OP_WRITE (the duplicate descriptor is watched, since
+        the transport's own is the transport's)."""
+        loop = asyncio.get_running_loop()
+        fd = link.sock.fileno()
+        reader = self._reader(part).fileno()
+        left = [position, count]
+
+        def writable() -> None:
+            try:
+                while left[1]:
+                    n = os.sendfile(fd, reader, left[0], left[1])
+                    left[0] += n
+                    left[1] -= n
+            except BlockingIOError:
+                return
+            except OSError:  # the follower went away
+                pass
+            loop.remove_writer(fd)
+
+        loop.add_writer(fd, writable)
 
     async def serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        set_buffer(writer.get_extra_info("socket"), socket.SO_SNDBUF, BUFFERS["send"])
         try:
             while True:
                 (size,) = _I32.unpack(await reader.readexactly(4))
@@ -360,7 +395,9 @@ class Floor:
 def follow(address: str, data_dir: Path) -> None:
     """A follower of the replicated floor: fetch at the log end, append, fetch again."""
     host, port = address.rsplit(":", 1)
-    sock = socket.create_connection((host, int(port)))
+    sock = socket.socket()
+    set_buffer(sock, socket.SO_RCVBUF, BUFFERS["replica_receive"])  # before connecting
+    sock.connect((host, int(port)))
     sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
     fd = os.open(data_dir / "replica.log", os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_APPEND)
     buf = memoryview(bytearray(4 + SHIP_MAX))
@@ -379,6 +416,27 @@ def follow(address: str, data_dir: Path) -> None:
         position += count
 
 
+BUFFERS = {"send": 102400, "receive": 102400, "replica_receive": 65536}  # Kafka's defaults
+
+
+def set_buffer(sock, option: int, size: int) -> None:
+    """SO_SNDBUF / SO_RCVBUF ``size``; -1 leaves the OS's (autotuned) size."""
+    if size != -1:
+        sock.setsockopt(socket.SOL_SOCKET, option, size)
+
+
+def listening_socket(port: int) -> socket.socket:
+    """A loopback listening socket whose SO_RCVBUF accepted sockets inherit.  Its protocol
+    is named: asyncio sets TCP_NODELAY only on sockets whose ``proto`` is IPPROTO_TCP."""
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    set_buffer(sock, socket.SO_RCVBUF, BUFFERS["receive"])
+    sock.bind(("127.0.0.1", port))
+    sock.listen(128)
+    sock.setblocking(False)
+    return sock
+
+
 def _recv_into(sock: socket.socket, view: memoryview) -> int:
     n = sock.recv_into(view)
     if n == 0:
@@ -394,18 +452,26 @@ async def main(argv: list[str] | None = None) -> None:
                         help="answer a produce once this many followers have its bytes")
     parser.add_argument("--follow", metavar="HOST:PORT",
                         help="be a follower of the leader's replication port")
+    parser.add_argument("--send-buffer-bytes", type=int, default=BUFFERS["send"])
+    parser.add_argument("--receive-buffer-bytes", type=int, default=BUFFERS["receive"])
+    parser.add_argument("--replica-receive-buffer-bytes", type=int,
+                        default=BUFFERS["replica_receive"])
     args = parser.parse_args(argv)
+    BUFFERS.update(send=args.send_buffer_bytes, receive=args.receive_buffer_bytes,
+                   replica_receive=args.replica_receive_buffer_bytes)
     args.data_dir.mkdir(parents=True, exist_ok=True)
     if args.follow:
         follow(args.follow, args.data_dir)
         return
     floor = Floor(args.data_dir, args.followers)
-    server = await asyncio.start_server(floor.serve, "127.0.0.1", args.port, limit=1 << 20)
+    server = await asyncio.start_server(floor.serve, sock=listening_socket(args.port),
+                                        limit=1 << 20)
     floor.port = server.sockets[0].getsockname()[1]
     print(f"PORT {floor.port}", flush=True)
     if args.followers:
         loop = asyncio.get_running_loop()
-        replication = await loop.create_server(lambda: ReplicaLink(floor), "127.0.0.1", 0)
+        replication = await loop.create_server(lambda: ReplicaLink(floor),
+                                               sock=listening_socket(0))
         print(f"REPLICATION_PORT {replication.sockets[0].getsockname()[1]}", flush=True)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()

@@ -127,32 +127,43 @@ def test_an_answer_resumes_the_requester_on_the_next_loop_turn():
     assert asyncio.run(scenario()) == 1
 
 
-def _client_receive_buffer(receive_buffer_bytes: int) -> int:
-    """SO_RCVBUF of a BrokerConnection's socket to a plain loopback listener."""
+def _client_socket_options(receive_buffer_bytes: int, run=asyncio.run) -> tuple[int, int]:
+    """(SO_RCVBUF, TCP_NODELAY) of a BrokerConnection's socket to a plain loopback
+    listener, on the loop ``run`` runs."""
     import socket
 
-    async def scenario() -> int:
+    async def scenario() -> tuple[int, int]:
         server = await asyncio.start_server(lambda r, w: None, "127.0.0.1", 0)
         port = server.sockets[0].getsockname()[1]
         conn = BrokerConnection("127.0.0.1", port, receive_buffer_bytes=receive_buffer_bytes)
         try:
             await conn.connect(timeout_s=5)
             sock = conn._writer.transport.get_extra_info("socket")
-            return sock.getsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF)
+            return (sock.getsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF),
+                    sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY))
         finally:
             await conn.close()
             server.close()
             await server.wait_closed()
 
-    return asyncio.run(scenario())
+    return run(scenario())
 
 
-def test_receive_buffer_is_set_before_connecting():
-    assert _client_receive_buffer(30000) == 60000  # Linux reports twice what was asked
+@pytest.mark.parametrize("loop", ["asyncio", "uvloop"])
+def test_receive_buffer_is_set_before_connecting(loop):
+    import uvloop
+
+    run = asyncio.run if loop == "asyncio" else uvloop.run
+    receive, nodelay = _client_socket_options(30000, run)
+    assert receive == 60000  # Linux reports twice what was asked
+    # The socket made by hand is still a TCP one to the loop: Nagle stays off (asyncio
+    # sets TCP_NODELAY only when the socket's proto is IPPROTO_TCP).
+    assert nodelay
 
 
 def test_minus_one_keeps_the_os_receive_buffer():
-    assert _client_receive_buffer(-1) != 60000
+    receive, nodelay = _client_socket_options(-1)
+    assert receive != 60000 and nodelay
 
 
 def test_an_unreachable_address_with_a_receive_buffer_fails_as_a_connection_error():
