@@ -17,7 +17,12 @@ request only when the previous one is answered) and ``pipelined`` (5 requests in
 Each run records the CPU seconds of the server processes and of this process (librdkafka's
 threads included).
 
-    .venv/bin/python bench/replication_floor.py [--records N] [--repeat R]
+    .venv/bin/python bench/replication_floor.py [--records N] [--repeat R] [--os-socket-buffers]
+
+Both sides run with Kafka's default socket buffers (``socket.send.buffer.bytes`` and
+``socket.receive.buffer.bytes`` 102400, ``replica.socket.receive.buffer.bytes`` 65536);
+``--os-socket-buffers`` sets all three to -1 on both (the kernel's autotuned sizes, which is
+what Weir used before it honoured these keys), to show what the defaults cost on loopback.
 
 Results: bench/results/replication_floor-<UTC date>.{md,json} and
 bench/results/replication_floor-latest.md.
@@ -52,8 +57,9 @@ TARGETS = ("floor rf1", "floor rf3", "weir rf1", "weir rf3")
 class FloorCluster:
     """A floor leader and ``followers`` follower processes, stopped by PID."""
 
-    def __init__(self, data_dir: Path, followers: int) -> None:
+    def __init__(self, data_dir: Path, followers: int, options: tuple[str, ...] = ()) -> None:
         self.procs: list[subprocess.Popen] = []
+        self.options = options
         try:
             leader = self._spawn(data_dir / "leader", "--followers", str(followers))
             self.bootstrap = f"127.0.0.1:{self._expect(leader, 'PORT')}"
@@ -69,7 +75,8 @@ class FloorCluster:
 
     def _spawn(self, data_dir: Path, *args: str) -> subprocess.Popen:
         proc = subprocess.Popen(
-            [sys.executable, str(HERE / "floor_server.py"), "--data-dir", str(data_dir), *args],
+            [sys.executable, str(HERE / "floor_server.py"), "--data-dir", str(data_dir), *args,
+             *self.options],
             stdout=subprocess.PIPE, text=True, start_new_session=True)
         self.procs.append(proc)
         return proc
@@ -113,19 +120,29 @@ def measured(bootstrap: str, topic: str, pids: list[int], records: int, kind: st
             "load_1min": round(os.getloadavg()[0], 2), "cache_dropped": dropped}
 
 
-def run(records: int, repeats: int, kinds: list[str]) -> dict[str, dict[str, list[dict]]]:
+OS_BUFFERS = {"socket.send.buffer.bytes": "-1", "socket.receive.buffer.bytes": "-1",
+              "replica.socket.receive.buffer.bytes": "-1"}
+OS_BUFFER_OPTIONS = ("--send-buffer-bytes", "-1", "--receive-buffer-bytes", "-1",
+                     "--replica-receive-buffer-bytes", "-1")
+
+
+def run(records: int, repeats: int, kinds: list[str], os_buffers: bool = False
+        ) -> dict[str, dict[str, list[dict]]]:
     runs: dict[str, dict[str, list[dict]]] = {k: {t: [] for t in TARGETS} for k in kinds}
+    options = OS_BUFFER_OPTIONS if os_buffers else ()
     with tempfile.TemporaryDirectory(prefix="weir-bench-replfloor-") as tmp:
         work = Path(tmp)
         cluster = LocalCluster(work / "weir", brokers=3, port_base=0,
                                session_timeout_ms=SESSION_TIMEOUT_MS,
-                               overrides={"replica.lag.time.max.ms": "10000"})
+                               overrides={"replica.lag.time.max.ms": "10000",
+                                          **(OS_BUFFERS if os_buffers else {})})
         floors: list[FloorCluster] = []
         cluster.start(timeout_s=120)
         try:
             create(cluster.bootstrap, "rf1", 1)
             create(cluster.bootstrap, "rf3", 3)
-            floors = [FloorCluster(work / "floor1", 0), FloorCluster(work / "floor3", 2)]
+            floors = [FloorCluster(work / "floor1", 0, options),
+                      FloorCluster(work / "floor3", 2, options)]
             weir_pids = [cluster.broker_pid(b) for b in cluster.broker_ids]
             where = {"floor rf1": (floors[0].bootstrap, "rf1", floors[0].pids),
                      "floor rf3": (floors[1].bootstrap, "rf3", floors[1].pids),
@@ -185,7 +202,8 @@ def write(info: dict, records: int, repeats: int, runs: dict, figs: dict) -> Pat
          f"{records} records of 1 KiB per run, best of {repeats} interleaved rounds; "
          "confluent-kafka, acks=all, batch.size 256 KiB, linger.ms 5 (bench/replication.py's "
          "producer). Floor: bench/floor_server.py, replicated floor with --followers 2. "
-         f"Weir: 3 brokers, min.insync.replicas 2. {described(dropped)} Load average "
+         f"Weir: 3 brokers, min.insync.replicas 2. Socket buffers: {info['socket_buffers']}. "
+         f"{described(dropped)} Load average "
          f"{info['load_average_at_start'][0]} at the start, "
          f"{info['load_average_at_end'][0]} at the end."), "",
         "| producer | " + " | ".join(figs[next(iter(figs))]) + " |",
@@ -216,10 +234,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--records", type=int, default=200000)
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--producers", default="idempotent,pipelined")
+    parser.add_argument("--os-socket-buffers", action="store_true",
+                        help="socket buffer keys -1 on Weir and the floor (the OS's sizes)")
     args = parser.parse_args(argv)
     kinds = [k for k in args.producers.split(",") if k]
     info = machine()
-    runs = run(args.records, args.repeat, kinds)
+    info["socket_buffers"] = ("the OS's (all three keys -1)" if args.os_socket_buffers
+                              else "Kafka's defaults")
+    runs = run(args.records, args.repeat, kinds, args.os_socket_buffers)
     figs = figures(runs)
     path = write(info, args.records, args.repeat, runs, figs)
     print(path.read_text())
