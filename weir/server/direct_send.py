@@ -75,60 +75,6 @@ def _send_more(fd: int, transport_sock, data: bytes) -> int:
         sock.detach()
 
 
-async def sendfile_when_writable(transport: asyncio.WriteTransport, chunk: FileRegion) -> None:
-    """Send ``chunk`` with ``sendfile`` each time the socket can take more, as Kafka's
-    ``FileRecords.writeTo`` on each OP_WRITE, until it is all sent.  For a loop without
-    ``loop.sendfile`` (uvloop), where the rest of a region the socket did not take at once
-    (a Fetch response larger than ``socket.send.buffer.bytes``) would otherwise be read into
-    memory and written through the transport.  The caller sends nothing else meanwhile and
-    the transport's buffer is empty.  The transport owns its descriptor (a loop watches a
-    descriptor for one owner), so a duplicate is watched for writability."""
-    loop = asyncio.get_running_loop()
-    sock = transport.get_extra_info("socket")
-    if sock is None or sock.fileno() < 0 or transport.is_closing():
-        raise ConnectionError("the connection is closed")
-    try:
-        src = os.open(chunk.path, os.O_RDONLY | os.O_CLOEXEC)
-    except FileNotFoundError as exc:  # a segment deleted since the read
-        raise ConnectionError(f"segment {chunk.path} is gone") from exc
-    fd = -1
-    try:
-        if chunk.inode and os.fstat(src).st_ino != chunk.inode:
-            raise ConnectionError(f"segment {chunk.path} was replaced by a cleaned segment")
-        fd = os.dup(sock.fileno())
-        finished: asyncio.Future[None] = loop.create_future()
-        position, left = chunk.position, chunk.size
-
-        def writable() -> None:
-            nonlocal position, left
-            try:
-                while left:
-                    sent = os.sendfile(fd, src, position, left)
-                    if sent == 0:  # the log was truncated under the read
-                        raise ConnectionError(
-                            f"sent {chunk.size - left} of {chunk.size} bytes of {chunk.path}")
-                    position += sent
-                    left -= sent
-            except BlockingIOError:
-                return  # wait for the next writability
-            except (ConnectionError, OSError) as exc:  # the peer left, or a short file
-                loop.remove_writer(fd)
-                if not finished.done():
-                    finished.set_exception(ConnectionError(str(exc)))
-                return
-            loop.remove_writer(fd)
-            if not finished.done():
-                finished.set_result(None)
-
-        loop.add_writer(fd, writable)
-        await finished
-    finally:
-        if fd >= 0:
-            loop.remove_writer(fd)
-            os.close(fd)
-        os.close(src)
-
-
 def _sendfile_direct(fd: int, chunk: FileRegion) -> int:
     """Bytes of ``chunk`` sent to socket ``fd`` with sendfile before it would block."""
     try:

@@ -66,7 +66,7 @@ from weir.security.session import ConnectionSecurity
 from weir.security.tls import ssl_principal
 from weir.server import event_loop
 from weir.server.context import NOT_NOW, RawResponse, RequestContext
-from weir.server.direct_send import send_direct, sendfile_when_writable
+from weir.server.direct_send import send_direct
 from weir.server.frames import FrameProtocol
 from weir.server.handlers import REGISTRY
 
@@ -605,9 +605,8 @@ class _Pipeline:
         """Bytes are written; file regions go from the page cache to the socket (sendfile).
         On a TLS connection the kernel cannot encrypt, so a region is read and written in
         1 MiB slices (as Kafka's SslTransportLayer copies through its buffers) instead of
-        asyncio's sendfile fallback, which reads in a thread block by block.  On uvloop,
-        which has no ``loop.sendfile``, the rest of a region the socket did not take at once
-        goes with ``sendfile`` as the socket becomes writable (:func:`sendfile_when_writable`)."""
+        asyncio's sendfile fallback, which reads in a thread block by block; so is the rest
+        of a region the socket did not take at once on uvloop, which has no sendfile."""
         loop = asyncio.get_running_loop()
         tls = self.writer.get_extra_info("ssl_object") is not None
         if not tls:
@@ -616,11 +615,7 @@ class _Pipeline:
             if not isinstance(chunk, FileRegion):
                 self.writer.write(chunk)
                 continue
-            if not tls and not event_loop.native_sendfile(loop) \
-                    and not self.writer.transport.get_write_buffer_size():
-                await sendfile_when_writable(self.writer.transport, chunk)  # uvloop
-                continue
-            if tls or not event_loop.native_sendfile(loop):  # bytes ahead of it, on uvloop
+            if tls or not event_loop.native_sendfile(loop):  # uvloop has no loop.sendfile
                 await self._write_region(chunk)
                 continue
             try:

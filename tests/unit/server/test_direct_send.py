@@ -12,7 +12,7 @@ import pytest
 import uvloop
 
 from weir.protocol.fetch_response import FileRegion
-from weir.server.direct_send import send_direct, sendfile_when_writable
+from weir.server.direct_send import send_direct
 
 
 async def _pair() -> tuple[asyncio.StreamWriter, socket.socket, asyncio.Server]:
@@ -144,60 +144,3 @@ def test_bad_regions_are_connection_errors(tmp_path: Path, case: str) -> None:
             server.close()
 
     asyncio.run(scenario())
-
-
-@pytest.mark.parametrize("loop_name", ["asyncio", "uvloop"])
-def test_the_rest_of_a_region_goes_as_the_socket_takes_it(tmp_path: Path,
-                                                          loop_name: str) -> None:
-    """A small SO_SNDBUF (socket.send.buffer.bytes) and a reader slower than the sender:
-    sendfile_when_writable sends the rest of the region in order, then the transport is
-    usable as before."""
-    path, data = _segment(tmp_path, 4 << 20)
-
-    async def scenario() -> None:
-        writer, client, server = await _pair()
-        writer.get_extra_info("socket").setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 65536)
-        try:
-            left = send_direct(writer.transport, [b"h", FileRegion(path, 0, len(data)), b"t"])
-            rest = left[0]
-            assert isinstance(rest, FileRegion) and rest.size > 0
-            reading = asyncio.ensure_future(_read(client, len(data) + 2))
-            await asyncio.wait_for(sendfile_when_writable(writer.transport, rest), 10)
-            writer.write(b"t")
-            assert await reading == b"h" + data + b"t"
-        finally:
-            client.close()
-            writer.close()
-            server.close()
-
-    factory = uvloop.new_event_loop if loop_name == "uvloop" else None
-    with asyncio.Runner(loop_factory=factory) as runner:
-        runner.run(scenario())
-
-
-@pytest.mark.parametrize("case", ["reader_gone", "truncated", "replaced"])
-def test_the_rest_of_a_region_fails_as_a_connection_error(tmp_path: Path, case: str) -> None:
-    path, data = _segment(tmp_path, 8 << 20)
-
-    async def scenario() -> None:
-        writer, client, server = await _pair()
-        writer.get_extra_info("socket").setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 65536)
-        try:
-            size = len(data) + (1000 if case == "truncated" else 0)
-            inode = os.stat(path).st_ino + (1 if case == "replaced" else 0)
-            sending = asyncio.ensure_future(
-                sendfile_when_writable(writer.transport, FileRegion(path, 0, size, inode)))
-            if case == "reader_gone":
-                await _read(client, 1000)
-                client.close()
-            else:  # the reader takes everything there is
-                asyncio.ensure_future(_read(client, len(data)))
-            with pytest.raises(ConnectionError):
-                await asyncio.wait_for(sending, 10)
-        finally:
-            client.close()
-            writer.close()
-            server.close()
-
-    with asyncio.Runner(loop_factory=uvloop.new_event_loop) as runner:
-        runner.run(scenario())
