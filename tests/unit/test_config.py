@@ -354,3 +354,12 @@ def test_describe_broker_config_synonyms_start_at_the_key() -> None:
     assert [s.name for s in hours.synonyms] == ["log.retention.hours"]
     assert entries["zookeeper.connect"].source == ConfigSource.STATIC_BROKER_CONFIG
     assert entries["broker.rack"].synonyms == []
+
+
+def test_broker_id_above_the_reserved_range_is_refused_while_ids_are_generated() -> None:
+    base = {"broker.id": "1001", "zookeeper.connect": "z:1"}
+    with pytest.raises(ConfigError, match="broker.id: must not be greater than "
+                                          r"reserved.broker.max.id \(1000\)"):
+        BrokerConfig(base)
+    assert BrokerConfig({**base, "reserved.broker.max.id": "1001"}).broker_id == 1001
+    assert BrokerConfig({**base, "broker.id.generation.enable": "false"}).broker_id == 1001

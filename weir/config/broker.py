@@ -98,6 +98,14 @@ class BrokerConfig(BrokerConfigAccessors):
             value = resolve(cdef.name, explicit)
             check(cdef.name, value, cdef.validator)
             self._values[cdef.name] = value
+        if self._values["broker.id.generation.enable"] and \
+                self._values["broker.id"] > self._values["reserved.broker.max.id"]:
+            # Kafka's KafkaConfig (ZooKeeper mode): the ids above it are for generated ones.
+            raise ConfigError(
+                f"Invalid value {self._values['broker.id']} for configuration broker.id: must "
+                "not be greater than reserved.broker.max.id "
+                f"({self._values['reserved.broker.max.id']}) while broker.id.generation.enable "
+                "is true")
         self._listeners = [parse_listener(u) for u in self._values["listeners"]]
         if not self._listeners:
             raise ConfigError("Invalid value '' for configuration listeners: must be non-empty")

@@ -47,6 +47,7 @@ from weir.server.registration import BrokerRegistration
 from weir.server.scheduler import Scheduler
 from weir.server.topic_configs import TopicConfigs
 from weir.server.txn_verification import TxnVerifier
+from weir.storage import meta_properties
 from weir.storage.checkpoints import RECOVERY_POINT_CHECKPOINT, REPLICATION_OFFSET_CHECKPOINT
 from weir.storage.log import LogConfig
 from weir.storage.log_cleaner import CleanerConfig, LogCleaner
@@ -219,6 +220,11 @@ class Broker:
         await asyncio.to_thread(self.zk.ensure_paths)
         self.services.cluster_id = await asyncio.to_thread(
             self.zk.get_or_create_cluster_id)
+        # Kafka's BrokerMetadataCheckpoint: the log dirs must be this broker's, of this
+        # cluster, before anything in them is loaded (weir.storage.meta_properties).
+        meta_properties.check(
+            await asyncio.to_thread(meta_properties.read_all, self.log_manager.log_dirs),
+            self.broker_id, self.services.cluster_id)
         steps.append(("ZooKeeper", time.perf_counter()))
         await self.dynamic_configs.reload()  # before recovery, as Kafka's DynamicBrokerConfig
         steps.append(("dynamic configs", time.perf_counter()))
@@ -228,6 +234,8 @@ class Broker:
             self.log_manager.startup(_now_ms())
             if freeze_heap:  # the loaded logs out of every later full collection
                 gc_tuning.freeze_built_while_paused()
+        await asyncio.to_thread(meta_properties.write_missing, self.log_manager.online_dirs,
+                                self.broker_id, self.services.cluster_id)
         self.log_cleaner.start()
         steps.append(("logs", time.perf_counter()))
         if self.authorizer is not None:  # ACLs loaded before the first request is served

@@ -92,6 +92,10 @@ class LogManager:
         self._future_dir_of: dict[TopicPartition, Path] = {}
         self._preferred_dirs: dict[TopicPartition, Path] = {}
         self._leftover_deletes: dict[TopicPartition, list[Path]] = {}
+        # Dirs whose every log :meth:`startup` loaded, and whether it ran: shutdown writes
+        # checkpoints and the clean-shutdown marker only where it knows the logs.
+        self._loaded_dirs: set[Path] = set()
+        self._startup_ran = False
         # The log cleaner's LogCleanerManager (weir.storage.log_cleaner sets it): cleaning
         # is aborted and paused while a log is deleted or swapped with its future log.
         self.cleaner: Any = None
@@ -102,9 +106,12 @@ class LogManager:
     def startup(self, now_ms: int, configs: Mapping[str, LogConfig] | None = None) -> None:
         """Load every partition dir of every log dir (``configs``: per-topic overrides)."""
         self._now_ms = now_ms
+        self._startup_ran = True
         self._topic_configs.update(configs or {})
         for log_dir in self.log_dirs:
             self._guard(log_dir, lambda d=log_dir: self._load_dir(d, now_ms))
+            if log_dir not in self._offline:
+                self._loaded_dirs.add(log_dir)
         self._finish_interrupted_swaps()
         if not self._offline:  # a failed dir may hold the only complete copy
             self._delete_leftovers()
@@ -193,7 +200,7 @@ class LogManager:
         marks.append(time.perf_counter())
         for log_dir, lg in every:
             self._guard(log_dir, lg.close)
-        for log_dir in self.online_dirs:
+        for log_dir in self._known_dirs(marker=True):
             self._guard(log_dir, lambda d=log_dir: atomic_write(d / CLEAN_SHUTDOWN_FILE, ""))
         marks.append(time.perf_counter())
         step = [(b - a) * 1000 for a, b in itertools.pairwise(marks)]
@@ -205,7 +212,7 @@ class LogManager:
         """The recovery-point, log-start-offset and high-watermark checkpoints of every
         online dir, its logs grouped once for all three (``checkpoint_*`` group them per
         file: three passes over 10,000 logs on the way out)."""
-        groups: dict[Path, dict[TopicPartition, Log]] = {d: {} for d in self.online_dirs}
+        groups: dict[Path, dict[TopicPartition, Log]] = {d: {} for d in self._known_dirs()}
         for logs, dirs in ((self._logs, self._log_dir_of),
                            (self._future_logs, self._future_dir_of)):
             for tp, lg in logs.items():
@@ -217,6 +224,17 @@ class LogManager:
                 offsets = {tp: value(lg) for tp, lg in logs.items()}
                 self._guard(log_dir, lambda d=log_dir, f=file_name, o=offsets:
                             write_offset_checkpoint(d / f, o))
+
+    def _known_dirs(self, marker: bool = False) -> list[Path]:
+        """The online dirs whose logs this manager knows: loaded by :meth:`startup`, or (for
+        checkpoints, and for the marker when no startup ran) holding logs it created.  A
+        dir it never loaded, as after a start that failed before the logs were loaded (a
+        foreign meta.properties, ZooKeeper unreachable), keeps its files: empty
+        checkpoints and a clean-shutdown marker there would let the next start skip the
+        recovery of logs nobody looked at, and forget their high watermarks."""
+        holding = set(self._log_dir_of.values()) | set(self._future_dir_of.values())
+        known = self._loaded_dirs | (holding if not (marker and self._startup_ran) else set())
+        return [d for d in self.online_dirs if d in known]
 
     # -- offline handling --------------------------------------------------------------
     @property

@@ -92,6 +92,36 @@ def test_unclean_startup_recovers_torn_tail(manager):
     assert m2.get_log(TP0).log_end_offset == 2
 
 
+def test_a_shutdown_without_startup_leaves_the_dirs_as_they_were(manager, dirs):
+    """A broker whose start failed before its logs were loaded (a foreign meta.properties,
+    ZooKeeper unreachable) stops its log manager: the dirs keep their checkpoints and get no
+    clean-shutdown marker, so the next start still recovers the crashed logs."""
+    m = manager()
+    m.startup(now_ms=0)
+    lg = m.get_or_create_log(TP0, LogConfig())
+    produce(lg)
+    produce(lg)
+    lg.update_high_watermark(4)
+    m.checkpoint_recovery_points()
+    m.write_high_watermarks({TP0: 4})
+    seg_path = lg.active_segment.log_path
+    lg.close()  # crash: no clean-shutdown marker
+    d = lg.dir.parent
+    before = {f: (d / f).read_bytes() for f in ("recovery-point-offset-checkpoint",
+                                                "replication-offset-checkpoint")}
+    os.truncate(seg_path, seg_path.stat().st_size - 3)  # a torn tail
+
+    failed_start = manager()
+    failed_start.shutdown()  # startup never ran
+    assert not (d / ".kafka_cleanshutdown").exists()
+    assert {f: (d / f).read_bytes() for f in before} == before
+
+    m2 = manager()
+    m2.startup(now_ms=0)
+    assert m2.get_log(TP0).log_end_offset == 2  # recovered: the torn batch is cut off
+    assert m2.read_high_watermarks() == {TP0: 4}
+
+
 def test_config_update_delete_and_retention(manager):
     m = manager()
     m.startup(now_ms=0)
