@@ -363,3 +363,10 @@ def test_broker_id_above_the_reserved_range_is_refused_while_ids_are_generated()
         BrokerConfig(base)
     assert BrokerConfig({**base, "reserved.broker.max.id": "1001"}).broker_id == 1001
     assert BrokerConfig({**base, "broker.id.generation.enable": "false"}).broker_id == 1001
+
+
+def test_secure_zookeeper_acls_are_refused_rather_than_ignored() -> None:
+    base = {"broker.id": "1", "zookeeper.connect": "z:1"}
+    assert BrokerConfig({**base, "zookeeper.set.acl": "false"}).broker_id == 1
+    with pytest.raises(ConfigError, match="zookeeper.set.acl: secure ZooKeeper ACLs need"):
+        BrokerConfig({**base, "zookeeper.set.acl": "true"})

@@ -106,6 +106,13 @@ class BrokerConfig(BrokerConfigAccessors):
                 "not be greater than reserved.broker.max.id "
                 f"({self._values['reserved.broker.max.id']}) while broker.id.generation.enable "
                 "is true")
+        if self._values["zookeeper.set.acl"]:
+            # Kafka's KafkaServer.initZkClient refuses secure ACLs without an authenticated
+            # ZooKeeper client; Weir's has neither SASL nor TLS.
+            raise ConfigError(
+                "Invalid value true for configuration zookeeper.set.acl: secure ZooKeeper "
+                "ACLs need an authenticated ZooKeeper client (SASL or TLS), which Weir does "
+                "not have; Kafka refuses to start in that case too")
         self._listeners = [parse_listener(u) for u in self._values["listeners"]]
         if not self._listeners:
             raise ConfigError("Invalid value '' for configuration listeners: must be non-empty")
