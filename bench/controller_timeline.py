@@ -12,9 +12,10 @@ What each part of a controller operation logs, and where this module finds it:
 * the controller's channels: ``controller channel to broker N: <Request> (P partitions)
   queued .., encoded .., answered ..`` (weir.controller.channel: the answer's arrival, so
   the recipient had applied it);
-* every broker: ``LeaderAndIsr from controller epoch E: P partitions applied in M ms``, and
-  ``gc: generation G collection took M ms`` (weir.server.gc_tuning: collections of 50 ms
-  or more).
+* every broker: ``LeaderAndIsr from controller epoch E: P partitions applied in M ms``,
+  ``deferred writes: N files in M ms`` (weir.storage.deferred_writes: the storage thread's
+  batches of 1,000 files or more), and ``gc: generation G collection took M ms``
+  (weir.server.gc_tuning: collections of 50 ms or more).
 
 :func:`timeline` turns those lines into ``(seconds since the phase's action, broker,
 what)`` rows; the benchmark adds its own marks (process exit, znode gone, Metadata moved).
@@ -52,6 +53,8 @@ _SIMPLE = (
      "stopped cleanly in {0} s ({1})"),
     (re.compile(r"(\d+) logs shut down in (\d+) ms \((.*)\)$"),
      "LogManager.shutdown of {0} logs: {1} ms ({2})"),
+    (re.compile(r"deferred writes: (\d+) files in (\d+) ms \((.*)\)$"),
+     "storage thread wrote {0} small files in {1} ms ({2})"),
     (re.compile(r"gc: generation (\d) collection took (\d+) ms \((\d+) collected"),
      "cyclic GC: generation {0} collection of {1} ms ({2} objects freed)"),
 )

@@ -32,7 +32,7 @@ from weir.replication.log_dir_failure import handle_log_dir_failure
 from weir.replication.log_dir_mover import CopyQuota, LogDirMover
 from weir.replication.replica_manager import ReplicaManager, ReplicationSettings
 from weir.security.credentials import ScramCredentialStore
-from weir.server import admin, event_loop, gc_tuning, listeners, malloc_tuning, signals
+from weir.server import admin, event_loop, gc_tuning, gil_tuning, listeners, malloc_tuning, signals
 from weir.server.authz import create_authorizer
 from weir.server.config_changes import ConfigChangeListener
 from weir.server.context import BrokerServices
@@ -436,4 +436,9 @@ def run_broker(config: BrokerConfig) -> int:
     if not malloc_tuning.keep_freed_memory():
         log.info("C allocator left with its defaults (no glibc mallopt)")
     log.info("event loop: %s", event_loop.loop_factory()[0])
+    try:
+        log.info("thread switch interval: %.2f ms (gil_tuning)", gil_tuning.shorten() * 1000)
+    except ValueError as exc:
+        log.error("broker %d not started: %s", config.broker_id, exc)
+        return 1
     return event_loop.run(_main(config, exit_when_stopped=True))

@@ -38,6 +38,7 @@ from __future__ import annotations
 import logging
 import os
 import threading
+import time
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Protocol
@@ -55,6 +56,8 @@ from weir.storage.checkpoints import (
 __all__ = ["DeferredWriter", "PartitionMetadataWrite", "write_batch"]
 
 log = logging.getLogger(__name__)
+
+LOGGED_BATCH = 1000  # a batch of at least this many files logs its time, step by step
 
 
 class Flushable(Protocol):
@@ -115,6 +118,7 @@ def write_batch(jobs: Iterable[Flushable], *, if_dir_exists: bool = True) -> int
     are still written.  Jobs without ``prepare()`` are flushed one by one."""
     failures = 0
     prepared: list[tuple[Flushable, PreparedWrite]] = []
+    t0 = time.perf_counter()
     for job in jobs:  # phase 1: temp files, unsynced
         try:
             prepare = getattr(job, "prepare", None)
@@ -139,6 +143,7 @@ def write_batch(jobs: Iterable[Flushable], *, if_dir_exists: bool = True) -> int
         return failures
     if not prepared:
         return failures
+    t1 = time.perf_counter()
     try:
         sync_filesystems(_dirs(prepared))  # phase 2: every temp file durable
     except OSError as exc:  # none of them is known durable: no rename, every job stays dirty
@@ -146,6 +151,7 @@ def write_batch(jobs: Iterable[Flushable], *, if_dir_exists: bool = True) -> int
         for _job, p in prepared:
             _remove_quietly(p.tmp)
         return failures + len(prepared)
+    t2 = time.perf_counter()
     renamed = []
     for job, p in prepared:  # phase 3: renames
         try:
@@ -155,6 +161,7 @@ def write_batch(jobs: Iterable[Flushable], *, if_dir_exists: bool = True) -> int
             failures += _renamed_or_failed(job, p, exc, if_dir_exists=if_dir_exists)
             continue
         renamed.append(p)
+    t3 = time.perf_counter()
     if renamed:
         try:
             sync_filesystems(_dirs(prepared))  # phase 4: the renames durable
@@ -163,6 +170,11 @@ def write_batch(jobs: Iterable[Flushable], *, if_dir_exists: bool = True) -> int
             return failures + len(renamed)
     for p in renamed:
         p.durable()
+    t4 = time.perf_counter()
+    if len(prepared) >= LOGGED_BATCH:
+        log.info("deferred writes: %d files in %.0f ms (temp files %.0f ms, sync %.0f ms, "
+                 "renames %.0f ms, sync %.0f ms)", len(prepared), (t4 - t0) * 1000,
+                 (t1 - t0) * 1000, (t2 - t1) * 1000, (t3 - t2) * 1000, (t4 - t3) * 1000)
     return failures
 
 

@@ -312,3 +312,22 @@ def test_a_failed_sync_fails_the_batch_and_keeps_every_job_dirty(tmp_path, monke
     assert all(not c.dirty for c in caches)
     for i in range(4):
         assert read_epoch_checkpoint(tmp_path / f"t-{i}" / LEADER_EPOCH_CHECKPOINT) == new(i)
+
+
+def test_a_large_batch_logs_its_steps(tmp_path, monkeypatch, caplog):
+    monkeypatch.setattr(deferred_writes, "LOGGED_BATCH", 3)
+    (tmp_path / "large").mkdir()
+    (tmp_path / "small").mkdir()
+    caches = make_caches(tmp_path / "large", 3)
+    with caplog.at_level("INFO", logger=deferred_writes.__name__):
+        assert write_batch(caches) == 0
+    lines = [r.getMessage() for r in caplog.records]
+    assert any(m.startswith("deferred writes: 3 files in ") and "temp files" in m
+               and "renames" in m for m in lines), lines
+    for i in range(3):
+        path = tmp_path / "large" / f"t-{i}" / LEADER_EPOCH_CHECKPOINT
+        assert read_epoch_checkpoint(path) == new(i)
+    caplog.clear()
+    with caplog.at_level("INFO", logger=deferred_writes.__name__):
+        assert write_batch(make_caches(tmp_path / "small", 2)) == 0
+    assert not caplog.records  # a batch below the threshold says nothing
