@@ -433,12 +433,12 @@ def run_broker(config: BrokerConfig) -> int:
     """Run one broker until SIGTERM/SIGINT; the exit code of the process (the process
     exits as soon as a clean stop is done)."""
     configure_logging()
-    if not malloc_tuning.keep_freed_memory():
-        log.info("C allocator left with its defaults (no glibc mallopt)")
-    log.info("event loop: %s", event_loop.loop_factory()[0])
     try:
-        log.info("thread switch interval: %.2f ms (gil_tuning)", gil_tuning.shorten() * 1000)
+        log.info("thread switch interval: %.2f ms (gil_tuning)", gil_tuning.apply() * 1000)
     except ValueError as exc:
         log.error("broker %d not started: %s", config.broker_id, exc)
         return 1
+    if not malloc_tuning.keep_freed_memory():
+        log.info("C allocator left with its defaults (no glibc mallopt)")
+    log.info("event loop: %s", event_loop.loop_factory()[0])
     return event_loop.run(_main(config, exit_when_stopped=True))
