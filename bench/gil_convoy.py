@@ -13,7 +13,9 @@ Measured in one process, each value in turn, interleaved rounds: a thread writin
 files (temp file, write, close, rename: a deferred checkpoint's steps) while the main
 thread runs Python for the same wall time; reported: the files written per second, and the
 main thread's Python work done per second (its slowdown is the price of the shorter
-interval), each against the helper alone / the main thread alone.
+interval), each against the helper alone / the main thread alone; and the files per second
+beside busy Python when each is written with ``open(path, "w")`` (seven system calls, as
+``write_temp`` did before session 15).
 
     .venv/bin/python bench/gil_convoy.py [--seconds 2] [--rounds 3]
 
@@ -37,14 +39,24 @@ HERE = Path(__file__).resolve().parent
 INTERVALS_MS = (5.0, 1.0, 0.5)  # 5 ms is CPython's default
 
 
-def _write_files(root: Path, stop: threading.Event, counter: list[int]) -> None:
+TEXT = "version: 0\ntopic_id: AAAAAAAAAAAAAAAAAAAAAA\n"
+
+
+def _write_files(root: Path, stop: threading.Event, counter: list[int],
+                 builtin_open: bool = False) -> None:
+    """Temp file and rename, as a deferred checkpoint: with ``os.open``/``write``/``close``
+    (weir.storage.checkpoints.write_temp), or with ``open(path, "w")`` (seven calls)."""
     n = 0
     while not stop.is_set():
         d = root / f"p{n % 1000}"
         tmp = d / "partition.metadata.tmp"
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
-        os.write(fd, b"version: 0\ntopic_id: AAAAAAAAAAAAAAAAAAAAAA\n")
-        os.close(fd)
+        if builtin_open:
+            with open(tmp, "w", encoding="utf-8") as f:
+                f.write(TEXT)
+        else:
+            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+            os.write(fd, TEXT.encode())
+            os.close(fd)
         os.rename(tmp, d / "partition.metadata")
         n += 1
     counter[0] = n
@@ -59,10 +71,12 @@ def _python_work(stop: threading.Event, counter: list[int]) -> None:
     counter[0] = n
 
 
-def _run(root: Path, seconds: float, helper: bool, main: bool) -> tuple[float, float]:
+def _run(root: Path, seconds: float, helper: bool, main: bool,
+         builtin_open: bool = False) -> tuple[float, float]:
     stop = threading.Event()
     files, work = [0], [0]
-    thread = threading.Thread(target=_write_files, args=(root, stop, files)) if helper else None
+    thread = threading.Thread(target=_write_files, args=(root, stop, files, builtin_open)) \
+        if helper else None
     worker = threading.Thread(target=_python_work, args=(stop, work)) if main else None
     started = time.perf_counter()
     for t in (thread, worker):
@@ -84,7 +98,7 @@ def main() -> None:
     parser.add_argument("--no-save", action="store_true")
     args = parser.parse_args()
     default = sys.getswitchinterval()
-    rows: dict[float, list[tuple[float, float, float, float]]] = {ms: [] for ms in INTERVALS_MS}
+    rows: dict[float, list[tuple[float, ...]]] = {ms: [] for ms in INTERVALS_MS}
     with tempfile.TemporaryDirectory(prefix="gil-convoy-") as tmp:
         root = Path(tmp)
         for i in range(1000):
@@ -95,7 +109,9 @@ def main() -> None:
                 alone_files, _ = _run(root, args.seconds, helper=True, main=False)
                 _, alone_work = _run(root, args.seconds, helper=False, main=True)
                 files, work = _run(root, args.seconds, helper=True, main=True)
-                rows[ms].append((alone_files, files, alone_work, work))
+                files_open, _ = _run(root, args.seconds, helper=True, main=True,
+                                     builtin_open=True)
+                rows[ms].append((alone_files, files, alone_work, work, files_open))
     sys.setswitchinterval(default)
     stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
     m = machine()
@@ -103,9 +119,10 @@ def main() -> None:
                  f"`{m['commit']}`. {args.rounds} interleaved rounds of {args.seconds:g} s per "
                  "measure; median of the rounds (each round's ratio in brackets).")
     header = ("| switch interval | helper files/s alone | helper files/s beside busy Python "
-              "| ratio | Python work/s alone | Python work/s beside the helper | ratio |")
+              "| ratio | Python work/s alone | Python work/s beside the helper | ratio "
+              "| helper files/s beside busy Python, with open(path, \"w\") |")
     lines = [f"# GIL convoy — {stamp}", "", described, "", header,
-             "|---:|---:|---:|---:|---:|---:|---:|"]
+             "|---:|---:|---:|---:|---:|---:|---:|---:|"]
     for ms, runs in rows.items():
         af = statistics.median(r[0] for r in runs)
         bf = statistics.median(r[1] for r in runs)
@@ -113,8 +130,9 @@ def main() -> None:
         bw = statistics.median(r[3] for r in runs)
         ratios_f = ", ".join(f"{r[1] / r[0]:.3f}" for r in runs)
         ratios_w = ", ".join(f"{r[3] / r[2]:.2f}" for r in runs)
+        bo = statistics.median(r[4] for r in runs)
         lines.append(f"| {ms:g} ms | {af:,.0f} | {bf:,.0f} | {bf / af:.3f} ({ratios_f}) "
-                     f"| {aw:,.0f} | {bw:,.0f} | {bw / aw:.2f} ({ratios_w}) |")
+                     f"| {aw:,.0f} | {bw:,.0f} | {bw / aw:.2f} ({ratios_w}) | {bo:,.0f} |")
     text = "\n".join(lines) + "\n"
     print(text)
     if not args.no_save:

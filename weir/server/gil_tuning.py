@@ -13,7 +13,7 @@ loop is busy a helper thread makes about one system call per interval.
 ``bench/gil_convoy.py`` shows the trade in one process (a thread writing small files, four
 system calls each, beside a thread running Python): alone the writer manages about 8,000
 files/s; beside busy Python 76-83/s at 5 ms, about 400/s at 1 ms, about 700/s at 0.5 ms,
-and the Python thread does 3 %, 4 % and 7 % less work.  The price is the loop's: every
+and the Python thread does 1-7 % less work.  The price is the loop's: every
 forced switch hands the GIL over and waits for the other thread to be scheduled.
 
 In the broker benchmarks a 0.5 ms interval (session 15, alternated runs) left RF 3
