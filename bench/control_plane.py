@@ -17,6 +17,9 @@ Phases, in order (each one's clock starts at its action):
 
 * ``setup``: topic creation until every broker's Metadata shows the preferred leaders and
   every ISR is full; then the open descriptors of each broker (``/proc/<pid>/fd``, by kind).
+  Before each later phase the cluster settles: no broker log grows for 3 s and no broker's
+  storage thread has files left to write (``weir_storage_pending_small_file_writes``; since
+  session 15, before which a shutdown could begin with 10,000 of them pending).
 * ``shutdown``: SIGTERM to a broker that is not the controller; its process exit, and every
   partition it led shown with another leader in *both* survivors' Metadata (each survivor
   asked on its own, again and again; the later of the two first answers that show it).
@@ -62,6 +65,7 @@ import sys
 import tempfile
 import threading
 import time
+import urllib.request
 from collections.abc import Callable
 from datetime import datetime
 from pathlib import Path
@@ -85,6 +89,9 @@ SESSION_TIMEOUT_MS = 6000
 LOG_LINE = re.compile(r"^\[(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3})\]")
 STALL = re.compile(r"event loop stalled: .* woke (\d+) ms late")
 LAI = re.compile(r"LeaderAndIsr from controller epoch \d+: (\d+) partitions applied in (\d+) ms")
+METRICS_AT = re.compile(r"metrics endpoint listening on http://([\w.:-]+)/metrics")
+PENDING_WRITES = re.compile(r"^weir_storage_pending_small_file_writes ([\d.e+]+)$",
+                            re.MULTILINE)
 EVENT_DONE = re.compile(r"controller \d+: ControlledShutdown took \d+ ms")
 LOADED = re.compile(r"loaded (\d+) logs? .*in ([\d.]+) ?(ms|s)")
 PHASES = ("setup", "shutdown", "restart", "kill", "recover", "controller")
@@ -302,7 +309,11 @@ class Bench:
         await until(everywhere, timeout_s, "preferred leaders in every broker's metadata", 0.5)
 
     async def settle(self, quiet_s: float = 3.0, timeout_s: float = 180) -> None:
-        """Until no broker log grew for ``quiet_s`` (ISR expansion, elections all log)."""
+        """Until no broker log grew for ``quiet_s`` (ISR expansion, elections all log) and
+        no broker's storage thread has small files left to write
+        (``weir_storage_pending_small_file_writes``: after a topic's creation, thousands of
+        ``partition.metadata`` and leader-epoch files, written for seconds after the logs
+        went quiet; a shutdown that began meanwhile wrote them first)."""
         paths = [self.cluster.log_path(b) for b in BROKERS]
         sizes, last, start = None, time.monotonic(), time.monotonic()
         while time.monotonic() - start < timeout_s:
@@ -311,7 +322,25 @@ class Bench:
             if now != sizes:
                 sizes, last = now, time.monotonic()
             elif time.monotonic() - last >= quiet_s:
-                return
+                if not any(await asyncio.gather(*(asyncio.to_thread(self.pending_writes, b)
+                                                  for b in BROKERS))):
+                    return
+                last = time.monotonic() - quiet_s  # look again at the next turn
+
+    def pending_writes(self, broker_id: int) -> int:
+        """The broker's ``weir_storage_pending_small_file_writes`` (0 if it has no metrics
+        endpoint or does not answer: only a running broker has a backlog to wait for)."""
+        text = self.cluster.log_path(broker_id).read_text(errors="replace")
+        ports = METRICS_AT.findall(text)
+        if not ports:
+            return 0
+        try:
+            with urllib.request.urlopen(f"http://{ports[-1]}/metrics", timeout=5) as answer:
+                body = answer.read().decode()
+        except OSError:
+            return 0
+        found = PENDING_WRITES.search(body)
+        return int(float(found.group(1))) if found else 0
 
     async def serving(self, broker_id: int, log_from: int) -> bool:
         """The broker applied a LeaderAndIsr naming every partition it hosts and answers

@@ -102,6 +102,7 @@ class MetricsSnapshot:
     isr_expands: int = 0
     failed_isr_updates: int = 0
     offline_log_dirs: int = 0
+    pending_small_file_writes: int = 0  # the storage thread's backlog (deferred_writes)
     bytes_in: int = 0
     messages_in: int = 0
     bytes_out: int = 0
@@ -198,6 +199,7 @@ def collect(source: MetricsSource) -> MetricsSnapshot:
         isr_expands=getattr(rm, "isr_expands", 0),
         failed_isr_updates=getattr(rm, "failed_isr_updates", 0),
         offline_log_dirs=len(source.log_manager.offline_dirs),
+        pending_small_file_writes=_pending_writes(source.log_manager),
         bytes_in=getattr(rm, "bytes_in", 0),
         messages_in=getattr(rm, "messages_in", 0),
         bytes_out=getattr(rm, "bytes_out", 0),
@@ -206,6 +208,13 @@ def collect(source: MetricsSource) -> MetricsSnapshot:
         **_fetch_session_counts(source.fetch_sessions),
         cleaner=_cleaner_values(source.log_cleaner),
     )
+
+
+def _pending_writes(log_manager: Any) -> int:
+    """Checkpoint and ``partition.metadata`` files queued for the storage thread, or being
+    written by it (weir.storage.deferred_writes)."""
+    deferred = getattr(log_manager, "deferred", None)
+    return deferred.pending if deferred is not None else 0
 
 
 def _cleaner_values(cleaner: Any) -> dict[str, float]:
@@ -354,7 +363,10 @@ def _log_families(snap: MetricsSnapshot) -> list[Metric]:
             segments.add_metric(labels, p.num_segments)
     offline = _gauge("kafka_log_logmanager_offlinelogdirectorycount",
                      "Log directories marked offline after an I/O error.", snap.offline_log_dirs)
-    return [end, start, size, segments, offline]
+    pending = _gauge("weir_storage_pending_small_file_writes",
+                     "Checkpoint and partition.metadata files queued for the storage thread "
+                     "or being written by it.", snap.pending_small_file_writes)
+    return [end, start, size, segments, offline, pending]
 
 
 def _controller_families(snap: MetricsSnapshot) -> list[Metric]:

@@ -4,6 +4,7 @@ the ISR change counters, and the HTTP endpoint on a loopback port."""
 from __future__ import annotations
 
 import asyncio
+import threading
 from types import SimpleNamespace
 
 import pytest
@@ -341,3 +342,31 @@ def test_controller_endpoint_serves_the_state_change_ring_as_json():
             await server.stop()
 
     asyncio.run(scenario())
+
+
+def test_the_storage_threads_backlog_is_a_gauge(tmp_path):
+    rm = make_rm(tmp_path)
+    apply(rm, A0, leader=1, replicas=(1, 2, 3), isr=(1, 2))
+    writer = rm.log_manager.deferred
+    assert writer.drain(10)  # the new replica's files written
+    assert value(parse(render(collect(fake_broker(rm)))),
+                 "weir_storage_pending_small_file_writes") == 0
+    release = threading.Event()
+    started = threading.Event()
+
+    class Slow:
+        def flush(self, *, if_dir_exists=False):
+            started.set()
+            release.wait(10)
+
+    writer.submit([Slow()])  # the worker takes it and blocks in its flush
+    assert started.wait(10)
+    writer.submit([Slow(), Slow()])  # queued behind it
+    try:
+        s = parse(render(collect(fake_broker(rm))))
+        assert value(s, "weir_storage_pending_small_file_writes") == 3
+    finally:
+        release.set()
+    assert writer.drain(10)
+    s = parse(render(collect(fake_broker(rm))))
+    assert value(s, "weir_storage_pending_small_file_writes") == 0
