@@ -25,6 +25,7 @@ if TYPE_CHECKING:
     from weir.replication.partition import Partition
     from weir.replication.purgatory import Purgatory
     from weir.replication.throttle import ReplicationThrottles
+    from weir.storage.log import Log
     from weir.storage.log_manager import LogManager
 
 READ_UNCOMMITTED = 0
@@ -39,6 +40,8 @@ class FetchPartition:
     current_leader_epoch: int = -1
     last_fetched_epoch: int = -1
     log_start_offset: int = -1
+    # KIP-516: the topic id a Fetch v13+ names (Kafka's Uuid.toString), None before v13
+    topic_id: str | None = None
 
 
 @dataclass(slots=True)
@@ -193,6 +196,8 @@ class LocalReads:
         if p is None:
             raise KafkaError(ErrorCode.unknown_topic_or_partition, f"{tp} is not hosted here")
         plog = p.log
+        if req.topic_id is not None:
+            _check_topic_id(req, plog)
         # A log dir that failed, or a log whose own I/O failed: KAFKA_STORAGE_ERROR (JBOD).
         if any_offline or plog is None or plog.offline_reason is not None:
             self.log_manager.check_online(tp)
@@ -242,6 +247,8 @@ class LocalReads:
         """One partition of a consumer's fetch: up to the high watermark (or the last stable
         offset for ``read_committed``), from the leader or, KIP-392, from this follower."""
         p = self.partition(req.tp)
+        if req.topic_id is not None:
+            _check_topic_id(req, p.log)
         if not p.is_leader and followers_ok and p.log is not None and p.leader >= 0:
             p.check_client_epoch(req.current_leader_epoch)
             plog = p.log
@@ -282,3 +289,12 @@ class LocalReads:
         leader = ReplicaView(self.broker_id, p.log.log_end_offset, 0)
         candidates = p.read_replica_candidates(fetch_offset, self.clock())
         return select_read_replica(leader, candidates, racks, client_rack)
+
+
+def _check_topic_id(req: FetchPartition, plog: Log | None) -> None:
+    """Kafka's ``readFromLog`` check, before leadership: a fetch naming another topic id
+    than the log's is answered INCONSISTENT_TOPIC_ID (see weir.storage.topic_ids)."""
+    if plog is not None and plog.topic_id is not None and plog.topic_id != req.topic_id:
+        raise KafkaError(ErrorCode.inconsistent_topic_id,
+                         f"{req.tp}: the fetch names topic id {req.topic_id}, the log holds "
+                         f"{plog.topic_id}")

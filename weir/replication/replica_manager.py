@@ -35,6 +35,7 @@ from weir.replication.throttle import ReplicationThrottles
 from weir.storage.log import Log, LogConfig
 from weir.storage.log_manager import LogManager
 from weir.storage.producer_state import AppendOrigin
+from weir.storage.topic_ids import consistent
 
 log = logging.getLogger(__name__)
 
@@ -215,7 +216,10 @@ class ReplicaManager(LocalReads):
             try:
                 results[tp] = self._apply_one(tp, update, now, live_leaders or {})
             except KafkaError as exc:
-                log.warning("LeaderAndIsr for %s refused: %s", tp, exc.message)
+                # Kafka's state-change log: an inconsistent topic id is an error, the rest
+                # (stale epochs, unknown partitions, offline dirs) warnings.
+                log.log(logging.ERROR if exc.code == ErrorCode.inconsistent_topic_id
+                        else logging.WARNING, "LeaderAndIsr for %s refused: %s", tp, exc.message)
                 results[tp] = exc.code
         # The new epochs' leader-epoch checkpoints, one batch on the storage thread instead
         # of one fsync'd file per partition on the event loop (see weir.storage.epoch_cache).
@@ -235,9 +239,23 @@ class ReplicaManager(LocalReads):
         self.log_manager.check_online(tp)
         p = self.partitions.get(tp)
         current_epoch = p.leader_epoch if p is not None else -1
+        # KIP-516, checked before the epoch as Kafka's becomeLeaderOrFollower does: a log
+        # holding another topic id belongs to an older topic of the same name.
+        topic_id = _topic_id_str(update.topic_id)
+        held = p.log if p is not None and p.log is not None else self.log_manager.get_log(tp)
+        if held is not None and not consistent(topic_id, held.topic_id):
+            raise KafkaError(ErrorCode.inconsistent_topic_id,
+                             f"{tp}: the log holds topic id {held.topic_id}, the controller "
+                             f"names {topic_id}")
         # Kafka's ReplicaManager.becomeLeaderOrFollower (ZooKeeper controller): only a newer
         # leader epoch is applied; an equal or older one is ignored as stale, and a state
-        # whose replica list lacks this broker is ignored as an unknown partition.
+        # whose replica list lacks this broker is ignored as an unknown partition.  An
+        # equal epoch may still give a log without a topic id the controller's.
+        if (state.leader_epoch == current_epoch and topic_id is not None
+                and held is not None and held.topic_id is None):
+            self.log_manager.get_or_create_log(tp, topic_id=topic_id)
+            log.info("%s: topic id %s assigned at leader epoch %d", tp, topic_id, current_epoch)
+            return ErrorCode.none
         if state.leader_epoch <= current_epoch:
             what = "equals" if state.leader_epoch == current_epoch else "is older than"
             raise KafkaError(ErrorCode.stale_controller_epoch,
@@ -254,8 +272,7 @@ class ReplicaManager(LocalReads):
             p.min_insync_replicas = lambda topic=tp.topic: self.topic_min_isr(topic)
         if p.log is None:
             p.log = self.log_manager.get_or_create_log(
-                tp, self.topic_log_config(tp.topic),
-                topic_id=_topic_id_str(update.topic_id), is_new=update.is_new,
+                tp, self.topic_log_config(tp.topic), topic_id=topic_id, is_new=update.is_new,
             )
         self.partitions[tp] = p
         if update.state.leader == self.broker_id:
@@ -613,7 +630,9 @@ def _epoch_at(plog: Log, offset: int) -> int:
 
 
 def _topic_id_str(topic_id: Any) -> str | None:
-    if topic_id is None:
+    """Kafka's ``Uuid.toString`` of a request's topic id; None for none or the zero id
+    (``topicIdFromRequest``: a topic without an id)."""
+    if topic_id is None or topic_id.int == 0:
         return None
     from weir.coordination.codecs import topic_id_to_str
 

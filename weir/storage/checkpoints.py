@@ -22,6 +22,7 @@ durable.  A :class:`PreparedWrite` is one file of such a batch.
 
 from __future__ import annotations
 
+import base64
 import ctypes
 import errno
 import os
@@ -292,4 +293,11 @@ def read_partition_metadata(partition_dir: Path) -> str | None:
     fields = dict(line.split(":", 1) for line in text.splitlines() if ":" in line)
     if fields.get("version", "").strip() != "0" or "topic_id" not in fields:
         raise _bad(path, "expected 'version: 0' and 'topic_id'")
-    return fields["topic_id"].strip()
+    topic_id = fields["topic_id"].strip()
+    try:  # Kafka's Uuid.toString: URL-safe base64 of 16 bytes, unpadded (22 characters)
+        raw = base64.urlsafe_b64decode(topic_id + "=" * (-len(topic_id) % 4))
+    except ValueError as exc:  # binascii.Error is one
+        raise _bad(path, f"topic id {topic_id!r} is not base64") from exc
+    if len(raw) != 16 or len(topic_id) != 22:
+        raise _bad(path, f"topic id {topic_id!r} is not 16 bytes of base64")
+    return topic_id

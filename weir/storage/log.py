@@ -86,6 +86,8 @@ class Log:
         self._last_flush_ms = now_ms
         self._unflushed_messages = 0
         self.offline_reason: str | None = None
+        # KIP-516: the topic id of partition.metadata (weir.storage.topic_ids), None if unknown.
+        self.topic_id: str | None = None
         # Bumped by every truncation: a log cleaning prepared before one is not swapped in;
         # the lowest offset truncated to since the cleaner last looked (its checkpoint may
         # not stay above it, Kafka's LogManager.truncateTo).

@@ -45,6 +45,7 @@ from weir.storage.deferred_writes import DeferredWriter, PartitionMetadataWrite
 from weir.storage.integrity import read_checkpoint_or_reset
 from weir.storage.log import Log
 from weir.storage.log_dirs import DirKind, delete_dir_name, future_dir_name, parse_log_dir_name
+from weir.storage.topic_ids import assign_topic_id, load_topic_id
 
 __all__ = ["DuplicateLogError", "LogManager"]
 
@@ -162,6 +163,7 @@ class LogManager:
                 now_ms=now_ms,
                 high_watermark=hws.get(tp),
             )
+            logs[tp].topic_id = load_topic_id(child)
         # Epoch checkpoints the load truncated (e.g. an empty log's entry at its end) are
         # written by the storage thread, not one fsync'd file per log before registering.
         self.deferred.submit([lg.epoch_cache for lg in [*self._logs.values(),
@@ -331,6 +333,8 @@ class LogManager:
         created while any log dir is offline (Kafka's ``getOrCreateLog``)."""
         existing = self.get_log(tp)
         if existing is not None:
+            if topic_id is not None:  # Kafka's getOrCreateLog: assigned, or checked
+                assign_topic_id(existing, topic_id, self.deferred.submit)
             return existing
         if not is_new and self._offline:
             raise KafkaError(
@@ -401,7 +405,7 @@ class LogManager:
                 self._logs[tp] = lg
                 self._log_dir_of[tp] = log_dir
                 if topic_id is not None:
-                    self.deferred.submit([PartitionMetadataWrite(lg.dir, topic_id)])
+                    assign_topic_id(lg, topic_id, self.deferred.submit)
 
     def _dirs_by_load(self) -> list[Path]:
         online = self.online_dirs
@@ -417,11 +421,11 @@ class LogManager:
         lg = Log.open(log_dir / (name or str(tp)), self.config_for(tp.topic),
                       clean_shutdown=True, now_ms=now)
         if topic_id is not None:
-            metadata = PartitionMetadataWrite(lg.dir, topic_id)
             if name is None:  # on the storage thread, as Kafka's flush-metadata-file
-                self.deferred.submit([metadata])
+                assign_topic_id(lg, topic_id, self.deferred.submit)
             else:  # a future log (KIP-113) is renamed later: written before that
-                metadata.flush()
+                lg.topic_id = topic_id
+                PartitionMetadataWrite(lg.dir, topic_id).flush()
         if name is None:
             self._logs[tp] = lg
             self._log_dir_of[tp] = log_dir

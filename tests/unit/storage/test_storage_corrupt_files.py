@@ -69,7 +69,9 @@ def test_malformed_epoch_checkpoint_names_the_file(tmp_path, data):
     assert str(path) in str(err.value)
 
 
-@pytest.mark.parametrize("data", [b"\xff\xfe\x00", b"version: 7\ntopic_id: x\n", b"nonsense"])
+@pytest.mark.parametrize("data", [b"\xff\xfe\x00", b"version: 7\ntopic_id: x\n", b"nonsense",
+                                  b"version: 0\ntopic_id: not-base64!\n",
+                                  b"version: 0\ntopic_id: AAAA\n"])
 def test_malformed_partition_metadata_names_the_file(tmp_path, data):
     (tmp_path / cp.PARTITION_METADATA_FILE).write_bytes(data)
     with pytest.raises(KafkaError) as err:

@@ -3,7 +3,9 @@
 Fetch v7+ may use incremental fetch sessions (KIP-227, :mod:`weir.server.fetch_session`):
 a full fetch creates one, an incremental fetch names only what changed and is answered only
 for partitions with something new. Fetch v13+ names topics by id (KIP-516): an id this
-broker does not know is answered UNKNOWN_TOPIC_ID for its partitions. Fetch v0-3 get their
+broker does not know is answered UNKNOWN_TOPIC_ID for its partitions, and one that differs
+from the log's (a log of an older topic of the same name) INCONSISTENT_TOPIC_ID
+(:mod:`weir.storage.topic_ids`). Fetch v0-3 get their
 records down-converted to message format v0 (v0-1) or v1 (v2-3), as Kafka's
 ``RecordsUtil.downConvert`` (:mod:`weir.records.legacy`); a zstd topic or batch is
 UNSUPPORTED_COMPRESSION_TYPE for them.
@@ -17,6 +19,7 @@ import uuid
 from typing import Any
 
 from weir.common import TopicPartition
+from weir.coordination.codecs import topic_id_to_str
 from weir.protocol import fetch_response
 from weir.protocol.errors import ErrorCode, KafkaError
 from weir.protocol.fetch_response import FileRegion, PartitionData
@@ -93,7 +96,8 @@ async def handle(ctx, request) -> Any:
                 partition_max_bytes=req.partition_max_bytes,
                 current_leader_epoch=req.current_leader_epoch,
                 last_fetched_epoch=req.last_fetched_epoch,
-                log_start_offset=req.log_start_offset)
+                log_start_offset=req.log_start_offset,
+                topic_id=topic_id_to_str(req.topic_id) if req.topic_id is not None else None)
         wanted.append(w)
     max_wait_ms = int(request.max_wait.total_seconds() * 1000)
     max_bytes = int(getattr(request, "max_bytes", 0x7FFFFFFF))

@@ -1,0 +1,74 @@
+"""KIP-516 on real broker processes: a broker whose log of a partition holds another topic
+id than the controller's (the log of an older topic of the same name) refuses the
+partition with INCONSISTENT_TOPIC_ID, keeps the log as it is and stays out of the ISR, as
+Kafka's ReplicaManager does; once the operator removes that log the replica is created
+again and catches up."""
+
+from __future__ import annotations
+
+import base64
+import shutil
+import uuid
+
+import pytest
+
+from tests.integration.clients import consume_assigned, create_topic, produce
+from tests.integration.replication_checks import partition_isrs, partition_leaders, wait_until
+from weir.cli.cluster import LocalCluster
+from weir.storage.checkpoints import PARTITION_METADATA_FILE, read_partition_metadata
+
+pytestmark = [pytest.mark.integration]
+
+TOPIC = "ids"
+
+
+def test_a_replica_of_another_topic_id_is_refused_and_kept(tmp_path):
+    cluster = LocalCluster(tmp_path / "data", brokers=2, port_base=0)
+    cluster.start(timeout_s=90)
+    try:
+        boot = cluster.bootstrap
+        create_topic(boot, TOPIC, 1, 2, config={"min.insync.replicas": "1"})
+        wait_until(lambda: partition_isrs(boot, TOPIC).get(0) == [1, 2], 60, "ISR [1, 2]")
+        produce(boot, TOPIC, [b"old-%d" % i for i in range(10)], acks="all")
+        leader = partition_leaders(boot, TOPIC)[0]
+        follower = 3 - leader
+        part_dir = cluster.broker_log_dirs(follower)[0] / f"{TOPIC}-0"
+        topic_id = read_partition_metadata(cluster.broker_log_dirs(leader)[0] / f"{TOPIC}-0")
+        wait_until(lambda: read_partition_metadata(part_dir) == topic_id, 30,
+                   "the follower's partition.metadata")
+
+        cluster.stop_broker(follower)
+        # The follower's log now claims to be of another topic named "ids".
+        other = base64.urlsafe_b64encode(uuid.uuid4().bytes).rstrip(b"=").decode()
+        (part_dir / PARTITION_METADATA_FILE).write_text(f"version: 0\ntopic_id: {other}\n")
+        segments = {p.name: p.read_bytes() for p in part_dir.glob("*.log")}
+        cluster.start_broker(follower)
+        cluster.wait_for_brokers([follower], timeout_s=60)
+        refusal = f"LeaderAndIsr for {TOPIC}-0 refused"
+        wait_until(lambda: refusal in cluster.log_path(follower).read_text(), 60,
+                   "the follower's refusal")
+        line = next(x for x in cluster.log_path(follower).read_text().splitlines()
+                    if refusal in x)
+        assert "ERROR" in line and other in line and topic_id in line, line
+
+        produce(boot, TOPIC, [b"new-%d" % i for i in range(10)], acks="all")
+        assert partition_isrs(boot, TOPIC)[0] == [leader]
+        # The refused log is left as it was: its records and its topic id.
+        assert read_partition_metadata(part_dir) == other
+        assert {p.name: p.read_bytes() for p in part_dir.glob("*.log")} == segments
+
+        # What an operator does (as with Kafka): remove the stale log; the replica is
+        # created again, fetches from the leader and rejoins the ISR.
+        cluster.stop_broker(follower)
+        shutil.rmtree(part_dir)
+        cluster.start_broker(follower)
+        cluster.wait_for_brokers([follower], timeout_s=60)
+        wait_until(lambda: partition_isrs(boot, TOPIC).get(0) == [1, 2], 60,
+                   "the follower back in the ISR")
+        wait_until(lambda: read_partition_metadata(part_dir) == topic_id, 30,
+                   "the new replica's partition.metadata")
+        got = consume_assigned(boot, TOPIC, [0], 20)
+        assert [m.value() for m in got] == ([b"old-%d" % i for i in range(10)]
+                                            + [b"new-%d" % i for i in range(10)])
+    finally:
+        cluster.stop()
