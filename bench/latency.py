@@ -1,7 +1,7 @@
 """Latency benchmark: produce (send → ack) and end to end (send → consumer receives),
 acks=all, replication factor 3, min.insync.replicas=2, at fixed record rates.
 
-    .venv/bin/python bench/latency.py                      # 500 and 5000 records/s, 30 s each
+    .venv/bin/python bench/latency.py                      # 500 and 5000 records/s, 30 s per rate and producer
     .venv/bin/python bench/latency.py --quick              # 10 s each
     .venv/bin/python bench/latency.py --rates 500 --seconds 60 --repeat 3
 
@@ -14,7 +14,12 @@ What one run does:
    the log end, default fetch settings), which stamps each record's arrival with
    ``time.time_ns()``.
 3. Produces 1 KiB records at the given rate with a confluent-kafka ``Producer``
-   (``acks=all``, ``linger.ms`` 0 unless ``--linger-ms``); the first 8 bytes of each value
+   (``acks=all``, ``linger.ms`` 0 unless ``--linger-ms``), once per producer
+   configuration of ``--producers`` (both by default, as in ``replication.py``):
+   ``idempotent`` and ``pipelined`` (idempotence off, 5 requests in flight).  librdkafka's
+   idempotent producer keeps one request per partition in flight once 5 records are in
+   flight, so a round trip that is late holds everything produced meanwhile for the next
+   one; a pipelined producer sends it in the requests after.  The first 8 bytes of each value
    are its send time (``time.time_ns()``).  A separate thread polls the producer so each
    delivery callback runs as soon as librdkafka has the acknowledgement; the callback
    records ``time.time_ns()``.  librdkafka's own figure (``Message.latency()``) is kept too.
@@ -123,6 +128,15 @@ def _send_at_rate(producer: Producer, topic: str, rate: int, seconds: float, sta
 
 
 PRODUCER_OVERRIDES: dict[str, str] = {}  # --producer
+# --producers: the two producer configurations of replication.py.  ``idempotent`` is what
+# the Java client does by default since Kafka 3.0; librdkafka caps it at one produce
+# request per partition in flight once five records are in flight.  ``pipelined`` is
+# idempotence off with five requests in flight (the Java client's window; librdkafka's
+# own default producer is idempotence off too).
+PRODUCERS: dict[str, dict[str, object]] = {
+    "idempotent": {"enable.idempotence": True},
+    "pipelined": {"enable.idempotence": False, "max.in.flight.requests.per.connection": 5},
+}
 
 
 def _client_stats(text: str, topic: str, into: dict[str, list[float]]) -> None:
@@ -143,6 +157,7 @@ def _client_stats(text: str, topic: str, into: dict[str, list[float]]) -> None:
 
 def produce(bootstrap: str, topic: str, rate: int, seconds: float, linger_ms: int,
             warmup_s: float = 2.0, client: dict[str, list[float]] | None = None,
+            mode: str = "idempotent",
             ) -> tuple[np.ndarray, np.ndarray, int, float, np.ndarray]:
     """Returns (callback latencies ms, librdkafka latencies ms, errors, first record's
     latency ms from a fresh producer, each callback latency's send time in ns);
@@ -151,7 +166,7 @@ def produce(bootstrap: str, topic: str, rate: int, seconds: float, linger_ms: in
     stats: dict[str, list[float]] = {k: [] for k in (
         "batch_records_avg", "batch_records_p99", "rtt_p50_ms", "rtt_p99_ms")}
     producer = Producer({"bootstrap.servers": bootstrap, "acks": "all",
-                         "linger.ms": linger_ms, "enable.idempotence": True,
+                         "linger.ms": linger_ms, **PRODUCERS[mode],
                          "statistics.interval.ms": 1000,
                          "stats_cb": lambda text: _client_stats(text, topic, stats),
                          **PRODUCER_OVERRIDES})
@@ -318,8 +333,8 @@ def _await_brokers_in_metadata(bootstrap: str, count: int, timeout_s: float = 12
 
 
 def run_rate(cluster: LocalCluster, ports: list[int], rate: int, seconds: float,
-             linger_ms: int, tag: str, tmp: Path) -> dict:
-    topic = f"lat-{rate}-{tag}"
+             linger_ms: int, tag: str, tmp: Path, mode: str = "idempotent") -> dict:
+    topic = f"lat-{rate}-{mode}-{tag}"
     admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
     deadline = time.monotonic() + 120
     while True:  # the controller may not have seen every broker register yet
@@ -348,7 +363,7 @@ def run_rate(cluster: LocalCluster, ports: list[int], rate: int, seconds: float,
     cpu_before = _process_cpu()
     client: dict[str, list[float]] = {}
     acked, rd, errors, first, sent = produce(cluster.bootstrap, topic, rate, seconds,
-                                             linger_ms, client=client)
+                                             linger_ms, client=client, mode=mode)
     others = outside_cpu(cpu_before, _process_cpu())
     lag_after = loop_lag(ports)
     proc.join(seconds + 90)
@@ -356,7 +371,8 @@ def run_rate(cluster: LocalCluster, ports: list[int], rate: int, seconds: float,
         raise RuntimeError(f"consumer exited with {proc.exitcode}")
     sent, received = np.load(out)
     e2e = (received - sent) / 1e6
-    return {"rate": rate, "seconds": seconds, "records": total, "errors": errors,
+    return {"rate": rate, "producer": mode, "seconds": seconds, "records": total,
+            "errors": errors,
             "consumed": len(e2e), "first_record_ms": first, "produce": summary(acked),
             "produce_librdkafka": summary(rd), "end_to_end": summary(e2e),
             "loop_lag": lag_delta(lag_before, lag_after), "client_stats": client,
@@ -364,6 +380,10 @@ def run_rate(cluster: LocalCluster, ports: list[int], rate: int, seconds: float,
             "cache_dropped": dropped,
             "load_average": [round(x, 2) for x in load_start],
             "load_average_at_end": [round(x, 2) for x in os.getloadavg()]}
+
+
+def _mode(run: dict) -> str:
+    return run.get("producer", "idempotent")
 
 
 def fmt(s: dict) -> str:
@@ -384,6 +404,8 @@ def main(argv: list[str] | None = None) -> int:
                         help="keep every produce sample (send time ns, latency ns) as .npy here")
     parser.add_argument("--config", action="append", default=[], metavar="KEY=VALUE",
                         help="broker config override (repeatable)")
+    parser.add_argument("--producers", default="idempotent,pipelined",
+                        help=f"producer configurations to run, of {', '.join(PRODUCERS)}")
     parser.add_argument("--producer", action="append", default=[], metavar="KEY=VALUE",
                         help="producer config override (repeatable), e.g. "
                              "enable.idempotence=false")
@@ -393,6 +415,10 @@ def main(argv: list[str] | None = None) -> int:
     PRODUCER_OVERRIDES.update(kv.split("=", 1) for kv in args.producer)
     seconds = 10.0 if args.quick else args.seconds
     rates = [int(r) for r in args.rates.split(",")]
+    modes = args.producers.split(",")
+    unknown = [m for m in modes if m not in PRODUCERS]
+    if unknown:
+        parser.error(f"unknown --producers {unknown}: choose from {list(PRODUCERS)}")
     overrides = dict(kv.split("=", 1) for kv in args.config)
     info = machine()
     runs = []
@@ -408,9 +434,11 @@ def main(argv: list[str] | None = None) -> int:
                      for b in cluster.broker_ids]
             for i in range(args.repeat):
                 for rate in rates:
-                    run = run_rate(cluster, ports, rate, seconds, args.linger_ms, str(i), tmp)
-                    print(json.dumps(run), flush=True)
-                    runs.append(run)
+                    for mode in modes:
+                        run = run_rate(cluster, ports, rate, seconds, args.linger_ms, str(i),
+                                       tmp, mode)
+                        print(json.dumps(run), flush=True)
+                        runs.append(run)
         finally:
             cluster.stop()
     info["load_average_at_end"] = [round(x, 2) for x in os.getloadavg()]
@@ -423,16 +451,16 @@ def main(argv: list[str] | None = None) -> int:
         (f"Commit `{info['commit']}`; {info['cpu']}, {info['cores']} cores, "
          f"{info['ram_gib']} GiB RAM; Python {info['python']}; confluent-kafka "
          f"{info['confluent_kafka']} (librdkafka {info['librdkafka']})."),
-        (f"3 brokers, 1 partition, RF 3, min.insync.replicas=2, acks=all, idempotent unless "
-         f"overridden, "
+        ("3 brokers, 1 partition, RF 3, min.insync.replicas=2, acks=all; producers: "
+         + "; ".join(f"{m} {PRODUCERS[m]}" for m in modes) + "; "
          f"linger.ms={args.linger_ms}, 1 KiB records, {seconds:g} s per run; consumer in "
          f"another process. Broker overrides: {overrides or 'none'}; producer overrides: "
          f"{PRODUCER_OVERRIDES or 'none'}; brokers' event loop: "
          f"{os.environ.get('WEIR_EVENT_LOOP') or 'default (uvloop)'}."),
         "",
-        ("| rate/s | what | p50 ms | p99 ms | p99.9 ms | max ms | p99/p50 / p99.9/p50 | "
-         "load avg | loop stalls ≥10/50/100 ms (per broker) |"),
-        "|---:|---|---:|---:|---:|---:|---:|---|---|",
+        ("| rate/s | producer | what | p50 ms | p99 ms | p99.9 ms | max ms | "
+         "p99/p50 / p99.9/p50 | load avg | loop stalls ≥10/50/100 ms (per broker) |"),
+        "|---:|---|---|---:|---:|---:|---:|---:|---|---|",
     ]
     for run in runs:
         stalls = ", ".join(f"{int(b['over_10ms'])}/{int(b['over_50ms'])}/{int(b['over_100ms'])}"
@@ -440,7 +468,8 @@ def main(argv: list[str] | None = None) -> int:
         load = run["load_average"][0]
         for what, key in (("produce", "produce"), ("produce (librdkafka)", "produce_librdkafka"),
                           ("end to end", "end_to_end")):
-            lines.append(f"| {run['rate']} | {what} | {fmt(run[key])} | {load} | {stalls} |")
+            lines.append(f"| {run['rate']} | {_mode(run)} | {what} | {fmt(run[key])} | {load} "
+                         f"| {stalls} |")
     lines += ["", ("librdkafka's statistics over each measured run (per second: average and p99 "
                    "of records per produce request, produce round trip p50 / p99 to the "
                    "leader; the median of the seconds, and their worst):"), ""]
@@ -451,7 +480,7 @@ def main(argv: list[str] | None = None) -> int:
             v = c.get(key) or []
             return f"{float(np.median(v)):.1f} / {max(v):.1f}" if v else "–"
 
-        lines.append(f"* {run['rate']}/s: records per request avg {med_max('batch_records_avg')}, "
+        lines.append(f"* {run['rate']}/s {_mode(run)}: records per request avg {med_max('batch_records_avg')}, "
                      f"p99 {med_max('batch_records_p99')}; round trip p50 "
                      f"{med_max('rtt_p50_ms')} ms, p99 {med_max('rtt_p99_ms')} ms")
     lines += ["", ("Where each run's produce p99.9 tail came from: the samples at or above "
@@ -464,7 +493,7 @@ def main(argv: list[str] | None = None) -> int:
                           zip(t.get("episodes_at_s", []), t.get("episode_max_ms", []),
                               strict=True))
         outside = ", ".join(f"{name} {cpu:.2f}" for name, _pid, cpu in run["outside_cpu_s"])
-        lines.append(f"* {run['rate']}/s: {t.get('tail_samples', 0)} samples in "
+        lines.append(f"* {run['rate']}/s {_mode(run)}: {t.get('tail_samples', 0)} samples in "
                      f"{t.get('episodes', 0)} episodes (largest "
                      f"{t.get('largest_episode_samples', 0)}): {where or '–'}; outside: "
                      f"{outside or 'none'}")
@@ -472,7 +501,8 @@ def main(argv: list[str] | None = None) -> int:
               "Each producer is warmed up for 2 s at the same rate before its samples count "
               "(the broker's loop-stall counts include that warm-up). A fresh producer's first "
               "record (connection, InitProducerId, metadata) took, in ms: "
-              + ", ".join(f"{r['first_record_ms']:.0f} ({r['rate']}/s)" for r in runs) + ".", ""]
+              + ", ".join(f"{r['first_record_ms']:.0f} ({r['rate']}/s {_mode(r)})"
+                          for r in runs) + ".", ""]
     md = "\n".join(lines)
     RESULTS.mkdir(exist_ok=True)
     (RESULTS / f"latency-{when}.json").write_text(json.dumps(doc, indent=2) + "\n")
