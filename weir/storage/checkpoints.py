@@ -180,11 +180,24 @@ def _bad(path: Path, why: str) -> KafkaError:
 
 
 def _read_text(path: Path) -> str | None:
-    """The file's text; None if it does not exist; invalid UTF-8 is a malformed file."""
+    """The file's text; None if it does not exist; invalid UTF-8 is a malformed file.
+
+    Read with ``os.open``/``os.read``: a broker loads two small files per partition (its
+    ``leader-epoch-checkpoint`` and ``partition.metadata``), and ``open()`` adds an
+    ``fstat``, an ``isatty`` ioctl and a text wrapper to each (as in :func:`_write_file`)."""
     try:
-        return path.read_text(encoding="utf-8")
+        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
     except FileNotFoundError:
         return None
+    try:
+        chunks = []
+        while chunk := os.read(fd, 65536):
+            chunks.append(chunk)
+    finally:
+        os.close(fd)
+    data = b"".join(chunks)
+    try:
+        return data.decode("utf-8")
     except UnicodeDecodeError as exc:
         raise _bad(path, f"not UTF-8 text ({exc.reason} at byte {exc.start})") from exc
 
