@@ -383,7 +383,7 @@ def run_rate(cluster: LocalCluster, ports: list[int], rate: int, seconds: float,
 
 
 def _mode(run: dict) -> str:
-    return run.get("producer", "idempotent")
+    return run["producer"]
 
 
 def fmt(s: dict) -> str:

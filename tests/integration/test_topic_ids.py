@@ -6,7 +6,6 @@ again and catches up."""
 
 from __future__ import annotations
 
-import base64
 import shutil
 import uuid
 
@@ -15,6 +14,7 @@ import pytest
 from tests.integration.clients import consume_assigned, create_topic, produce
 from tests.integration.replication_checks import partition_isrs, partition_leaders, wait_until
 from weir.cli.cluster import LocalCluster
+from weir.coordination.codecs import topic_id_to_str
 from weir.storage.checkpoints import PARTITION_METADATA_FILE, read_partition_metadata
 
 pytestmark = [pytest.mark.integration]
@@ -39,7 +39,7 @@ def test_a_replica_of_another_topic_id_is_refused_and_kept(tmp_path):
 
         cluster.stop_broker(follower)
         # The follower's log now claims to be of another topic named "ids".
-        other = base64.urlsafe_b64encode(uuid.uuid4().bytes).rstrip(b"=").decode()
+        other = topic_id_to_str(uuid.uuid4())
         (part_dir / PARTITION_METADATA_FILE).write_text(f"version: 0\ntopic_id: {other}\n")
         segments = {p.name: p.read_bytes() for p in part_dir.glob("*.log")}
         cluster.start_broker(follower)

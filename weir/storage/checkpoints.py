@@ -22,7 +22,6 @@ durable.  A :class:`PreparedWrite` is one file of such a batch.
 
 from __future__ import annotations
 
-import base64
 import ctypes
 import errno
 import os
@@ -32,6 +31,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from weir.common import TopicPartition
+from weir.coordination.codecs import topic_id_from_str, topic_id_to_str
 from weir.protocol.errors import ErrorCode, KafkaError
 
 __all__ = [
@@ -307,10 +307,10 @@ def read_partition_metadata(partition_dir: Path) -> str | None:
     if fields.get("version", "").strip() != "0" or "topic_id" not in fields:
         raise _bad(path, "expected 'version: 0' and 'topic_id'")
     topic_id = fields["topic_id"].strip()
-    try:  # Kafka's Uuid.toString: URL-safe base64 of 16 bytes, unpadded (22 characters)
-        raw = base64.urlsafe_b64decode(topic_id + "=" * (-len(topic_id) % 4))
-    except ValueError as exc:  # binascii.Error is one
-        raise _bad(path, f"topic id {topic_id!r} is not base64") from exc
-    if len(raw) != 16 or len(topic_id) != 22:
-        raise _bad(path, f"topic id {topic_id!r} is not 16 bytes of base64")
+    try:  # Kafka's Uuid.toString, and only its canonical form (no stray characters)
+        canonical = topic_id_to_str(topic_id_from_str(topic_id)) == topic_id
+    except ValueError:  # binascii.Error is one
+        canonical = False
+    if not canonical:
+        raise _bad(path, f"topic id {topic_id!r} is not 16 bytes of URL-safe base64")
     return topic_id
