@@ -2,19 +2,31 @@
 id than the controller's (the log of an older topic of the same name) refuses the
 partition with INCONSISTENT_TOPIC_ID, keeps the log as it is and stays out of the ISR, as
 Kafka's ReplicaManager does; once the operator removes that log the replica is created
-again and catches up."""
+again and catches up.  A follower's Fetch names its topic by id (v13), and a leader answers
+a topic id other than its log's with INCONSISTENT_TOPIC_ID."""
 
 from __future__ import annotations
 
+import asyncio
 import shutil
 import uuid
 
 import pytest
+from confluent_kafka.admin import AdminClient
 
 from tests.integration.clients import consume_assigned, create_topic, produce
 from tests.integration.replication_checks import partition_isrs, partition_leaders, wait_until
 from weir.cli.cluster import LocalCluster
+from weir.common import TopicPartition
 from weir.coordination.codecs import topic_id_to_str
+from weir.protocol.errors import ErrorCode
+from weir.records.batch import iter_headers
+from weir.replication.leader_endpoint import (
+    BrokerEndPoint,
+    FetchParams,
+    PartitionFetch,
+    RemoteLeaderEndPoint,
+)
 from weir.storage.checkpoints import PARTITION_METADATA_FILE, read_partition_metadata
 
 pytestmark = [pytest.mark.integration]
@@ -70,5 +82,60 @@ def test_a_replica_of_another_topic_id_is_refused_and_kept(tmp_path):
         got = consume_assigned(boot, TOPIC, [0], 20)
         assert [m.value() for m in got] == ([b"old-%d" % i for i in range(10)]
                                             + [b"new-%d" % i for i in range(10)])
+    finally:
+        cluster.stop()
+
+
+def test_a_follower_of_a_deleted_topic_reads_nothing_of_its_successor(tmp_path):
+    """KIP-516's case, with the follower's own Fetch (RemoteLeaderEndPoint, as its replica
+    fetcher sends it) against a real leader: after a topic is deleted and created again
+    under the same name, a fetch naming the old topic id is answered UNKNOWN_TOPIC_ID
+    with no records, where a fetch by name (v12) reads the new topic's records; the new
+    id reads them too (Fetch v13)."""
+    cluster = LocalCluster(tmp_path / "data", brokers=2, port_base=0)
+    cluster.start(timeout_s=90)
+    try:
+        boot = cluster.bootstrap
+        tp = TopicPartition(TOPIC, 0)
+
+        def created(values: list[bytes]) -> tuple[int, str]:
+            create_topic(boot, TOPIC, 1, 2, config={"min.insync.replicas": "1"})
+            wait_until(lambda: partition_isrs(boot, TOPIC).get(0) == [1, 2], 60, "ISR [1, 2]")
+            produce(boot, TOPIC, values, acks="all")
+            leader = partition_leaders(boot, TOPIC)[0]
+            return leader, read_partition_metadata(
+                cluster.broker_log_dirs(leader)[0] / f"{TOPIC}-0")
+
+        _old_leader, old_id = created([b"old-%d" % i for i in range(5)])
+        admin = AdminClient({"bootstrap.servers": boot})
+        admin.delete_topics([TOPIC], operation_timeout=30)[TOPIC].result(60)
+        wait_until(lambda: TOPIC not in admin.list_topics(timeout=10).topics, 60,
+                   "the topic gone")
+        leader, new_id = created([b"new-%d" % i for i in range(3)])
+        assert new_id != old_id
+        slot = next(b for b in cluster.brokers if b.id == leader)
+
+        async def fetch(tid: str | None):
+            endpoint = RemoteLeaderEndPoint(BrokerEndPoint(leader, slot.host, slot.port),
+                                            "test-follower")
+            try:
+                answer = await endpoint.fetch(
+                    FetchParams(replica_id=3 - leader, max_wait_ms=0),
+                    {tp: PartitionFetch(fetch_offset=0, current_leader_epoch=-1,
+                                        last_fetched_epoch=-1, log_start_offset=0,
+                                        partition_max_bytes=1 << 20, topic_id=tid)})
+                return answer.partitions[tp], endpoint.session.uses_topic_ids
+            finally:
+                await endpoint.close()
+
+        def records(part) -> int:
+            return sum(h.records_count for h in iter_headers(bytes(part.records)))
+
+        stale, by_id = asyncio.run(fetch(old_id))
+        assert by_id and stale.error == ErrorCode.unknown_topic_id and not stale.records
+        by_name, by_id = asyncio.run(fetch(None))
+        assert not by_id and by_name.error == ErrorCode.none and records(by_name) == 3
+        current, by_id = asyncio.run(fetch(new_id))
+        assert by_id and current.error == ErrorCode.none and records(current) == 3
     finally:
         cluster.stop()

@@ -366,7 +366,8 @@ class ReplicaFetcher:
                 fetch_offset=st.fetch_offset, current_leader_epoch=st.leader_epoch,
                 last_fetched_epoch=plog.epoch_cache.latest_epoch,
                 log_start_offset=plog.log_start_offset,
-                partition_max_bytes=self.settings.partition_max_bytes)
+                partition_max_bytes=self.settings.partition_max_bytes,
+                topic_id=plog.topic_id)  # KIP-516: the leader checks it against its log
         if not wanted:
             if throttled:
                 await asyncio.sleep(THROTTLE_PAUSE_S)

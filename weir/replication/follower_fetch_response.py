@@ -1,4 +1,5 @@
-"""A follower's Fetch response (v12, Kafka's FetchResponse.json) read in one pass.
+"""A follower's Fetch response (v12, or v13 with topics by id; Kafka's FetchResponse.json)
+read in one pass.
 
 The replica fetcher receives one of these per leader append under ``acks=all``; kio's
 reader (after the malformed-input guard's walk) copies each partition's records out of the
@@ -13,8 +14,9 @@ and the caller decodes the frame with kio instead: same values, same errors.
 from __future__ import annotations
 
 import struct
+import uuid
 
-__all__ = ["FastFetchResponse", "FastPartition", "FastTopic", "decode"]
+__all__ = ["FastFetchResponse", "FastPartition", "FastTopic", "decode", "decode_v13"]
 
 _HEAD = struct.Struct(">ihi")  # throttle_time_ms, error_code, session_id
 _PARTITION = struct.Struct(">ihqqq")  # index, error, high watermark, LSO, log start
@@ -40,10 +42,14 @@ class FastPartition:
 
 
 class FastTopic:
-    __slots__ = ("partitions", "topic")
+    """A topic of the answer: by name (v12, ``topic``) or by id (v13, ``topic_id``)."""
 
-    def __init__(self, topic: str, partitions: list[FastPartition]) -> None:
+    __slots__ = ("partitions", "topic", "topic_id")
+
+    def __init__(self, topic: str | None, topic_id: uuid.UUID | None,
+                 partitions: list[FastPartition]) -> None:
         self.topic = topic
+        self.topic_id = topic_id
         self.partitions = partitions
 
 
@@ -76,14 +82,22 @@ def _uvarint(buf: memoryview, pos: int, end: int) -> tuple[int, int]:
 
 
 def decode(frame: bytes | memoryview, pos: int) -> FastFetchResponse | None:
-    """The response body at ``pos`` of ``frame``; None when kio must decode it."""
+    """The v12 response body at ``pos`` of ``frame``; None when kio must decode it."""
     try:
-        return _decode(memoryview(frame), pos)
+        return _decode(memoryview(frame), pos, False)
     except (_Unusual, struct.error, UnicodeDecodeError):
         return None
 
 
-def _decode(buf: memoryview, pos: int) -> FastFetchResponse:
+def decode_v13(frame: bytes | memoryview, pos: int) -> FastFetchResponse | None:
+    """The same for v13, whose topics are named by id (KIP-516)."""
+    try:
+        return _decode(memoryview(frame), pos, True)
+    except (_Unusual, struct.error, UnicodeDecodeError):
+        return None
+
+
+def _decode(buf: memoryview, pos: int, by_id: bool) -> FastFetchResponse:
     end = len(buf)
     throttle, error, session = _HEAD.unpack_from(buf, pos)
     pos += _HEAD.size
@@ -92,11 +106,19 @@ def _decode(buf: memoryview, pos: int) -> FastFetchResponse:
         raise _Unusual  # null array
     topics = []
     for _ in range(n_topics - 1):
-        size, pos = _uvarint(buf, pos, end)
-        if size == 0 or pos + size - 1 > end:
-            raise _Unusual
-        name = str(buf[pos:pos + size - 1], "utf-8")
-        pos += size - 1
+        name: str | None = None
+        topic_id: uuid.UUID | None = None
+        if by_id:
+            if pos + 16 > end:
+                raise _Unusual
+            topic_id = uuid.UUID(bytes=bytes(buf[pos:pos + 16]))
+            pos += 16
+        else:
+            size, pos = _uvarint(buf, pos, end)
+            if size == 0 or pos + size - 1 > end:
+                raise _Unusual
+            name = str(buf[pos:pos + size - 1], "utf-8")
+            pos += size - 1
         n_parts, pos = _uvarint(buf, pos, end)
         if n_parts == 0:
             raise _Unusual
@@ -122,7 +144,7 @@ def _decode(buf: memoryview, pos: int) -> FastFetchResponse:
         tags, pos = _uvarint(buf, pos, end)
         if tags:
             raise _Unusual
-        topics.append(FastTopic(name, parts))
+        topics.append(FastTopic(name, topic_id, parts))
     tags, pos = _uvarint(buf, pos, end)
     if tags or pos > end:
         raise _Unusual

@@ -7,7 +7,11 @@ the leader broker and brings back the answers, decoded into the plain values bel
 
 * :meth:`~LeaderEndPoint.fetch` - a follower Fetch (replica id = this broker) for the
   partitions named, answered with the leader's data, high watermark, log start offset and a
-  diverging epoch (KIP-320) per partition;
+  diverging epoch (KIP-320) per partition.  Topics go by id (Fetch v13, KIP-516) when every
+  partition asked for has one, as Kafka's ``ReplicaFetcherThread`` asks once the
+  inter-broker protocol is 3.1 or later: a leader whose log holds another topic id answers
+  INCONSISTENT_TOPIC_ID instead of serving an older topic of the same name; by name
+  (Fetch v12) otherwise;
 * :meth:`~LeaderEndPoint.fetch_epoch_end_offsets` - OffsetForLeaderEpoch (KIP-101/279);
 * :meth:`~LeaderEndPoint.fetch_earliest_offset` / :meth:`~LeaderEndPoint.fetch_latest_offset`
   - ListOffsets as a replica (timestamps -2 / -1), after an out-of-range answer.
@@ -30,13 +34,15 @@ from __future__ import annotations
 import datetime
 import logging
 import struct
+import uuid
 from dataclasses import dataclass
-from functools import cache
+from functools import cache, lru_cache
 from typing import Any, Protocol
 
 from kio.index import load_request_schema
 
 from weir.common import TopicPartition
+from weir.coordination.codecs import topic_id_from_str
 from weir.protocol import codec
 from weir.protocol.client import BrokerConnection
 from weir.protocol.errors import ErrorCode, KafkaError
@@ -56,7 +62,8 @@ __all__ = [
 
 log = logging.getLogger(__name__)
 
-FETCH_VERSION = 12
+FETCH_VERSION = 13  # topics by id (KIP-516); FETCH_VERSION_BY_NAME when a partition has none
+FETCH_VERSION_BY_NAME = 12
 OFFSET_FOR_LEADER_EPOCH_VERSION = 4
 LIST_OFFSETS_VERSION = 4
 EARLIEST_TIMESTAMP = -2
@@ -81,6 +88,7 @@ class PartitionFetch:
     last_fetched_epoch: int
     log_start_offset: int
     partition_max_bytes: int
+    topic_id: str | None = None  # the follower log's (KIP-516, Uuid.toString form)
 
 
 @dataclass(frozen=True, slots=True)
@@ -165,6 +173,9 @@ class RemoteLeaderEndPoint:
         self.security = security  # weir.security.client.InterBrokerSecurity (TLS/SASL)
         self.socket_timeout_ms = socket_timeout_ms
         self.session = FetchSessionHandler()
+        # The topic of each id this endpoint has fetched by (an answer names only ids, and
+        # an incremental one may name partitions sent in earlier requests).
+        self._names: dict[uuid.UUID, str] = {}
         self._conn: BrokerConnection | None = None
 
     @property
@@ -197,30 +208,41 @@ class RemoteLeaderEndPoint:
 
     async def fetch(self, params: FetchParams,
                     partitions: dict[TopicPartition, PartitionFetch]) -> FetchAnswer:
-        data = self.session.build({tp: _fetch_fields(tp, p) for tp, p in partitions.items()})
-        by_topic: dict[str, list[dict[str, Any]]] = {}
+        by_id = all(p.topic_id is not None for p in partitions.values())
+        data = self.session.build({tp: _fetch_fields(tp, p) for tp, p in partitions.items()},
+                                  topic_ids=by_id)
+        version = FETCH_VERSION if by_id else FETCH_VERSION_BY_NAME
+        # Topics are keyed by name (v12) or by id (v13).
+        by_topic: dict[str | uuid.UUID, list[dict[str, Any]]] = {}
         for tp, fields in data.to_send.items():
-            by_topic.setdefault(tp.topic, []).append(fields)
-        forgotten: dict[str, list[int]] = {}
-        for tp in data.to_forget:
-            forgotten.setdefault(tp.topic, []).append(tp.partition)
+            key = _topic_key(tp.topic, fields["topic_id"], by_id)
+            if by_id:
+                self._names[key] = tp.topic  # type: ignore[index]
+            by_topic.setdefault(key, []).append(fields)
+        forgotten: dict[str | uuid.UUID, list[int]] = {}
+        for tp, topic_id in data.to_forget:
+            forgotten.setdefault(_topic_key(tp.topic, topic_id, by_id), []).append(tp.partition)
         timeout_ms = self.socket_timeout_ms + params.max_wait_ms
         conn = await self._connection()
         if getattr(conn, "takes_encoded_body", False):
             # The follower's fetch, once per leader append under acks=all: encoded here in
             # one pass (kio's builder and writer cost more than the append it carries).
             body = encode_fetch_request(params, data.session_id, data.epoch, by_topic,
-                                        forgotten)
-            response = await conn.request(_fetch_request_type(), timeout_ms / 1000, body=body,
-                                          decoder=follower_fetch_response.decode)
+                                        forgotten, version)
+            response = await conn.request(
+                _fetch_request_type(version), timeout_ms / 1000, body=body,
+                decoder=follower_fetch_response.decode_v13 if by_id
+                else follower_fetch_response.decode)
         else:
+            key_field = "topic_id" if by_id else "topic"
             request = codec.build(
-                _fetch_schema(), replica_id=params.replica_id,
+                _fetch_schema(version), replica_id=params.replica_id,
                 max_wait=datetime.timedelta(milliseconds=params.max_wait_ms),
                 min_bytes=params.min_bytes, max_bytes=params.max_bytes, isolation_level=0,
                 session_id=data.session_id, session_epoch=data.epoch, rack_id="",
-                topics=[{"topic": t, "partitions": parts} for t, parts in by_topic.items()],
-                forgotten_topics_data=[{"topic": t, "partitions": parts}
+                topics=[{key_field: t, "partitions": [_wire_fields(f) for f in parts]}
+                        for t, parts in by_topic.items()],
+                forgotten_topics_data=[{key_field: t, "partitions": parts}
                                        for t, parts in forgotten.items()])
             response = await conn.request(request, timeout_ms / 1000)
         error = ErrorCode(int(response.error_code))
@@ -231,9 +253,14 @@ class RemoteLeaderEndPoint:
             return FetchAnswer({}, error=error, back_off=data.full)
         out: dict[TopicPartition, FetchedPartition] = {}
         for topic in response.responses:
+            name = self._names.get(topic.topic_id) if by_id else topic.topic
+            if name is None:
+                log.warning("fetch from broker %d answered topic id %s, not asked for",
+                            self._broker.broker_id, topic.topic_id)
+                continue
             for part in topic.partitions:
                 diverging = part.diverging_epoch
-                out[TopicPartition(topic.topic, int(part.partition_index))] = FetchedPartition(
+                out[TopicPartition(name, int(part.partition_index))] = FetchedPartition(
                     error=ErrorCode(int(part.error_code)),
                     high_watermark=int(part.high_watermark),
                     log_start_offset=int(part.log_start_offset),
@@ -289,15 +316,28 @@ class RemoteLeaderEndPoint:
 
 
 @cache
-def _fetch_schema() -> type:
-    return load_request_schema(1, FETCH_VERSION)
+def _fetch_schema(version: int) -> type:
+    return load_request_schema(1, version)
 
 
 @cache
-def _fetch_request_type() -> Any:
+def _fetch_request_type(version: int) -> Any:
     """An instance of the Fetch request class, for :meth:`BrokerConnection.request` to
     take the API key, version and response class from (the body is given encoded)."""
-    return codec.build(_fetch_schema(), {})
+    return codec.build(_fetch_schema(version), {})
+
+
+@lru_cache(maxsize=65536)
+def _topic_uuid(topic_id: str) -> uuid.UUID:
+    return topic_id_from_str(topic_id)
+
+
+def _topic_key(topic: str, topic_id: str | None, by_id: bool) -> str | uuid.UUID:
+    """How a request names ``topic``: by name (v12), or by id (v13)."""
+    if not by_id:
+        return topic
+    assert topic_id is not None
+    return _topic_uuid(topic_id)
 
 
 _I32 = struct.Struct(">i")
@@ -310,18 +350,24 @@ def _compact_string(value: str) -> bytes:
     return codec.encode_uvarint(len(raw) + 1) + raw
 
 
+def _topic_field(topic: str | uuid.UUID) -> bytes:
+    """A topic as Fetch v12 (compact string) or v13 (uuid, 16 bytes) names it."""
+    return topic.bytes if isinstance(topic, uuid.UUID) else _compact_string(topic)
+
+
 def encode_fetch_request(params: FetchParams, session_id: int, session_epoch: int,
-                         by_topic: dict[str, list[dict[str, Any]]],
-                         forgotten: dict[str, list[int]]) -> bytes:
-    """The body of a Fetch request v12 (Kafka's FetchRequest.json; flexible) as kio would
-    encode it from the same values: read_committed no (isolation 0), an empty rack id, no
-    ClusterId tag.  ``tests/unit/replication`` checks it against kio's encoding."""
-    assert FETCH_VERSION == 12
+                         by_topic: dict[Any, list[dict[str, Any]]],
+                         forgotten: dict[Any, list[int]], version: int = FETCH_VERSION) -> bytes:
+    """The body of a Fetch request v12 (topics by name) or v13 (topics by id, uuids as the
+    keys of ``by_topic`` and ``forgotten``) (Kafka's FetchRequest.json; flexible) as kio
+    would encode it from the same values: read_committed no (isolation 0), an empty rack
+    id, no ClusterId tag.  ``tests/unit/replication`` checks it against kio's encoding."""
+    assert version in (FETCH_VERSION_BY_NAME, FETCH_VERSION)
     out = [_FETCH_HEAD.pack(params.replica_id, params.max_wait_ms, params.min_bytes,
                             params.max_bytes, 0, session_id, session_epoch),
            codec.encode_uvarint(len(by_topic) + 1)]
     for topic, parts in by_topic.items():
-        out.append(_compact_string(topic))
+        out.append(_topic_field(topic))
         out.append(codec.encode_uvarint(len(parts) + 1))
         for f in parts:
             out.append(_FETCH_PARTITION.pack(
@@ -331,7 +377,7 @@ def encode_fetch_request(params: FetchParams, session_id: int, session_epoch: in
         out.append(b"\x00")
     out.append(codec.encode_uvarint(len(forgotten) + 1))
     for topic, indexes in forgotten.items():
-        out.append(_compact_string(topic))
+        out.append(_topic_field(topic))
         out.append(codec.encode_uvarint(len(indexes) + 1))
         out.extend(_I32.pack(i) for i in indexes)
         out.append(b"\x00")
@@ -340,7 +386,14 @@ def encode_fetch_request(params: FetchParams, session_id: int, session_epoch: in
 
 
 def _fetch_fields(tp: TopicPartition, p: PartitionFetch) -> dict[str, Any]:
+    """A partition's fields in the fetch session (the topic id too: a new id is a new
+    partition to the session, KIP-516)."""
     return {"partition": tp.partition, "current_leader_epoch": p.current_leader_epoch,
             "fetch_offset": p.fetch_offset, "last_fetched_epoch": p.last_fetched_epoch,
             "log_start_offset": p.log_start_offset,
-            "partition_max_bytes": p.partition_max_bytes}
+            "partition_max_bytes": p.partition_max_bytes, "topic_id": p.topic_id}
+
+
+def _wire_fields(fields: dict[str, Any]) -> dict[str, Any]:
+    """The request's fields of a partition (kio's builder takes no others)."""
+    return {k: v for k, v in fields.items() if k != "topic_id"}

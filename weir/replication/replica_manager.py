@@ -143,6 +143,15 @@ class ReplicaManager(LocalReads):
         p = self.partition(tp)
         return p, p.require_leader(current_leader_epoch)
 
+    def hosted_topic_by_id(self, topic_id: Any) -> str | None:
+        """The topic of a hosted partition whose LeaderAndIsr named ``topic_id`` (KIP-516).
+        A follower's Fetch v13 can reach its leader before the leader's metadata cache has
+        the topic: the controller sends LeaderAndIsr before UpdateMetadata."""
+        for tp, p in self.partitions.items():
+            if p.topic_id == topic_id:
+                return tp.topic
+        return None
+
     # -- controller requests ---------------------------------------------------------
 
     def check_controller_epoch(self, controller_epoch: int) -> None:

@@ -55,6 +55,9 @@ class MetadataCache:
     brokers: dict[int, BrokerMeta] = field(default_factory=dict)
     topics: dict[str, dict[int, PartitionMeta]] = field(default_factory=dict)
     topic_ids: dict[str, uuid.UUID] = field(default_factory=dict)
+    # The same, by id: Fetch v13+ names topics by id, in every request of every consumer
+    # and follower (Kafka's MetadataCache keeps both directions too).
+    topic_names: dict[uuid.UUID, str] = field(default_factory=dict)
     # Memo of the Metadata handler: (topic, response class) → that topic's partition
     # entities, valid until the next update (a 10,000-partition Metadata is otherwise
     # rebuilt from scratch for every client poll).
@@ -91,12 +94,19 @@ class MetadataCache:
                     parts.pop(index, None)
                     if not parts:
                         del self.topics[topic]
-                        self.topic_ids.pop(topic, None)
+                        gone = self.topic_ids.pop(topic, None)
+                        if gone is not None and self.topic_names.get(gone) == topic:
+                            del self.topic_names[gone]
                         deleted.add(topic)
                 continue
             self.topics.setdefault(topic, {})[index] = meta
             if topic_id is not None and topic_id.int != 0:
-                self.topic_ids[topic] = topic_id
+                old = self.topic_ids.get(topic)
+                if old != topic_id:
+                    if old is not None and self.topic_names.get(old) == topic:
+                        del self.topic_names[old]
+                    self.topic_ids[topic] = topic_id
+                    self.topic_names[topic_id] = topic
         return deleted
 
     def _forget_encoded(self, partitions: list[tuple[str, uuid.UUID | None, int, PartitionMeta]],
@@ -134,10 +144,7 @@ class MetadataCache:
         return topic in self.topics
 
     def topic_by_id(self, topic_id: uuid.UUID) -> str | None:
-        for name, tid in self.topic_ids.items():
-            if tid == topic_id:
-                return name
-        return None
+        return self.topic_names.get(topic_id)
 
     def alive(self, broker_id: int) -> bool:
         return broker_id in self.brokers

@@ -201,7 +201,8 @@ class SimLeaderEndPoint:
                     partitions: dict[TopicPartition, PartitionFetch]) -> FetchAnswer:
         requests = [FetchPartition(tp, p.fetch_offset, p.partition_max_bytes,
                                    p.current_leader_epoch, p.last_fetched_epoch,
-                                   p.log_start_offset) for tp, p in partitions.items()]
+                                   p.log_start_offset, topic_id=p.topic_id)
+                    for tp, p in partitions.items()]
 
         async def serve(rm: ReplicaManager) -> FetchAnswer:
             results = await rm.fetch(params.replica_id, params.max_wait_ms, params.min_bytes,

@@ -5,9 +5,11 @@ real fetcher drives a RemoteLeaderEndPoint whose connection is a scripted fake."
 from __future__ import annotations
 
 import asyncio
+import uuid
 from types import SimpleNamespace
 
 from weir.common import TopicPartition
+from weir.coordination.codecs import topic_id_to_str
 from weir.protocol.errors import ErrorCode
 from weir.records.builder import build_batch
 from weir.replication.fetcher import (
@@ -23,12 +25,15 @@ TPS = [TopicPartition("t", 0), TopicPartition("t", 1)]
 
 
 class FakeLeader:
-    """Answers Fetch requests with scripted (error, session id, {partition: records})."""
+    """Answers Fetch requests with scripted (error, session id, {partition: records}); a
+    partition's records may be an ErrorCode instead (that partition's error).  Topic "t"
+    is named as the request names it: by name (v12) or by ``topic_id`` (v13)."""
 
     connected = True
 
-    def __init__(self, answers) -> None:
+    def __init__(self, answers, topic_id: uuid.UUID | None = None) -> None:
         self.answers = answers
+        self.topic_id = topic_id
         self.requests: list = []
 
     async def close(self) -> None:
@@ -37,17 +42,23 @@ class FakeLeader:
     async def request(self, request, _timeout_s):
         self.requests.append(request)
         error, session_id, records = self.answers.pop(0)
+        naming = {"topic_id": self.topic_id} if int(request.__version__) >= 13 \
+            else {"topic": "t"}
         return SimpleNamespace(error_code=error, session_id=session_id, responses=[
-            SimpleNamespace(topic="t", partitions=[
-                SimpleNamespace(partition_index=p, error_code=ErrorCode.none,
-                                high_watermark=10, log_start_offset=0, records=data,
+            SimpleNamespace(**naming, partitions=[
+                SimpleNamespace(partition_index=p,
+                                error_code=data if isinstance(data, ErrorCode) else ErrorCode.none,
+                                high_watermark=10, log_start_offset=0,
+                                records=b"" if isinstance(data, ErrorCode) else data,
                                 diverging_epoch=None)
                 for p, data in records.items()])])
 
 
-def setup(tmp_path, leader: FakeLeader):
+def setup(tmp_path, leader: FakeLeader, topic_id: uuid.UUID | None = None):
     logs = {tp: Log.open(tmp_path / f"t-{tp.partition}", LogConfig.from_dict({}),
                          clean_shutdown=False, now_ms=0) for tp in TPS}
+    for lg in logs.values():
+        lg.topic_id = None if topic_id is None else topic_id_to_str(topic_id)
     view = SimpleNamespace(follower_log=logs.get, is_in_sync=lambda _tp: True,
                            on_follower_fetched=lambda *a: None)
     endpoint = RemoteLeaderEndPoint(BrokerEndPoint(1, "localhost", 1), "test")
@@ -107,3 +118,43 @@ def test_a_lost_answer_makes_the_next_fetch_full(tmp_path):
     f.leader._conn = again
     asyncio.run(f.fetch())
     assert sent(again.requests[0]) == (9, 0, {0, 1}, set())
+
+
+def test_followers_name_topics_by_id_when_their_logs_have_one(tmp_path):
+    """KIP-516: with topic ids on every followed log the follower fetches v13, naming the
+    topic by id in the session's partitions and in the forgotten ones, and maps the
+    leader's answer (by id) back to its partitions."""
+    tid = uuid.uuid4()
+    leader = FakeLeader([(ErrorCode.none, 5, {0: b"", 1: b""}),
+                         (ErrorCode.none, 5, {1: build_batch([b"z"])})], topic_id=tid)
+    f, logs = setup(tmp_path, leader, topic_id=tid)
+    asyncio.run(f.fetch())
+    f.remove(TPS[0])
+    asyncio.run(f.fetch())
+    first, second = leader.requests
+    assert [int(r.__version__) for r in leader.requests] == [13, 13]
+    assert [t.topic_id for t in first.topics] == [tid]
+    assert [(t.topic_id, list(t.partitions)) for t in second.forgotten_topics_data] == [
+        (tid, [0])]
+    assert logs[TPS[1]].log_end_offset == 1
+
+
+def test_a_follower_log_without_topic_id_fetches_by_name(tmp_path):
+    leader = FakeLeader([(ErrorCode.none, 5, {0: b"", 1: b""})])
+    f, _logs = setup(tmp_path, leader)
+    asyncio.run(f.fetch())
+    assert int(leader.requests[0].__version__) == 12
+    assert [t.topic for t in leader.requests[0].topics] == ["t"]
+
+
+def test_an_inconsistent_topic_id_answer_backs_the_partition_off(tmp_path):
+    """The leader's log belongs to another topic of the same name: nothing is appended and
+    the partition waits replica.fetch.backoff.ms (Kafka's partitionsWithError)."""
+    tid = uuid.uuid4()
+    leader = FakeLeader([(ErrorCode.none, 5, {0: ErrorCode.inconsistent_topic_id,
+                                              1: build_batch([b"a"])})], topic_id=tid)
+    f, logs = setup(tmp_path, leader, topic_id=tid)
+    asyncio.run(f.fetch())
+    assert f.partitions[TPS[0]].is_delayed(f.clock())
+    assert not f.partitions[TPS[1]].is_delayed(f.clock())
+    assert (logs[TPS[0]].log_end_offset, logs[TPS[1]].log_end_offset) == (0, 1)

@@ -1,14 +1,17 @@
-"""The follower's hand-encoded Fetch request (v12) is kio's encoding of the same values."""
+"""The follower's hand-encoded Fetch request (v12 by topic name, v13 by topic id) is kio's
+encoding of the same values."""
 
 from __future__ import annotations
 
 import datetime
+import uuid
 
 import pytest
 
 from weir.protocol import codec
 from weir.replication.leader_endpoint import (
     FETCH_VERSION,
+    FETCH_VERSION_BY_NAME,
     FetchParams,
     _fetch_request_type,
     _fetch_schema,
@@ -22,24 +25,43 @@ def _part(i: int) -> dict:
             "partition_max_bytes": 1 << 20}
 
 
-@pytest.mark.parametrize(("by_topic", "forgotten"), [
+SHAPES = [
     ({}, {}),
     ({"alpha": [_part(0)]}, {}),
     ({"alpha": [_part(0), _part(3)], "béta-" + "x" * 150: [_part(i) for i in range(200)]},
      {"gone": [1, 2, 300], "also-gone": [0]}),
-])
-def test_hand_encoded_follower_fetch_is_kios(by_topic, forgotten):
-    params = FetchParams(replica_id=3, max_wait_ms=500, min_bytes=1, max_bytes=10 << 20)
-    kio = codec.encode_body(codec.build(
-        _fetch_schema(), replica_id=3, max_wait=datetime.timedelta(milliseconds=500),
+]
+
+
+def _kio(version: int, key: str, by_topic: dict, forgotten: dict) -> bytes:
+    return codec.encode_body(codec.build(
+        _fetch_schema(version), replica_id=3, max_wait=datetime.timedelta(milliseconds=500),
         min_bytes=1, max_bytes=10 << 20, isolation_level=0, session_id=12345,
         session_epoch=9, rack_id="",
-        topics=[{"topic": t, "partitions": parts} for t, parts in by_topic.items()],
-        forgotten_topics_data=[{"topic": t, "partitions": parts}
+        topics=[{key: t, "partitions": parts} for t, parts in by_topic.items()],
+        forgotten_topics_data=[{key: t, "partitions": parts}
                                for t, parts in forgotten.items()]))
-    assert encode_fetch_request(params, 12345, 9, by_topic, forgotten) == kio
 
 
-def test_request_type_names_fetch_v12():
-    cls = type(_fetch_request_type())
-    assert (int(cls.__api_key__), int(cls.__version__)) == (1, FETCH_VERSION)
+PARAMS = FetchParams(replica_id=3, max_wait_ms=500, min_bytes=1, max_bytes=10 << 20)
+
+
+@pytest.mark.parametrize(("by_topic", "forgotten"), SHAPES)
+def test_hand_encoded_follower_fetch_v12_is_kios(by_topic, forgotten):
+    assert encode_fetch_request(PARAMS, 12345, 9, by_topic, forgotten,
+                                FETCH_VERSION_BY_NAME) == _kio(12, "topic", by_topic, forgotten)
+
+
+@pytest.mark.parametrize(("by_topic", "forgotten"), SHAPES)
+def test_hand_encoded_follower_fetch_v13_is_kios(by_topic, forgotten):
+    ids = {name: uuid.uuid5(uuid.NAMESPACE_OID, name) for name in [*by_topic, *forgotten]}
+    by_id = {ids[t]: parts for t, parts in by_topic.items()}
+    forgotten_by_id = {ids[t]: parts for t, parts in forgotten.items()}
+    assert encode_fetch_request(PARAMS, 12345, 9, by_id, forgotten_by_id, FETCH_VERSION) \
+        == _kio(13, "topic_id", by_id, forgotten_by_id)
+
+
+@pytest.mark.parametrize("version", [FETCH_VERSION_BY_NAME, FETCH_VERSION])
+def test_request_type_names_its_fetch_version(version):
+    cls = type(_fetch_request_type(version))
+    assert (int(cls.__api_key__), int(cls.__version__)) == (1, version)

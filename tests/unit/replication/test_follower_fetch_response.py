@@ -1,10 +1,12 @@
-"""The follower's one-pass Fetch v12 response reader: the values kio reads, or None (kio
-decodes) for anything not of the common shape."""
+"""The follower's one-pass Fetch v12 and v13 (topics by id) response readers: the values kio
+reads, or None (kio decodes) for anything not of the common shape."""
 
 from __future__ import annotations
 
+import copy
 import datetime
 import os
+import uuid
 
 import pytest
 from kio.index import load_response_schema
@@ -13,11 +15,21 @@ from weir.protocol import codec
 from weir.protocol.errors import ErrorCode
 from weir.replication import follower_fetch_response
 
-RESPONSE = load_response_schema(1, 12)
+DECODERS = {12: follower_fetch_response.decode, 13: follower_fetch_response.decode_v13}
 
 
-def _body(data: dict) -> bytes:
-    return codec.encode_body(codec.build(RESPONSE, data))
+def _as_version(version: int, data: dict) -> dict:
+    """``data`` (topics by name) as the response of ``version`` (v13: by id)."""
+    data = copy.deepcopy(data)
+    if version >= 13:
+        for topic in data.get("responses", ()):
+            topic["topic_id"] = uuid.uuid5(uuid.NAMESPACE_OID, topic.pop("topic"))
+    return data
+
+
+def _body(data: dict, version: int = 12) -> bytes:
+    return codec.encode_body(codec.build(load_response_schema(1, version),
+                                         _as_version(version, data)))
 
 
 def _part(index: int, **extra) -> dict:
@@ -37,19 +49,23 @@ COMMON = [
 ]
 
 
+@pytest.mark.parametrize("version", [12, 13])
 @pytest.mark.parametrize("data", COMMON)
-def test_common_shapes_read_as_kio_reads_them(data: dict) -> None:
-    body = _body(data)
+def test_common_shapes_read_as_kio_reads_them(data: dict, version: int) -> None:
+    body = _body(data, version)
     frame = memoryview(bytearray(b"\x00" * 5 + body)).toreadonly()
-    fast = follower_fetch_response.decode(frame, 5)
-    slow = codec.decode_body(RESPONSE, body, 0)
+    fast = DECODERS[version](frame, 5)
+    slow = codec.decode_body(load_response_schema(1, version), body, 0)
     assert fast is not None
     assert (fast.error_code, fast.session_id, fast.throttle_time_ms) == (
         int(slow.error_code), int(slow.session_id),
         round(slow.throttle_time.total_seconds() * 1000))
     assert len(fast.responses) == len(slow.responses)
     for ft, st in zip(fast.responses, slow.responses, strict=True):
-        assert ft.topic == st.topic
+        if version >= 13:
+            assert ft.topic is None and ft.topic_id == st.topic_id
+        else:
+            assert ft.topic == st.topic and ft.topic_id is None
         for fp, sp in zip(ft.partitions, st.partitions, strict=True):
             assert fp.partition_index == int(sp.partition_index)
             assert fp.error_code == int(sp.error_code)
@@ -75,13 +91,15 @@ UNUSUAL = [
 ]
 
 
+@pytest.mark.parametrize("version", [12, 13])
 @pytest.mark.parametrize("data", UNUSUAL)
-def test_tagged_fields_and_aborted_transactions_go_to_kio(data: dict) -> None:
-    assert follower_fetch_response.decode(_body(data), 0) is None
+def test_tagged_fields_and_aborted_transactions_go_to_kio(data: dict, version: int) -> None:
+    assert DECODERS[version](_body(data, version), 0) is None
 
 
-def test_truncated_frames_go_to_kio() -> None:
-    body = _body(COMMON[1])
+@pytest.mark.parametrize("version", [12, 13])
+def test_truncated_frames_go_to_kio(version: int) -> None:
+    body = _body(COMMON[1], version)
     for cut in range(len(body)):
-        fast = follower_fetch_response.decode(body[:cut], 0)
+        fast = DECODERS[version](body[:cut], 0)
         assert fast is None, cut

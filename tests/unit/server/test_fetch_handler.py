@@ -22,6 +22,8 @@ from weir.protocol import codec
 from weir.protocol.errors import ErrorCode
 from weir.protocol.fetch_response import FileRegion
 from weir.records.builder import build_batch
+from weir.replication.partition import LeaderState
+from weir.replication.replica_manager import PartitionStateUpdate
 from weir.server.fetch_session import FetchSessionCache
 from weir.server.handlers import fetch as fetch_handler
 
@@ -167,3 +169,38 @@ def test_a_topic_id_resolved_while_a_fetch_waits_is_answered_unknown_by_that_fet
         assert int(first.error_code) in (0, ErrorCode.invalid_fetch_session_epoch)
 
     asyncio.run(scenario())
+
+
+def test_a_follower_fetch_names_a_topic_id_the_metadata_cache_has_not_yet(tmp_path):
+    """The controller sends LeaderAndIsr before UpdateMetadata: a new topic's follower can
+    fetch by id (v13) before the leader's metadata cache knows it.  The leader then knows
+    the id from its own partitions' LeaderAndIsr and serves the fetch (a consumer's fetch
+    still needs the cache)."""
+    tid = uuid.UUID(int=7)
+    tp = TopicPartition("fresh", 0)
+    rm = make_rm(tmp_path)
+    state = LeaderState(leader=1, leader_epoch=0, isr=[1, 2], replicas=[1, 2],
+                        partition_epoch=0, controller_epoch=1)
+    rm.apply_leader_and_isr(1, {tp: PartitionStateUpdate(state, tid, True)}, False)
+    rm.partitions[tp].log.append_as_leader(build_batch([b"a", b"b"]), 0, 0)
+    ctx = _ctx(rm, FetchSessionCache())
+    ctx.version = 13
+
+    def request(replica_id):
+        return codec.build(
+            load_request_schema(1, 13), replica_id=replica_id,
+            max_wait=datetime.timedelta(milliseconds=0), min_bytes=1, max_bytes=1 << 20,
+            isolation_level=0, session_id=0, session_epoch=-1, rack_id="",
+            forgotten_topics_data=[], topics=[{"topic_id": tid, "partitions": [
+                {"partition": 0, "current_leader_epoch": 0, "fetch_offset": 0,
+                 "last_fetched_epoch": -1, "log_start_offset": 0,
+                 "partition_max_bytes": 1 << 20}]}])
+
+    def answer(replica_id):
+        body = _decode(asyncio.run(fetch_handler.handle(ctx, request(replica_id))), 13)
+        part = body.responses[0].partitions[0]
+        return body.responses[0].topic_id, int(part.error_code), part.records
+
+    topic, code, records = answer(2)
+    assert (topic, code) == (tid, 0) and records
+    assert answer(-1)[1] == ErrorCode.unknown_topic_id

@@ -77,6 +77,8 @@ async def handle(ctx, request) -> Any:
     replica_id = _replica_id(request, version)
     consumer = replica_id < 0
     resolve = ctx.metadata.topic_by_id
+    if not consumer and version >= 13:
+        resolve = _follower_resolver(ctx)
     fetch, forgotten = _requested(request, version, resolve)
     context = ctx.fetch_sessions.new_context(
         version, int(getattr(request, "session_id", 0)),
@@ -181,6 +183,21 @@ async def handle(ctx, request) -> Any:
                 endpoints.append((b.id, b.host, b.port, b.rack))
     return RawResponse(fetch_response.encode(version, list(by_topic.items()), error_code=error,
                                              session_id=session_id, node_endpoints=endpoints))
+
+
+def _follower_resolver(ctx):
+    """A follower's topic ids: the metadata cache's, else those of the partitions hosted
+    here.  The controller sends LeaderAndIsr before UpdateMetadata, so a new topic's
+    follower may fetch before this leader's cache knows the id; Kafka's ZooKeeper-mode
+    leader answers UNKNOWN_TOPIC_ID then, and the follower backs off for
+    replica.fetch.backoff.ms."""
+    known = ctx.metadata.topic_by_id
+    hosted = ctx.replica_manager.hosted_topic_by_id
+
+    def resolve(topic_id):
+        name = known(topic_id)
+        return name if name is not None else hosted(topic_id)
+    return resolve
 
 
 def _unauthorized_topics(ctx, consumer: bool, partitions) -> set[str]:
