@@ -149,10 +149,10 @@ def main(argv: list[str] | None = None) -> int:
         tune_thresholds()  # the broker's collector settings (weir.server.gc_tuning)
         freeze_startup_heap()
         try:
-            for version in (int(v) for v in args.versions.split(",")):
+            for run, version in enumerate(int(v) for v in args.versions.split(",")):
                 for mode, r in asyncio.run(_run(rm, tps, ids, version, args.fetches + 1,
                                                 profile=True)).items():
-                    out[f"v{version}, {mode}"] = r
+                    out[f"v{version} (run {run + 1}), {mode}"] = r
         finally:
             rm.log_manager.shutdown()
     commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True,

@@ -174,8 +174,9 @@ class RemoteLeaderEndPoint:
         self.socket_timeout_ms = socket_timeout_ms
         self.session = FetchSessionHandler()
         # The topic of each id this endpoint has fetched by (an answer names only ids, and
-        # an incremental one may name partitions sent in earlier requests).
-        self._names: dict[uuid.UUID, str] = {}
+        # an incremental one may name partitions sent in earlier requests), by the id's
+        # integer (a uuid.UUID hashes in Python code).
+        self._names: dict[int, str] = {}
         self._conn: BrokerConnection | None = None
 
     @property
@@ -216,8 +217,8 @@ class RemoteLeaderEndPoint:
         by_topic: dict[str | uuid.UUID, list[dict[str, Any]]] = {}
         for tp, fields in data.to_send.items():
             key = _topic_key(tp.topic, fields["topic_id"], by_id)
-            if by_id:
-                self._names[key] = tp.topic  # type: ignore[index]
+            if isinstance(key, uuid.UUID):
+                self._names[key.int] = tp.topic
             by_topic.setdefault(key, []).append(fields)
         forgotten: dict[str | uuid.UUID, list[int]] = {}
         for tp, topic_id in data.to_forget:
@@ -253,7 +254,7 @@ class RemoteLeaderEndPoint:
             return FetchAnswer({}, error=error, back_off=data.full)
         out: dict[TopicPartition, FetchedPartition] = {}
         for topic in response.responses:
-            name = self._names.get(topic.topic_id) if by_id else topic.topic
+            name = self._names.get(topic.topic_id.int) if by_id else topic.topic
             if name is None:
                 log.warning("fetch from broker %d answered topic id %s, not asked for",
                             self._broker.broker_id, topic.topic_id)

@@ -196,8 +196,11 @@ class LocalReads:
         if p is None:
             raise KafkaError(ErrorCode.unknown_topic_or_partition, f"{tp} is not hosted here")
         plog = p.log
-        if req.topic_id is not None:
-            _check_topic_id(req, plog)
+        # KIP-516 (Kafka's readFromLog, before leadership), inline: every partition of
+        # every follower fetch (v13) passes here.
+        if (req.topic_id is not None and plog is not None and plog.topic_id != req.topic_id
+                and plog.topic_id is not None):
+            raise _inconsistent_topic_id(req, plog)
         # A log dir that failed, or a log whose own I/O failed: KAFKA_STORAGE_ERROR (JBOD).
         if any_offline or plog is None or plog.offline_reason is not None:
             self.log_manager.check_online(tp)
@@ -247,8 +250,10 @@ class LocalReads:
         """One partition of a consumer's fetch: up to the high watermark (or the last stable
         offset for ``read_committed``), from the leader or, KIP-392, from this follower."""
         p = self.partition(req.tp)
-        if req.topic_id is not None:
-            _check_topic_id(req, p.log)
+        plog = p.log
+        if (req.topic_id is not None and plog is not None and plog.topic_id != req.topic_id
+                and plog.topic_id is not None):
+            raise _inconsistent_topic_id(req, plog)
         if not p.is_leader and followers_ok and p.log is not None and p.leader >= 0:
             p.check_client_epoch(req.current_leader_epoch)
             plog = p.log
@@ -291,10 +296,9 @@ class LocalReads:
         return select_read_replica(leader, candidates, racks, client_rack)
 
 
-def _check_topic_id(req: FetchPartition, plog: Log | None) -> None:
+def _inconsistent_topic_id(req: FetchPartition, plog: Log) -> KafkaError:
     """Kafka's ``readFromLog`` check, before leadership: a fetch naming another topic id
     than the log's is answered INCONSISTENT_TOPIC_ID (see weir.storage.topic_ids)."""
-    if plog is not None and plog.topic_id is not None and plog.topic_id != req.topic_id:
-        raise KafkaError(ErrorCode.inconsistent_topic_id,
-                         f"{req.tp}: the fetch names topic id {req.topic_id}, the log holds "
-                         f"{plog.topic_id}")
+    return KafkaError(ErrorCode.inconsistent_topic_id,
+                      f"{req.tp}: the fetch names topic id {req.topic_id}, the log holds "
+                      f"{plog.topic_id}")

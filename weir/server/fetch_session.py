@@ -76,9 +76,12 @@ class PartitionRequest:
     @property
     def key(self) -> tuple[Any, int]:
         """A partition's identity in a session: its topic id when there is one (Kafka's
-        ``CachedPartition.equals``), else its name."""
-        if self.topic_id is not None and self.topic_id.int != 0:
-            return (self.topic_id, self.partition)
+        ``CachedPartition.equals``), else its name.  The id as its 128-bit integer: a
+        ``uuid.UUID`` hashes in Python code, and sessions look their partitions up several
+        times per partition and fetch."""
+        topic_id = self.topic_id
+        if topic_id is not None and topic_id.int != 0:
+            return (topic_id.int, self.partition)
         return (self.topic, self.partition)
 
 
