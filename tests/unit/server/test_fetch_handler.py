@@ -204,3 +204,33 @@ def test_a_follower_fetch_names_a_topic_id_the_metadata_cache_has_not_yet(tmp_pa
     topic, code, records = answer(2)
     assert (topic, code) == (tid, 0) and records
     assert answer(-1)[1] == ErrorCode.unknown_topic_id
+
+
+def test_an_unknown_topic_id_is_looked_up_among_hosted_partitions_once_per_fetch(tmp_path):
+    """A follower of a deleted topic may keep a thousand of its partitions in its session;
+    each fetch scans this broker's partitions for that id once, not once per partition."""
+    rm = make_rm(tmp_path)
+    lead(rm, replicas=(1, 2), isr=(1, 2), tp=TopicPartition("t", 0))
+    scans = []
+    hosted = rm.hosted_topic_by_id
+    rm.hosted_topic_by_id = lambda tid: scans.append(tid) or hosted(tid)
+    ctx = _ctx(rm, FetchSessionCache())
+    ctx.version = 13
+    gone = uuid.UUID(int=99)
+
+    def request(session_id, epoch, parts):
+        return codec.build(
+            load_request_schema(1, 13), replica_id=2,
+            max_wait=datetime.timedelta(milliseconds=0), min_bytes=1, max_bytes=1 << 20,
+            isolation_level=0, session_id=session_id, session_epoch=epoch, rack_id="",
+            forgotten_topics_data=[], topics=[{"topic_id": gone, "partitions": [
+                {"partition": i, "current_leader_epoch": 0, "fetch_offset": 0,
+                 "last_fetched_epoch": -1, "log_start_offset": 0,
+                 "partition_max_bytes": 1 << 20} for i in range(parts)]}] if parts else [])
+
+    full = _decode(asyncio.run(fetch_handler.handle(ctx, request(0, 0, 50))), 13)
+    assert {int(p.error_code) for p in full.responses[0].partitions} == {
+        ErrorCode.unknown_topic_id}
+    assert scans == [gone]
+    asyncio.run(fetch_handler.handle(ctx, request(int(full.session_id), 1, 0)))
+    assert scans == [gone, gone]

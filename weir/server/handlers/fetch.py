@@ -193,10 +193,15 @@ def _follower_resolver(ctx):
     replica.fetch.backoff.ms."""
     known = ctx.metadata.topic_by_id
     hosted = ctx.replica_manager.hosted_topic_by_id
+    looked_up: dict = {}  # each id the cache lacks is looked up once per request
 
     def resolve(topic_id):
         name = known(topic_id)
-        return name if name is not None else hosted(topic_id)
+        if name is not None:
+            return name
+        if topic_id not in looked_up:
+            looked_up[topic_id] = hosted(topic_id)  # a scan of the hosted partitions
+        return looked_up[topic_id]
     return resolve
 
 
