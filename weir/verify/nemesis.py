@@ -117,11 +117,25 @@ class Nemesis:
             self._end_window()
 
     # -- one window ------------------------------------------------------------------------
+    def _controller(self, fallback: int, timeout_s: float = 15) -> int:
+        """The controller's broker id (``fallback`` when there is none).  The cluster's
+        ZooKeeper client may be between sessions after a ``zookeeper`` window (its session
+        expired while ZooKeeper was down): it opens a new one by itself, so the question
+        is asked again until then."""
+        deadline = time.monotonic() + timeout_s
+        while True:
+            try:
+                return self.cluster.controller_id() or fallback
+            except Exception:  # kazoo's SessionExpiredError / ConnectionLoss, until reconnected
+                if time.monotonic() >= deadline or self._stop.is_set():
+                    raise
+                time.sleep(0.2)
+
     def _inject(self, step: Step) -> None:
         ids = self.cluster.broker_ids
         broker = ids[step.target % len(ids)]
         if step.fault == "controller":
-            broker = self.cluster.controller_id() or broker
+            broker = self._controller(broker)
         target: Any = "zookeeper" if step.fault == "zookeeper" else broker
         what = step.mode if step.fault in ("controller", "zookeeper") else step.fault
         heal = self._apply(what, target)
