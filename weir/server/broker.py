@@ -41,6 +41,7 @@ from weir.server.dynamic_config import DynamicBrokerConfigs
 from weir.server.fetch_session import FetchSessionCache
 from weir.server.metadata_cache import MetadataCache
 from weir.server.metrics import MetricsServer, MetricsSource, broker_state
+from weir.server.network import ListenerBindError
 from weir.server.producer_ids import ProducerIdManager
 from weir.server.reconfigurables import broker_reconfigurables
 from weir.server.registration import BrokerRegistration
@@ -49,6 +50,7 @@ from weir.server.topic_configs import TopicConfigs
 from weir.server.txn_verification import TxnVerifier
 from weir.storage import meta_properties
 from weir.storage.checkpoints import RECOVERY_POINT_CHECKPOINT, REPLICATION_OFFSET_CHECKPOINT
+from weir.storage.dir_lock import LogDirLockedError
 from weir.storage.log import LogConfig
 from weir.storage.log_cleaner import CleanerConfig, LogCleaner
 from weir.storage.log_manager import LogManager
@@ -216,6 +218,9 @@ class Broker:
         the logs are loaded (:func:`gc_tuning.freeze_startup_heap`)."""
         loop = asyncio.get_running_loop()
         steps: list[tuple[str, float]] = [("process start", time.perf_counter())]
+        # Kafka's LogManager.lockLogDirs: no other process may be using these dirs; before
+        # ZooKeeper, meta.properties or any log is touched (LogDirLockedError otherwise).
+        await asyncio.to_thread(self.log_manager.lock_dirs)
         await asyncio.to_thread(self.zk.start)
         await asyncio.to_thread(self.zk.ensure_paths)
         self.services.cluster_id = await asyncio.to_thread(
@@ -402,8 +407,16 @@ async def _main(config: BrokerConfig, *, exit_when_stopped: bool = False) -> int
     signals.install(asyncio.get_running_loop(), broker.request_stop)
     try:
         await broker.start(freeze_heap=True)
-    except Exception:
-        log.exception("broker %d failed to start", config.broker_id)
+    except LogDirLockedError as exc:
+        # Another broker process owns these dirs: one line, and nothing to clean up (no
+        # log was loaded and nothing was written; a stop here would write checkpoints).
+        log.error("broker %d not started: %s", config.broker_id, exc)
+        return 1
+    except Exception as exc:
+        if isinstance(exc, ListenerBindError):  # a one-line reason, no traceback
+            log.error("broker %d failed to start: %s", config.broker_id, exc)
+        else:
+            log.exception("broker %d failed to start", config.broker_id)
         try:
             await broker.stop()
         except Exception:

@@ -84,6 +84,10 @@ MAX_IN_FLIGHT = 16  # requests read ahead of their responses on one connection
 _APIS: dict[tuple[int, int], tuple[Any, type, type, bool]] = {}
 
 
+class ListenerBindError(OSError):
+    """A listener's address could not be bound (in use, not an address of this host)."""
+
+
 class CloseConnection(Exception):
     """Raised by dispatch when the connection must be closed (the reason is logged)."""
 
@@ -303,9 +307,12 @@ class SocketServer:
             sock.bind(address)
             sock.listen(128)
             sock.setblocking(False)
-        except OSError:
+        except OSError as exc:
             sock.close()
-            raise
+            # Kafka's SocketServer: "Socket server failed to bind to host:port: <reason>."
+            raise ListenerBindError(
+                f"Socket server failed to bind to {self.host or '0.0.0.0'}:{self.port}: "
+                f"{exc.strerror or exc}.") from exc
         self._sock = sock
         self.port = sock.getsockname()[1]
         self._acceptor = asyncio.create_task(self._accept_loop(), name="acceptor")

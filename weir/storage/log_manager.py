@@ -42,6 +42,7 @@ from weir.storage.checkpoints import (
 )
 from weir.storage.config import LogConfig
 from weir.storage.deferred_writes import DeferredWriter, PartitionMetadataWrite
+from weir.storage.dir_lock import DirLock
 from weir.storage.integrity import read_checkpoint_or_reset
 from weir.storage.log import Log
 from weir.storage.log_dirs import DirKind, delete_dir_name, future_dir_name, parse_log_dir_name
@@ -102,6 +103,26 @@ class LogManager:
         self.cleaner: Any = None
         # The storage thread: partition.metadata and deferred leader-epoch checkpoints.
         self.deferred = DeferredWriter()
+        self._locks: list[DirLock] = []
+
+    def lock_dirs(self) -> None:
+        """Lock every log dir's ``.lock`` before anything in it is read or written (Kafka's
+        ``LogManager.lockLogDirs``): :class:`~weir.storage.dir_lock.LogDirLockedError` when
+        another process holds one (nothing is loaded or written then); any other I/O error
+        takes that dir offline.  Held until :meth:`shutdown` or the process' end."""
+        try:
+            for log_dir in self.log_dirs:
+                lock = self._guard(log_dir, lambda d=log_dir: DirLock.acquire(d))
+                if lock is not None:
+                    self._locks.append(lock)
+        except BaseException:
+            self.release_locks()
+            raise
+
+    def release_locks(self) -> None:
+        for lock in self._locks:
+            lock.release()
+        self._locks.clear()
 
     # -- startup and shutdown ----------------------------------------------------------
     def startup(self, now_ms: int, configs: Mapping[str, LogConfig] | None = None) -> None:
@@ -204,6 +225,7 @@ class LogManager:
             self._guard(log_dir, lg.close)
         for log_dir in self._known_dirs(marker=True):
             self._guard(log_dir, lambda d=log_dir: atomic_write(d / CLEAN_SHUTDOWN_FILE, ""))
+        self.release_locks()
         marks.append(time.perf_counter())
         step = [(b - a) * 1000 for a, b in itertools.pairwise(marks)]
         log.info("%d logs shut down in %.0f ms (pending small-file writes %d: %.0f ms, "
