@@ -16,9 +16,11 @@ The rules, in the order they are checked:
   replication factor; else Kafka's rack-unaware placement over the brokers registered in
   ``/brokers/ids``, refused before being built when it cannot fit in one znode), then, unless
   validate-only, ``/brokers/topics/<t>`` already there (TOPIC_ALREADY_EXISTS), the topic marked
-  for deletion (TOPIC_ALREADY_EXISTS), a name that collides with another once '.' and '_' are
-  equated (INVALID_TOPIC_EXCEPTION, Kafka's ``Topic.hasCollision``), and the write of config
-  and assignment in one ZooKeeper transaction with a new topic id.
+  for deletion (TOPIC_ALREADY_EXISTS), the name among the topics listed for the collision check
+  (TOPIC_ALREADY_EXISTS: created meanwhile by another broker), a name with '.' or '_' that
+  collides with another once the two are equated (INVALID_TOPIC_EXCEPTION, Kafka's
+  ``Topic.hasCollision``), and the write of config and assignment in one ZooKeeper transaction
+  with a new topic id (TOPIC_ALREADY_EXISTS when another creation won the race).
 - create partitions: the topic exists, the count grows, a manual assignment names every new
   partition with the topic's replication factor, the placement as above from the first new
   partition, and the conditional update of the assignment at the version it was read.
@@ -244,13 +246,20 @@ class TopicAdmin:
             raise KafkaError(
                 ErrorCode.topic_already_exists, f"Topic '{name}' is marked for deletion."
             )
-        collision = name.replace(".", "_")
-        for other in self.store.get_topic_names():
-            if other.replace(".", "_") == collision:
-                raise KafkaError(
-                    ErrorCode.invalid_topic_exception,
-                    f"Topic '{name}' collides with existing topic: {other}",
-                )
+        # Kafka's validateTopicCreate reads the topics once and checks "exists" in that same
+        # list before collisions: a topic another broker created since the check above (two
+        # producers auto-creating one new topic) exists, and collides with nothing but itself.
+        names = self.store.get_topic_names()
+        if name in names:
+            raise KafkaError(ErrorCode.topic_already_exists, f"Topic '{name}' already exists.")
+        if "." in name or "_" in name:  # Kafka's Topic.hasCollisionChars
+            collision = name.replace(".", "_")
+            for other in names:
+                if other.replace(".", "_") == collision:
+                    raise KafkaError(
+                        ErrorCode.invalid_topic_exception,
+                        f"Topic '{name}' collides with existing topic: {other}",
+                    )
 
     # -- add partitions ----------------------------------------------------------------------
 

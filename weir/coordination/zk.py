@@ -429,7 +429,10 @@ class ZkClient(ControllerWrites):
         )
         topic_op = fenced.create(paths.topic(name), codecs.encode_topic_assignment(assignment))
         results = fenced.run_fenced(self._client, [config_op, topic_op], None)
-        if isinstance(results[1], NodeExistsError):
+        # Another broker's creation of the same topic between the check and this write: its
+        # assignment (or its config, written in the same transaction) is there now.
+        if isinstance(results[1], NodeExistsError) or (
+                isinstance(results[0], NodeExistsError) and self.topic_exists(name)):
             raise KafkaError(ErrorCode.topic_already_exists, f"Topic '{name}' already exists.")
         for op, result in zip((config_op, topic_op), results, strict=True):
             if isinstance(result, Exception):

@@ -216,6 +216,29 @@ def test_an_existing_topic_a_pending_deletion_and_a_collision_are_refused(store)
                                        "Topic 'gone' is marked for deletion.")
 
 
+class _RacingStore(MemoryTopicStore):
+    """Another broker creates the topic right after this one looked for it (two producers
+    auto-creating one new topic through different brokers)."""
+
+    def __init__(self, racer: str) -> None:
+        super().__init__()
+        self.racer = racer
+
+    def topic_exists(self, name: str) -> bool:
+        found = super().topic_exists(name)
+        if name == self.racer and not found:
+            super().create_topic(name, {0: [1]}, {})
+        return found
+
+
+@pytest.mark.parametrize("name", ["plain", "with.dot", "with_underscore"])
+def test_a_topic_created_concurrently_already_exists_and_collides_with_nothing(name) -> None:
+    store = _RacingStore(racer=name)
+    register(store, 1)
+    err = error_of(TopicAdmin(store, SETTINGS).create_topic, name, 1, 1, None, {})
+    assert err.code == ErrorCode.topic_already_exists
+
+
 def test_a_given_topic_id_is_kept(store) -> None:
     given = uuid.uuid4()
     admin = TopicAdmin(store, SETTINGS)
