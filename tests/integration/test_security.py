@@ -11,7 +11,9 @@ from __future__ import annotations
 
 import asyncio
 import datetime
+import shutil
 import ssl
+import subprocess
 import time
 import uuid
 
@@ -614,3 +616,56 @@ def test_bad_security_settings_stop_the_broker_naming_the_key(tmp_path, lines, k
                             check=False)
     assert result.returncode == 2, result.stderr
     assert key in result.stderr and "Traceback" not in result.stderr
+
+
+def _bare_round(conn: RawConnection, token: bytes) -> bytes:
+    """One SASL token after SaslHandshake v0: sent and answered without Kafka headers."""
+    conn.send_raw(len(token).to_bytes(4, "big") + token)
+    size = int.from_bytes(conn._read(4), "big")
+    return conn._read(size)
+
+
+@pytest.mark.parametrize("mechanism", ["PLAIN", "SCRAM-SHA-512"])
+def test_handshake_v0_takes_bare_tokens_then_kafka_requests(secured, mechanism):
+    """Clients older than KIP-152: SaslHandshake v0, then bare SASL tokens."""
+    _cluster, _material, ports = secured
+    conn = RawConnection(ports[1]["SASL_PLAINTEXT"])
+    try:
+        assert conn.request(SASL_HANDSHAKE, 0, mechanism=mechanism).error_code == 0
+        user, password = _credentials(mechanism)
+        if mechanism == "PLAIN":
+            assert _bare_round(conn, f"\0{user}\0{password}".encode()) == b""
+        else:
+            client = ScramClient(mechanism, user, password)
+            first = _bare_round(conn, client.first())
+            client.verify(_bare_round(conn, client.final(first)))
+        metadata = conn.request(METADATA, 1, topics=None)
+        assert len(metadata.brokers) == 2
+    finally:
+        conn.close()
+
+
+def test_handshake_v0_with_a_wrong_password_closes_the_connection(secured):
+    _cluster, _material, ports = secured
+    conn = RawConnection(ports[1]["SASL_PLAINTEXT"])
+    try:
+        assert conn.request(SASL_HANDSHAKE, 0, mechanism="PLAIN").error_code == 0
+        conn.send_raw(len(b"\0alice\0wrong").to_bytes(4, "big") + b"\0alice\0wrong")
+        assert conn.closed_by_peer()
+    finally:
+        conn.close()
+
+
+@pytest.mark.skipif(shutil.which("kcat") is None, reason="kcat is installed by make deps")
+def test_debian_kcat_logs_in_with_scram(secured):
+    """Debian's kcat (librdkafka 2.0) looks for SaslHandshake v0 among the broker's versions
+    before it uses SASL at all."""
+    _cluster, _material, ports = secured
+    user, password = _credentials("SCRAM-SHA-512")
+    listing = subprocess.run(
+        ["kcat", "-b", _bootstrap(ports, "SASL_PLAINTEXT"), "-L", "-m", "15",
+         "-X", "security.protocol=SASL_PLAINTEXT", "-X", "sasl.mechanisms=SCRAM-SHA-512",
+         "-X", f"sasl.username={user}", "-X", f"sasl.password={password}"],
+        check=False, capture_output=True, text=True, timeout=60)
+    assert listing.returncode == 0, listing.stderr
+    assert "2 brokers:" in listing.stdout, listing.stdout

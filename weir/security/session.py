@@ -41,6 +41,7 @@ class ConnectionSecurity:
     expires_at: float | None = None  # monotonic deadline of the session (KIP-368)
     reauthenticating: bool = False
     failure: str | None = None     # why the connection closes after the current response
+    bare_tokens: bool = False      # SaslHandshake v0: tokens follow without Kafka headers
 
     def __post_init__(self) -> None:
         if not self.listener.sasl:
@@ -101,6 +102,7 @@ class ConnectionSecurity:
         self.principal = principal
         self.stage = Stage.AUTHENTICATED
         self.exchange = None
+        self.bare_tokens = False
         self.reauthenticating = False
         lifetime = self.listener.max_reauth_ms
         now = time.monotonic() if now is None else now

@@ -62,13 +62,14 @@ from weir.protocol import codec, produce_request
 from weir.protocol.errors import ErrorCode
 from weir.protocol.fetch_response import FileRegion
 from weir.security.listeners import ListenerSecurity
-from weir.security.session import ConnectionSecurity
+from weir.security.session import ConnectionSecurity, Stage
 from weir.security.tls import ssl_principal
 from weir.server import event_loop
 from weir.server.context import NOT_NOW, RawResponse, RequestContext
 from weir.server.direct_send import send_direct
 from weir.server.frames import FrameProtocol
 from weir.server.handlers import REGISTRY
+from weir.server.sasl_v0 import answer_bare_token
 
 if TYPE_CHECKING:
     from weir.server.context import BrokerServices
@@ -444,6 +445,9 @@ class SocketServer:
                 if frame is None:
                     frame = await reader.read_frame()
                 conn.last_active = time.monotonic()
+                if security.bare_tokens and security.stage is Stage.AUTHENTICATE:
+                    await self._bare_sasl_token(frame, peer, security, conn)
+                    continue
                 size = len(frame)
                 api_key = _API_KEY.unpack_from(frame, 0)[0] if size >= 2 else -1
                 decoded = None
@@ -476,6 +480,19 @@ class SocketServer:
         finally:
             conn.flush()
             await conn.close()
+
+    async def _bare_sasl_token(self, frame: bytes | memoryview, peer: str,
+                               security: ConnectionSecurity, conn: _Pipeline) -> None:
+        """A SASL token after SaslHandshake v0, answered bare (:mod:`weir.server.sasl_v0`);
+        a failure closes the connection after ``connection.failed.authentication.delay.ms``."""
+        await conn.wait_until(lambda: not conn.in_flight)  # the handshake's answer first
+        answer = await answer_bare_token(
+            frame, lambda framed: self.dispatcher.dispatch(framed, peer, security))
+        if isinstance(answer, str):
+            await asyncio.sleep(security.listener.failed_authentication_delay_ms / 1000)
+            raise CloseConnection(f"authentication failed: {security.failure or answer}")
+        conn.writer.write(answer)
+        await conn.writer.drain()
 
     async def _handle(self, frame: bytes | memoryview, peer: str, release,
                       security: ConnectionSecurity,

@@ -86,8 +86,6 @@ NARROWER: dict[int, tuple[int, int, str]] = {
     6: (8, 8, "inter-broker: only Weir's own controller sends it, at the newest ZK version"),
     7: (3, 3, "inter-broker: only Weir's own brokers send it, at the newest version"),
     56: (2, 3, "inter-broker: only Weir's own brokers send it (v2+: topic ids)"),
-    17: (1, 1, ("SaslHandshake v0 is followed by raw SASL tokens instead of "
-                "SaslAuthenticate requests")),
     27: (1, 1, ("inter-broker: kio has no v0 schema; a Kafka 3.9 transaction coordinator "
                 "sends v1 (flexible) at IBP 2.8+")),
 }

@@ -144,3 +144,27 @@ def test_credential_store_in_kafkas_layout():
     zk.nodes["users/bob%40corp"] = {"SCRAM-SHA-512": "garbage"}
     store.invalidate()
     assert store.credential("bob@corp", "SCRAM-SHA-512") is None  # logged, not raised
+
+
+def test_a_client_nonce_sent_twice_in_front_is_accepted_as_kafka_does() -> None:
+    """librdkafka before 2.6.1 (Debian's kcat) puts its own nonce once more in front of the
+    combined nonce in client-final; Kafka's ScramSaslServer accepts a nonce that ends with
+    the server's (3.8.1), and the proof still decides."""
+    import hashlib
+    import hmac
+
+    server = ScramServer("SCRAM-SHA-256", server_nonce=S_NONCE)
+    server.client_first(b"n,,n=user,r=" + C_NONCE.encode())
+    server_first = server.server_first(_credential())
+    without = f"c=biws,r={C_NONCE}{C_NONCE}{S_NONCE}"
+    salted = hashlib.pbkdf2_hmac("sha256", b"pencil", SALT, 4096)
+    client_key = hmac.new(salted, b"Client Key", "sha256").digest()
+    auth = b",".join((b"n=user,r=" + C_NONCE.encode(), server_first, without.encode()))
+    signature = hmac.new(hashlib.sha256(client_key).digest(), auth, "sha256").digest()
+    proof = base64.b64encode(bytes(a ^ b for a, b in zip(client_key, signature, strict=True)))
+    assert server.client_final(without.encode() + b",p=" + proof).startswith(b"v=")
+    other = ScramServer("SCRAM-SHA-256", server_nonce=S_NONCE)
+    other.client_first(b"n,,n=user,r=" + C_NONCE.encode())
+    other.server_first(_credential())
+    with pytest.raises(ScramError, match="invalid nonce"):  # not ending with the server's
+        other.client_final(f"c=biws,r={C_NONCE}{S_NONCE}x,p=".encode() + proof)
