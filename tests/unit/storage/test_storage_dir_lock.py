@@ -27,9 +27,10 @@ def test_another_process_sees_the_lock(tmp_path):
     lock = DirLock.acquire(tmp_path)
     probe = ("import sys; from pathlib import Path; from weir.storage.dir_lock import "
              "is_locked; sys.exit(0 if is_locked(Path(sys.argv[1])) else 3)")
-    assert subprocess.run([sys.executable, "-c", probe, str(tmp_path)]).returncode == 0
+    command = [sys.executable, "-c", probe, str(tmp_path)]
+    assert subprocess.run(command, check=False).returncode == 0
     lock.release()
-    assert subprocess.run([sys.executable, "-c", probe, str(tmp_path)]).returncode == 3
+    assert subprocess.run(command, check=False).returncode == 3
 
 
 def test_log_manager_locks_every_dir_and_releases_at_shutdown(tmp_path):
