@@ -32,9 +32,8 @@ from weir.controller.scope import EventScope, ZkSteps, update_leader_isr
 from weir.controller.settings import ControllerSettings
 from weir.controller.states import (
     VALID_PREVIOUS_PARTITION_STATES,
-    IllegalStateTransition,
     PartitionState,
-    check_partition_transition,
+    split_by_transition,
 )
 from weir.coordination.codecs import LeaderIsr
 
@@ -115,20 +114,11 @@ class PartitionStateMachine:
 
     def _valid(self, scope: EventScope, partitions: Iterable[TopicPartition],
                target: PartitionState) -> list[TopicPartition]:
-        valid = []
-        allowed = VALID_PREVIOUS_PARTITION_STATES[target]
-        states = self._ctx.partition_states
-        for tp in partitions:
-            if states.get(tp, PartitionState.NON_EXISTENT) in allowed:
-                valid.append(tp)
-                continue
-            try:
-                check_partition_transition(tp, self._ctx.partition_state(tp), target)
-            except IllegalStateTransition as exc:
-                scope.log(Log.error(f"Controller {self._settings.broker_id} epoch "
-                                    f"{self._ctx.controller_epoch}: {exc}"))
-                continue
-            valid.append(tp)
+        valid, illegal = split_by_transition(partitions, self._ctx.partition_states, PartitionState.NON_EXISTENT, target,
+                                             VALID_PREVIOUS_PARTITION_STATES[target])
+        for refusal in illegal:
+            scope.log(Log.error(f"Controller {self._settings.broker_id} epoch "
+                                f"{self._ctx.controller_epoch}: {refusal}"))
         return valid
 
     # -- New -> Online ---------------------------------------------------------------------

@@ -29,10 +29,9 @@ from weir.controller.scope import EventScope, ZkSteps, update_leader_isr
 from weir.controller.settings import ControllerSettings
 from weir.controller.states import (
     VALID_PREVIOUS_REPLICA_STATES,
-    IllegalStateTransition,
     PartitionReplica,
     ReplicaState,
-    check_replica_transition,
+    split_by_transition,
 )
 from weir.coordination.codecs import LeaderIsr
 
@@ -116,20 +115,11 @@ class ReplicaStateMachine:
 
     def _valid(self, scope: EventScope, replicas: Iterable[PartitionReplica],
                target: ReplicaState) -> list[PartitionReplica]:
-        valid = []
-        allowed = VALID_PREVIOUS_REPLICA_STATES[target]
-        states = self._ctx.replica_states
-        for replica in replicas:
-            if states.get(replica, R.NON_EXISTENT) in allowed:
-                valid.append(replica)
-                continue
-            try:
-                check_replica_transition(replica, self._ctx.replica_state(replica), target)
-            except IllegalStateTransition as exc:
-                scope.log(Log.error(f"Controller {self._settings.broker_id} epoch "
-                                    f"{self._ctx.controller_epoch}: {exc}"))
-                continue
-            valid.append(replica)
+        valid, illegal = split_by_transition(replicas, self._ctx.replica_states, R.NON_EXISTENT, target,
+                                             VALID_PREVIOUS_REPLICA_STATES[target])
+        for refusal in illegal:
+            scope.log(Log.error(f"Controller {self._settings.broker_id} epoch "
+                                f"{self._ctx.controller_epoch}: {refusal}"))
         return valid
 
     def _set_state(self, scope: EventScope, replica: PartitionReplica,

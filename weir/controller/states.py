@@ -8,7 +8,8 @@ names the partition (or replica), the current state and the target state.
 from __future__ import annotations
 
 import enum
-from typing import NamedTuple
+from collections.abc import Iterable, Mapping
+from typing import NamedTuple, TypeVar
 
 from weir.common import TopicPartition
 
@@ -21,6 +22,7 @@ __all__ = [
     "ReplicaState",
     "check_partition_transition",
     "check_replica_transition",
+    "split_by_transition",
 ]
 
 
@@ -85,7 +87,7 @@ class PartitionReplica(NamedTuple):
 class IllegalStateTransition(Exception):
     """A state machine was asked for a transition its table does not allow."""
 
-    def __init__(self, subject: TopicPartition | PartitionReplica, current: enum.Enum,
+    def __init__(self, subject: object, current: enum.Enum,
                  target: enum.Enum) -> None:
         kind = "partition" if isinstance(subject, TopicPartition) else "replica"
         super().__init__(
@@ -108,3 +110,24 @@ def check_replica_transition(replica: PartitionReplica, current: ReplicaState,
     """Raise :class:`IllegalStateTransition` unless ``current -> target`` is valid."""
     if current not in VALID_PREVIOUS_REPLICA_STATES[target]:
         raise IllegalStateTransition(replica, current, target)
+
+
+_S = TypeVar("_S")
+_E = TypeVar("_E", bound=enum.Enum)
+
+
+def split_by_transition(subjects: Iterable[_S], states: Mapping[_S, _E], absent: _E,
+                        target: _E, allowed: frozenset[_E]
+                        ) -> tuple[list[_S], list[IllegalStateTransition]]:
+    """The subjects (partitions or replicas) whose current state (``absent`` when they have
+    none) may move to ``target``, in order, and the refusals of the others (the common step
+    of Kafka's two state machines' ``handleStateChanges``)."""
+    valid: list[_S] = []
+    illegal: list[IllegalStateTransition] = []
+    for subject in subjects:
+        current = states.get(subject, absent)
+        if current in allowed:
+            valid.append(subject)
+        else:
+            illegal.append(IllegalStateTransition(subject, current, target))
+    return valid, illegal
