@@ -12,6 +12,7 @@ from cli_fakes import FakeZk, FakeZooKeeperServer, broker, fake_broker_command
 from weir.cli import cluster as cluster_mod
 from weir.cli import main as cli
 from weir.cli import procs
+from weir.cli import up as up_mod
 from weir.coordination import zkserver
 
 GOOD = "broker.id=0\nzookeeper.connect=127.0.0.1:2181/weir\nlisteners=PLAINTEXT://127.0.0.1:0\n"
@@ -20,7 +21,7 @@ GOOD = "broker.id=0\nzookeeper.connect=127.0.0.1:2181/weir\nlisteners=PLAINTEXT:
 def test_parser_defaults() -> None:
     args = cli.build_parser().parse_args(["up"])
     assert (args.brokers, args.data_dir, args.port_base, args.detach, args.overrides) == (
-        3, "./weir-data", 9092, False, [])
+        None, "./weir-data", None, False, [])  # None: 9092, not given (a data dir's port wins)
     args = cli.build_parser().parse_args(
         ["up", "--brokers", "5", "--detach", "--set", "num.partitions=3", "--set", "a.b = c=d"])
     assert args.brokers == 5 and args.detach
@@ -80,7 +81,7 @@ def fakes(monkeypatch):
                 topics={"t": {0: [1, 2]}})
     monkeypatch.setattr(zkserver, "ZooKeeperServer", FakeZooKeeperServer)
     monkeypatch.setattr(cluster_mod, "open_zk", lambda connect: zk)
-    monkeypatch.setattr(cli, "open_zk", lambda connect: zk)
+    monkeypatch.setattr(up_mod, "open_zk", lambda connect: zk)
     monkeypatch.setattr(procs, "broker_command", fake_broker_command)
     return zk
 
@@ -127,7 +128,7 @@ def test_status_unreachable_zookeeper(monkeypatch, capsys) -> None:
     def refuse(connect):
         raise ConnectionError("refused")
 
-    monkeypatch.setattr(cli, "open_zk", refuse)
+    monkeypatch.setattr(up_mod, "open_zk", refuse)
     assert cli.main(["status", "--zookeeper", "127.0.0.1:1"]) == 1
     assert "cannot reach ZooKeeper" in capsys.readouterr().err
 
@@ -137,7 +138,7 @@ def test_up_foreground_shows_status_then_stops_on_ctrl_c(tmp_path, fakes, monkey
     def interrupt(seconds: float) -> None:
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(cli, "time", types.SimpleNamespace(sleep=interrupt, strftime=str))
+    monkeypatch.setattr(up_mod, "time", types.SimpleNamespace(sleep=interrupt, strftime=str))
     data = tmp_path / "d"
     assert cli.main(["up", "--brokers", "2", "--port-base", "0", "--timeout", "10",
                      "--data-dir", str(data)]) == 0
