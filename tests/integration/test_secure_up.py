@@ -44,7 +44,9 @@ def test_client_properties_reach_a_secured_cluster(secure_dir):
     props = read_properties(data / "client.properties")
     assert props["security.protocol"] == "SASL_SSL"
     assert props["sasl.mechanism"] == "SCRAM-SHA-512" and props["sasl.username"] == "admin"
-    assert props["sasl.password"] in stdout  # printed for the user
+    assert props["sasl.password"] not in stdout  # only in the file, whose path is printed
+    assert f"(user admin; the password is in the file, mode 0600): {data / 'client.properties'}" \
+        in stdout
     assert "ScramLoginModule required" in props["sasl.jaas.config"]
     assert (data / "client.properties").stat().st_mode & 0o077 == 0
     doc = json.loads((data / "cluster.json").read_text())
