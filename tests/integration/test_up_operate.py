@@ -11,6 +11,7 @@ import signal
 import socket
 import subprocess
 import threading
+from pathlib import Path
 
 import pytest
 
@@ -20,12 +21,16 @@ from weir.cli import procs
 
 pytestmark = pytest.mark.integration
 
+ROOT = Path(__file__).resolve().parents[2]
+
 
 @pytest.fixture(scope="module")
 def data(tmp_path_factory):
+    """Started as a user would: ``make run ARGS="..."`` (the Makefile passes ARGS to weir up)."""
     data = tmp_path_factory.mktemp("up") / "data"
-    up = run("up", "--brokers", "2", "--console", "--port-base", "0", "--detach",
-             "--data-dir", str(data))
+    args = f"--brokers 2 --console --port-base 0 --detach --data-dir {data}"
+    up = subprocess.run(["make", "-s", "run", f"ARGS={args}"], cwd=ROOT, capture_output=True,
+                        text=True, timeout=180, check=False)
     try:
         assert up.returncode == 0, up.stdout + up.stderr
         assert "Started: ZooKeeper, broker 1, broker 2, the console." in up.stdout
