@@ -628,6 +628,14 @@ class LocalCluster:
             slot = self._slots.get(broker_id)
             child = self._popens.get(slot.pid) if slot else None
             if child is not None and child.poll() is not None:
+                log = self.log_path(broker_id)
+                if "address already in use" in log_tail(log, 40).lower():
+                    raise ClusterError(
+                        f"broker {broker_id} could not listen on {slot.host}:{slot.port}: the "
+                        f"address is already in use by another process (its listeners= line "
+                        f"is in {slot.config}; log: {log})" + (
+                            "; it never started, so weir up --port-base N moves it"
+                            if not slot.started else ""))
                 raise ClusterError(f"broker {broker_id} exited with code {child.returncode}"
                                    f"{self._log_tails([broker_id])}")
 

@@ -171,6 +171,24 @@ def test_broker_that_exits_fails_start_with_its_log(env, monkeypatch) -> None:
     c.stop()
 
 
+def test_broker_that_cannot_bind_names_the_address_not_a_traceback(env, monkeypatch) -> None:
+    def taken(config_path):  # a port taken between weir up's check and the broker's bind
+        code = ("import sys; print('Traceback ...\\nOSError: [Errno 98] error while "
+                "attempting to bind: address already in use'); sys.exit(1)")
+        return [sys.executable, "-c", code]
+
+    monkeypatch.setattr(procs, "broker_command", taken)
+    env.zk.brokers = []
+    c = env(brokers=1, port_base=0)
+    with pytest.raises(ClusterError) as info:
+        c.start(timeout_s=10)
+    port = c.brokers[0].port
+    assert f"broker 1 could not listen on 127.0.0.1:{port}: the address is already in use" \
+        in str(info.value)
+    assert "Traceback" not in str(info.value)
+    c.stop()
+
+
 def test_wait_for_brokers_times_out(env) -> None:
     env.zk.brokers = [broker(1)]
     c = env(brokers=2, port_base=0)
