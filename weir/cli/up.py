@@ -136,8 +136,9 @@ def cmd_up(args: argparse.Namespace) -> int:
     if args.secure or (secure.dir / "users.json").exists():  # a restart stays secured
         cluster.secure = secure
     if cluster.running():
-        print(f"Attaching to the cluster already running in {cluster.data_dir}: Ctrl-C "
-              f"detaches and leaves it running; weir down stops it.", flush=True)
+        print(f"Attaching to the cluster already running in {cluster.data_dir}"
+              + ("." if args.detach else ": Ctrl-C detaches and leaves it running; weir down "
+                 "stops it."), flush=True)
     else:
         print(f"Starting local cluster in {cluster.data_dir} ...", flush=True)
     try:
