@@ -7,6 +7,7 @@ import json
 import subprocess
 import sys
 import uuid
+from pathlib import Path
 
 import pytest
 from confluent_kafka import KafkaException
@@ -53,6 +54,7 @@ def test_client_properties_reach_a_secured_cluster(secure_dir):
     assert doc["bootstrap"] == props["bootstrap.servers"]
     for broker in doc["brokers"]:
         config = read_properties(broker["config"])
+        assert Path(broker["config"]).parent.stat().st_mode & 0o077 == 0  # holds a password
         assert config["listeners"] == f"SASL_SSL://127.0.0.1:{broker['port']}"
         assert config["authorizer.class.name"] == "kafka.security.authorizer.AclAuthorizer"
         assert "User:admin" in config["super.users"]

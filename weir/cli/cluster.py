@@ -256,6 +256,9 @@ class LocalCluster:
                 **self.overrides,
                 **own,
             }
+        if self.secure is not None:  # server.properties holds the broker user's password
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.parent.chmod(0o700)
         if self.serve_metrics and "metrics.http.port" not in managed:
             kept = (effective_value(read_properties(path), "metrics.http.port")
                     if path.exists() else -1)
