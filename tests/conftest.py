@@ -63,6 +63,11 @@ def pytest_configure(config) -> None:
         atexit.register(_guard.finish)
 
 
+def pytest_runtest_setup(item) -> None:
+    if _guard is not None:
+        _guard.ensure_handler()
+
+
 def pytest_unconfigure(config) -> None:
     if _guard is not None:
         _guard.finish()

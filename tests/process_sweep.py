@@ -90,7 +90,12 @@ class SessionGuard:
         self.mark = mark_session()
         self.swept = False
         self._terms = 0
-        if hasattr(signal, "SIGTERM"):
+        self.ensure_handler()
+
+    def ensure_handler(self) -> None:
+        """(Re)install the SIGTERM handler: an event loop closed by a test (a broker run
+        in-process) resets its signals to the default."""
+        if signal.getsignal(signal.SIGTERM) != self._on_sigterm:
             signal.signal(signal.SIGTERM, self._on_sigterm)
 
     def _on_sigterm(self, signum: int, frame: Any) -> None:
