@@ -342,6 +342,10 @@ class LocalCluster:
             self._zk_client = open_zk(self.zookeeper_connect)
         return self._zk_client
 
+    def disconnect(self) -> None:
+        """Close this object's ZooKeeper session, leaving every process running (detach)."""
+        self._close_zk()
+
     def _close_zk(self) -> None:
         client, self._zk_client = self._zk_client, None
         if client is not None:

@@ -170,6 +170,7 @@ def cmd_up(args: argparse.Namespace) -> int:
         live_view(cluster)
     finally:
         if cluster.attached:
+            cluster.disconnect()
             print(f"\nDetached; the cluster keeps running (weir down --data-dir "
                   f"{cluster.data_dir} stops it).", flush=True)
         else:

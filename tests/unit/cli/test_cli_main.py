@@ -148,6 +148,31 @@ def test_up_foreground_shows_status_then_stops_on_ctrl_c(tmp_path, fakes, monkey
     assert all(not procs.is_broker_process(pid) for pid in pids)
 
 
+def test_up_on_a_running_cluster_attaches_and_ctrl_c_detaches(tmp_path, fakes, monkeypatch,
+                                                              capsys) -> None:
+    data = tmp_path / "d"
+    assert cli.main(["up", "--detach", "--brokers", "2", "--port-base", "0", "--timeout", "10",
+                     "--data-dir", str(data)]) == 0
+    assert "Started: ZooKeeper, broker 1, broker 2." in capsys.readouterr().out
+    pids = [b["pid"] for b in json.loads((data / "cluster.json").read_text())["brokers"]]
+
+    def interrupt(seconds: float) -> None:
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(up_mod, "time", types.SimpleNamespace(sleep=interrupt, strftime=str))
+    try:
+        assert cli.main(["up", "--data-dir", str(data), "--timeout", "10"]) == 0
+        out = capsys.readouterr().out
+        assert f"Attaching to the cluster already running in {data.resolve()}: Ctrl-C " \
+               "detaches" in out
+        assert "Every process was running: nothing restarted." in out
+        assert "Detached; the cluster keeps running" in out and "Stopped." not in out
+        assert all(procs.is_broker_process(pid) for pid in pids)
+    finally:
+        assert cli.main(["down", "--data-dir", str(data), "--timeout", "5"]) == 0
+    assert all(not procs.is_broker_process(pid) for pid in pids)
+
+
 def test_status_of_stopped_cluster(tmp_path, capsys) -> None:
     doc = {"zookeeper": "127.0.0.1:1/weir", "zookeeper_pid": 0, "bootstrap": "", "brokers": []}
     (tmp_path / "cluster.json").write_text(json.dumps(doc))
