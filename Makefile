@@ -32,8 +32,10 @@ system-deps:
 	    chromium >/dev/null; \
 	fi
 
+# make run ARGS="--brokers 1 --port-base 19092 --data-dir /tmp/w" (any `weir up` option)
+ARGS ?=
 run: deps
-	$(VENV)/bin/weir up
+	$(VENV)/bin/weir up $(ARGS)
 
 test: deps
 	$(PY) -m pytest $(PYTEST_ARGS)

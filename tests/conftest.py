@@ -1,13 +1,17 @@
-"""Shared test helpers: deadline polling (no sleeps as synchronisation)."""
+"""Shared test helpers: deadline polling (no sleeps as synchronisation), and the session
+guard that leaves no process behind, also when the run is interrupted (process_sweep.py)."""
 
 from __future__ import annotations
 
+import atexit
+import threading
 import time
 from collections.abc import Callable, Iterator
 from typing import TypeVar
 
 import pytest
 
+from tests.process_sweep import SessionGuard
 from weir.coordination.zkserver import ZooKeeperServer, find_zookeeper_classpath
 
 T = TypeVar("T")
@@ -45,6 +49,28 @@ def wait_for(fn: Callable[[], T], timeout_s: float = 30.0, interval_s: float = 0
             raise AssertionError(f"timed out after {timeout_s}s waiting for {what}"
                                  + (f" (last error: {last_exc!r})" if last_exc else ""))
         time.sleep(interval_s)
+
+
+_guard: SessionGuard | None = None
+
+
+def pytest_configure(config) -> None:
+    """Mark the processes this session starts and turn SIGTERM into KeyboardInterrupt, so
+    that an interrupted ``make test`` tears its clusters down and sweeps what is left."""
+    global _guard
+    if _guard is None and threading.current_thread() is threading.main_thread():
+        _guard = SessionGuard()
+        atexit.register(_guard.finish)
+
+
+def pytest_runtest_setup(item) -> None:
+    if _guard is not None:
+        _guard.ensure_handler()
+
+
+def pytest_unconfigure(config) -> None:
+    if _guard is not None:
+        _guard.finish()
 
 
 def pytest_sessionstart(session) -> None:

@@ -7,6 +7,7 @@ import json
 import subprocess
 import sys
 import uuid
+from pathlib import Path
 
 import pytest
 from confluent_kafka import KafkaException
@@ -44,13 +45,16 @@ def test_client_properties_reach_a_secured_cluster(secure_dir):
     props = read_properties(data / "client.properties")
     assert props["security.protocol"] == "SASL_SSL"
     assert props["sasl.mechanism"] == "SCRAM-SHA-512" and props["sasl.username"] == "admin"
-    assert props["sasl.password"] in stdout  # printed for the user
+    assert props["sasl.password"] not in stdout  # only in the file, whose path is printed
+    assert f"(user admin; the password is in the file, mode 0600): {data / 'client.properties'}" \
+        in stdout
     assert "ScramLoginModule required" in props["sasl.jaas.config"]
     assert (data / "client.properties").stat().st_mode & 0o077 == 0
     doc = json.loads((data / "cluster.json").read_text())
     assert doc["bootstrap"] == props["bootstrap.servers"]
     for broker in doc["brokers"]:
         config = read_properties(broker["config"])
+        assert Path(broker["config"]).parent.stat().st_mode & 0o077 == 0  # holds a password
         assert config["listeners"] == f"SASL_SSL://127.0.0.1:{broker['port']}"
         assert config["authorizer.class.name"] == "kafka.security.authorizer.AclAuthorizer"
         assert "User:admin" in config["super.users"]

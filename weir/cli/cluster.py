@@ -56,10 +56,11 @@ class BrokerSlot:
     port: int
     config: Path
     pid: int = 0
+    started: bool = False  # has registered once: its listener port is settled
 
     def to_json(self) -> dict[str, Any]:
         return {"id": self.id, "host": self.host, "port": self.port, "pid": self.pid,
-                "config": str(self.config)}
+                "config": str(self.config), "started": self.started}
 
 
 def read_cluster_file(data_dir: str | os.PathLike[str]) -> dict[str, Any] | None:
@@ -71,6 +72,18 @@ def read_cluster_file(data_dir: str | os.PathLike[str]) -> dict[str, Any] | None
         return None
     except (OSError, ValueError) as exc:
         raise ClusterError(f"Cannot read {path}: {exc}") from exc
+
+
+def port_in_use(host: str, port: int) -> bool:
+    """Whether another socket is bound to ``host:port`` (SO_REUSEADDR, as the broker's own
+    listener binds, so that a port in TIME_WAIT does not count)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            sock.bind((host or LOOPBACK, port))
+        except OSError:
+            return True
+    return False
 
 
 def log_tail(path: Path, lines: int = 20) -> str:
@@ -92,6 +105,9 @@ class LocalCluster:
             raise ValueError("a cluster needs at least one broker")
         if first_broker_id is not None and first_broker_id < 0:
             raise ValueError("broker ids start at 0 or above")
+        if port_base != 0 and not 1 <= port_base <= 65536 - brokers:
+            raise ValueError(f"port base {port_base}: the ports of {brokers} broker(s) must "
+                             f"lie in 1..65535")
         self.data_dir = Path(data_dir).resolve()
         self.num_brokers = brokers
         self.port_base = port_base
@@ -113,7 +129,15 @@ class LocalCluster:
         self.serve_metrics = False  # weir up --console: each broker gets a metrics.http.port
         self.console_url: str | None = None  # weir up --console (weir/console)
         self.console_pid = 0
+        self.console_port = 0  # kept while the console is down: a restart reuses it
+        self._console_died = False  # cluster.json still names a console that has exited
         self.secure: Any = None  # weir up --secure: a weir.cli.secure.SecureCluster
+        # weir up --port-base given: it re-pins brokers that never started (a failed first
+        # start); brokers that did start keep their server.properties' port (notes says so)
+        self.port_base_explicit = False
+        self.notes: list[str] = []
+        self.attached = False  # start() found ZooKeeper or a broker already running
+        self.started_now: list[str] = []  # what start() launched: "ZooKeeper", "broker 2"
         self._load_state()
         if first_broker_id is not None:
             self.first_broker_id = first_broker_id
@@ -162,9 +186,14 @@ class LocalCluster:
             self.first_broker_id = int(state["first_broker_id"])
         self.console_url = state.get("console")
         self.console_pid = int(state.get("console_pid") or 0)
+        self.console_port = int(state.get("console_port") or 0)
+        if self.console_url and not self.console_alive():  # not kept as if it served
+            self.console_url, self.console_pid = None, 0
+            self._console_died = True
         for entry in state.get("brokers", []):
             slot = BrokerSlot(int(entry["id"]), entry["host"], int(entry["port"]),
-                              Path(entry["config"]), int(entry.get("pid") or 0))
+                              Path(entry["config"]), int(entry.get("pid") or 0),
+                              bool(entry.get("started", True)))
             self._slots[slot.id] = slot
 
     def to_json(self) -> dict[str, Any]:
@@ -173,7 +202,8 @@ class LocalCluster:
                 "bootstrap": self.bootstrap, "first_broker_id": self.first_broker_id,
                 "brokers": [s.to_json() for s in self.brokers],
                 **({"console": self.console_url, "console_pid": self.console_pid}
-                   if self.console_url else {})}
+                   if self.console_url else {}),
+                **({"console_port": self.console_port} if self.console_port else {})}
 
     def save_state(self) -> None:
         """Write ``cluster.json`` atomically."""
@@ -206,6 +236,9 @@ class LocalCluster:
         path = self.config_path(broker_id)
         own = self.broker_overrides.get(broker_id, {})
         managed = {"zookeeper.connect": self.zookeeper_connect, **self.overrides, **own}
+        if path.exists() and self._repin(broker_id):
+            old = parse_listener(effective_value(read_properties(path), "listeners")[0])
+            managed["listeners"] = f"{old.name}://{old.host}:{self._new_port(broker_id)}"
         if not path.exists():
             replicas = str(min(3, max(self.num_brokers, 1)))
             port = self._new_port(broker_id)
@@ -223,6 +256,9 @@ class LocalCluster:
                 **self.overrides,
                 **own,
             }
+        if self.secure is not None:  # server.properties holds the broker user's password
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.parent.chmod(0o700)
         if self.serve_metrics and "metrics.http.port" not in managed:
             kept = (effective_value(read_properties(path), "metrics.http.port")
                     if path.exists() else -1)
@@ -232,9 +268,51 @@ class LocalCluster:
         listener = parse_listener(effective_value(props, "listeners")[0])
         old = self._slots.get(broker_id)
         slot = BrokerSlot(broker_id, listener.host or LOOPBACK, listener.port, path,
-                          old.pid if old else 0)
+                          old.pid if old else 0, old.started if old else False)
         self._slots[broker_id] = slot
         return slot
+
+    def _repin(self, broker_id: int) -> bool:
+        """Whether an explicit ``--port-base`` moves this broker: it has a config file but
+        never started (a first start that failed, e.g. on a port in use)."""
+        slot = self._slots.get(broker_id)
+        return (self.port_base_explicit and self.port_base != 0
+                and self.config_path(broker_id).exists()
+                and not (slot is not None and slot.started)
+                and self.broker_pid(broker_id) is None)
+
+    def check_ports(self) -> None:
+        """Before anything is written: every broker about to start can bind its port.
+
+        Raises ClusterError naming the address in use and where the port comes from.  Also
+        notes (``notes``) brokers whose data-dir port differs from an explicit --port-base.
+        """
+        for broker_id in self.wanted_ids():
+            if self.broker_pid(broker_id) is not None:
+                continue
+            path = self.config_path(broker_id)
+            pinned = path.exists() and not self._repin(broker_id)
+            if pinned:
+                try:
+                    host, port = parse_listener(
+                        effective_value(read_properties(path), "listeners")[0])[1:]
+                except (OSError, ValueError) as exc:
+                    raise ClusterError(f"cannot read the listener of {path}: {exc}") from exc
+                wanted = self._new_port(broker_id)
+                if self.port_base_explicit and self.port_base and wanted != port:
+                    self.notes.append(
+                        f"broker {broker_id} keeps port {port} from {path} (a data dir's "
+                        f"settings win over --port-base; edit its listeners= line, or use "
+                        f"another --data-dir)")
+            elif self.port_base == 0:
+                continue  # a free port is drawn when its config is written
+            else:
+                host, port = LOOPBACK, self._new_port(broker_id)
+            if port and port_in_use(host, port):
+                where = (f"the listeners= line of {path}" if pinned
+                         else f"--port-base {self.port_base}")
+                raise ClusterError(f"{host or LOOPBACK}:{port} (broker {broker_id}, from "
+                                   f"{where}) is already in use by another process")
 
     # -- ZooKeeper ---------------------------------------------------------------------------
     def _attached_zookeeper(self) -> Any:
@@ -264,6 +342,10 @@ class LocalCluster:
             self._zk_client = open_zk(self.zookeeper_connect)
         return self._zk_client
 
+    def disconnect(self) -> None:
+        """Close this object's ZooKeeper session, leaving every process running (detach)."""
+        self._close_zk()
+
     def _close_zk(self) -> None:
         client, self._zk_client = self._zk_client, None
         if client is not None:
@@ -276,8 +358,14 @@ class LocalCluster:
 
     # -- lifecycle ---------------------------------------------------------------------------
     def start(self, timeout_s: float = 60) -> LocalCluster:
-        """Start (or attach to) ZooKeeper and every broker not running; wait until ready."""
+        """Start (or attach to) ZooKeeper and every broker not running; wait until ready.
+
+        ``attached`` tells whether anything was already running, ``started_now`` what this
+        call launched."""
         deadline = time.monotonic() + timeout_s
+        self.check_ports()
+        self.attached = self.running()
+        self.started_now = [] if self._attached_zookeeper() is not None else ["ZooKeeper"]
         self.data_dir.mkdir(parents=True, exist_ok=True)
         self._ensure_zookeeper()
         for broker_id in self.wanted_ids():
@@ -289,10 +377,18 @@ class LocalCluster:
         for broker_id in self.broker_ids:
             if self.broker_pid(broker_id) is None:
                 self.start_broker(broker_id)
+                self.started_now.append(f"broker {broker_id}")
         self.wait_for_brokers(self.broker_ids, max(deadline - time.monotonic(), 0.1))
+        for slot in self.brokers:
+            slot.started = True
         self.wait_for_controller(max(deadline - time.monotonic(), 0.1))
         self.save_state()
         return self
+
+    def running(self) -> bool:
+        """Whether ZooKeeper or any broker of this data dir runs (a cluster to attach to)."""
+        return (self._attached_zookeeper() is not None
+                or any(self.broker_pid(i) is not None for i in self._slots))
 
     def start_broker(self, broker_id: int, stale_wait_s: float | None = None) -> int:
         """Launch one broker process; returns its pid (not waiting for it to register).
@@ -414,11 +510,17 @@ class LocalCluster:
 
     # -- web console (weir up --console) ---------------------------------------------------
     def start_console(self, port: int = 0, timeout_s: float = 30) -> str:
-        """Run ``weir console`` on this cluster (port 0: a free one); returns its URL once it
-        answers, recorded as ``console`` in cluster.json.  :meth:`stop` stops it."""
-        if self.console_url and procs.pid_alive(self.console_pid):
+        """Run ``weir console`` on this cluster; returns its URL once it answers, recorded as
+        ``console`` in cluster.json.  :meth:`stop` stops it.
+
+        The port (0: the one it had before, else a free one) is kept as ``console_port``,
+        also while the console is down, so that a restart serves the same URL."""
+        if self.console_url and self.console_alive():
             return self.console_url
-        port = port or free_port()
+        port = port or self.console_port or free_port()
+        if port_in_use(LOOPBACK, port):
+            raise ClusterError(f"{LOOPBACK}:{port} (the console's port) is already in use "
+                               f"by another process; choose another with --console-port")
         log_path = self.data_dir / "console.log"
         with open(log_path, "ab") as log_file:
             child = subprocess.Popen(
@@ -439,14 +541,34 @@ class LocalCluster:
                     raise ClusterError(f"the console did not start:\n{log_tail(log_path)}"
                                        ) from None
                 time.sleep(0.1)
-        self.console_url, self.console_pid = url, child.pid
+        self.console_url, self.console_pid, self.console_port = url, child.pid, port
         self.save_state()
         return url
 
+    def console_alive(self) -> bool:
+        """Whether the recorded console process runs (``weir console`` on this data dir)."""
+        pid = self.console_pid
+        child = self._popens.get(pid) if pid else None
+        if child is not None:
+            return child.poll() is None
+        argv = procs.pid_cmdline(pid) if procs.pid_alive(pid) else None
+        return bool(argv and "console" in argv and str(self.data_dir) in argv)
+
+    def forget_dead_console(self) -> bool:
+        """Drop the URL of a console that has exited from cluster.json; True if it had."""
+        if self.console_url and not self.console_alive():
+            self.console_url, self.console_pid = None, 0
+            self._console_died = True
+        if not self._console_died:
+            return False
+        self._console_died = False
+        self.save_state()
+        return True
+
     def stop_console(self, timeout_s: float = 10) -> None:
+        alive = self.console_alive()
         pid, self.console_pid, self.console_url = self.console_pid, 0, None
-        argv = procs.pid_cmdline(pid) if pid else None
-        if argv and "console" in argv and str(self.data_dir) in argv:
+        if alive:
             procs.terminate([pid], timeout_s, self._popens)
 
     def _controller_for_stop_order(self) -> int | None:
@@ -513,6 +635,14 @@ class LocalCluster:
             slot = self._slots.get(broker_id)
             child = self._popens.get(slot.pid) if slot else None
             if child is not None and child.poll() is not None:
+                log = self.log_path(broker_id)
+                if "address already in use" in log_tail(log, 40).lower():
+                    raise ClusterError(
+                        f"broker {broker_id} could not listen on {slot.host}:{slot.port}: the "
+                        f"address is already in use by another process (its listeners= line "
+                        f"is in {slot.config}; log: {log})" + (
+                            "; it never started, so weir up --port-base N moves it"
+                            if not slot.started else ""))
                 raise ClusterError(f"broker {broker_id} exited with code {child.returncode}"
                                    f"{self._log_tails([broker_id])}")
 

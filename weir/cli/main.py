@@ -7,21 +7,15 @@ import argparse
 import logging
 import signal
 import sys
-import time
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
 
 from weir.audit import cli as audit_cli
 from weir.cli import acls, admin, consume, elect, log_dirs, procs, produce, reassign, users
-from weir.cli.broker_start import EXIT_CONFIG
-from weir.cli.cluster import ClusterError, LocalCluster, read_cluster_file
-from weir.cli.zkview import close_zk, collect_snapshot, open_zk, render_snapshot
-from weir.config import BrokerConfig, ConfigError
+from weir.cli.cluster import ClusterError, LocalCluster
+from weir.cli.up import DEFAULT_DATA_DIR, cmd_down, cmd_status, cmd_up
 from weir.console import cli as console_cli
 from weir.verify import cli as verify_cli
-
-DEFAULT_DATA_DIR = "./weir-data"
 
 
 def key_value(text: str) -> tuple[str, str]:
@@ -38,11 +32,12 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     up = sub.add_parser("up", help="start a local cluster (ZooKeeper + brokers)")
-    up.add_argument("--brokers", type=int, default=3, help="number of brokers (default 3)")
+    up.add_argument("--brokers", type=int, default=None,
+                    help="number of brokers (default 3, or those the data dir has)")
     up.add_argument("--data-dir", default=DEFAULT_DATA_DIR, help="cluster directory")
-    up.add_argument("--port-base", type=int, default=9092,
+    up.add_argument("--port-base", type=int, default=None,
                     help="the first broker listens on port-base, the next on port-base + 1, "
-                         "... (0: free ports)")
+                         "... (default 9092; 0: free ports)")
     up.add_argument("--first-broker-id", type=int, default=None, metavar="K",
                     help="broker ids K..K+N-1 (default 1, or what the data dir has; Kafka's "
                          "quickstart uses 0)")
@@ -95,127 +90,6 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 # -- commands -----------------------------------------------------------------------------------
-
-
-def cmd_up(args: argparse.Namespace) -> int:
-    overrides = dict(args.overrides)
-    try:  # fail before starting anything on a bad override
-        BrokerConfig.from_dict({"broker.id": "0", "zookeeper.connect": "x", **overrides})
-    except ConfigError as exc:
-        print(f"weir: {exc}", file=sys.stderr)
-        return EXIT_CONFIG
-    if args.first_broker_id is not None and args.first_broker_id < 0:
-        print("weir: --first-broker-id must be 0 or more", file=sys.stderr)
-        return EXIT_CONFIG
-    if args.log_dirs < 1:
-        print("weir: --log-dirs must be 1 or more", file=sys.stderr)
-        return EXIT_CONFIG
-    cluster = LocalCluster(Path(args.data_dir), args.brokers, args.port_base, overrides,
-                           first_broker_id=args.first_broker_id, log_dirs=args.log_dirs)
-    cluster.serve_metrics = args.console
-    from weir.cli.secure import SecureCluster
-
-    secure = SecureCluster(cluster.data_dir)
-    if args.secure or (secure.dir / "users.json").exists():  # a restart stays secured
-        cluster.secure = secure
-    print(f"Starting local cluster in {cluster.data_dir} ...", flush=True)
-    try:
-        cluster.start(timeout_s=args.timeout)
-        if args.console:
-            print(f"Console: {cluster.start_console(args.console_port)}", flush=True)
-    except KeyboardInterrupt:
-        cluster.stop()
-        return 130
-    except (ClusterError, TimeoutError, OSError, RuntimeError) as exc:
-        print(f"weir: cluster did not start: {exc}", file=sys.stderr)
-        cluster.stop()
-        return 1
-    print(f"ZooKeeper: {cluster.zookeeper_connect}")
-    print(f"Bootstrap servers: {cluster.bootstrap}", flush=True)
-    if cluster.secure is not None:
-        print(f"Client settings ({cluster.secure.client_properties_path}):\n"
-              + cluster.secure.write_client_properties(cluster.bootstrap), flush=True)
-    if args.detach:
-        return 0
-    try:
-        live_view(cluster)
-    finally:
-        print("\nStopping the cluster ...", flush=True)
-        cluster.stop()
-        print("Stopped.")
-    return 0
-
-
-def live_view(cluster: LocalCluster, interval_s: float = 1.0) -> None:
-    """Redraw the status every ``interval_s`` until Ctrl-C (or SIGTERM)."""
-    def on_term(signum: int, frame: Any) -> None:
-        raise KeyboardInterrupt
-
-    previous = signal.signal(signal.SIGTERM, on_term)
-    tty = sys.stdout.isatty()
-    last = None
-    try:
-        while True:
-            text = _status_text(cluster)
-            if tty:
-                sys.stdout.write("\x1b[H\x1b[2J" + text + "\n\n(Ctrl-C stops the cluster)\n")
-                sys.stdout.flush()
-            elif text != last:
-                print(f"--- {time.strftime('%H:%M:%S')}\n{text}", flush=True)
-            last = text
-            time.sleep(interval_s)
-    except KeyboardInterrupt:
-        pass
-    finally:
-        signal.signal(signal.SIGTERM, previous)
-
-
-def _status_text(cluster: LocalCluster) -> str:
-    processes = {i: cluster.broker_pid(i) for i in cluster.broker_ids}
-    header = f"weir cluster {cluster.data_dir}\nbootstrap: {cluster.bootstrap}\n"
-    try:
-        snap = collect_snapshot(cluster.zk())
-    except Exception as exc:  # noqa: BLE001 - keep the view alive while ZooKeeper is away
-        return header + f"(ZooKeeper unavailable: {exc})"
-    return header + "\n" + render_snapshot(snap, processes, partitions=False)
-
-
-def cmd_down(args: argparse.Namespace) -> int:
-    data_dir = Path(args.data_dir)
-    if read_cluster_file(data_dir) is None:
-        print(f"weir: no cluster recorded in {data_dir}", file=sys.stderr)
-        return 1
-    LocalCluster(data_dir).stop(timeout_s=args.timeout)
-    print("Stopped.")
-    return 0
-
-
-def cmd_status(args: argparse.Namespace) -> int:
-    processes = None
-    connect = args.zookeeper
-    if connect is None:
-        data_dir = Path(args.data_dir or DEFAULT_DATA_DIR)
-        state = read_cluster_file(data_dir)
-        if state is None:
-            print(f"weir: no cluster recorded in {data_dir}; use --zookeeper", file=sys.stderr)
-            return 1
-        if not procs.pid_alive(int(state.get("zookeeper_pid") or 0)):
-            print(f"weir: the cluster in {data_dir} is not running (ZooKeeper is down)",
-                  file=sys.stderr)
-            return 1
-        cluster = LocalCluster(data_dir)
-        connect = state["zookeeper"]
-        processes = {i: cluster.broker_pid(i) for i in cluster.broker_ids}
-    try:
-        zk = open_zk(connect)
-    except Exception as exc:  # noqa: BLE001 - report any connection failure plainly
-        print(f"weir: cannot reach ZooKeeper at {connect}: {exc}", file=sys.stderr)
-        return 1
-    try:
-        print(render_snapshot(collect_snapshot(zk), processes))
-    finally:
-        close_zk(zk)
-    return 0
 
 
 def cmd_broker_start(args: argparse.Namespace) -> int:

@@ -79,7 +79,11 @@ class BrokerRegistration:
 
     def on_session_state(self, state: str) -> None:
         """The ZooKeeper session's state (called on the event loop)."""
-        if state == "LOST":
+        if state == "LOST" and self._stopping:
+            # The broker closing its own session (KafkaServer.shutdown closes the ZooKeeper
+            # client last): an ended session, not a lost one; nothing to re-register.
+            log.info("ZooKeeper session closed")
+        elif state == "LOST":
             self._session_lost = True
             log.warning("ZooKeeper session lost; will re-register when reconnected")
         elif state == "CONNECTED" and self._session_lost and not self._stopping:

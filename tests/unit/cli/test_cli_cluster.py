@@ -59,7 +59,8 @@ def test_start_writes_configs_and_cluster_json(env) -> None:
     assert c.bootstrap == doc["bootstrap"]
     assert [entry["id"] for entry in doc["brokers"]] == [1, 2, 3]  # ids 1..N
     for i, entry in enumerate(doc["brokers"], start=1):
-        assert set(entry) == {"id", "host", "port", "pid", "config"}
+        assert set(entry) == {"id", "host", "port", "pid", "config", "started"}
+        assert entry["started"]  # registered once: its port is settled
         assert (entry["id"], entry["host"], entry["port"]) == (i, "127.0.0.1", 19092 + i - 1)
         assert entry["config"] == str(data / f"broker-{i}" / "server.properties")
         assert procs.is_broker_process(entry["pid"], entry["config"])
@@ -170,6 +171,24 @@ def test_broker_that_exits_fails_start_with_its_log(env, monkeypatch) -> None:
     c.stop()
 
 
+def test_broker_that_cannot_bind_names_the_address_not_a_traceback(env, monkeypatch) -> None:
+    def taken(config_path):  # a port taken between weir up's check and the broker's bind
+        code = ("import sys; print('Traceback ...\\nOSError: [Errno 98] error while "
+                "attempting to bind: address already in use'); sys.exit(1)")
+        return [sys.executable, "-c", code]
+
+    monkeypatch.setattr(procs, "broker_command", taken)
+    env.zk.brokers = []
+    c = env(brokers=1, port_base=0)
+    with pytest.raises(ClusterError) as info:
+        c.start(timeout_s=10)
+    port = c.brokers[0].port
+    assert f"broker 1 could not listen on 127.0.0.1:{port}: the address is already in use" \
+        in str(info.value)
+    assert "Traceback" not in str(info.value)
+    c.stop()
+
+
 def test_wait_for_brokers_times_out(env) -> None:
     env.zk.brokers = [broker(1)]
     c = env(brokers=2, port_base=0)
@@ -224,3 +243,60 @@ def test_start_broker_waits_for_stale_registration_to_expire(env) -> None:
     c.start_broker(1, stale_wait_s=5)  # bounded even if it never saw the expiry
     assert len(calls) == 4 and c._stale_epochs == {}
     c.stop(timeout_s=5)
+
+
+# -- weir up's checks and reports ---------------------------------------------------------
+
+
+def test_port_in_use_is_named_before_anything_is_written(env) -> None:
+    import socket
+
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        with pytest.raises(ClusterError, match=rf"127\.0\.0\.1:{port} \(broker 1, from "
+                                               rf"--port-base {port}\) is already in use"):
+            env(brokers=2, port_base=port).start(timeout_s=10)
+    assert not env.dir.exists()  # nothing written, nothing pinned
+
+
+def test_explicit_port_base_moves_a_broker_that_never_started(env) -> None:
+    from weir.ports import free_port
+
+    failed = env(brokers=1, port_base=free_port())
+    failed._ensure_zookeeper()  # what a first start that failed leaves: a config, not started
+    failed.write_config(1)
+    failed.save_state()
+    assert not json.loads(failed.cluster_file.read_text())["brokers"][0]["started"]
+
+    port = free_port()
+    again = env(brokers=1, port_base=port)
+    again.port_base_explicit = True
+    again.start(timeout_s=10)
+    assert again.brokers[0].port == port and again.notes == []
+    assert read_properties(again.config_path(1))["listeners"] == f"PLAINTEXT://127.0.0.1:{port}"
+    again.stop(timeout_s=5)
+
+    # once started, the data dir's port wins, and weir up says so
+    later = env(brokers=1, port_base=free_port())
+    later.port_base_explicit = True
+    later.start(timeout_s=10)
+    assert later.brokers[0].port == port
+    assert len(later.notes) == 1 and f"keeps port {port}" in later.notes[0]
+    later.stop(timeout_s=5)
+
+
+def test_start_reports_attaching_and_what_it_restarted(env) -> None:
+    first = env(brokers=2, port_base=0).start(timeout_s=10)
+    assert not first.attached and first.started_now == ["ZooKeeper", "broker 1", "broker 2"]
+    first.kill_broker(2)
+    again = env(brokers=2, port_base=0).start(timeout_s=10)
+    assert again.attached and again.started_now == ["broker 2"]
+    again.stop(timeout_s=5)
+
+
+def test_port_base_must_leave_room_for_every_broker(env) -> None:
+    with pytest.raises(ValueError, match="1..65535"):
+        env(brokers=3, port_base=65534)
+    env(brokers=3, port_base=65533)  # 65533..65535

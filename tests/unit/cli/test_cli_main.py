@@ -12,6 +12,7 @@ from cli_fakes import FakeZk, FakeZooKeeperServer, broker, fake_broker_command
 from weir.cli import cluster as cluster_mod
 from weir.cli import main as cli
 from weir.cli import procs
+from weir.cli import up as up_mod
 from weir.coordination import zkserver
 
 GOOD = "broker.id=0\nzookeeper.connect=127.0.0.1:2181/weir\nlisteners=PLAINTEXT://127.0.0.1:0\n"
@@ -20,7 +21,7 @@ GOOD = "broker.id=0\nzookeeper.connect=127.0.0.1:2181/weir\nlisteners=PLAINTEXT:
 def test_parser_defaults() -> None:
     args = cli.build_parser().parse_args(["up"])
     assert (args.brokers, args.data_dir, args.port_base, args.detach, args.overrides) == (
-        3, "./weir-data", 9092, False, [])
+        None, "./weir-data", None, False, [])  # None: 9092, not given (a data dir's port wins)
     args = cli.build_parser().parse_args(
         ["up", "--brokers", "5", "--detach", "--set", "num.partitions=3", "--set", "a.b = c=d"])
     assert args.brokers == 5 and args.detach
@@ -80,7 +81,7 @@ def fakes(monkeypatch):
                 topics={"t": {0: [1, 2]}})
     monkeypatch.setattr(zkserver, "ZooKeeperServer", FakeZooKeeperServer)
     monkeypatch.setattr(cluster_mod, "open_zk", lambda connect: zk)
-    monkeypatch.setattr(cli, "open_zk", lambda connect: zk)
+    monkeypatch.setattr(up_mod, "open_zk", lambda connect: zk)
     monkeypatch.setattr(procs, "broker_command", fake_broker_command)
     return zk
 
@@ -127,7 +128,7 @@ def test_status_unreachable_zookeeper(monkeypatch, capsys) -> None:
     def refuse(connect):
         raise ConnectionError("refused")
 
-    monkeypatch.setattr(cli, "open_zk", refuse)
+    monkeypatch.setattr(up_mod, "open_zk", refuse)
     assert cli.main(["status", "--zookeeper", "127.0.0.1:1"]) == 1
     assert "cannot reach ZooKeeper" in capsys.readouterr().err
 
@@ -137,13 +138,38 @@ def test_up_foreground_shows_status_then_stops_on_ctrl_c(tmp_path, fakes, monkey
     def interrupt(seconds: float) -> None:
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(cli, "time", types.SimpleNamespace(sleep=interrupt, strftime=str))
+    monkeypatch.setattr(up_mod, "time", types.SimpleNamespace(sleep=interrupt, strftime=str))
     data = tmp_path / "d"
     assert cli.main(["up", "--brokers", "2", "--port-base", "0", "--timeout", "10",
                      "--data-dir", str(data)]) == 0
     out = capsys.readouterr().out
     assert "bootstrap:" in out and "controller: 2 (epoch 2)" in out and "Stopped." in out
     pids = [b["pid"] for b in json.loads((data / "cluster.json").read_text())["brokers"]]
+    assert all(not procs.is_broker_process(pid) for pid in pids)
+
+
+def test_up_on_a_running_cluster_attaches_and_ctrl_c_detaches(tmp_path, fakes, monkeypatch,
+                                                              capsys) -> None:
+    data = tmp_path / "d"
+    assert cli.main(["up", "--detach", "--brokers", "2", "--port-base", "0", "--timeout", "10",
+                     "--data-dir", str(data)]) == 0
+    assert "Started: ZooKeeper, broker 1, broker 2." in capsys.readouterr().out
+    pids = [b["pid"] for b in json.loads((data / "cluster.json").read_text())["brokers"]]
+
+    def interrupt(seconds: float) -> None:
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(up_mod, "time", types.SimpleNamespace(sleep=interrupt, strftime=str))
+    try:
+        assert cli.main(["up", "--data-dir", str(data), "--timeout", "10"]) == 0
+        out = capsys.readouterr().out
+        assert f"Attaching to the cluster already running in {data.resolve()}: Ctrl-C " \
+               "detaches" in out
+        assert "Every process was running: nothing restarted." in out
+        assert "Detached; the cluster keeps running" in out and "Stopped." not in out
+        assert all(procs.is_broker_process(pid) for pid in pids)
+    finally:
+        assert cli.main(["down", "--data-dir", str(data), "--timeout", "5"]) == 0
     assert all(not procs.is_broker_process(pid) for pid in pids)
 
 
