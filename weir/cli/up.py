@@ -11,8 +11,6 @@ from __future__ import annotations
 
 import argparse
 import difflib
-import fcntl
-import os
 import signal
 import sys
 import time
@@ -24,30 +22,12 @@ from weir.cli.broker_start import EXIT_CONFIG
 from weir.cli.cluster import ClusterError, LocalCluster, read_cluster_file
 from weir.cli.zkview import close_zk, collect_snapshot, open_zk, render_snapshot
 from weir.config import BROKER_CONFIG_DEFS, BrokerConfig, ConfigError
+from weir.storage.dir_lock import LOCK_FILE, is_locked
 
 DEFAULT_DATA_DIR = "./weir-data"
-LOCK_FILE = ".lock"  # a broker holds an exclusive flock on <log.dir>/.lock (Kafka's LogManager)
 
 
 # -- checks before anything is written -------------------------------------------------------
-
-
-def lock_held(directory: Path) -> bool:
-    """Whether a process holds ``directory/.lock`` (a running broker's log dir, as Kafka's
-    ``LogManager.lockLogDirs``): tried with a non-blocking exclusive flock, released at once."""
-    try:
-        fd = os.open(directory / LOCK_FILE, os.O_RDONLY)
-    except OSError:
-        return False
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except OSError:
-        return True
-    else:
-        fcntl.flock(fd, fcntl.LOCK_UN)
-        return False
-    finally:
-        os.close(fd)
 
 
 def _cluster_running(state: dict[str, Any]) -> bool:
@@ -72,7 +52,7 @@ def data_dir_in_use(data_dir: Path) -> str | None:
             return (f"{data_dir} lies inside the running cluster of {parent}; give weir up a "
                     f"directory of its own (or stop that one: weir down --data-dir {parent})")
     for directory in (data_dir, *data_dir.parents):
-        if lock_held(directory):
+        if is_locked(directory):
             return (f"{directory} is a log dir of a running broker ({directory / LOCK_FILE} is "
                     f"locked); give weir up a directory of its own")
     return None
