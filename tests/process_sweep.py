@@ -83,6 +83,15 @@ def sweep(mark: str, grace_s: float = 10.0) -> list[int]:
     return pids
 
 
+def _command_line(pid: int) -> str:
+    """The process' command line, shortened (a leak is found by what it runs)."""
+    try:
+        raw = (Path("/proc") / str(pid) / "cmdline").read_bytes()
+    except OSError:
+        return ""
+    return raw.replace(b"\0", b" ").decode(errors="replace").strip()[:160]
+
+
 class SessionGuard:
     """Installed by the root conftest: mark, SIGTERM as KeyboardInterrupt, sweep at exit."""
 
@@ -109,7 +118,9 @@ class SessionGuard:
         if self.swept or os.environ.get(MARK) != self.mark:
             return
         self.swept = True
+        named = {pid: _command_line(pid) for pid in marked_pids(self.mark)}
         left = sweep(self.mark, grace_s)
         if left:
-            print(f"\nweir tests: stopped {len(left)} process(es) left running: {left}",
+            print(f"\nweir tests: stopped {len(left)} process(es) left running: "
+                  + "; ".join(f"{pid} ({named.get(pid) or '?'})" for pid in left),
                   file=sys.stderr)

@@ -198,9 +198,6 @@ class ControllerContext:
         return [TopicPartition(topic, index) for topic, parts in self.assignments.items()
                 for index, replicas in parts.items() if broker_id in replicas]
 
-    def partitions_led_by(self, broker_id: int) -> list[TopicPartition]:
-        return [tp for tp, li in self.leadership.items() if li.leader == broker_id]
-
     def unclean_allowed(self, topic: str, broker_default: bool) -> bool:
         """``unclean.leader.election.enable`` of ``topic``: its override or the default."""
         raw = self.topic_configs.get(topic, {}).get("unclean.leader.election.enable")

@@ -285,3 +285,15 @@ class BrokerConnections:
         conns, self._conns = list(self._conns.values()), {}
         for conn in conns:
             await conn.close()
+
+    @classmethod
+    def on_listener(cls, metadata: Any, listener: str, client_id: str, *,
+                    security: Any = None, connect: Any = None) -> BrokerConnections:
+        """Connections to brokers at their endpoint on ``listener``, as ``metadata`` (a
+        broker's metadata cache: ``broker_on(broker_id, listener)``) knows it when each
+        connection is opened."""
+        def endpoint(broker_id: int) -> tuple[str, int] | None:
+            found = metadata.broker_on(broker_id, listener)
+            return None if found is None else (found.host, found.port)
+
+        return cls(endpoint, client_id, security=security, connect=connect)

@@ -245,7 +245,3 @@ def build(cls: type, data: Any = None, /, **kwargs: Any) -> Any:
         else:
             args[p.name] = p.zero
     return cls(**args)
-
-
-def has_field(cls: type, name: str) -> bool:
-    return any(p.name == name for p in _plan(cls))

@@ -447,10 +447,6 @@ class Partition:
             low = min(low, follower.log_start_offset if follower else -1)
         return low
 
-    def isr_is_complete_for(self, required_offset: int) -> bool:
-        """True once every maximal-ISR member reached ``required_offset`` (acks=all)."""
-        return self.log is not None and self.log.high_watermark >= required_offset
-
     def check_enough_replicas_reach_offset(self, required_offset: int,
                                            min_insync_replicas: int | None = None,
                                            ) -> ErrorCode | None:

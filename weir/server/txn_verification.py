@@ -25,12 +25,11 @@ from weir.common import TopicPartition, partitions_by_topic
 from weir.protocol.client import BrokerConnections
 from weir.protocol.codec import build
 from weir.protocol.errors import ErrorCode
+from weir.transactions.codec import TRANSACTION_STATE_TOPIC
 
 __all__ = ["TxnVerifier", "translate"]
 
 log = logging.getLogger(__name__)
-
-TRANSACTION_STATE_TOPIC = "__transaction_state"
 
 # Kafka's ReplicaManager: verification failures older clients would not retry become
 # NOT_ENOUGH_REPLICAS (retriable, no metadata refresh).
@@ -69,23 +68,11 @@ class TxnVerifier:
         self._coordinator_partition = coordinator_partition
         self.security = security
         self.request_timeout_s = request_timeout_s
-        self._pool: BrokerConnections | None = None
-
-    @property
-    def _connections(self) -> BrokerConnections:
-        if self._pool is None:  # made on first use: the broker's listeners are known by then
-            self._pool = BrokerConnections(
-                self._endpoint, f"broker-{self.broker_id}-txn-verify",
-                security=self.security)
-        return self._pool
-
-    def _endpoint(self, broker_id: int) -> tuple[str, int] | None:
-        endpoint = self.metadata.broker_on(broker_id, self.listener)
-        return None if endpoint is None else (endpoint.host, endpoint.port)
+        self._connections = BrokerConnections.on_listener(
+            metadata, listener, f"broker-{broker_id}-txn-verify", security=security)
 
     async def close(self) -> None:
-        if self._pool is not None:
-            await self._pool.close()
+        await self._connections.close()
 
     def _coordinator(self, transactional_id: str) -> int | None:
         index = self._coordinator_partition(transactional_id)

@@ -316,9 +316,6 @@ class ProducerStateManager:
             return min(unreplicated) if unreplicated else None
         return min(min(ongoing), min(unreplicated)) if unreplicated else min(ongoing)
 
-    def first_undecided_offset(self) -> int | None:
-        return min(self._ongoing) if self._ongoing else None
-
     def on_high_watermark_updated(self, high_watermark: int) -> None:
         """Transactions whose marker is below the HW are replicated: the LSO may pass them."""
         if self._unreplicated:  # else nothing to do (the usual: no marker awaits replication)
@@ -346,10 +343,6 @@ class ProducerStateManager:
             if now_ms - v.started_ms >= expiration_ms:
                 del self._verifying[pid]
         return len(expired)
-
-    def ongoing_transactions(self) -> dict[int, int]:
-        """First offset → producer id of every undecided transaction (read-only use)."""
-        return dict(self._ongoing)
 
 
 def _check_entry(entry: ProducerEntry | None, header: BatchHeader, origin: AppendOrigin,

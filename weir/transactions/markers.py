@@ -58,25 +58,13 @@ class MarkerSender:
         self.metadata = metadata
         self.listener = listener
         self.security = security
-        self._connect = connect
-        self._pool: BrokerConnections | None = None
         self.request_timeout_s = request_timeout_s
-
-    @property
-    def _connections(self) -> BrokerConnections:
-        if self._pool is None:  # made on first use: the broker's listeners are known by then
-            self._pool = BrokerConnections(
-                self._endpoint, f"broker-{self.broker_id}-txn-markers",
-                security=self.security, connect=self._connect)
-        return self._pool
-
-    def _endpoint(self, broker_id: int) -> tuple[str, int] | None:
-        endpoint = self.metadata.broker_on(broker_id, self.listener)
-        return None if endpoint is None else (endpoint.host, endpoint.port)
+        self._connections = BrokerConnections.on_listener(
+            metadata, listener, f"broker-{broker_id}-txn-markers", security=security,
+            connect=connect)
 
     async def close(self) -> None:
-        if self._pool is not None:
-            await self._pool.close()
+        await self._connections.close()
 
     def leader_of(self, tp: TopicPartition) -> int | None:
         """The partition's leader, -2 when the topic is gone (nothing to mark), None while

@@ -19,11 +19,12 @@ from weir.security.acls import AclOperation, ResourceType
 from weir.server import authz
 from weir.server.context import NOT_NOW, RawResponse
 from weir.server.txn_verification import translate
+from weir.transactions.codec import TRANSACTION_STATE_TOPIC
 
 API_KEY = 0
 MIN_VERSION = 0
 MAX_VERSION = 11
-INTERNAL_TOPICS = frozenset({OFFSETS_TOPIC, "__transaction_state"})
+INTERNAL_TOPICS = frozenset({OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC})
 
 
 async def handle(ctx, request) -> Any:
