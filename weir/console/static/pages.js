@@ -51,26 +51,35 @@ window.pages = (() => {
   const BROKER_HEADERS = ["id", "endpoint", "role", "state", "partitions", "leaders",
                           "under-replicated", "loop lag (ms)", "log dirs", "metrics"];
 
+  // An action's answer stays under its partition across the table's refreshes.
+  const partitionResults = new Map();
+
   function partitionActions(p, ctx) {
     if (!ctx.allowActions) return null;
     const out = el("td", {class: "actions-col"});
-    const elect = el("button", {class: "elect", onclick: async () => {
+    const key = `${p.topic}-${p.partition}`;
+    const show = (outcome) => {
       out.querySelectorAll(".result").forEach((n) => n.remove());
-      out.appendChild(resultView(await postJson("/api/elect", {partitions: [{topic: p.topic, partition: p.partition}]})));
+      const node = resultView(outcome);
+      partitionResults.set(key, node);
+      out.appendChild(node);
+    };
+    const elect = el("button", {class: "elect", onclick: async () => {
+      show(await postJson("/api/elect", {partitions: [{topic: p.topic, partition: p.partition}]}));
     }}, "elect preferred");
     const replicas = input({class: "replicas", value: p.replicas.join(","), size: 8,
                             "aria-label": `new replicas of ${p.topic}-${p.partition}`});
     const form = el("form", {class: "inline reassign", onsubmit: async (e) => {
       e.preventDefault();
-      out.querySelectorAll(".result").forEach((n) => n.remove());
       const ids = replicas.value.split(",").map((s) => s.trim()).filter(Boolean).map(Number);
       if (!ids.length || ids.some((n) => !Number.isInteger(n))) {
-        out.appendChild(resultView({ok: false, doc: {error: "replicas must be broker ids separated by commas"}}));
+        show({ok: false, doc: {error: "replicas must be broker ids separated by commas"}});
         return;
       }
-      out.appendChild(resultView(await postJson("/api/reassign", {topic: p.topic, partition: p.partition, replicas: ids})));
+      show(await postJson("/api/reassign", {topic: p.topic, partition: p.partition, replicas: ids}));
     }}, replicas, el("button", {type: "submit"}, "reassign"));
     out.append(elect, " ", form);
+    if (partitionResults.has(key)) out.appendChild(partitionResults.get(key));
     return out;
   }
 

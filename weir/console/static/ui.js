@@ -70,7 +70,8 @@ window.ui = (() => {
   // An action's answer, readable: per resource "ok" or Kafka's error name and message.
   function resultView(outcome) {
     const {ok, doc} = outcome;
-    const box = el("div", {class: "result " + (ok && !doc.error ? "ok" : "failed")});
+    const failed = !ok || doc.error || Object.values(doc.results || {}).some((err) => err);
+    const box = el("div", {class: "result " + (failed ? "failed" : "ok")});
     if (doc.error) box.appendChild(el("p", {class: "error-text"}, doc.error));
     if (doc.results) {
       box.appendChild(el("ul", {}, Object.entries(doc.results).map(([name, err]) =>

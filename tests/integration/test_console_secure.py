@@ -1,0 +1,96 @@
+"""The console on a ``weir up --secure`` cluster (SASL_SSL, SCRAM, ACLs): it reads the
+cluster with the data dir's ``client.properties`` (TLS and SCRAM through its own client),
+the security page lists the SCRAM users and ACLs, and a console listening beyond loopback
+logs operators in against the cluster's SCRAM users before any action."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import subprocess
+import sys
+import urllib.request
+
+import pytest
+from aiohttp.test_utils import TestClient, TestServer
+
+from tests.conftest import wait_for
+from weir.cli import procs
+from weir.cli.cluster import LocalCluster
+from weir.cli.secure import SecureCluster
+from weir.config import read_properties
+from weir.ports import free_port
+
+pytestmark = [pytest.mark.integration, pytest.mark.slow]
+
+
+def get(url: str) -> dict:
+    with urllib.request.urlopen(url, timeout=20) as response:
+        return json.loads(response.read())
+
+
+@pytest.fixture(scope="module")
+def secure(tmp_path_factory):
+    c = LocalCluster(tmp_path_factory.mktemp("console-secure") / "data", brokers=1,
+                     port_base=0)
+    c.secure = SecureCluster(c.data_dir)
+    try:
+        c.start(timeout_s=90)
+        yield c
+    finally:
+        c.stop()
+
+
+def test_console_reads_a_secure_cluster(secure):
+    port = free_port()
+    child = subprocess.Popen(
+        [sys.executable, "-m", "weir", "console", "--data-dir", str(secure.data_dir),
+         "--port", str(port), "--interval", "1"],
+        stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        start_new_session=True)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        state = wait_for(lambda: (doc := get(url + "/api/state"))["ready"]
+                         and not doc["error"] and doc, 60, interval_s=0.3,
+                         what="the console's read of the secure cluster")
+        assert [b["id"] for b in state["brokers"]] == secure.broker_ids
+        doc = get(url + "/api/security")
+        assert "acls_error" not in doc and "users_error" not in doc, doc
+        assert {u["user"] for u in doc["users"]} >= {"admin", "broker"}
+        assert all(m["mechanism"].startswith("SCRAM-SHA-") for u in doc["users"]
+                   for m in u["mechanisms"])
+        broker = get(url + f"/api/brokers/{secure.broker_ids[0]}")
+        assert any(c["name"] == "sasl.enabled.mechanisms" for c in broker["configs"])
+    finally:
+        procs.terminate([child.pid], 10, {child.pid: child})
+
+
+def test_login_beyond_loopback_against_the_clusters_scram_users(secure):
+    from weir.console.actions import COOKIE, Auth
+    from weir.console.admin import ConsoleAdmin, security_from_properties
+    from weir.console.server import ConsoleState, make_app
+
+    props = read_properties(secure.data_dir / "client.properties")
+    password = props["sasl.password"]
+
+    async def main() -> None:
+        admin = ConsoleAdmin(secure.bootstrap, security_from_properties(props))
+        auth = Auth(required=True, admin=admin)
+        state = ConsoleState(admin, lambda brokers: {}, allow_actions=True, auth=auth)
+        async with TestClient(TestServer(make_app(state, interval_s=0.5))) as client:
+            body = {"partitions": [{"topic": "none-such", "partition": 0}]}
+            assert (await client.post("/api/elect", json=body)).status == 401
+            session = await (await client.get("/api/session")).json()
+            assert session["method"] == "cluster SCRAM users"
+            wrong = await client.post("/api/login",
+                                      json={"username": "admin", "password": "wrong"})
+            assert wrong.status == 401
+            ok = await client.post("/api/login",
+                                   json={"username": "admin", "password": password})
+            assert ok.status == 200 and COOKIE in ok.cookies
+            elected = await client.post("/api/elect", json=body)
+            assert elected.status == 200
+            results = (await elected.json())["results"]
+            assert results["none-such-0"].startswith("UNKNOWN_TOPIC_OR_PARTITION")
+
+    asyncio.run(main())
