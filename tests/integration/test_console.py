@@ -351,6 +351,28 @@ def test_actions(console, page, data, cluster):
     assert not page.problems, page.problems
 
 
+def test_keeps_refreshing_while_a_broker_is_frozen(console, cluster):
+    """SIGSTOP: the broker keeps its sockets and answers nothing; every read of it costs
+    one timeout (5 s), and the overview still refreshes without a cluster-wide error."""
+    url, _child = console
+    victim = next(b for b in cluster.broker_ids if b != cluster.controller_id())
+    cluster.pause_broker(victim)
+    try:
+        paused_at = time.time()
+        fresh = wait_for(lambda: (doc := api(url, "/api/state")[1])["generated_s"]
+                         > paused_at + 6 and doc, 40, interval_s=0.5,
+                         what="a refresh completed after the broker froze")
+        assert fresh["error"] is None, fresh["error"]
+        row = next(b for b in fresh["brokers"] if b["id"] == victim)
+        assert row["metrics"] is None  # its metrics endpoint is frozen too
+        assert row["log_dirs"]["error"].endswith("did not answer within 5 s"), row
+        began = time.monotonic()
+        assert api(url, f"/api/topics/{TOPIC}")[0] == 200
+        assert time.monotonic() - began < 15
+    finally:
+        cluster.resume_broker(victim)
+
+
 def test_survives_a_broker_killed_and_restarted(console, page, data, cluster):
     url, child = console
     page.goto(url + "/")

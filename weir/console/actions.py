@@ -366,9 +366,8 @@ async def api_alter_topic_config(request: web.Request) -> web.Response:
     entries += [{"name": k, "config_operation": 1, "value": None} for k in deletes]
     request_ = codec.build(load_request_schema(44, 1), validate_only=False, resources=[
         {"resource_type": 2, "resource_name": name, "configs": entries}])
-    admin = _state(request).admin
     try:
-        response = await admin.to_broker(await admin.any_broker(), request_)
+        response = await _state(request).admin.to_any(request_)
     except (AdminError, ConnectionError, TimeoutError) as exc:
         return _failed("IncrementalAlterConfigs", exc)
     return web.json_response({"results": {
@@ -387,4 +386,4 @@ def add_routes(app: web.Application) -> None:
     app.router.add_post("/api/topics", api_create_topic)
     app.router.add_post("/api/topics/{name}/delete", api_delete_topic)
     app.router.add_post("/api/topics/{name}/config", api_alter_topic_config)
-    app.router.add_post("/api/groups/{group}/reset-offsets", api_reset_offsets)
+    app.router.add_post("/api/groups/{group:.+}/reset-offsets", api_reset_offsets)

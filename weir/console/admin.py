@@ -126,6 +126,8 @@ class ConsoleAdmin:
         self.controller_id: int | None = None
         self._conns: dict[tuple[str, int], BrokerConnection] = {}
         self._locks: dict[tuple[str, int], asyncio.Lock] = {}
+        self._last_good: tuple[str, int] | None = None  # tried first: a frozen broker
+        # early in the list would otherwise cost a timeout on every read
 
     # -- connections -------------------------------------------------------------------
 
@@ -152,7 +154,7 @@ class ConsoleAdmin:
         ConnectionError or TimeoutError."""
         try:
             conn = await self._conn(address)
-            return await conn.request(payload, timeout_s=timeout_s or self.timeout_s)
+            response = await conn.request(payload, timeout_s=timeout_s or self.timeout_s)
         except (ConnectionError, OSError, TimeoutError) as exc:
             conn = self._conns.pop(address, None)
             if conn is not None:
@@ -161,6 +163,26 @@ class ConsoleAdmin:
                 raise TimeoutError(f"{address[0]}:{address[1]} did not answer within "
                                    f"{timeout_s or self.timeout_s:g} s") from None
             raise ConnectionError(f"{address[0]}:{address[1]}: {exc}") from None
+        self._last_good = address
+        return response
+
+    async def to_any(self, payload: Any, timeout_s: float | None = None) -> Any:
+        """A request any broker can answer (DescribeConfigs of a topic, FindCoordinator,
+        DescribeAcls, ...): the broker that answered last first, then the others."""
+        if not self.brokers:
+            await self.metadata([])
+        addresses = list(dict.fromkeys(
+            [a for a in (self._last_good,) if a in self.brokers.values()]
+            + [self.brokers[b] for b in sorted(self.brokers)]))
+        if not addresses:
+            raise AdminError("the cluster metadata names no broker")
+        errors = []
+        for address in addresses:
+            try:
+                return await self.send(address, payload, timeout_s)
+            except (ConnectionError, TimeoutError) as exc:
+                errors.append(str(exc))
+        raise AdminError("no broker answered (" + "; ".join(errors) + ")")
 
     async def to_broker(self, broker_id: int, payload: Any, timeout_s: float | None = None
                         ) -> Any:
@@ -183,7 +205,8 @@ class ConsoleAdmin:
         request = codec.build(cls, topics=None if topics is None else
                               [{"name": t} for t in topics], allow_auto_topic_creation=False)
         errors = []
-        candidates = list(dict.fromkeys([*self.brokers.values(), *self._seeds]))
+        candidates = list(dict.fromkeys([*(a for a in (self._last_good,) if a),
+                                         *self.brokers.values(), *self._seeds]))
         for address in candidates:
             try:
                 response = await self.send(address, request)
@@ -261,9 +284,8 @@ class ConsoleAdmin:
         request = codec.build(cls, include_synonyms=True, include_documentation=False,
                               resources=[{"resource_type": resource_type,
                                           "resource_name": name, "configuration_keys": None}])
-        if broker_id is None:
-            broker_id = await self.any_broker()
-        response = await self.to_broker(broker_id, request)
+        response = await (self.to_any(request) if broker_id is None
+                          else self.to_broker(broker_id, request))
         result = response.results[0]
         err = error_text(result.error_code, result.error_message)
         if err:
@@ -315,7 +337,7 @@ class ConsoleAdmin:
     async def coordinator(self, group: str) -> tuple[str, int]:
         cls = load_request_schema(10, FIND_COORDINATOR_V)
         request = codec.build(cls, key=group, key_type=0)
-        response = await self.to_broker(await self.any_broker(), request)
+        response = await self.to_any(request)
         err = error_text(response.error_code, response.error_message)
         if err:
             raise AdminError(f"FindCoordinator {group}: {err}")
@@ -366,11 +388,11 @@ class ConsoleAdmin:
                               resource_name_filter=None, pattern_type_filter=1,
                               principal_filter=None, host_filter=None, operation=1,
                               permission_type=1)
-        return await self.to_broker(await self.any_broker(), request)
+        return await self.to_any(request)
 
     async def describe_scram_users(self) -> Any:
         request = codec.build(load_request_schema(50, 0), users=None)
-        return await self.to_broker(await self.any_broker(), request)
+        return await self.to_any(request)
 
     # -- controller requests (actions) ---------------------------------------------------------
 

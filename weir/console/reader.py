@@ -45,11 +45,12 @@ async def read_cluster(admin: ConsoleAdmin) -> dict[str, Any]:
     topics = collect.topic_rows(md)
     leaders = {(p["topic"], p["partition"]): p["leader"] for t in topics
                for p in t["partitions"]}
-    starts, ends, log_dirs = await asyncio.gather(
+    # Each part on its own, all at once: a frozen broker costs one timeout, not one per part.
+    starts, ends, log_dirs, (described, group_errors) = await asyncio.gather(
         admin.list_offsets(leaders, EARLIEST), admin.list_offsets(leaders, LATEST),
-        _log_dirs(admin, [b["id"] for b in brokers]))
+        _log_dirs(admin, [b["id"] for b in brokers]), describe_groups(admin))
     views.add_offsets_and_sizes(topics, starts, ends, log_dirs)
-    groups, group_errors = await read_groups(admin, ends)
+    groups = [group_lag(entry, ends) for entry in described]
     return {"brokers": brokers, "controller_id": int(md.controller_id),
             "cluster_id": md.cluster_id, "topics": topics, "groups": groups,
             "group_errors": group_errors, "log_dirs": log_dirs}
@@ -66,23 +67,29 @@ async def _log_dirs(admin: ConsoleAdmin, brokers: list[int]) -> dict[int, Any]:
     return dict(zip(brokers, answers, strict=True))
 
 
-async def read_groups(admin: ConsoleAdmin, ends: Mapping[tuple[str, int], int | str]
-                      ) -> tuple[list[dict[str, Any]], list[str]]:
-    """Every group (ListGroups of each broker), each described on its coordinator, with
-    lag against ``ends`` (log end offsets); a group that cannot be described keeps its
-    listed state and an error."""
+async def describe_groups(admin: ConsoleAdmin) -> tuple[list[dict[str, Any]], list[str]]:
+    """Every group (ListGroups of each broker), each described on its coordinator; a group
+    that cannot be described keeps its listed state and an error."""
     listed, errors = await admin.list_groups()
-    listed = listed[:MAX_GROUPS]
 
     async def one(entry: dict[str, str]) -> dict[str, Any]:
         try:
             desc, committed = await admin.describe_group(entry["group"])
         except FAILURES as exc:
-            return {**entry, "error": _problem(exc), "members": 0, "partitions": [],
-                    "total_lag": None, "topics": []}
-        return views.group_row(desc, committed, ends)
+            return {**entry, "error": _problem(exc)}
+        return {**entry, "desc": desc, "committed": committed}
 
-    return list(await asyncio.gather(*(one(g) for g in listed))), errors
+    return list(await asyncio.gather(*(one(g) for g in listed[:MAX_GROUPS]))), errors
+
+
+def group_lag(entry: dict[str, Any], ends: Mapping[tuple[str, int], int | str]
+              ) -> dict[str, Any]:
+    """A described group's row with lag against ``ends`` (log end offsets)."""
+    if "desc" not in entry:
+        return {"group": entry["group"], "state": entry.get("state"),
+                "error": entry.get("error"), "members": 0, "partitions": [],
+                "total_lag": None, "topics": []}
+    return views.group_row(entry["desc"], entry["committed"], ends)
 
 
 async def broker_detail(admin: ConsoleAdmin, broker_id: int) -> dict[str, Any]:

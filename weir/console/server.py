@@ -41,7 +41,7 @@ HISTORY = 150
 METRICS_TIMEOUT_S = 2.0
 READ_TIMEOUT_S = 20.0
 PAGES = ("/", "/brokers", "/brokers/{id}", "/topics", "/topics/{name}",
-         "/topics/{name}/messages", "/groups", "/groups/{group}", "/security", "/controller")
+         "/topics/{name}/messages", "/groups", "/groups/{group:.+}", "/security", "/controller")
 
 
 class ConsoleState:
@@ -101,7 +101,7 @@ class ConsoleState:
         log_dirs = view.pop("log_dirs", {})
         for b in view["brokers"]:
             # A broker down shows no figures: its last metrics would be stale.
-            fresh = b["id"] in live_ids or not b["down"]
+            fresh = b["id"] in live_ids
             b.update(metrics_url=endpoints.get(b["id"]),
                      metrics=metrics.get(b["id"]) if fresh else None,
                      log_dirs=log_dirs.get(b["id"]) if fresh else None)
@@ -309,7 +309,7 @@ def make_app(state: ConsoleState, interval_s: float = 2.0) -> web.Application:
     app.router.add_get("/api/brokers/{id}", api_broker)
     app.router.add_get("/api/topics/{name}", api_topic)
     app.router.add_get("/api/topics/{name}/messages", api_messages)
-    app.router.add_get("/api/groups/{group}", api_group)
+    app.router.add_get("/api/groups/{group:.+}", api_group)  # a group id may hold "/"
     app.router.add_get("/api/security", api_security)
     app.router.add_get("/api/controller", api_controller)
     actions.add_routes(app)

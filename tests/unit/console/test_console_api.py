@@ -140,6 +140,11 @@ class ScriptedAdmin:
             topic="t", partition_result=[SimpleNamespace(partition_id=0, error_code=0,
                                                          error_message=None)])])
 
+    async def describe_group(self, group):
+        from weir.console.admin import AdminError
+
+        raise AdminError(f"COORDINATOR_NOT_AVAILABLE: {group}")
+
     async def close(self):
         pass
 
@@ -190,6 +195,11 @@ def test_read_only_console_refuses_actions():
             assert (await client.get(f"/static/{script}")).status == 200
         charts = await (await client.get("/api/charts")).json()
         assert "bytesin" in charts
+        for path in ("/api/groups/team%2Fa", "/api/groups/team/a"):  # ids may hold "/"
+            doc = await (await client.get(path)).json()
+            assert doc == {"group": "team/a",
+                           "error": "COORDINATOR_NOT_AVAILABLE: team/a"}, path
+        assert (await client.get("/groups/team%2Fa")).status == 200
         missing = await client.get("/api/topics/nope")
         assert missing.status == 404
         assert (await missing.json())["error"].startswith("UNKNOWN_TOPIC_OR_PARTITION")

@@ -12,7 +12,7 @@
     [/^\/$/, "overview", []], [/^\/brokers$/, "brokers", []], [/^\/brokers\/([^/]+)$/, "broker", ["id"]],
     [/^\/topics$/, "topics", []], [/^\/topics\/([^/]+)$/, "topic", ["name"]],
     [/^\/topics\/([^/]+)\/messages$/, "messages", ["name"]], [/^\/groups$/, "groups", []],
-    [/^\/groups\/([^/]+)$/, "group", ["group"]], [/^\/controller$/, "controller", []],
+    [/^\/groups\/(.+)$/, "group", ["group"]], [/^\/controller$/, "controller", []],
     [/^\/security$/, "security", []],
   ];
 
