@@ -10,6 +10,7 @@ import json
 import subprocess
 import sys
 import urllib.request
+from pathlib import Path
 
 import pytest
 from aiohttp.test_utils import TestClient, TestServer
@@ -22,6 +23,12 @@ from weir.config import read_properties
 from weir.ports import free_port
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
+
+CHROMIUM = "/usr/bin/chromium"  # as tests/integration/test_console.py launches it
+CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic",
+                 "--no-first-run", "--disable-background-networking",
+                 "--disable-component-update", "--disable-sync"]
+ARTIFACTS = Path(__file__).resolve().parents[2] / "test-artifacts" / "console"
 
 
 def get(url: str) -> dict:
@@ -61,8 +68,27 @@ def test_console_reads_a_secure_cluster(secure):
                    for m in u["mechanisms"])
         broker = get(url + f"/api/brokers/{secure.broker_ids[0]}")
         assert any(c["name"] == "sasl.enabled.mechanisms" for c in broker["configs"])
+        shoot_security_page(url)
     finally:
         procs.terminate([child.pid], 10, {child.pid: child})
+
+
+def shoot_security_page(url: str) -> None:
+    """The security page in Chromium, kept as a screenshot (the users must show)."""
+    from playwright.sync_api import sync_playwright
+
+    if not Path(CHROMIUM).exists():
+        return
+    with sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        try:
+            page = browser.new_page(viewport={"width": 1200, "height": 700})
+            page.goto(url + "/security")
+            page.wait_for_selector('#users tr[data-user="admin"]', timeout=30_000)
+            ARTIFACTS.mkdir(parents=True, exist_ok=True)
+            page.screenshot(path=str(ARTIFACTS / "security-secure.png"), full_page=True)
+        finally:
+            browser.close()
 
 
 def test_login_beyond_loopback_against_the_clusters_scram_users(secure):

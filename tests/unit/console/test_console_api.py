@@ -302,3 +302,11 @@ def test_unreachable_metrics_endpoint_is_skipped():
     assert state.view["brokers"][0]["metrics"] is None
     assert state.view["brokers"][0]["metrics_url"] == "http://127.0.0.1:9"
     assert len(state.history) == 1
+
+
+def test_actions_beyond_loopback_without_any_login_refuse_to_start(capsys):
+    from weir.cli.main import main
+
+    assert main(["console", "--bootstrap-server", "127.0.0.1:1", "--host", "0.0.0.0",
+                 "--allow-actions"]) == 1
+    assert "--password-file" in capsys.readouterr().err

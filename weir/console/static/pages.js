@@ -104,7 +104,7 @@ window.pages = (() => {
 
   const overview = {
     title: "Overview",
-    init() {
+    init(params, ctx) {
       return [
         el("section", {id: "summary", class: "cards"}),
         section("Brokers", table("brokers", BROKER_HEADERS, [])),
@@ -115,7 +115,8 @@ window.pages = (() => {
           chartBox("chart-isr", "ISR shrinks and expands (per second)"),
           chartBox("chart-lag", "Event-loop lag per broker (ms, mean over each interval)"))),
         section("Problem partitions (under-replicated or offline)",
-          el("label", {class: "muted"}, el("input", {type: "checkbox", id: "show-internal"}), " include internal topics"),
+          el("label", {class: "muted"}, el("input", {type: "checkbox", id: "show-internal",
+            onchange: () => this.update(ctx)}), " include internal topics"),
           table("partitions", ["topic", "partition", "leader", "replicas", "isr", "status"], [])),
         section("Consumer groups", el("div", {id: "groups-summary"})),
         section("Recent controller state changes", el("div", {id: "changes-box"})),
