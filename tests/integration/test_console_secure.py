@@ -120,3 +120,63 @@ def test_login_beyond_loopback_against_the_clusters_scram_users(secure):
             assert results["none-such-0"].startswith("UNKNOWN_TOPIC_OR_PARTITION")
 
     asyncio.run(main())
+
+
+def test_login_form_in_the_browser(secure):
+    """The header's login form: a wrong password is refused on the page, the right one
+    signs the operator in (actions then pass), logging out closes them again."""
+    import threading
+
+    from playwright.sync_api import sync_playwright
+
+    from weir.console.actions import Auth
+    from weir.console.admin import ConsoleAdmin, security_from_properties
+    from weir.console.server import ConsoleState, serve
+
+    if not Path(CHROMIUM).exists():
+        pytest.skip(f"{CHROMIUM} is absent")
+    props = read_properties(secure.data_dir / "client.properties")
+    admin = ConsoleAdmin(secure.bootstrap, security_from_properties(props))
+    # Auth(required=True) is what a console bound beyond loopback gets; the test binds
+    # loopback and runs the server on a thread beside Playwright's synchronous API.
+    state = ConsoleState(admin, lambda brokers: {}, allow_actions=True,
+                         auth=Auth(required=True, admin=admin))
+    port, loop, bound = free_port(), asyncio.new_event_loop(), threading.Event()
+    task = loop.create_task(serve(state, "127.0.0.1", port, 0.5, lambda _p: bound.set()))
+    thread = threading.Thread(target=lambda: loop.run_until_complete(
+        asyncio.gather(task, return_exceptions=True)), daemon=True)
+    thread.start()
+    try:
+        assert bound.wait(30)
+        url = f"http://127.0.0.1:{port}"
+        elect = """async () => (await fetch('/api/elect', {method: 'POST',
+                      headers: {'Content-Type': 'application/json'},
+                      body: JSON.stringify({partitions: []})})).status"""
+        with sync_playwright() as pw:
+            browser = pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+            try:
+                page = browser.new_page(viewport={"width": 1200, "height": 500})
+                page.goto(url + "/")
+                page.wait_for_selector("#login-form", timeout=30_000)
+                assert page.evaluate(elect) == 401
+                page.fill("#login-user", "admin")
+                page.fill("#login-password", "wrong")
+                page.click("#login-form button")
+                page.wait_for_selector('.login-error:has-text("wrong username or password")',
+                                       timeout=30_000)
+                page.fill("#login-password", props["sasl.password"])
+                page.click("#login-form button")
+                page.wait_for_selector('#login:has-text("signed in as admin")',
+                                       timeout=30_000)
+                assert page.evaluate(elect) == 200
+                ARTIFACTS.mkdir(parents=True, exist_ok=True)
+                page.screenshot(path=str(ARTIFACTS / "signed-in.png"))
+                page.click('#login button:has-text("log out")')
+                page.wait_for_selector("#login-form", timeout=30_000)
+                assert page.evaluate(elect) == 401
+            finally:
+                browser.close()
+    finally:
+        loop.call_soon_threadsafe(task.cancel)
+        thread.join(30)
+        loop.close()
