@@ -47,7 +47,6 @@ GAUGES = {
 }
 RATE_SERIES = ("bytesin", "messagesin", "bytesout", "replicationbytesout", "isrshrinks",
                "isrexpands")
-MAX_GROUPS = 50
 
 
 # -- metrics endpoints ----------------------------------------------------------------------
