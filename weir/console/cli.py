@@ -47,7 +47,17 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--interval", type=float, default=2.0,
                    help="seconds between refreshes (default 2)")
     p.add_argument("--allow-actions", action="store_true",
-                   help="enable preferred leader election and reassignment from the page")
+                   help="enable the actions: preferred leader election, reassignment, topic "
+                        "create/delete/config change, group offset reset")
+    p.add_argument("--command-config", default=None, metavar="FILE",
+                   help="client properties for a secured cluster (TLS, SASL); default: the "
+                        "client.properties of a `weir up --secure` cluster in --data-dir")
+    p.add_argument("--password-file", default=None, metavar="FILE",
+                   help="logins for the actions when listening beyond loopback: "
+                        "user=password lines (a bare line is user admin's password); "
+                        "default: the cluster's SCRAM users")
+    p.add_argument("--timeout", type=float, default=5.0,
+                   help="seconds a request to a broker may take (default 5)")
 
 
 def endpoint_resolver(args: argparse.Namespace) -> Any:
@@ -71,9 +81,22 @@ def endpoint_resolver(args: argparse.Namespace) -> Any:
     return resolve
 
 
+def client_properties(args: argparse.Namespace) -> dict[str, str]:
+    """``--command-config``, else the ``client.properties`` of a secure local cluster in
+    ``--data-dir`` (only when its brokers are the ones talked to)."""
+    from weir.config import read_properties
+
+    path = args.command_config
+    if path is None and not args.bootstrap_server:
+        found = Path(args.data_dir) / "client.properties"
+        path = found if found.exists() else None
+    return dict(read_properties(path)) if path is not None else {}
+
+
 def cmd_console(args: argparse.Namespace) -> int:
     from weir.cli.cluster import read_cluster_file
-    from weir.console.collect import AdminReader
+    from weir.console.actions import Auth, is_loopback, read_password_file
+    from weir.console.admin import ConsoleAdmin, security_from_properties
     from weir.console.server import ConsoleState, serve
 
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
@@ -82,6 +105,18 @@ def cmd_console(args: argparse.Namespace) -> int:
     if not bootstrap:
         print(f"weir: no cluster recorded in {args.data_dir}; use --bootstrap-server",
               file=sys.stderr)
+        return 1
+    try:
+        security = security_from_properties(client_properties(args))
+        passwords = read_password_file(args.password_file) if args.password_file else None
+        admin = ConsoleAdmin(bootstrap, security, timeout_s=args.timeout)
+    except (OSError, ValueError) as exc:
+        print(f"weir: {exc}", file=sys.stderr)
+        return 1
+    auth = Auth(required=not is_loopback(args.host), passwords=passwords, admin=admin)
+    if args.allow_actions and auth.required and auth.method is None:
+        print(f"weir: the console listens on {args.host} (beyond loopback) with actions: "
+              "give --password-file, or use a SCRAM cluster's users", file=sys.stderr)
         return 1
     connect = args.zookeeper or (state_file.get("zookeeper") if not args.bootstrap_server
                                  else None)
@@ -94,11 +129,13 @@ def cmd_console(args: argparse.Namespace) -> int:
         except Exception as exc:  # noqa: BLE001 - the console works without ZooKeeper
             print(f"weir: ZooKeeper at {connect} unreachable ({exc}); going on without it",
                   file=sys.stderr)
-    state = ConsoleState(AdminReader(bootstrap), endpoint_resolver(args), zk,
-                         allow_actions=args.allow_actions)
+    state = ConsoleState(admin, endpoint_resolver(args), zk,
+                         allow_actions=args.allow_actions, auth=auth)
 
     def ready(port: int) -> None:
         mode = "actions enabled" if args.allow_actions else "read-only"
+        if args.allow_actions and auth.required:
+            mode += f", login: {auth.method}"
         print(f"Weir console on http://{args.host}:{port}/ ({mode}; Ctrl-C stops it)",
               flush=True)
 

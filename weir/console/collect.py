@@ -2,14 +2,15 @@
 
 Three sources, as an operator's tools would use them:
 
-* the Kafka protocol (confluent-kafka's AdminClient): brokers, the controller id, topics and
-  partitions (leader, replicas, ISR), consumer groups with committed and log end offsets;
+* the Kafka protocol, through the console's own client (:mod:`weir.console.admin`, no native
+  client library in the process): brokers, the controller id, topics and partitions
+  (leader, replicas, ISR), offsets, log dirs, consumer groups with committed offsets;
 * ZooKeeper, when given: ``/controller`` and ``/controller_epoch``;
 * each broker's metrics endpoint (``metrics.http.port``): ``/metrics`` (Prometheus text)
   and ``/controller`` (the controller's event queue and state-change log, as JSON).
 
-The blocking AdminClient calls run on a worker thread (:meth:`AdminReader.read`); the
-metrics endpoints are fetched concurrently by the server.  Everything handed to the page is
+The cluster reads are in :mod:`weir.console.reader`; the metrics endpoints are fetched
+concurrently by the server.  Everything handed to the page is
 plain JSON built by the pure functions here (tested without a cluster).
 """
 
@@ -46,7 +47,6 @@ GAUGES = {
 }
 RATE_SERIES = ("bytesin", "messagesin", "bytesout", "replicationbytesout", "isrshrinks",
                "isrexpands")
-MAX_GROUPS = 50
 
 
 # -- metrics endpoints ----------------------------------------------------------------------
@@ -141,17 +141,20 @@ def partition_row(topic: str, partition: int, leader: int, replicas: Sequence[in
 
 
 def topic_rows(metadata: Any) -> list[dict[str, Any]]:
-    """Topics of a confluent-kafka ClusterMetadata, partitions in order."""
-    live = [int(b) for b in metadata.brokers]
+    """Topics of a Metadata response (kio), partitions in order; a topic's error by Kafka's
+    name."""
+    from weir.console.admin import error_name
+
+    live = [int(b.node_id) for b in metadata.brokers]
     topics = []
-    for name in sorted(metadata.topics):
-        meta = metadata.topics[name]
-        parts = [partition_row(name, int(p.id), int(p.leader), [int(r) for r in p.replicas],
-                               [int(r) for r in p.isrs], live)
-                 for p in sorted(meta.partitions.values(), key=lambda p: int(p.id))]
-        error = meta.error.str() if meta.error is not None else None
-        topics.append({"name": name, "internal": name.startswith("__"), "error": error,
-                       "partitions": parts,
+    for meta in sorted(metadata.topics, key=lambda t: t.name):
+        parts = [partition_row(meta.name, int(p.partition_index), int(p.leader_id),
+                               [int(r) for r in p.replica_nodes], [int(r) for r in p.isr_nodes],
+                               live)
+                 for p in sorted(meta.partitions, key=lambda p: int(p.partition_index))]
+        topics.append({"name": meta.name,
+                       "internal": bool(meta.is_internal) or meta.name.startswith("__"),
+                       "error": error_name(meta.error_code), "partitions": parts,
                        "under_replicated": sum(p["under_replicated"] for p in parts),
                        "offline": sum(p["offline"] for p in parts)})
     return topics
@@ -170,120 +173,6 @@ def group_lag_rows(committed: Mapping[tuple[str, int], int],
                      "lag": end - current if end is not None and current is not None else None,
                      "member": owners.get(tp)})
     return rows
-
-
-# -- the AdminClient reader ---------------------------------------------------------------------
-
-
-def _error_text(exc: Any) -> str | None:
-    """``NAME: message`` of a confluent-kafka KafkaException (None for no error)."""
-    if exc is None:
-        return None
-    err = exc.args[0] if getattr(exc, "args", None) else exc
-    if hasattr(err, "name") and hasattr(err, "str"):
-        return f"{err.name()}: {err.str()}"
-    return str(err)
-
-
-def _enum_name(value: Any) -> str:
-    name = getattr(value, "name", None)
-    return str(name if name is not None else value)
-
-
-class AdminReader:
-    """Blocking reads through confluent-kafka's AdminClient (run it on a worker thread)."""
-
-    def __init__(self, bootstrap: str, timeout_s: float = 5.0) -> None:
-        from confluent_kafka.admin import AdminClient
-
-        self.bootstrap = bootstrap
-        self.timeout_s = timeout_s
-        self._admin = AdminClient({"bootstrap.servers": bootstrap, "log_level": 0,
-                                   "socket.timeout.ms": int(timeout_s * 1000)})
-
-    def _wait(self, future: Any) -> Any:
-        return future.result(timeout=self.timeout_s + 2)
-
-    def read(self) -> dict[str, Any]:
-        """Brokers, controller id, topics and groups (raises on a failed Metadata)."""
-        md = self._admin.list_topics(timeout=self.timeout_s)
-        brokers = [{"id": int(b.id), "host": b.host, "port": int(b.port)}
-                   for b in sorted(md.brokers.values(), key=lambda b: int(b.id))]
-        topics = topic_rows(md)
-        return {"brokers": brokers, "controller_id": int(md.controller_id),
-                "topics": topics, "groups": self.read_groups()}
-
-    def read_groups(self) -> list[dict[str, Any]]:
-        from confluent_kafka import ConsumerGroupTopicPartitions, KafkaException
-
-        try:
-            listed = self._wait(self._admin.list_consumer_groups(
-                request_timeout=self.timeout_s))
-        except KafkaException:
-            return []
-        ids = sorted(g.group_id for g in listed.valid)[:MAX_GROUPS]
-        if not ids:
-            return []
-        described = self._admin.describe_consumer_groups(ids, request_timeout=self.timeout_s)
-        groups = []
-        wanted: set[tuple[str, int]] = set()
-        for gid in ids:
-            try:
-                desc = self._wait(described[gid])
-                fetched = self._wait(self._admin.list_consumer_group_offsets(
-                    [ConsumerGroupTopicPartitions(gid)], request_timeout=self.timeout_s)[gid])
-            except KafkaException as exc:
-                groups.append({"group": gid, "state": "?", "error": str(exc.args[0]),
-                               "members": 0, "committed": {}, "owners": {}})
-                continue
-            committed = {(tp.topic, tp.partition): tp.offset
-                         for tp in fetched.topic_partitions or [] if tp.offset >= 0}
-            owners = {(tp.topic, tp.partition): m.client_id or m.member_id
-                      for m in desc.members for tp in m.assignment.topic_partitions}
-            wanted |= set(committed) | set(owners)
-            groups.append({"group": gid, "state": _enum_name(desc.state), "error": None,
-                           "members": len(desc.members), "committed": committed,
-                           "owners": owners})
-        ends = self.log_end_offsets(wanted)
-        out = []
-        for g in groups:
-            rows = group_lag_rows(g.pop("committed"), ends, g.pop("owners"))
-            g["partitions"] = rows
-            g["total_lag"] = sum(r["lag"] for r in rows if r["lag"] is not None)
-            out.append(g)
-        return out
-
-    def log_end_offsets(self, partitions: Iterable[tuple[str, int]]
-                        ) -> dict[tuple[str, int], int]:
-        from confluent_kafka import KafkaException, TopicPartition
-        from confluent_kafka.admin import OffsetSpec
-
-        request = {TopicPartition(t, p): OffsetSpec.latest() for t, p in sorted(partitions)}
-        if not request:
-            return {}
-        out = {}
-        for tp, future in self._admin.list_offsets(
-                request, request_timeout=self.timeout_s).items():
-            try:
-                out[(tp.topic, tp.partition)] = int(self._wait(future).offset)
-            except (KafkaException, TimeoutError):
-                continue  # e.g. the partition is offline: shown as unknown
-        return out
-
-    def elect_preferred(self, partitions: Sequence[tuple[str, int]] | None
-                        ) -> dict[str, str | None]:
-        """ElectLeaders (PREFERRED) for ``partitions`` (None: all); per partition the error
-        text or None."""
-        from confluent_kafka import ElectionType, KafkaException, TopicPartition
-
-        tps = None if partitions is None else [TopicPartition(t, p) for t, p in partitions]
-        # No keyword options: confluent-kafka 2.x passes them on wrongly (a SystemError).
-        future = self._admin.elect_leaders(ElectionType.PREFERRED, tps)
-        try:
-            result = self._wait(future)
-        except KafkaException as exc:
-            return {"*": str(exc.args[0])}
-        return {f"{tp.topic}-{tp.partition}": _error_text(err) for tp, err in result.items()}
 
 
 # -- ZooKeeper -----------------------------------------------------------------------------------

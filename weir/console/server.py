@@ -1,24 +1,21 @@
 """``weir console``: the web console's HTTP server (aiohttp) and its poller.
 
-One poller task refreshes a cached view every ``interval_s``: the AdminClient reads on a
-worker thread, the brokers' metrics endpoints fetched concurrently (each with a short
-timeout, so a frozen broker delays nothing else), ZooKeeper on a worker thread when given.
-The page (``static/``) polls the JSON APIs; nothing a request does waits on the cluster,
-except the actions.
+One poller task refreshes a cached view every ``interval_s`` through the console's own
+protocol client (:mod:`weir.console.admin`; no native client library in the process, so no
+client abort can take the console down), the brokers' metrics endpoints fetched
+concurrently (each with a short timeout), ZooKeeper on a worker thread when given.  Every
+failure is data on the page.  Detail pages (a broker's configs, a topic's configs, a group,
+the message browser, ACLs and users, reassignments) are read when asked, each bounded by
+the client's timeouts.
 
-Routes:
+Pages (one HTML shell, drawn by ``static/app.js`` from the path): ``/`` (overview),
+``/brokers``, ``/brokers/{id}``, ``/topics``, ``/topics/{name}``, ``/topics/{name}/messages``,
+``/groups``, ``/groups/{id}``, ``/security``, ``/controller``.
 
-* ``GET /`` and ``/static/*``: the page;
-* ``GET /api/state``: brokers, controller, topics/partitions, groups with lag, recent
-  controller state changes;
-* ``GET /api/charts``: rates from the brokers' counters (produce/fetch bytes, ISR
-  shrinks/expands) and each broker's event-loop lag;
-* ``POST /api/elect`` (``{"partitions": [{"topic", "partition"}]}`` or ``{}`` for all):
-  preferred leader election (ElectLeaders);
-* ``POST /api/reassign`` (``{"topic", "partition", "replicas": [...]}``): a partition
-  reassignment (AlterPartitionReassignments, KIP-455).
-
-Both actions answer 403 unless the console was started with ``--allow-actions``.
+JSON: ``GET /api/state``, ``/api/charts``, ``/api/brokers/{id}``, ``/api/topics/{name}``,
+``/api/topics/{name}/messages``, ``/api/groups/{id}``, ``/api/security``,
+``/api/controller``; the actions (``POST /api/...``, :mod:`weir.console.actions`) answer 403
+unless the console was started with ``--allow-actions``.
 """
 
 from __future__ import annotations
@@ -26,44 +23,63 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import time
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
 import aiohttp
 from aiohttp import web
 
-from weir.console import collect
+from weir.console import collect, reader
 
 log = logging.getLogger(__name__)
 
 STATIC = Path(__file__).with_name("static")
 HISTORY = 150
 METRICS_TIMEOUT_S = 2.0
+READ_TIMEOUT_S = 20.0
+PAGES = ("/", "/brokers", "/brokers/{id}", "/topics", "/topics/{name}",
+         "/topics/{name}/messages", "/groups", "/groups/{group:.+}", "/security", "/controller")
 
 
 class ConsoleState:
-    """The cached view the page reads, refreshed by :meth:`refresh`."""
+    """The cached view the pages read, refreshed by :meth:`refresh`.
 
-    def __init__(self, reader: Any, endpoints: Callable[[list[dict[str, Any]]], dict[int, str]],
-                 zk: Any = None, *, allow_actions: bool = False) -> None:
-        self.reader = reader
+    ``admin``: a :class:`weir.console.admin.ConsoleAdmin`; ``read``: the overview's reader
+    (``reader.read_cluster``; tests pass a scripted one)."""
+
+    def __init__(self, admin: Any, endpoints: Callable[[list[dict[str, Any]]], dict[int, str]],
+                 zk: Any = None, *, allow_actions: bool = False,
+                 read: Callable[[Any], Awaitable[dict[str, Any]]] | None = None,
+                 auth: Any = None) -> None:
+        self.admin = admin
         self.endpoints = endpoints
         self.zk = zk
         self.allow_actions = allow_actions
-        self.view: dict[str, Any] = {"ready": False, "error": None}
+        self.auth = auth
+        self._read = read or reader.read_cluster
+        self.view: dict[str, Any] = {"ready": False, "error": None,
+                                     "allow_actions": allow_actions}
         self.known: dict[int, dict[str, Any]] = {}  # every broker Metadata has listed
         self.history: deque[tuple[float, dict[int, dict[str, float]]]] = deque(maxlen=HISTORY)
+
+    @property
+    def bootstrap(self) -> str:
+        return str(getattr(self.admin, "bootstrap", "?"))
 
     async def refresh(self, http: aiohttp.ClientSession) -> None:
         view: dict[str, Any] = {"ready": True, "error": None,
                                 "allow_actions": self.allow_actions}
         try:
-            view.update(await asyncio.to_thread(self.reader.read))
+            view.update(await asyncio.wait_for(self._read(self.admin), READ_TIMEOUT_S))
         except Exception as exc:  # noqa: BLE001 - shown on the page, retried next round
-            view.update(self.view)
-            view["error"] = f"cluster unreachable through {self.reader.bootstrap}: {exc}"
+            kept = {k: v for k, v in self.view.items() if k in ("topics", "groups")}
+            view.update(kept, brokers=[], stale=True)
+            reason = str(exc) or type(exc).__name__
+            view["error"] = f"cluster unreachable through {self.bootstrap}: {reason}"
+        live_ids = {b["id"] for b in view.get("brokers", [])}
         endpoints = self.endpoints(view.get("brokers", []))
         fetched = await asyncio.gather(*(self._fetch(http, url) for url in endpoints.values()))
         metrics: dict[int, dict[str, float]] = {}
@@ -77,12 +93,18 @@ class ConsoleState:
         zk_view = None
         if self.zk is not None:
             try:
-                zk_view = await asyncio.to_thread(collect.read_zookeeper, self.zk)
+                zk_view = await asyncio.wait_for(
+                    asyncio.to_thread(collect.read_zookeeper, self.zk), READ_TIMEOUT_S)
             except Exception as exc:  # noqa: BLE001 - keep the rest of the page alive
-                zk_view = {"error": str(exc)}
+                zk_view = {"error": str(exc) or type(exc).__name__}
         view["brokers"] = with_down_brokers(view.get("brokers", []), self.known)
+        log_dirs = view.pop("log_dirs", {})
         for b in view["brokers"]:
-            b.update(metrics_url=endpoints.get(b["id"]), metrics=metrics.get(b["id"]))
+            # A broker down shows no figures: its last metrics would be stale.
+            fresh = b["id"] in live_ids
+            b.update(metrics_url=endpoints.get(b["id"]),
+                     metrics=metrics.get(b["id"]) if fresh else None,
+                     log_dirs=log_dirs.get(b["id"]) if fresh else None)
         view["controller"] = _controller_view(view.get("controller_id"), zk_view, controllers)
         view["generated_s"] = collect.now_s()
         self.view = view
@@ -102,6 +124,14 @@ class ConsoleState:
 
     def charts(self) -> dict[str, Any]:
         return collect.rate_series(list(self.history))
+
+    def topic(self, name: str) -> dict[str, Any] | None:
+        return next((t for t in self.view.get("topics", []) if t["name"] == name), None)
+
+    def log_end_offsets(self) -> dict[tuple[str, int], int | str]:
+        return {(p["topic"], p["partition"]): p.get("log_end_offset")
+                for t in self.view.get("topics", []) for p in t["partitions"]
+                if p.get("log_end_offset") is not None}
 
 
 def with_down_brokers(live: list[dict[str, Any]], known: dict[int, dict[str, Any]]
@@ -151,7 +181,7 @@ def _state(request: web.Request) -> ConsoleState:
 
 
 async def index(_request: web.Request) -> web.FileResponse:
-    return web.FileResponse(STATIC / "index.html")
+    return web.FileResponse(STATIC / "index.html", headers={"Cache-Control": "no-cache"})
 
 
 async def api_state(request: web.Request) -> web.Response:
@@ -162,94 +192,127 @@ async def api_charts(request: web.Request) -> web.Response:
     return web.json_response(_state(request).charts())
 
 
-def _forbidden(state: ConsoleState) -> web.Response | None:
-    if state.allow_actions:
-        return None
-    return web.json_response(
-        {"error": "actions are disabled; start the console with --allow-actions"}, status=403)
+def _not_found(what: str) -> web.Response:
+    return web.json_response({"error": what}, status=404)
 
 
-async def _json_body(request: web.Request) -> dict[str, Any]:
+async def api_broker(request: web.Request) -> web.Response:
+    state = _state(request)
     try:
-        body = await request.json()
+        broker_id = int(request.match_info["id"])
     except ValueError:
-        raise web.HTTPBadRequest(text="expected a JSON body") from None
-    if not isinstance(body, dict):
-        raise web.HTTPBadRequest(text="expected a JSON object")
-    return body
+        return _not_found(f"not a broker id: {request.match_info['id']!r}")
+    row = next((b for b in state.view.get("brokers", []) if b["id"] == broker_id), None)
+    if row is None:
+        return _not_found(f"broker {broker_id} is not in the cluster")
+    doc = {**row, "controller": state.view.get("controller", {}).get("id") == broker_id,
+           "leader_partitions": sum(p["leader"] == broker_id
+                                    for t in state.view.get("topics", [])
+                                    for p in t["partitions"])}
+    if not row["down"]:
+        doc.update(await reader.broker_detail(state.admin, broker_id))
+    return web.json_response(doc)
 
 
-def parse_partitions(body: dict[str, Any]) -> list[tuple[str, int]] | None:
-    """``{"partitions": [{"topic", "partition"}]}`` → pairs; absent → None (all)."""
-    raw = body.get("partitions")
-    if raw is None:
-        return None
-    if not isinstance(raw, list):
-        raise ValueError("partitions must be a list")  # noqa: TRY004 - a 400 answer
-    out = []
-    for entry in raw:
-        if not isinstance(entry, dict) or not isinstance(entry.get("topic"), str) \
-                or not isinstance(entry.get("partition"), int):
-            raise ValueError(  # noqa: TRY004 - a 400 answer
-                "each partition needs a topic (string) and partition (int)")
-        out.append((entry["topic"], entry["partition"]))
-    return out
-
-
-async def api_elect(request: web.Request) -> web.Response:
+async def api_topic(request: web.Request) -> web.Response:
     state = _state(request)
-    refused = _forbidden(state)
-    if refused is not None:
-        return refused
-    try:
-        partitions = parse_partitions(await _json_body(request))
-    except ValueError as exc:
-        return web.json_response({"error": str(exc)}, status=400)
-    try:
-        results = await asyncio.to_thread(state.reader.elect_preferred, partitions)
-    except Exception as exc:  # noqa: BLE001 - reported to the page, not a server error
-        return web.json_response({"error": f"ElectLeaders failed: {exc}"}, status=502)
-    return web.json_response({"results": results})
+    name = request.match_info["name"]
+    topic = state.topic(name)
+    if topic is None:
+        return _not_found(f"UNKNOWN_TOPIC_OR_PARTITION: no topic {name!r}")
+    readers = [{"group": g["group"], "state": g.get("state"),
+                "lag": sum(r["lag"] or 0 for r in g.get("partitions", [])
+                           if r["topic"] == name)}
+               for g in state.view.get("groups", []) if name in g.get("topics", [])]
+    return web.json_response({**topic, "groups": readers,
+                              **await reader.topic_configs(state.admin, name)})
 
 
-async def api_reassign(request: web.Request) -> web.Response:
+def _int_arg(request: web.Request, key: str, default: int | None) -> int | None:
+    raw = request.query.get(key, "")
+    if raw.strip() == "":
+        return default
+    try:
+        return int(raw)
+    except ValueError:
+        raise web.HTTPBadRequest(text=f"{key} must be an integer, got {raw!r}") from None
+
+
+async def api_messages(request: web.Request) -> web.Response:
+    """``?partition=N|all&from=newest|offset|timestamp&offset=&timestamp=&limit=``."""
     state = _state(request)
-    refused = _forbidden(state)
-    if refused is not None:
-        return refused
-    body = await _json_body(request)
-    topic, partition, replicas = body.get("topic"), body.get("partition"), body.get("replicas")
-    if not isinstance(topic, str) or not isinstance(partition, int) \
-            or not isinstance(replicas, list) or not replicas \
-            or not all(isinstance(r, int) for r in replicas):
-        return web.json_response(
-            {"error": "expected {topic: str, partition: int, replicas: [int, ...]}"},
-            status=400)
-    from weir.cli.reassign import AdminSession, ReassignError
-    from weir.common import TopicPartition
-    from weir.protocol.errors import ErrorCode
-
-    session = AdminSession(state.reader.bootstrap, timeout_s=10)
+    name = request.match_info["name"]
+    topic = state.topic(name)
+    if topic is None:
+        return _not_found(f"UNKNOWN_TOPIC_OR_PARTITION: no topic {name!r}")
+    start = request.query.get("from", "newest")
+    if start not in ("newest", "offset", "timestamp"):
+        return web.json_response({"error": "from must be newest, offset or timestamp"},
+                                 status=400)
     try:
-        results = await session.alter({TopicPartition(topic, partition): replicas})
-    except (ReassignError, OSError, TimeoutError) as exc:
-        return web.json_response({"error": str(exc)}, status=502)
-    return web.json_response({"results": {
-        f"{tp.topic}-{tp.partition}": None if code == ErrorCode.none else f"{code.name}: {msg or ''}"
-        for tp, (code, msg) in results.items()}})
+        raw_partition = request.query.get("partition", "all")
+        partition = None if raw_partition in ("", "all") else _int_arg(request, "partition",
+                                                                       None)
+        value = _int_arg(request, start, None) if start != "newest" else None
+        limit = _int_arg(request, "limit", 50) or 50
+    except web.HTTPBadRequest as exc:
+        return web.json_response({"error": exc.text}, status=400)
+    if start != "newest" and value is None:
+        return web.json_response({"error": f"from={start} needs {start}=..."}, status=400)
+    began = time.monotonic()
+    doc = await reader.browse(state.admin, topic, partition, start, value, limit)
+    doc["took_ms"] = round((time.monotonic() - began) * 1000)
+    return web.json_response(doc)
+
+
+async def api_group(request: web.Request) -> web.Response:
+    state = _state(request)
+    doc = await reader.group_detail(state.admin, request.match_info["group"],
+                                    state.log_end_offsets())
+    return web.json_response(doc)
+
+
+async def api_security(request: web.Request) -> web.Response:
+    return web.json_response(await reader.security(_state(request).admin))
+
+
+async def api_controller(request: web.Request) -> web.Response:
+    state = _state(request)
+    doc = {**state.view.get("controller", {}), **await reader.reassignments(state.admin)}
+    sizes = {}
+    for b in state.view.get("brokers", []):
+        for topic, partition, size, future in (b.get("log_dirs") or {}).get("sizes", []):
+            if not future:
+                sizes[(topic, partition, b["id"])] = size
+    leaders = {(p["topic"], p["partition"]): p["leader"]
+               for t in state.view.get("topics", []) for p in t["partitions"]}
+    for move in doc.get("reassignments", []):
+        tp = (move["topic"], move["partition"])
+        target = sizes.get((*tp, leaders.get(tp, -1)))
+        move["progress"] = [{"broker": b, "bytes": sizes.get((*tp, b)), "leader_bytes": target}
+                            for b in move["adding"]]
+    return web.json_response(doc)
 
 
 # -- the app -----------------------------------------------------------------------------------
 
 
 def make_app(state: ConsoleState, interval_s: float = 2.0) -> web.Application:
+    from weir.console import actions
+
     app = web.Application()
     app[STATE_KEY] = state
-    app.router.add_get("/", index)
+    for path in PAGES:
+        app.router.add_get(path, index)
     app.router.add_get("/api/state", api_state)
     app.router.add_get("/api/charts", api_charts)
-    app.router.add_post("/api/elect", api_elect)
-    app.router.add_post("/api/reassign", api_reassign)
+    app.router.add_get("/api/brokers/{id}", api_broker)
+    app.router.add_get("/api/topics/{name}", api_topic)
+    app.router.add_get("/api/topics/{name}/messages", api_messages)
+    app.router.add_get("/api/groups/{group:.+}", api_group)  # a group id may hold "/"
+    app.router.add_get("/api/security", api_security)
+    app.router.add_get("/api/controller", api_controller)
+    actions.add_routes(app)
     app.router.add_static("/static/", STATIC)
 
     async def poller(app: web.Application):
@@ -267,6 +330,8 @@ def make_app(state: ConsoleState, interval_s: float = 2.0) -> web.Application:
             task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await task
+            with contextlib.suppress(Exception):
+                await state.admin.close()
 
     app.cleanup_ctx.append(poller)
     return app

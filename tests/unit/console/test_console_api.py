@@ -1,6 +1,7 @@
 """The console without a cluster: the pure shaping functions (rates, partition flags, group
-lag, metrics summary, endpoint discovery) and the HTTP API against a scripted reader —
-the actions answer 403 unless --allow-actions, bad bodies 400."""
+lag, metrics summary, endpoint discovery) and the HTTP API against a scripted reader and
+admin — the actions answer 403 unless --allow-actions, bad bodies 400; a cluster that
+cannot be reached is an error on the page, never a dead server."""
 
 from __future__ import annotations
 
@@ -47,19 +48,23 @@ def test_partition_flags():
     assert not healthy["under_replicated"] and not healthy["offline"]
 
 
-def test_topic_rows_from_confluent_metadata():
+def test_topic_rows_from_metadata():
     part = lambda i, leader, replicas, isr: SimpleNamespace(
-        id=i, leader=leader, replicas=replicas, isrs=isr)
-    md = SimpleNamespace(brokers={1: None, 2: None}, topics={
-        "b": SimpleNamespace(error=None, partitions={1: part(1, 2, [2, 1], [2]),
-                                                     0: part(0, 1, [1, 2], [1, 2])}),
-        "__consumer_offsets": SimpleNamespace(error=None, partitions={0: part(0, -1, [3], [])}),
-    })
+        partition_index=i, leader_id=leader, replica_nodes=replicas, isr_nodes=isr)
+    md = SimpleNamespace(brokers=[SimpleNamespace(node_id=1), SimpleNamespace(node_id=2)],
+                         topics=[
+        SimpleNamespace(name="b", error_code=0, is_internal=False,
+                        partitions=[part(1, 2, [2, 1], [2]), part(0, 1, [1, 2], [1, 2])]),
+        SimpleNamespace(name="__consumer_offsets", error_code=0, is_internal=True,
+                        partitions=[part(0, -1, [3], [])]),
+        SimpleNamespace(name="gone", error_code=3, is_internal=False, partitions=[]),
+    ])
     rows = collect.topic_rows(md)
-    assert [t["name"] for t in rows] == ["__consumer_offsets", "b"]
+    assert [t["name"] for t in rows] == ["__consumer_offsets", "b", "gone"]
     assert rows[0]["internal"] and rows[0]["offline"] == 1
     assert [p["partition"] for p in rows[1]["partitions"]] == [0, 1]
     assert rows[1]["under_replicated"] == 1 and rows[1]["offline"] == 0
+    assert rows[2]["error"] == "UNKNOWN_TOPIC_OR_PARTITION"
 
 
 def test_group_lag_rows():
@@ -123,19 +128,30 @@ def test_controller_view_prefers_zookeeper_and_the_newest_controller_report():
 # -- the HTTP API --------------------------------------------------------------------------------
 
 
-class ScriptedReader:
+class ScriptedAdmin:
     bootstrap = "127.0.0.1:1"
 
     def __init__(self) -> None:
-        self.elected: list = []
+        self.sent: list = []
 
-    def read(self):
-        return {"brokers": [{"id": 1, "host": "127.0.0.1", "port": 1}], "controller_id": 1,
-                "topics": [], "groups": []}
+    async def to_controller(self, payload):
+        self.sent.append(payload)
+        return SimpleNamespace(error_code=0, replica_election_results=[SimpleNamespace(
+            topic="t", partition_result=[SimpleNamespace(partition_id=0, error_code=0,
+                                                         error_message=None)])])
 
-    def elect_preferred(self, partitions):
-        self.elected.append(partitions)
-        return {"t-0": None}
+    async def describe_group(self, group):
+        from weir.console.admin import AdminError
+
+        raise AdminError(f"COORDINATOR_NOT_AVAILABLE: {group}")
+
+    async def close(self):
+        pass
+
+
+async def scripted_read(_admin):
+    return {"brokers": [{"id": 1, "host": "127.0.0.1", "port": 1}], "controller_id": 1,
+            "topics": [], "groups": []}
 
 
 def run_with_client(state: ConsoleState, scenario):
@@ -146,37 +162,55 @@ def run_with_client(state: ConsoleState, scenario):
     return asyncio.run(main())
 
 
+async def _ready(client):
+    for _ in range(200):  # the poller's first refresh
+        doc = await (await client.get("/api/state")).json()
+        if doc["ready"]:
+            return doc
+        await asyncio.sleep(0.02)
+    raise AssertionError("the console never refreshed")
+
+
 def test_read_only_console_refuses_actions():
-    reader = ScriptedReader()
-    state = ConsoleState(reader, lambda brokers: {})
+    admin = ScriptedAdmin()
+    state = ConsoleState(admin, lambda brokers: {}, read=scripted_read)
 
     async def scenario(client):
         for path, body in (("/api/elect", {}), ("/api/reassign", {"topic": "t", "partition": 0,
-                                                                    "replicas": [1]})):
+                                                                    "replicas": [1]}),
+                           ("/api/topics", {"name": "x"}), ("/api/topics/x/delete", {}),
+                           ("/api/topics/x/config", {"set": {"a": "b"}}),
+                           ("/api/groups/g/reset-offsets", {})):
             response = await client.post(path, json=body)
-            assert response.status == 403
+            assert response.status == 403, path
             assert "--allow-actions" in (await response.json())["error"]
-        for _ in range(100):  # the poller's first refresh
-            doc = await (await client.get("/api/state")).json()
-            if doc["ready"]:
-                break
-            await asyncio.sleep(0.02)
+        doc = await _ready(client)
         assert doc["brokers"][0]["id"] == 1 and doc["allow_actions"] is False
         assert doc["controller"]["id"] == 1
-        page = await client.get("/")
-        assert page.status == 200 and "Weir console" in await page.text()
-        script = await client.get("/static/app.js")
-        assert script.status == 200
+        for path in ("/", "/topics", "/topics/a.b/messages", "/groups/g", "/brokers/1",
+                     "/security", "/controller"):
+            page = await client.get(path)
+            assert page.status == 200 and "Weir console" in await page.text(), path
+        for script in ("app.js", "ui.js", "pages.js", "pages2.js", "chart.js"):
+            assert (await client.get(f"/static/{script}")).status == 200
         charts = await (await client.get("/api/charts")).json()
         assert "bytesin" in charts
+        for path in ("/api/groups/team%2Fa", "/api/groups/team/a"):  # ids may hold "/"
+            doc = await (await client.get(path)).json()
+            assert doc == {"group": "team/a",
+                           "error": "COORDINATOR_NOT_AVAILABLE: team/a"}, path
+        assert (await client.get("/groups/team%2Fa")).status == 200
+        missing = await client.get("/api/topics/nope")
+        assert missing.status == 404
+        assert (await missing.json())["error"].startswith("UNKNOWN_TOPIC_OR_PARTITION")
 
     run_with_client(state, scenario)
-    assert reader.elected == []
+    assert admin.sent == []
 
 
 def test_actions_when_allowed_and_bad_bodies():
-    reader = ScriptedReader()
-    state = ConsoleState(reader, lambda brokers: {}, allow_actions=True)
+    admin = ScriptedAdmin()
+    state = ConsoleState(admin, lambda brokers: {}, allow_actions=True, read=scripted_read)
 
     async def scenario(client):
         response = await client.post("/api/elect",
@@ -188,17 +222,77 @@ def test_actions_when_allowed_and_bad_bodies():
         response = await client.post("/api/elect", data=b"not json",
                                      headers={"Content-Type": "application/json"})
         assert response.status == 400
-        response = await client.post("/api/reassign", json={"topic": "t", "partition": 0,
-                                                            "replicas": []})
+        for body in ({"topic": "t", "partition": 0, "replicas": []},
+                     {"topic": "t", "partition": 0, "replicas": [1, 1]}):
+            response = await client.post("/api/reassign", json=body)
+            assert response.status == 400
+        response = await client.post("/api/topics", json={"name": "x", "configs": {"a": 1}})
         assert response.status == 400
+        response = await client.post("/api/topics/x/config", json={})
+        assert "nothing to change" in (await response.json())["error"]
 
     run_with_client(state, scenario)
-    assert reader.elected == [[("t", 0)]]
+    assert len(admin.sent) == 1
+    assert [(t.topic, list(t.partitions)) for t in admin.sent[0].topic_partitions] == [
+        ("t", [0])]
+
+
+def test_actions_beyond_loopback_need_a_login(tmp_path):
+    from weir.console.actions import COOKIE, Auth, is_loopback, read_password_file
+
+    assert is_loopback("127.0.0.1") and is_loopback("::1") and is_loopback("localhost")
+    assert not is_loopback("0.0.0.0") and not is_loopback("10.1.2.3")
+    secret = tmp_path / "console.passwords"
+    secret.write_text("# operators\ns3cret\nops=other pass\n")
+    assert read_password_file(secret) == {"admin": "s3cret", "ops": "other pass"}
+    admin = ScriptedAdmin()
+    auth = Auth(required=True, passwords=read_password_file(secret))
+    state = ConsoleState(admin, lambda brokers: {}, allow_actions=True, read=scripted_read,
+                         auth=auth)
+
+    async def scenario(client):
+        body = {"partitions": [{"topic": "t", "partition": 0}]}
+        assert (await client.post("/api/elect", json=body)).status == 401
+        session = await (await client.get("/api/session")).json()
+        assert session == {"allow_actions": True, "login_required": True,
+                           "method": "password file", "user": None}
+        wrong = await client.post("/api/login", json={"username": "admin", "password": "x"})
+        assert wrong.status == 401
+        ok = await client.post("/api/login", json={"username": "admin", "password": "s3cret"})
+        assert ok.status == 200 and COOKIE in ok.cookies
+        assert (await client.post("/api/elect", json=body)).status == 200
+        await client.post("/api/logout", json={})
+        assert (await client.post("/api/elect", json=body)).status == 401
+
+    run_with_client(state, scenario)
+    assert len(admin.sent) == 1
+
+
+def test_an_unreachable_cluster_is_an_error_on_the_page_not_a_dead_server():
+    from weir.console.admin import ConsoleAdmin
+    from weir.ports import free_port
+
+    admin = ConsoleAdmin(f"127.0.0.1:{free_port()}", timeout_s=1)
+    state = ConsoleState(admin, lambda brokers: {})
+
+    async def scenario(client):
+        doc = await _ready(client)
+        assert doc["error"].startswith("cluster unreachable through 127.0.0.1:")
+        assert "no broker answered Metadata" in doc["error"]
+        assert doc["brokers"] == []
+        for path in ("/api/security", "/api/controller", "/api/groups/g"):
+            response = await client.get(path)
+            assert response.status == 200, path
+            body = await response.json()
+            assert any("no broker answered Metadata" in str(v) or "Connect" in str(v)
+                       for v in body.values()), body
+
+    run_with_client(state, scenario)
 
 
 def test_unreachable_metrics_endpoint_is_skipped():
-    reader = ScriptedReader()
-    state = ConsoleState(reader, lambda brokers: {1: "http://127.0.0.1:9"})
+    state = ConsoleState(ScriptedAdmin(), lambda brokers: {1: "http://127.0.0.1:9"},
+                         read=scripted_read)
 
     async def main():
         async with aiohttp.ClientSession() as http:
@@ -208,3 +302,11 @@ def test_unreachable_metrics_endpoint_is_skipped():
     assert state.view["brokers"][0]["metrics"] is None
     assert state.view["brokers"][0]["metrics_url"] == "http://127.0.0.1:9"
     assert len(state.history) == 1
+
+
+def test_actions_beyond_loopback_without_any_login_refuse_to_start(capsys):
+    from weir.cli.main import main
+
+    assert main(["console", "--bootstrap-server", "127.0.0.1:1", "--host", "0.0.0.0",
+                 "--allow-actions"]) == 1
+    assert "--password-file" in capsys.readouterr().err
