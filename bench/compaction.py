@@ -12,7 +12,7 @@
    timed, first with the cleaner idle, then after the lag is set to 0 through AlterConfigs
    (the dynamic topic config path), while the cleaner works.
 
-Results: bench/results/compaction-<UTC date>.{md,json} and compaction-latest.md.
+Results: bench/results/compaction.{md,json} (python -m bench run).
 """
 
 from __future__ import annotations
@@ -23,13 +23,11 @@ import json
 import os
 import shutil
 import statistics
-import sys
 import tempfile
 import time
 from pathlib import Path
 
-from produce_consume import machine  # same folder: the machine description
-
+from bench.harness import machine, out_dir
 from weir.common import TopicPartition
 from weir.records.builder import build_batch
 from weir.records.filter import compress
@@ -40,7 +38,7 @@ from weir.storage.log_cleaner import clean_now
 from weir.storage.offset_map import OffsetMap
 
 HERE = Path(__file__).resolve().parent
-RESULTS = HERE / "results"
+RESULTS = out_dir()
 CODECS = {"none": 0, "gzip": 1, "snappy": 2, "lz4": 3, "zstd": 4}
 
 
@@ -260,5 +258,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    sys.path.insert(0, str(HERE))
     main()

@@ -13,7 +13,7 @@ each with the number of partition reads (``ReplicaManager._read_for_follower`` c
 depend on the machine's load.  Compare commits by running it with ``PYTHONPATH`` set to
 another checkout.
 
-    .venv/bin/python bench/fetch_purgatory.py [--partitions 3333] [--cycles 20]
+    .venv/bin/python -m bench run fetch_purgatory [--partitions 3333] [--cycles 20]
 """
 
 from __future__ import annotations

@@ -10,9 +10,9 @@
    few seconds; commits per second the coordinator sustains (each commit is one record
    appended to ``__consumer_offsets`` with acks=all).
 
-    .venv/bin/python bench/groups.py [--quick] [--repeat 3]
+    .venv/bin/python -m bench run groups [--quick] [--repeat 3]
 
-Results: ``bench/results/groups-<UTC date>.{md,json}`` and ``bench/results/groups-latest.md``.
+Results: ``bench/results/groups.{md,json}`` (``python -m bench run``).
 """
 
 from __future__ import annotations
@@ -28,15 +28,14 @@ import tempfile
 import threading
 import time
 import uuid
-from pathlib import Path
 
 from confluent_kafka import Consumer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from bench.harness import out_dir
 from weir.cli.cluster import LocalCluster
 
-RESULTS = Path(__file__).resolve().parent / "results"
+RESULTS = out_dir()
 OVERRIDES = {"group.initial.rebalance.delay.ms": "0", "offsets.topic.num.partitions": "10",
              "offsets.topic.replication.factor": "1", "auto.create.topics.enable": "false"}
 PARTITIONS = 24

@@ -18,7 +18,7 @@ CPU per partition in the session, with the Python function calls per fetch
 (cProfile's count, which does not depend on the machine's load).  Compare commits by
 running it with ``PYTHONPATH`` set to another checkout.
 
-    .venv/bin/python bench/idle_fetch.py [--partitions 3333] [--fetches 20] [--versions 13,12]
+    .venv/bin/python -m bench run idle_fetch [--partitions 3333] [--fetches 20] [--versions 13,12]
 """
 
 from __future__ import annotations

@@ -5,11 +5,11 @@ produced with confluent-kafka to (a) a one-broker Weir cluster and (b) the floor
 (``bench/floor_server.py``: the least a Kafka-speaking asyncio server must do), then
 consumed back by ``assign``.  The figure that matters is weir/floor.  See bench/README.md.
 
-    .venv/bin/python bench/produce_consume.py [--records N] [--quick] [--profile]
+    .venv/bin/python -m bench run produce_consume [--records N] [--quick] [--profile]
 
-Results go to ``bench/results/produce_consume-<UTC date>.{md,json}`` and ``produce_consume-latest.md``.
+Results go to ``bench/results/produce_consume.{md,json}`` (``python -m bench run``).
 ``--profile`` instead runs one produce and one consume with the broker under cProfile and
-writes its hot spots to ``bench/results/profile-<timestamp>.txt``.
+writes its hot spots to ``profile-<timestamp>.txt`` beside its results.
 """
 
 from __future__ import annotations
@@ -18,7 +18,6 @@ import argparse
 import datetime
 import json
 import os
-import platform
 import pstats
 import shutil
 import signal
@@ -31,13 +30,14 @@ from pathlib import Path
 
 from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
-from page_cache import described, settle  # same folder (bench/ is on sys.path as a script)
 
+from bench.harness import machine, out_dir
+from bench.page_cache import described, settle
 from weir.cli import procs
 from weir.cli.cluster import LocalCluster
 
 HERE = Path(__file__).resolve().parent
-RESULTS = HERE / "results"
+RESULTS = out_dir()
 PROFILES = HERE / "work"
 RECORD = 1024
 KIB = 1024
@@ -229,30 +229,6 @@ def one_run(args: argparse.Namespace, target: str, bootstrap: str, batch: int, a
     return r
 
 
-def machine() -> dict:
-    cpu = "?"
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
-    mem_gib = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30
-    try:
-        commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=HERE,
-                                capture_output=True, text=True, check=False).stdout.strip()
-    except OSError:
-        commit = "?"
-    import confluent_kafka
-    return {"cpu": cpu, "cores": os.cpu_count(), "ram_gib": round(mem_gib, 1),
-            "python": platform.python_version(), "kernel": platform.release(),
-            "os": platform.platform(), "commit": commit or "?",
-            "load_average_at_start": [round(x, 2) for x in os.getloadavg()],
-            "confluent_kafka": confluent_kafka.version()[0],
-            "librdkafka": confluent_kafka.libversion()[0]}
-
-
 def best_runs(results: list[Result]) -> dict[tuple[str, int, str], Result]:
     """One Result per (target, batch size, acks): the shortest times over the repeats.
 
@@ -334,7 +310,7 @@ def run_profile(args: argparse.Namespace, work: Path) -> None:
     """Produce, then consume, each against a broker process running under cProfile.
 
     The ``.prof`` files go to ``bench/work/`` (ignored by git), a text summary to
-    ``bench/results/profile-<timestamp>.txt``.
+    ``profile-<timestamp>.txt`` beside its results.
     """
     RESULTS.mkdir(parents=True, exist_ok=True)
     PROFILES.mkdir(parents=True, exist_ok=True)
