@@ -157,16 +157,23 @@ def table(results_dir: Path = harness.RESULTS) -> str:
     for bench in BENCHMARKS.values():
         doc = _current(bench.name, results_dir)
         if doc is None:
-            rows.append(f"| {bench.name} | {bench.tier} | (not run yet) | | | | | |")
+            what = "(a tool: no result)" if bench.tier == "diagnostics" else "(not run yet)"
+            rows.append(f"| {bench.name} | {bench.tier} | {what} | | | | | |")
             continue
         m = doc["machine"]
+        where = f"{m['cores']} cores, {m.get('cpu', '?')}" if m.get("cores") else "in the report"
+        commit = doc["commit"] + (" (migrated)" if doc.get("migrated_from") else "")
+        argv = (f"`{' '.join(doc['argv'])}`" if doc["argv"]
+                else "in the report" if doc.get("migrated_from") else "defaults")
         rows.append(
-            f"| [{bench.name}](results/{bench.name}.md) | {bench.tier} | {doc['commit']} "
-            f"| {doc['started_utc'][:16].replace('T', ' ')} "
-            f"| {m.get('cores', '?')} cores, {m.get('cpu', '?')} "
-            f"| {doc['cost']['wall_s']} | {doc['cost']['cpu_s']} "
-            f"| `{' '.join(doc['argv'])}` |")
+            f"| [{bench.name}](results/{bench.name}.md) | {bench.tier} | {commit} "
+            f"| {doc['started_utc'][:16].replace('T', ' ')} | {where} "
+            f"| {_or_dash(doc['cost']['wall_s'])} | {_or_dash(doc['cost']['cpu_s'])} | {argv} |")
     return "\n".join(rows)
+
+
+def _or_dash(value: object) -> str:
+    return "–" if value is None else str(value)
 
 
 def write_table(readme: Path = README, results_dir: Path = harness.RESULTS) -> None:
