@@ -285,7 +285,8 @@ def main(argv: list[str] | None = None) -> int:
     sub = parser.add_subparsers(dest="command", required=True)
     p_list = sub.add_parser("list", help="the benchmarks by tier, with their current result")
     p_list.add_argument("--tier", choices=TIERS)
-    p_run = sub.add_parser("run", help="run a benchmark; other arguments go to it")
+    p_run = sub.add_parser("run", help="run a benchmark; other arguments go to it",
+                           allow_abbrev=False)  # a benchmark's --t... is not --tier
     p_run.add_argument("name", nargs="?")
     p_run.add_argument("--tier", choices=TIERS, help="every benchmark of a tier")
     p_run.add_argument("--quick", action="store_true", help="the registry's short arguments")

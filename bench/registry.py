@@ -78,7 +78,7 @@ _ALL = (
     # -- cluster ------------------------------------------------------------------------------
     Benchmark("produce_consume", "cluster",
               "produce and consume throughput of one broker against the floor server",
-              ("--records", "20000")),
+              ("--quick",)),
     Benchmark("replication", "cluster",
               "RF 3 ÷ RF 1 acks=all throughput, latency, failover; broker CPU seconds",
               ()),
