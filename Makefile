@@ -48,8 +48,9 @@ test-unit: $(STAMP)
 test-fast: deps
 	$(PY) -m pytest -m "not slow" $(PYTEST_ARGS)
 
-# The benchmarks of `python -m bench list` marked for `make bench` (long: cluster runs), and
-# the in-process tier with short arguments (a minute or two). Results: bench/results/.
+# `make bench`: the long set (clusters on loopback; results replace bench/results/<name>.*).
+# `make bench-quick`: every in-process benchmark with short arguments, to check that they
+# run (a few minutes); bench/results/ is left alone.
 bench: deps
 	$(PY) -m bench run produce_consume
 	$(PY) -m bench run replication
@@ -60,7 +61,7 @@ bench: deps
 	$(PY) -m bench run controller_sim
 
 bench-quick: $(STAMP)
-	$(PY) -m bench run --tier inprocess --quick
+	$(PY) -m bench run --tier inprocess --quick --no-save
 
 # A long fuzzing run (FUZZ_MINUTES, default 60): in-process decoders, then a live broker.
 # Findings are kept in fuzz/corpus/ and the report in fuzz/last-report.md.

@@ -22,13 +22,16 @@ def collected(marker: str, *paths: str) -> list[str]:
 
 
 def test_cluster_and_zookeeper_tests_are_outside_the_unit_tier() -> None:
-    # A module with no marker of its own that starts a cluster from a fixture; one whose
-    # tests ask for the zk_server fixture; one that starts ZooKeeper itself.
+    # A module with no marker of its own that starts a cluster from a fixture; a Spark
+    # module; one whose tests ask for the zk_server fixture; one that starts ZooKeeper itself.
     paths = ("tests/integration/test_topic_admin.py",
+             "tests/spark/test_batch.py",
              "tests/unit/controller/test_service_zk.py",
              "tests/unit/coordination/test_zkserver.py")
     assert collected(UNIT_TIER, *paths) == []
-    assert any("test_topic_admin.py::" in n for n in collected("integration", *paths))
+    integration = collected("integration", *paths)
+    assert any("test_topic_admin.py::" in n for n in integration)
+    assert any("test_batch.py::" in n for n in integration)
     zookeeper = collected("zookeeper", *paths)
     assert any("test_service_zk.py::" in n for n in zookeeper)
     assert any("test_zkserver.py::test_start_attach_stop" in n for n in zookeeper)
