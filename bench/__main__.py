@@ -4,6 +4,7 @@
     .venv/bin/python -m bench run NAME [--quick] [--dry-run] [ARGS for the benchmark ...]
     .venv/bin/python -m bench run --tier inprocess --quick
     .venv/bin/python -m bench compare REV_A REV_B [NAME ...]
+    .venv/bin/python -m bench compare REV_A REV_B NAME --measure [--rounds 3] [ARGS ...]
     .venv/bin/python -m bench table            # bench/README.md's table of current results
 
 ``run`` starts ``python -m bench.NAME ARGS`` in a child process and writes the benchmark's
@@ -11,18 +12,23 @@ one current result, replacing the previous one: ``bench/results/NAME.md`` and
 ``bench/results/NAME.json`` (schema: ``bench/harness.py``), then the table in
 ``bench/README.md``. ``compare`` reads ``bench/results/NAME.json`` as committed at two
 revisions and prints every figure of both side by side with B ÷ A, and whether commit and
-machine differ (figures from different machines do not compare; measure two revisions side
-by side with the ``ab`` tier instead).
+machine differ (figures from different machines do not compare). ``compare --measure`` runs
+an in-process benchmark now, on this machine, against each revision's ``weir/`` (``git
+archive``) in interleaved rounds and prints the medians side by side; two revisions'
+brokers compare in the ``ab`` tier.
 """
 
 from __future__ import annotations
 
 import argparse
+import io
 import json
 import os
 import re
+import statistics
 import subprocess
 import sys
+import tarfile
 import tempfile
 import time
 from datetime import UTC, datetime
@@ -75,24 +81,33 @@ def _collect(out: Path, stdout: str) -> tuple[Any, str]:
             reports.append(text)
     report = "\n\n".join(reports) if reports else "```\n" + stdout.strip()[-20000:] + "\n```"
     results: Any = next(iter(docs.values())) if len(docs) == 1 else (docs or None)
+    if results is None and reports:  # Markdown only: the numbers of its tables
+        results = {"tables": harness.tables_of(report)} if harness.tables_of(report) else None
     return results, report
 
 
 def run_one(bench: Benchmark, extra: list[str], *, quick: bool, save: bool,
-            results_dir: Path = harness.RESULTS, env: dict[str, str] | None = None) -> int:
+            results_dir: Path = harness.RESULTS, tree: Path | None = None) -> int:
+    """Run one benchmark in a child process; with ``tree``, against the ``weir`` package
+    under it (a revision's, see :func:`measure`) instead of the checkout's."""
     argv = [*(bench.quick if quick else ()), *extra]
     info = harness.machine()
     started = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
     print(f"== {bench.name} ({bench.tier}) {' '.join(argv)}", flush=True)
     with tempfile.TemporaryDirectory(prefix=f"weir-bench-{bench.name}-") as tmp:
-        child_env = dict(os.environ if env is None else env)
+        child_env = dict(os.environ)
         child_env[harness.OUT_ENV] = tmp
-        # Spark's Python workers import the benchmark's data sources by module name.
+        # Spark's Python workers import the benchmark's data sources by module name; a
+        # revision's tree comes first, and -P keeps the working directory (the checkout,
+        # whose weir/ would shadow it) off sys.path.
         child_env["PYTHONPATH"] = os.pathsep.join(
-            p for p in (str(harness.ROOT), child_env.get("PYTHONPATH", "")) if p)
+            p for p in (str(tree or ""), str(harness.ROOT), child_env.get("PYTHONPATH", ""))
+            if p)
+        flags = ["-P"] if tree else []
         user0, system0 = harness.children_cpu_s()
         t0 = time.monotonic()
-        proc = subprocess.Popen([sys.executable, "-m", bench.module, *argv], cwd=harness.ROOT,
+        proc = subprocess.Popen([sys.executable, *flags, "-m", bench.module, *argv],
+                                cwd=harness.ROOT,
                                 env=child_env, stdout=subprocess.PIPE,
                                 stderr=subprocess.STDOUT, text=True, bufsize=1)
         lines: list[str] = []
@@ -233,13 +248,7 @@ def compare(a: dict, b: dict) -> list[str]:
         lines.append(f"!! the arguments differ: {a['argv']} → {b['argv']}")
     fa = flatten({"cost": a["cost"], "results": a["results"]})
     fb = flatten({"cost": b["cost"], "results": b["results"]})
-    width = max((len(k) for k in fa.keys() | fb.keys()), default=10)
-    lines.append(f"{'figure':<{width}}  {'A':>14}  {'B':>14}  {'B ÷ A':>8}")
-    for key in sorted(fa.keys() | fb.keys(), key=_natural):
-        va, vb = fa.get(key), fb.get(key)
-        ratio = f"{vb / va:8.3f}" if va and vb is not None else f"{'':>8}"
-        lines.append(f"{key:<{width}}  {_num(va):>14}  {_num(vb):>14}  {ratio}")
-    return lines
+    return lines + figure_lines(fa, fb)
 
 
 def _natural(key: str) -> list:
@@ -250,6 +259,70 @@ def _num(value: float | None) -> str:
     if value is None:
         return "-"
     return f"{value:.6g}"
+
+
+def export_weir(rev: str, into: Path) -> Path:
+    """``rev``'s ``weir`` package under ``into`` (``git archive``), for PYTHONPATH."""
+    into.mkdir(parents=True)
+    archive = subprocess.run(["git", "archive", rev, "weir"], cwd=harness.ROOT,
+                             capture_output=True, check=True).stdout
+    with tarfile.open(fileobj=io.BytesIO(archive)) as tar:
+        tar.extractall(into, filter="data")
+    return into
+
+
+def _medians(docs: list[dict]) -> dict[str, float]:
+    figures = [flatten({"cost": d["cost"], "results": d["results"]}) for d in docs]
+    keys = {k for f in figures for k in f}
+    return {k: statistics.median(f[k] for f in figures if k in f) for k in keys}
+
+
+def measure(bench: Benchmark, revs: tuple[str, str], rounds: int, quick: bool,
+            extra: list[str]) -> tuple[dict[str, float], dict[str, float]] | None:
+    """Run an in-process benchmark against two revisions' ``weir`` (the checkout's bench
+    modules), ``rounds`` times each, interleaved with the order alternating; the median of
+    each figure per revision. None when a run failed."""
+    with tempfile.TemporaryDirectory(prefix="weir-bench-compare-") as tmp:
+        trees = [export_weir(rev, Path(tmp) / f"tree-{i}") for i, rev in enumerate(revs)]
+        docs: list[list[dict]] = [[], []]
+        for r in range(rounds):
+            for side in ((0, 1) if r % 2 == 0 else (1, 0)):
+                print(f"== round {r + 1}/{rounds}: {revs[side]}", flush=True)
+                out = Path(tmp) / f"results-{side}-{r}"
+                if run_one(bench, extra, quick=quick, save=True, results_dir=out,
+                           tree=trees[side]) != 0:
+                    return None
+                docs[side].append(json.loads((out / f"{bench.name}.json").read_text()))
+    return _medians(docs[0]), _medians(docs[1])
+
+
+def figure_lines(fa: dict[str, float], fb: dict[str, float]) -> list[str]:
+    width = max((len(k) for k in fa.keys() | fb.keys()), default=10)
+    lines = [f"{'figure':<{width}}  {'A':>14}  {'B':>14}  {'B ÷ A':>8}"]
+    for key in sorted(fa.keys() | fb.keys(), key=_natural):
+        va, vb = fa.get(key), fb.get(key)
+        ratio = f"{vb / va:8.3f}" if va and vb is not None else f"{'':>8}"
+        lines.append(f"{key:<{width}}  {_num(va):>14}  {_num(vb):>14}  {ratio}")
+    return lines
+
+
+def cmd_measure(args: argparse.Namespace, extra: list[str]) -> int:
+    if len(args.names) != 1:
+        raise SystemExit("compare --measure: name one benchmark")
+    bench = BENCHMARKS[args.names[0]]
+    if bench.tier != "inprocess":
+        raise SystemExit(f"compare --measure runs in-process benchmarks; {bench.name} is "
+                         f"{bench.tier}: two revisions' brokers compare in the ab tier "
+                         "(python -m bench list --tier ab)")
+    medians = measure(bench, (args.rev_a, args.rev_b), args.rounds, args.quick, extra)
+    if medians is None:
+        print(f"== {bench.name}: a run failed (the benchmark may need what one revision "
+              "lacks)", file=sys.stderr)
+        return 1
+    print(f"== {bench.name}: A = {args.rev_a}, B = {args.rev_b}, median of {args.rounds} "
+          f"interleaved runs each, on {harness.machine_line(harness.machine())}")
+    print("\n".join(figure_lines(*medians)))
+    return 0
 
 
 def cmd_compare(args: argparse.Namespace) -> int:
@@ -296,16 +369,20 @@ def main(argv: list[str] | None = None) -> int:
     p_cmp.add_argument("rev_a")
     p_cmp.add_argument("rev_b")
     p_cmp.add_argument("names", nargs="*", metavar="NAME")
+    p_cmp.add_argument("--measure", action="store_true",
+                       help="run NAME (in-process) against each revision's weir/, interleaved")
+    p_cmp.add_argument("--rounds", type=int, default=3, help="runs per revision (--measure)")
+    p_cmp.add_argument("--quick", action="store_true", help="the registry's short arguments")
     sub.add_parser("table", help="rewrite bench/README.md's table of current results")
     args, extra = parser.parse_known_args(argv)
-    if extra and args.command != "run":
+    if extra and args.command != "run" and not getattr(args, "measure", False):
         parser.error(f"unrecognized arguments: {' '.join(extra)}")
     if args.command == "list":
         return cmd_list(args)
     if args.command == "run":
         return cmd_run(args, extra)
     if args.command == "compare":
-        return cmd_compare(args)
+        return cmd_measure(args, extra) if args.measure else cmd_compare(args)
     return cmd_table(args)
 
 

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import json
 import os
 import statistics
 import subprocess
@@ -28,6 +29,7 @@ import tempfile
 import time
 from pathlib import Path
 
+from bench.harness import out_dir
 from weir.common import TopicPartition
 from weir.records.builder import build_batch
 from weir.replication.local_reads import FetchPartition
@@ -110,6 +112,9 @@ def main(argv: list[str] | None = None) -> int:
           f"{out['idle_cycle_reads']:.0f} partition reads")
     print(f"append to one partition with that fetch parked: {out['append_ms']:.2f} ms, "
           f"{out['append_reads']:.0f} partition reads")
+    (out_dir() / "fetch_purgatory.json").write_text(json.dumps(
+        {"partitions": args.partitions, "cycles": args.cycles,
+         "weir": str(Path(weir.__file__).parent), **out}, indent=1) + "\n")
     return 0
 
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import os
 import platform
+import re
 import resource
 import subprocess
 from pathlib import Path
@@ -116,3 +117,76 @@ def machine_line(info: dict) -> str:
     return (f"{info.get('cpu', '?')}, {info.get('cores', '?')} cores, "
             f"{info.get('ram_gib', '?')} GiB, Python {info.get('python', '?')}"
             + (f", load {load[0]}" if load else ""))
+
+
+_RULE = re.compile(r"^\|(\s*:?-+:?\s*\|)+$")
+_NUMBER = re.compile(r"^[-+]?(\d{1,3}(,\d{3})+|\d+)(\.\d+)?$")
+_STAMP = re.compile(r"\d{8}T\d{6}Z|\d{4}-\d{2}-\d{2}([ T]\d{2}:\d{2}(:\d{2})?(\+00:00)?( UTC)?)?")
+_UNIT = re.compile(r"\s*(ms|µs|us|s|%|×|x|MB/s|MiB|KiB|B)$")
+
+
+def _cells(line: str) -> list[str]:
+    return [c.strip() for c in line.strip().strip("|").split("|")]
+
+
+def number(cell: str) -> float | None:
+    """A table cell as a number (``**0.68**``, ``1,000``, ``33.3 ms``), or None."""
+    text = _UNIT.sub("", cell.replace("*", "").replace("`", "").strip())
+    return float(text.replace(",", "")) if _NUMBER.match(text) else None
+
+
+def _pure(cell: str) -> bool:
+    return bool(_NUMBER.match(cell.replace("*", "").replace("`", "").strip()))
+
+
+def tables_of(markdown: str) -> dict[str, dict[str, dict[str, float]]]:
+    """The numbers of a report's Markdown tables, for a module that writes no JSON:
+    ``{table title: {row label: {column: number}}}``. A table's title is the heading above it
+    (``#2`` and on for the next ones under the same heading). The leading columns up to the
+    first one after the first holding only plain numbers label the rows (``16 KiB | all |
+    plain``); the cells after them that read as numbers (``**0.68**``, ``1,000``,
+    ``33.3 ms``, ``0.4 / 2.3`` as two) are the figures."""
+    tables: dict[str, dict[str, dict[str, float]]] = {}
+    heading = "report"
+    lines = markdown.splitlines()
+    i = 0
+    while i < len(lines):
+        line = lines[i].strip()
+        if line.startswith("#"):
+            # a title without the run's date, so that two runs' tables line up
+            heading = _STAMP.sub("", line.lstrip("#")).strip(" —-:(),") or heading
+        if line.startswith("|") and i + 1 < len(lines) and _RULE.match(lines[i + 1].strip()):
+            header = [c.replace("*", "").replace("`", "") for c in _cells(line)]
+            body: list[list[str]] = []
+            i += 2
+            while i < len(lines) and lines[i].strip().startswith("|"):
+                body.append(_cells(lines[i]))
+                i += 1
+            labels = next((c for c in range(1, len(header))
+                           if body and all(c < len(r) and _pure(r[c]) for r in body)), 1)
+            rows: dict[str, dict[str, float]] = {}
+            for cells in body:
+                key = " | ".join(c.replace("*", "").replace("`", "")
+                                 for c in cells[:labels] if c) or f"row {len(rows) + 1}"
+                while key in rows:
+                    key += " (again)"
+                values: dict[str, float] = {}
+                for c, (column, cell) in enumerate(zip(header, cells, strict=False)):
+                    name = column or f"column {c + 1}"
+                    parts = [number(part) for part in cell.split(" / ")]
+                    if c < labels or None in parts:
+                        continue
+                    if len(parts) == 1:
+                        values[name] = parts[0]
+                    else:  # "median / max"
+                        values.update({f"{name} [{k + 1}]": v for k, v in enumerate(parts)})
+                if values:
+                    rows[key] = values
+            if rows:
+                title, n = heading, 2
+                while title in tables:
+                    title, n = f"{heading} #{n}", n + 1
+                tables[title] = rows
+            continue
+        i += 1
+    return tables

@@ -99,3 +99,44 @@ def test_cli_refuses_unknown_benchmarks_and_revisions(capsys) -> None:
         cli.main(["compare", "no-such-rev", "HEAD", "decode_guard"])
     assert cli.main(["run", "decode_guard", "--quick", "--dry-run"]) == 0
     assert capsys.readouterr().out.strip().endswith("-m bench.decode_guard --iterations 2000")
+
+
+def test_the_tables_of_a_markdown_report_are_its_figures() -> None:
+    report = """# Checkpoint stall — 20261205T074354Z
+
+| partitions | loop (ms) | I/O thread, median / max |
+|---:|---:|---:|
+| 1 | 0.4 | 0.4 / 6.6 |
+| 1,000 | **1.0** | 0.6 / 3.9 |
+
+## Produce path
+
+| batch | acks | Python calls / request | CPU µs / request | all rounds |
+|---|---|---:|---:|---|
+| 16 KiB | 1 | 76 | 33.3 µs | 31, 33 |
+| 16 KiB | all | 87 | 32.4 µs | 30, 32 |
+"""
+    assert harness.tables_of(report) == {
+        "Checkpoint stall": {
+            "1": {"loop (ms)": 0.4, "I/O thread, median / max [1]": 0.4,
+                  "I/O thread, median / max [2]": 6.6},
+            "1,000": {"loop (ms)": 1.0, "I/O thread, median / max [1]": 0.6,
+                      "I/O thread, median / max [2]": 3.9}},
+        "Produce path": {
+            "16 KiB | 1": {"Python calls / request": 76.0, "CPU µs / request": 33.3},
+            "16 KiB | all": {"Python calls / request": 87.0, "CPU µs / request": 32.4}}}
+    # the same report from another run lines up: the title carries no date
+    again = report.replace("20261205T074354Z", "20261206T010101Z")
+    assert harness.tables_of(again) == harness.tables_of(report)
+
+
+def test_measure_runs_a_benchmark_against_each_revisions_weir(capsys) -> None:
+    assert cli.main(["compare", "HEAD", "HEAD", "fetch_purgatory", "--measure", "--rounds",
+                     "1", "--partitions", "20", "--cycles", "2"]) == 0
+    out = capsys.readouterr().out
+    # each run imported the weir/ exported from its revision, not the checkout's
+    assert "/tree-0/weir;" in out and "/tree-1/weir;" in out
+    row = next(line for line in out.splitlines() if line.startswith("results.idle_cycle_reads"))
+    assert row.split()[1:] == ["40", "40", "1.000"]  # partition reads: exact, 2 per partition
+    with pytest.raises(SystemExit, match="ab tier"):
+        cli.main(["compare", "HEAD", "HEAD", "replication", "--measure"])
