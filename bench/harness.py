@@ -77,6 +77,15 @@ def machine() -> dict:
     return info
 
 
+_TICK = os.sysconf("SC_CLK_TCK")
+
+
+def process_cpu_s(pid: int) -> float:
+    """User + system CPU seconds of a running process (all its threads), from /proc."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / _TICK
+
+
 def children_cpu_s() -> tuple[float, float]:
     """User and system CPU seconds of this process's waited-for descendants (a benchmark
     module and the brokers, ZooKeeper and Spark it started and stopped)."""
