@@ -72,10 +72,10 @@ _ALL = (
     Benchmark("gil_convoy", "inprocess",
               "a helper thread's short system calls beside busy Python, by switch interval",
               ("--seconds", "0.5", "--rounds", "1")),
+    # -- cluster ------------------------------------------------------------------------------
     Benchmark("compaction", "cluster",
               "cleaner throughput against a floor (in process), produce latency while it runs",
               ("--quick",)),
-    # -- cluster ------------------------------------------------------------------------------
     Benchmark("produce_consume", "cluster",
               "produce and consume throughput of one broker against the floor server",
               ("--quick",)),
