@@ -11,8 +11,8 @@ Tiers, cheapest first:
   a shared machine only figures taken side by side compare.
 * ``diagnostics``: tools run around a broker (a profile, an event-loop stall watchdog).
 
-Modules that only serve others (``floor_server``, ``page_cache``, ``controller_timeline``)
-are not listed.
+Modules that only serve others (``floor_server``, ``page_cache``, ``controller_timeline``,
+``spark_floor``) are not listed.
 """
 
 from __future__ import annotations
@@ -112,8 +112,6 @@ _ALL = (
     Benchmark("spark_stream", "spark",
               "Structured Streaming: AvailableNow throughput and end-to-end latency",
               ("--records", "100000", "--runs", "1", "--seconds", "10")),
-    Benchmark("spark_floor", "spark",
-              "the floor of a Python data source: Kafka-shaped rows served from memory"),
     Benchmark("spark_cost", "spark",
               "Spark CPU per query to take rows from a Python data source, by variant",
               ("--rows", "100000", "--runs", "1")),

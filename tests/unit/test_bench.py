@@ -14,7 +14,7 @@ from bench.registry import BENCHMARKS, TIERS
 
 BENCH = Path(harness.__file__).resolve().parent
 HELPERS = {"__init__", "__main__", "harness", "registry", "floor_server", "page_cache",
-           "controller_timeline"}
+           "controller_timeline", "spark_floor"}
 
 
 def test_every_module_is_registered_in_a_tier_and_imports(monkeypatch, tmp_path) -> None:
