@@ -159,7 +159,9 @@ def cmd_run(args: argparse.Namespace, extra: list[str]) -> int:
             print(" ".join([sys.executable, "-m", bench.module,
                             *(bench.quick if args.quick else ()), *extra]))
             continue
-        failed += run_one(bench, extra, quick=args.quick, save=not args.no_save) != 0
+        # a diagnostic tool's output is its own (a profile, a stall log), not a result
+        save = not args.no_save and bench.tier != "diagnostics"
+        failed += run_one(bench, extra, quick=args.quick, save=save) != 0
     if not args.dry_run and not args.no_save:
         write_table()
     return 1 if failed else 0
