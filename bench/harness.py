@@ -11,11 +11,14 @@ CPU seconds of every process of the run, and the module's own JSON under ``resul
 
 from __future__ import annotations
 
+import contextlib
 import os
 import platform
 import re
 import resource
 import subprocess
+import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -75,6 +78,37 @@ def machine() -> dict:
     except ImportError:
         pass
     return info
+
+
+@contextlib.contextmanager
+def cluster(data_dir: Path | None, brokers: int = 1, *, timeout_s: float = 90,
+            serve_metrics: bool = False, **kwargs: Any) -> Iterator[Any]:
+    """A ``LocalCluster`` of ``brokers`` on free loopback ports under ``data_dir`` (None: a
+    temporary directory, removed after), started (``kwargs``: ``overrides``,
+    ``session_timeout_ms``, ...), its brokers' log tails printed if it fails to start or the
+    benchmark fails, stopped by PID at the end."""
+    if data_dir is None:
+        with (tempfile.TemporaryDirectory(prefix="weir-bench-cluster-") as tmp,
+              cluster(Path(tmp), brokers, timeout_s=timeout_s, serve_metrics=serve_metrics,
+                      **kwargs) as local):
+            yield local
+        return
+    from weir.cli.cluster import LocalCluster
+
+    local = LocalCluster(data_dir, brokers=brokers, port_base=0, **kwargs)
+    local.serve_metrics = serve_metrics
+    try:
+        local.start(timeout_s=timeout_s)
+        yield local
+    except BaseException:
+        for broker_id in local.broker_ids:
+            path = local.log_path(broker_id)
+            if path.exists():
+                tail = path.read_text(errors="replace").splitlines()[-40:]
+                print(f"---- broker {broker_id} log tail ----", *tail, sep="\n", flush=True)
+        raise
+    finally:
+        local.stop()
 
 
 _TICK = os.sysconf("SC_CLK_TCK")

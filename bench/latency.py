@@ -62,6 +62,7 @@ from confluent_kafka import (
 )
 from confluent_kafka.admin import AdminClient, NewTopic
 
+from bench.harness import cluster as bench_cluster
 from bench.harness import machine, out_dir
 from bench.page_cache import settle
 from weir.cli.cluster import LocalCluster
@@ -424,10 +425,8 @@ def main(argv: list[str] | None = None) -> int:
     runs = []
     with tempfile.TemporaryDirectory(prefix="weir-bench-lat-") as tmpdir:
         tmp = Path(tmpdir)
-        cluster = LocalCluster(tmp / "cluster", brokers=3, port_base=0, overrides=overrides)
-        cluster.serve_metrics = True
-        cluster.start(timeout_s=120)
-        try:
+        with bench_cluster(tmp / "cluster", 3, timeout_s=120, serve_metrics=True,
+                           overrides=overrides) as cluster:
             cluster.wait_for_brokers(cluster.broker_ids, timeout_s=120)
             _await_brokers_in_metadata(cluster.bootstrap, 3)
             ports = [int(read_properties(cluster.config_path(b))["metrics.http.port"])
@@ -439,8 +438,6 @@ def main(argv: list[str] | None = None) -> int:
                                        tmp, mode)
                         print(json.dumps(run), flush=True)
                         runs.append(run)
-        finally:
-            cluster.stop()
     info["load_average_at_end"] = [round(x, 2) for x in os.getloadavg()]
     when = datetime.datetime.now(datetime.UTC).strftime("%Y%m%dT%H%M%SZ")
     doc = {"when": when, "machine": info, "linger_ms": args.linger_ms, "overrides": overrides,
