@@ -8,7 +8,7 @@ STAMP   := $(VENV)/.weir-installed
 SUDO    := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 PYTEST_ARGS ?=
 
-.PHONY: run test test-fast bench fuzz deps system-deps lint clean
+.PHONY: run test test-unit test-fast bench bench-quick fuzz deps system-deps lint clean
 
 $(STAMP): pyproject.toml
 	@test -x $(PY) || python3 -m venv $(VENV)
@@ -37,20 +37,33 @@ ARGS ?=
 run: deps
 	$(VENV)/bin/weir up $(ARGS)
 
+# Everything: unit, simulation, ZooKeeper, integration (real brokers and clients) and Spark.
 test: deps
 	$(PY) -m pytest $(PYTEST_ARGS)
+
+# Unit and simulation tests only: no ZooKeeper, no broker processes (markers given by
+# tests/conftest.py: integration for tests/integration and tests/spark, zookeeper for the
+# rest that start a ZooKeeper server).
+test-unit: $(STAMP)
+	$(PY) -m pytest tests/unit tests/sim -m "not integration and not zookeeper" $(PYTEST_ARGS)
 
 test-fast: deps
 	$(PY) -m pytest -m "not slow" $(PYTEST_ARGS)
 
+# `make bench`: the long set (clusters on loopback; results replace bench/results/<name>.*).
+# `make bench-quick`: every in-process benchmark with short arguments, to check that they
+# run (a few minutes); bench/results/ is left alone.
 bench: deps
-	$(PY) bench/produce_consume.py
-	$(PY) bench/replication.py
-	$(PY) bench/replication_floor.py
-	$(PY) bench/latency.py
-	$(PY) bench/compaction.py
-	$(PY) bench/control_plane.py
-	$(PY) bench/controller_sim.py
+	$(PY) -m bench run produce_consume
+	$(PY) -m bench run replication
+	$(PY) -m bench run replication_floor
+	$(PY) -m bench run latency
+	$(PY) -m bench run compaction
+	$(PY) -m bench run control_plane
+	$(PY) -m bench run controller_sim
+
+bench-quick: $(STAMP)
+	$(PY) -m bench run --tier inprocess --quick --no-save
 
 # A long fuzzing run (FUZZ_MINUTES, default 60): in-process decoders, then a live broker.
 # Findings are kept in fuzz/corpus/ and the report in fuzz/last-report.md.

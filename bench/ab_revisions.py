@@ -1,6 +1,6 @@
 """A/B of two revisions of the broker: RF 3 acks=all throughput and the brokers' CPU, interleaved.
 
-    .venv/bin/python bench/ab_revisions.py --base f5235f4 [--head HEAD] [--clusters 2]
+    .venv/bin/python -m bench run ab_revisions --base f5235f4 [--head HEAD] [--clusters 2]
         [--rounds 3] [--records 200000] [--producers idempotent,pipelined] [--topics rf3]
 
 Each revision's ``weir/`` is exported (``git archive``) into a temporary directory, and each
@@ -14,7 +14,7 @@ size of the effects measured; rounds are interleaved and their order alternates.
 is ``bench/replication.py``'s ``measured_run`` (``settle()`` first; CPU seconds from
 ``/proc``).
 
-Results: bench/results/ab_revisions-<UTC date>.{md,json}.
+Results: bench/results/ab_revisions.{md,json} (python -m bench run).
 """
 
 from __future__ import annotations
@@ -29,14 +29,13 @@ import sys
 import tempfile
 from pathlib import Path
 
-from produce_consume import machine  # same folder
-from replication import SESSION_TIMEOUT_MS, create, measured_run
-
+from bench.harness import machine, out_dir
+from bench.replication import SESSION_TIMEOUT_MS, create, measured_run
 from weir.cli.cluster import LocalCluster
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
-RESULTS = HERE / "results"
+RESULTS = out_dir()
 
 
 def export(rev: str, into: Path) -> str:

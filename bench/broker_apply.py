@@ -2,8 +2,8 @@
 
 How to run::
 
-    .venv/bin/python bench/broker_apply.py                  # 10,000 partitions, 5 rounds
-    .venv/bin/python bench/broker_apply.py --partitions 3000 --profile
+    .venv/bin/python -m bench run broker_apply                  # 10,000 partitions, 5 rounds
+    .venv/bin/python -m bench run broker_apply --partitions 3000 --profile
 
 What a survivor of a controlled shutdown or a broker failure does with the controller's
 batch (3 brokers, RF 3; the requests are built by the controller's own
@@ -23,7 +23,7 @@ of a shared machine count little), each step as the broker's event loop runs it:
   between updates is reused), and after a further update naming a third of the
   partitions (a controlled shutdown's or a broker failure's new leaders).
 
-Results: ``bench/results/broker_apply-<UTC stamp>.md`` and ``broker_apply-latest.md``.
+Results: ``bench/results/broker_apply.md`` (``python -m bench run``).
 """
 
 from __future__ import annotations
@@ -34,7 +34,6 @@ import cProfile
 import dataclasses
 import os
 import pstats
-import sys
 import tempfile
 import time
 from pathlib import Path
@@ -52,9 +51,8 @@ from weir.storage.config import LogConfig
 from weir.storage.log_manager import LogManager
 
 HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE))
-from controller_encoding import build_batch  # bench helper: the controller's batch
-from produce_consume import machine  # bench helper: CPU, cores, commit, load
+from bench.controller_encoding import build_batch
+from bench.harness import machine, out_dir
 
 BROKER = 1
 METADATA = 3
@@ -233,8 +231,8 @@ def main() -> None:
     print(text)
     if not args.no_save:
         stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
-        (HERE / "results" / f"broker_apply-{stamp}.md").write_text(text)
-        (HERE / "results" / "broker_apply-latest.md").write_text(text)
+        (out_dir() / f"broker_apply-{stamp}.md").write_text(text)
+        (out_dir() / "broker_apply-latest.md").write_text(text)
 
 
 if __name__ == "__main__":

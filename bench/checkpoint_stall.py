@@ -1,7 +1,7 @@
 """The event loop's share of a periodic offset checkpoint (replication-offset-checkpoint),
 at 1, 1,000 and 10,000 partitions in one log dir.
 
-    .venv/bin/python bench/checkpoint_stall.py [--partitions 1,1000,10000] [--repeat 9]
+    .venv/bin/python -m bench run checkpoint_stall [--partitions 1,1000,10000] [--repeat 9]
 
 Kafka's ``ReplicaManager.checkpointHighWatermarks`` runs on its scheduler's threads. The
 broker's scheduler (``weir/server/scheduler.py``) now reads the offsets on the loop
@@ -11,7 +11,7 @@ the whole write done inline (what the loop paid before), the snapshot alone (wha
 now) and the write alone (what the I/O thread pays now). The fsyncs' times depend on the
 disk and on the dirty data ext4 must commit with them, so the maxima matter.
 
-Results: bench/results/checkpoint_stall-<UTC timestamp>.md.
+Results: bench/results/checkpoint_stall.md (python -m bench run).
 """
 
 from __future__ import annotations
@@ -24,15 +24,14 @@ import tempfile
 import time
 from pathlib import Path
 
-from produce_consume import machine  # same folder: the machine description
-
+from bench.harness import machine, out_dir
 from weir.common import TopicPartition
 from weir.storage.checkpoints import REPLICATION_OFFSET_CHECKPOINT
 from weir.storage.config import LogConfig
 from weir.storage.log_manager import LogManager
 
 HERE = Path(__file__).resolve().parent
-RESULTS = HERE / "results"
+RESULTS = out_dir()
 
 
 def measure(partitions: int, repeat: int, where: Path) -> dict[str, list[float]]:

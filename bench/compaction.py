@@ -12,7 +12,7 @@
    timed, first with the cleaner idle, then after the lag is set to 0 through AlterConfigs
    (the dynamic topic config path), while the cleaner works.
 
-Results: bench/results/compaction-<UTC date>.{md,json} and compaction-latest.md.
+Results: bench/results/compaction.{md,json} (python -m bench run).
 """
 
 from __future__ import annotations
@@ -23,13 +23,11 @@ import json
 import os
 import shutil
 import statistics
-import sys
 import tempfile
 import time
 from pathlib import Path
 
-from produce_consume import machine  # same folder: the machine description
-
+from bench.harness import machine, out_dir
 from weir.common import TopicPartition
 from weir.records.builder import build_batch
 from weir.records.filter import compress
@@ -40,7 +38,7 @@ from weir.storage.log_cleaner import clean_now
 from weir.storage.offset_map import OffsetMap
 
 HERE = Path(__file__).resolve().parent
-RESULTS = HERE / "results"
+RESULTS = out_dir()
 CODECS = {"none": 0, "gzip": 1, "snappy": 2, "lz4": 3, "zstd": 4}
 
 
@@ -151,60 +149,54 @@ def latency(args) -> dict:
     from confluent_kafka import Producer
     from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic
 
-    from weir.cli.cluster import LocalCluster
+    from bench.harness import cluster as bench_cluster
 
-    with tempfile.TemporaryDirectory(prefix="weir-bench-compaction-") as tmp:
-        cluster = LocalCluster(Path(tmp), brokers=1, port_base=0,
-                               overrides={"log.cleaner.backoff.ms": "100"})
-        cluster.start(timeout_s=90)
-        try:
-            admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
-            compacted = {"cleanup.policy": "compact", "segment.bytes": str(1 << 20),
-                         "min.cleanable.dirty.ratio": "0.01",
-                         "min.compaction.lag.ms": str(86_400_000)}  # nothing cleanable yet
-            for name, cfg in (("compacted", compacted), ("latency", {})):
-                admin.create_topics([NewTopic(name, 1, 1, config=cfg)])[name].result(30)
-            loader = Producer({"bootstrap.servers": cluster.bootstrap, "linger.ms": 20,
-                               "batch.size": 65536})
-            for i in range(args.load_records):
-                while True:
-                    try:
-                        loader.produce("compacted", key=b"key-%08d" % (i * 7919 % args.keys),
-                                       value=b"v" * 100)
-                        break
-                    except BufferError:
-                        loader.poll(0.05)
-            loader.flush(120)
-            producer = Producer({"bootstrap.servers": cluster.bootstrap, "linger.ms": 0,
-                                 "acks": 1})
-            producer.produce("latency", value=b"warm-up")
-            producer.flush(30)
-
-            def sample(seconds: float) -> list[float]:
-                out, end = [], time.monotonic() + seconds
-                while time.monotonic() < end:
-                    t0 = time.perf_counter()
-                    producer.produce("latency", value=b"x" * 100)
-                    producer.flush(10)
-                    out.append(time.perf_counter() - t0)
-                return out
-
-            idle = sample(args.seconds)
-            checkpoint = cluster.broker_log_dirs(cluster.broker_ids[0])[0] / \
-                "cleaner-offset-checkpoint"
-            resource = ConfigResource("topic", "compacted",
-                                      set_config={**compacted, "min.compaction.lag.ms": "0"})
-            for future in admin.alter_configs([resource]).values():
-                future.result(30)
-            t_start = time.monotonic()
-            during: list[float] = []
-            while time.monotonic() - t_start < 120:
-                during += sample(0.5)
-                if checkpoint.exists() and "compacted" in checkpoint.read_text():
+    with bench_cluster(None, 1, overrides={"log.cleaner.backoff.ms": "100"}) as cluster:
+        admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
+        compacted = {"cleanup.policy": "compact", "segment.bytes": str(1 << 20),
+                     "min.cleanable.dirty.ratio": "0.01",
+                     "min.compaction.lag.ms": str(86_400_000)}  # nothing cleanable yet
+        for name, cfg in (("compacted", compacted), ("latency", {})):
+            admin.create_topics([NewTopic(name, 1, 1, config=cfg)])[name].result(30)
+        loader = Producer({"bootstrap.servers": cluster.bootstrap, "linger.ms": 20,
+                           "batch.size": 65536})
+        for i in range(args.load_records):
+            while True:
+                try:
+                    loader.produce("compacted", key=b"key-%08d" % (i * 7919 % args.keys),
+                                   value=b"v" * 100)
                     break
-            clean_s = time.monotonic() - t_start
-        finally:
-            cluster.stop()
+                except BufferError:
+                    loader.poll(0.05)
+        loader.flush(120)
+        producer = Producer({"bootstrap.servers": cluster.bootstrap, "linger.ms": 0,
+                             "acks": 1})
+        producer.produce("latency", value=b"warm-up")
+        producer.flush(30)
+
+        def sample(seconds: float) -> list[float]:
+            out, end = [], time.monotonic() + seconds
+            while time.monotonic() < end:
+                t0 = time.perf_counter()
+                producer.produce("latency", value=b"x" * 100)
+                producer.flush(10)
+                out.append(time.perf_counter() - t0)
+            return out
+
+        idle = sample(args.seconds)
+        checkpoint = cluster.broker_log_dirs(cluster.broker_ids[0])[0] / \
+            "cleaner-offset-checkpoint"
+        resource = ConfigResource("topic", "compacted",
+                                  set_config={**compacted, "min.compaction.lag.ms": "0"})
+        for future in admin.alter_configs([resource]).values():
+            future.result(30)
+        t_start = time.monotonic()
+        during: list[float] = []
+        while time.monotonic() - t_start < 120:
+            during += sample(0.5)
+            if checkpoint.exists() and "compacted" in checkpoint.read_text():
+                break
+        clean_s = time.monotonic() - t_start
     res = {"idle": _percentiles(idle), "during_cleaning": _percentiles(during),
            "cleaning_seconds_observed": clean_s, "load_records": args.load_records}
     print(f"produce latency idle p50 {res['idle']['p50_ms']:.2f} ms p99 "
@@ -260,5 +252,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    sys.path.insert(0, str(HERE))
     main()

@@ -10,11 +10,11 @@ one running a git revision ("base", extracted with ``git archive``) and the floo
 and reads each server's CPU time (user + system, ``/proc/<pid>/stat``) around every read.
 The consumer's statistics give the number of Fetch requests each read took.
 
-    .venv/bin/python bench/consume_cpu.py                       # base HEAD, 16 KiB batches
-    .venv/bin/python bench/consume_cpu.py --base dbe5047 --batch-kib 1024 --rounds 5
-    .venv/bin/python bench/consume_cpu.py --fresh --base c29e705~1 --new c29e705
+    .venv/bin/python -m bench run consume_cpu                       # base HEAD, 16 KiB batches
+    .venv/bin/python -m bench run consume_cpu --base dbe5047 --batch-kib 1024 --rounds 5
+    .venv/bin/python -m bench run consume_cpu --fresh --base c29e705~1 --new c29e705
 
-Writes ``bench/results/consume_cpu-<UTC time>.md``.
+Writes ``bench/results/consume_cpu.md`` (``python -m bench run``).
 """
 
 from __future__ import annotations
@@ -24,15 +24,14 @@ import datetime
 import json
 import os
 import statistics
-import sys
 import tempfile
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
 from confluent_kafka import Consumer, KafkaException, TopicPartition
-from produce_consume import (
+
+from bench.harness import out_dir
+from bench.produce_consume import (
     BROKER_OVERRIDES,
     KIB,
     RECORD,
@@ -42,8 +41,7 @@ from produce_consume import (
     produce,
     producer_config,
 )
-from produce_cpu import cpu_s, extract, start_tree
-
+from bench.produce_cpu import cpu_s, extract, start_tree
 from weir.cli.cluster import LocalCluster
 
 HERE = Path(__file__).resolve().parent
@@ -212,7 +210,7 @@ def main() -> None:
     ]
     text = "\n".join(lines)
     print(text)
-    out = HERE / "results" / f"consume_cpu-{stamp}.md"
+    out = out_dir() / f"consume_cpu-{stamp}.md"
     out.write_text(text)
     print(f"written: {out}")
 

@@ -2,9 +2,9 @@
 
 How to run::
 
-    .venv/bin/python bench/control_plane.py                      # 10,000 partitions, ~10-20 min
-    .venv/bin/python bench/control_plane.py --partitions 3000    # smaller, quicker
-    .venv/bin/python bench/control_plane.py --phases setup,shutdown   # only some phases
+    .venv/bin/python -m bench run control_plane                      # 10,000 partitions, ~10-20 min
+    .venv/bin/python -m bench run control_plane --partitions 3000    # smaller, quicker
+    .venv/bin/python -m bench run control_plane --phases setup,shutdown   # only some phases
 
 The cluster is a ``LocalCluster`` (managed ZooKeeper, 3 broker processes on loopback,
 ``zookeeper.session.timeout.ms`` 6000 as in ``weir up``, automatic leader rebalancing off,
@@ -47,8 +47,7 @@ For each phase the benchmark also reads the brokers' logs: the LeaderAndIsr requ
 applied ("LeaderAndIsr ... applied in N ms") and the event-loop stalls of 100 ms or more the
 lag monitor logged (``weir_event_loop_lag_ms``; the worst one per broker is reported).
 
-Results: ``bench/results/control_plane-<UTC stamp>.{md,json}`` and
-``control_plane-latest.md``.
+Results: ``bench/results/control_plane.{md,json}`` (``python -m bench run``).
 """
 
 from __future__ import annotations
@@ -61,7 +60,6 @@ import os
 import re
 import resource
 import signal
-import sys
 import tempfile
 import threading
 import time
@@ -80,9 +78,8 @@ from weir.protocol.client import BrokerConnection
 from weir.protocol.codec import build
 
 HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE))
-from controller_timeline import timeline, timeline_lines  # bench helper: log timeline
-from produce_consume import machine  # bench helper: CPU, cores, commit, load
+from bench.controller_timeline import timeline, timeline_lines
+from bench.harness import machine, out_dir
 
 BROKERS = (1, 2, 3)
 SESSION_TIMEOUT_MS = 6000
@@ -656,7 +653,7 @@ def main() -> None:
     text = report(doc)
     print(text)
     if not args.no_save:
-        out = HERE / "results"
+        out = out_dir()
         stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
         (out / f"control_plane-{stamp}.json").write_text(json.dumps(doc, indent=2) + "\n")
         (out / f"control_plane-{stamp}.md").write_text(text)

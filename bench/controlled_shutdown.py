@@ -2,10 +2,10 @@
 
 How to run::
 
-    .venv/bin/python bench/controlled_shutdown.py                      # both parts, ~5-10 min
-    .venv/bin/python bench/controlled_shutdown.py --partitions 3000 --runs 3
-    .venv/bin/python bench/controlled_shutdown.py --skip-real          # controller part only
-    .venv/bin/python bench/controlled_shutdown.py --skip-controller    # real brokers only
+    .venv/bin/python -m bench run controlled_shutdown                      # both parts, ~5-10 min
+    .venv/bin/python -m bench run controlled_shutdown --partitions 3000 --runs 3
+    .venv/bin/python -m bench run controlled_shutdown --skip-real          # controller part only
+    .venv/bin/python -m bench run controlled_shutdown --skip-controller    # real brokers only
 
 What it measures:
 
@@ -42,8 +42,7 @@ What it measures:
    must be none), and until every moved partition has its new leader in the stand-in
    metadata of the two other brokers.  Broker 1 is the controller, broker 3 the victim.
 
-Results: ``bench/results/controlled_shutdown-<UTC stamp>.{md,json}`` and
-``controlled_shutdown-latest.md``.
+Results: ``bench/results/controlled_shutdown.{md,json}`` (``python -m bench run``).
 """
 
 from __future__ import annotations
@@ -56,7 +55,6 @@ import re
 import resource
 import signal
 import statistics
-import sys
 import tempfile
 import time
 from collections.abc import Callable
@@ -76,9 +74,8 @@ from weir.protocol.client import BrokerConnection
 from weir.protocol.codec import build
 
 HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE))
-from controller import StubBrokers  # bench helper: UpdateMetadata applied at once
-from produce_consume import machine  # bench helper: CPU, cores, commit, load
+from bench.controller import StubBrokers
+from bench.harness import machine, out_dir
 
 TOPIC = "cs-bench"
 BROKERS = (1, 2, 3)
@@ -488,7 +485,7 @@ def main() -> None:
     text = report(doc)
     print(text)
     if not args.no_save:
-        out = HERE / "results"
+        out = out_dir()
         stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
         (out / f"controlled_shutdown-{stamp}.json").write_text(json.dumps(doc, indent=2) + "\n")
         (out / f"controlled_shutdown-{stamp}.md").write_text(text)

@@ -15,7 +15,7 @@ Measured:
    UpdateMetadata with all partitions to every live broker (fully operational);
 3. ZooKeeper round trips per event, from the deterministic simulation.
 
-Usage: ``python bench/controller.py [--partitions 10000] [--out bench/results/controller-X.md]``
+Usage: ``.venv/bin/python -m bench run controller [--partitions 10000] [--out FILE.md]``
 """
 
 from __future__ import annotations

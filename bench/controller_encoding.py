@@ -2,8 +2,8 @@
 
 How to run::
 
-    .venv/bin/python bench/controller_encoding.py                  # 10,000 partitions, 5 rounds
-    .venv/bin/python bench/controller_encoding.py --partitions 3000
+    .venv/bin/python -m bench run controller_encoding                  # 10,000 partitions, 5 rounds
+    .venv/bin/python -m bench run controller_encoding --partitions 3000
 
 The batch is the one a survivor-side event of a 3-broker, RF 3 cluster builds (a broker
 failure or a controlled shutdown: every partition's new LeaderAndIsr to the two survivors,
@@ -21,15 +21,13 @@ and UpdateMetadata for every partition to all three brokers), made by the contro
   swapped for ``codec.encode_body`` in this process), against ``SharedBodies`` as it is:
   partition states written by hand, each state object once per batch.
 
-Results: ``bench/results/controller_encoding-<UTC stamp>.md`` and
-``controller_encoding-latest.md``.
+Results: ``bench/results/controller_encoding.md`` (``python -m bench run``).
 """
 
 from __future__ import annotations
 
 import argparse
 import os
-import sys
 import time
 import uuid
 from pathlib import Path
@@ -43,8 +41,7 @@ from weir.coordination.codecs import BrokerInfo, LeaderIsr
 from weir.protocol import codec
 
 HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE))
-from produce_consume import machine  # bench helper: CPU, cores, commit, load
+from bench.harness import machine, out_dir
 
 
 def build_batch(partitions: int) -> list:
@@ -132,8 +129,8 @@ def main() -> None:
     print(text)
     if not args.no_save:
         stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
-        (HERE / "results" / f"controller_encoding-{stamp}.md").write_text(text)
-        (HERE / "results" / "controller_encoding-latest.md").write_text(text)
+        (out_dir() / f"controller_encoding-{stamp}.md").write_text(text)
+        (out_dir() / "controller_encoding-latest.md").write_text(text)
 
 
 if __name__ == "__main__":

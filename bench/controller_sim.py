@@ -16,10 +16,9 @@ brokers' request handling subtracted; the core's part (``ControllerCore.handle``
 ``--compare DIR`` the same measurements also run, interleaved, on the code in ``DIR``
 (a copy of another commit's ``weir`` package), for a before/after table from one run.
 
-Usage: ``python bench/controller_sim.py [--partitions 10000,100000] [--runs 3]
+Usage: ``.venv/bin/python -m bench run controller_sim [--partitions 10000,100000] [--runs 3]
 [--compare /tmp/before --compare-label before] [--code /tmp/after --label after]``.
-Results: ``bench/results/controller_sim-<UTC stamp>.{md,json}`` and
-``controller_sim-latest.md``.
+Results: ``bench/results/controller_sim.{md,json}`` (``python -m bench run``).
 """
 
 from __future__ import annotations
@@ -34,9 +33,8 @@ from pathlib import Path
 from typing import Any
 
 HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE))
 
-from produce_consume import machine
+from bench.harness import machine, out_dir
 
 SCENARIOS = ("failure", "shutdown")
 GOAL_S = 5.0  # issue goal: broker failure at 100,000 partitions in < 5 s of controller CPU
@@ -156,7 +154,7 @@ def main() -> None:
     text = report(doc)
     print(text)
     if not args.no_save:
-        out = HERE / "results"
+        out = out_dir()
         stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
         (out / f"controller_sim-{stamp}.json").write_text(json.dumps(doc, indent=2) + "\n")
         (out / f"controller_sim-{stamp}.md").write_text(text)

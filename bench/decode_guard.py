@@ -4,9 +4,9 @@ For each request shape the broker decodes most, the same bytes are decoded many 
 interleaved, by kio alone and by ``codec.decode_body`` (guard walk + kio): per-request
 time percentiles and the ratio guarded ÷ kio-only, all measured in one run.
 
-    .venv/bin/python bench/decode_guard.py [--iterations N]
+    .venv/bin/python -m bench run decode_guard [--iterations N]
 
-Results: bench/results/decode_guard-<UTC date>.{md,json} and decode_guard-latest.md.
+Results: bench/results/decode_guard.{md,json} (python -m bench run).
 """
 
 from __future__ import annotations
@@ -19,13 +19,13 @@ import time
 from pathlib import Path
 
 from kio.index import load_request_schema
-from produce_consume import machine  # same folder: the machine description
 
+from bench.harness import machine, out_dir
 from weir.protocol import codec
 from weir.records.builder import build_batch
 
 HERE = Path(__file__).resolve().parent
-RESULTS = HERE / "results"
+RESULTS = out_dir()
 
 
 def _produce(version: int, partitions: int, batch_bytes: int) -> tuple[type, bytes]:

@@ -1,7 +1,7 @@
 """Draining many deferred leader-epoch checkpoints: per-file fsyncs vs. one batch.
 
-    .venv/bin/python bench/deferred_writes.py                 # 3,333 and 10,000 jobs, 3 rounds
-    .venv/bin/python bench/deferred_writes.py --sizes 1000 --rounds 1
+    .venv/bin/python -m bench run deferred_writes                 # 3,333 and 10,000 jobs, 3 rounds
+    .venv/bin/python -m bench run deferred_writes --sizes 1000 --rounds 1
 
 Each size gets its own temp dir with one partition dir per job.  Every round marks each
 epoch cache dirty (a deferred ``assign``) and times writing them all, in turn (the order
@@ -14,7 +14,7 @@ alternates between rounds), with:
   directory instead of the two ``sync()`` calls (the alternative for phase 2/4);
 * ``batch-phases``: ``batch-sync``'s phases, each timed (reported in a second table).
 
-Writes a markdown report to bench/results/deferred_writes-<UTC time>.md.
+Writes a markdown report to bench/results/deferred_writes.md (python -m bench run).
 """
 
 from __future__ import annotations
@@ -28,11 +28,12 @@ import time
 from datetime import UTC, datetime
 from pathlib import Path
 
+from bench.harness import out_dir
 from weir.storage.checkpoints import LEADER_EPOCH_CHECKPOINT, fsync_dir, sync_filesystems
 from weir.storage.deferred_writes import DeferredWriter
 from weir.storage.epoch_cache import LeaderEpochCache
 
-RESULTS = Path(__file__).resolve().parent / "results"
+RESULTS = out_dir()
 
 
 def per_file(caches: list[LeaderEpochCache]) -> None:

@@ -17,9 +17,9 @@ and reports, per way, the sender's time in the system calls (its CPU on the lead
 the round trip, p50 / p99, and how often the reader woke per response. Also with three
 regions (a Fetch response of three partitions). Usage::
 
-    .venv/bin/python bench/direct_send.py [--rounds 3000] [--bytes 261599]
+    .venv/bin/python -m bench run direct_send [--rounds 3000] [--bytes 261599]
 
-Results: bench/results/direct_send-<UTC date>.md.
+Results: bench/results/direct_send.md (python -m bench run).
 """
 
 from __future__ import annotations
@@ -34,10 +34,10 @@ import tempfile
 import time
 from pathlib import Path
 
-from produce_consume import machine  # same folder
+from bench.harness import machine, out_dir
 
 HERE = Path(__file__).resolve().parent
-RESULTS = HERE / "results"
+RESULTS = out_dir()
 WAYS = ("cork", "more", "plain", "more-all")
 
 

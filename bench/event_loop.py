@@ -7,9 +7,9 @@ loop (uvloop, ``weir/server/event_loop.py``), each with a topic of RF 1 and one 
 or ``--batch-kib``) writes N records of 1 KiB to each topic, ``settle()`` before each run, and every run's
 MB/s and the CPU seconds of the brokers and of this process are kept.
 
-    .venv/bin/python bench/event_loop.py [--records N] [--rounds R] [--batch-kib K]
+    .venv/bin/python -m bench run event_loop [--records N] [--rounds R] [--batch-kib K]
 
-Results: bench/results/event_loop-<UTC date>.{md,json}.
+Results: bench/results/event_loop.{md,json} (python -m bench run).
 """
 
 from __future__ import annotations
@@ -23,14 +23,13 @@ import sys
 import tempfile
 from pathlib import Path
 
-from page_cache import described  # same folder
-from produce_consume import machine  # same folder
-from replication import PRODUCERS, SESSION_TIMEOUT_MS, create, measured_run, throughput
-
+from bench.harness import machine, out_dir
+from bench.page_cache import described
+from bench.replication import PRODUCERS, SESSION_TIMEOUT_MS, create, measured_run, throughput
 from weir.cli.cluster import LocalCluster
 
 HERE = Path(__file__).resolve().parent
-RESULTS = HERE / "results"
+RESULTS = out_dir()
 LOOPS = {"asyncio": "asyncio", "uvloop": ""}  # name -> WEIR_EVENT_LOOP
 
 

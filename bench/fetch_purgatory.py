@@ -13,13 +13,14 @@ each with the number of partition reads (``ReplicaManager._read_for_follower`` c
 depend on the machine's load.  Compare commits by running it with ``PYTHONPATH`` set to
 another checkout.
 
-    .venv/bin/python bench/fetch_purgatory.py [--partitions 3333] [--cycles 20]
+    .venv/bin/python -m bench run fetch_purgatory [--partitions 3333] [--cycles 20]
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import json
 import os
 import statistics
 import subprocess
@@ -28,6 +29,7 @@ import tempfile
 import time
 from pathlib import Path
 
+from bench.harness import out_dir
 from weir.common import TopicPartition
 from weir.records.builder import build_batch
 from weir.replication.local_reads import FetchPartition
@@ -110,6 +112,9 @@ def main(argv: list[str] | None = None) -> int:
           f"{out['idle_cycle_reads']:.0f} partition reads")
     print(f"append to one partition with that fetch parked: {out['append_ms']:.2f} ms, "
           f"{out['append_reads']:.0f} partition reads")
+    (out_dir() / "fetch_purgatory.json").write_text(json.dumps(
+        {"partitions": args.partitions, "cycles": args.cycles,
+         "weir": str(Path(weir.__file__).parent), **out}, indent=1) + "\n")
     return 0
 
 

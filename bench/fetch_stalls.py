@@ -9,9 +9,9 @@ partition fetch), as ``bench/produce_consume.py`` does.  Reported per read: the 
 that began during it, the longest, where the loop was, and the time from ``assign()`` to
 the first record.
 
-    .venv/bin/python bench/fetch_stalls.py --base c29e705~1
+    .venv/bin/python -m bench run fetch_stalls --base c29e705~1
 
-Writes ``bench/results/fetch_stalls-<UTC time>.md``.
+Writes ``bench/results/fetch_stalls.md`` (``python -m bench run``).
 """
 
 from __future__ import annotations
@@ -26,10 +26,9 @@ import time
 from collections import Counter
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-from consume_cpu import consume_once
-from produce_consume import (
+from bench.consume_cpu import consume_once
+from bench.harness import out_dir
+from bench.produce_consume import (
     BROKER_OVERRIDES,
     KIB,
     RECORD,
@@ -38,8 +37,7 @@ from produce_consume import (
     produce,
     producer_config,
 )
-from produce_cpu import extract
-
+from bench.produce_cpu import extract
 from weir.cli import procs
 from weir.cli.cluster import LocalCluster
 
@@ -143,7 +141,7 @@ def main() -> None:
     ]
     text = "\n".join(lines)
     print(text)
-    out = HERE / "results" / f"fetch_stalls-{stamp}.md"
+    out = out_dir() / f"fetch_stalls-{stamp}.md"
     out.write_text(text)
     print(f"written: {out}")
 

@@ -17,9 +17,9 @@ interval), each against the helper alone / the main thread alone; and the files 
 beside busy Python when each is written with ``open(path, "w")`` (seven system calls, as
 ``write_temp`` did before session 15).
 
-    .venv/bin/python bench/gil_convoy.py [--seconds 2] [--rounds 3]
+    .venv/bin/python -m bench run gil_convoy [--seconds 2] [--rounds 3]
 
-Results: bench/results/gil_convoy-<UTC stamp>.md
+Results: bench/results/gil_convoy.md (python -m bench run)
 """
 
 from __future__ import annotations
@@ -33,7 +33,7 @@ import threading
 import time
 from pathlib import Path
 
-from produce_consume import machine  # same folder: the machine description
+from bench.harness import machine, out_dir
 
 HERE = Path(__file__).resolve().parent
 INTERVALS_MS = (5.0, 1.0, 0.5)  # 5 ms is CPython's default
@@ -136,7 +136,7 @@ def main() -> None:
     text = "\n".join(lines) + "\n"
     print(text)
     if not args.no_save:
-        (HERE / "results" / f"gil_convoy-{stamp}.md").write_text(text)
+        (out_dir() / f"gil_convoy-{stamp}.md").write_text(text)
 
 
 if __name__ == "__main__":

@@ -10,9 +10,9 @@
    few seconds; commits per second the coordinator sustains (each commit is one record
    appended to ``__consumer_offsets`` with acks=all).
 
-    .venv/bin/python bench/groups.py [--quick] [--repeat 3]
+    .venv/bin/python -m bench run groups [--quick] [--repeat 3]
 
-Results: ``bench/results/groups-<UTC date>.{md,json}`` and ``bench/results/groups-latest.md``.
+Results: ``bench/results/groups.{md,json}`` (``python -m bench run``).
 """
 
 from __future__ import annotations
@@ -24,19 +24,17 @@ import os
 import platform
 import statistics
 import sys
-import tempfile
 import threading
 import time
 import uuid
-from pathlib import Path
 
 from confluent_kafka import Consumer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from weir.cli.cluster import LocalCluster
+from bench.harness import cluster as bench_cluster
+from bench.harness import out_dir
 
-RESULTS = Path(__file__).resolve().parent / "results"
+RESULTS = out_dir()
 OVERRIDES = {"group.initial.rebalance.delay.ms": "0", "offsets.topic.num.partitions": "10",
              "offsets.topic.replication.factor": "1", "auto.create.topics.enable": "false"}
 PARTITIONS = 24
@@ -141,26 +139,21 @@ def main() -> int:
                  "host": f"{platform.node()} ({os.cpu_count()} CPUs, Python "
                          f"{platform.python_version()})",
                  "rebalance_s": {}, "commits_per_s": {}}
-    with tempfile.TemporaryDirectory() as tmp:
-        cluster = LocalCluster(tmp, brokers=1, port_base=0, overrides=OVERRIDES)
-        cluster.start(timeout_s=90)
-        try:
-            bootstrap = cluster.bootstrap
-            topic = "bench-groups"
-            admin = AdminClient({"bootstrap.servers": bootstrap})
-            admin.create_topics([NewTopic(topic, PARTITIONS, 1)])[topic].result(30)
-            rebalance_time(bootstrap, topic, 1)  # warm-up: creates __consumer_offsets
-            for n in (1, 5, 20):
-                runs = [rebalance_time(bootstrap, topic, n) for _ in range(repeat)]
-                out["rebalance_s"][str(n)] = runs
-                print(f"N={n}: join → stable in {statistics.median(runs) * 1000:.0f} ms "
-                      f"(runs {[round(r * 1000) for r in runs]})", flush=True)
-            for clients in (1, 8):
-                rate = commit_rate(bootstrap, topic, clients, commit_s)
-                out["commits_per_s"][str(clients)] = rate
-                print(f"{clients} client(s): {rate:.0f} commits/s", flush=True)
-        finally:
-            cluster.stop()
+    with bench_cluster(None, 1, overrides=OVERRIDES) as cluster:
+        bootstrap = cluster.bootstrap
+        topic = "bench-groups"
+        admin = AdminClient({"bootstrap.servers": bootstrap})
+        admin.create_topics([NewTopic(topic, PARTITIONS, 1)])[topic].result(30)
+        rebalance_time(bootstrap, topic, 1)  # warm-up: creates __consumer_offsets
+        for n in (1, 5, 20):
+            runs = [rebalance_time(bootstrap, topic, n) for _ in range(repeat)]
+            out["rebalance_s"][str(n)] = runs
+            print(f"N={n}: join → stable in {statistics.median(runs) * 1000:.0f} ms "
+                  f"(runs {[round(r * 1000) for r in runs]})", flush=True)
+        for clients in (1, 8):
+            rate = commit_rate(bootstrap, topic, clients, commit_s)
+            out["commits_per_s"][str(clients)] = rate
+            print(f"{clients} client(s): {rate:.0f} commits/s", flush=True)
     _write(out)
     return 0
 

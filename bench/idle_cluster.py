@@ -10,10 +10,10 @@ fetching as followers, and their timers.  With ``--py-spy`` one broker is sample
 same window and the share of its samples under the leader's Fetch handler, the follower's
 fetcher and the rest is reported.
 
-    .venv/bin/python bench/idle_cluster.py [--partitions 3000] [--seconds 20] [--py-spy]
+    .venv/bin/python -m bench run idle_cluster [--partitions 3000] [--seconds 20] [--py-spy]
     cd /tmp/old && PYTHONPATH=/tmp/old /work/main/.venv/bin/python /work/main/bench/idle_cluster.py
 
-Results: ``bench/results/idle_cluster-<UTC stamp>.md``.
+Results: ``bench/results/idle_cluster.md`` (``python -m bench run``).
 """
 
 from __future__ import annotations
@@ -29,9 +29,8 @@ import time
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE))
-from control_plane import BROKERS, Bench, load_average  # bench helpers
-from produce_consume import machine
+from bench.control_plane import BROKERS, Bench, load_average
+from bench.harness import machine, out_dir
 
 CLK_TCK = os.sysconf("SC_CLK_TCK")
 # Where a py-spy stack sample is counted (the first marker found from the innermost frame).
@@ -137,7 +136,7 @@ def main() -> None:
     print(text)
     if not args.no_save:
         stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
-        (HERE / "results" / f"idle_cluster-{stamp}.md").write_text(text)
+        (out_dir() / f"idle_cluster-{stamp}.md").write_text(text)
 
 
 if __name__ == "__main__":

@@ -18,7 +18,7 @@ CPU per partition in the session, with the Python function calls per fetch
 (cProfile's count, which does not depend on the machine's load).  Compare commits by
 running it with ``PYTHONPATH`` set to another checkout.
 
-    .venv/bin/python bench/idle_fetch.py [--partitions 3333] [--fetches 20] [--versions 13,12]
+    .venv/bin/python -m bench run idle_fetch [--partitions 3333] [--fetches 20] [--versions 13,12]
 """
 
 from __future__ import annotations
@@ -27,6 +27,7 @@ import argparse
 import asyncio
 import cProfile
 import datetime
+import json
 import os
 import pstats
 import subprocess
@@ -39,6 +40,7 @@ from types import SimpleNamespace
 
 from kio.index import load_request_schema
 
+from bench.harness import out_dir
 from weir.common import TopicPartition
 from weir.protocol import codec
 from weir.protocol.errors import ErrorCode
@@ -166,6 +168,9 @@ def main(argv: list[str] | None = None) -> int:
         print(f"idle incremental follower fetch, {mode}: {r['us_per_partition']:.2f} µs CPU per "
               f"partition ({r['ms_per_fetch']:.1f} ms per fetch), "
               f"{r['calls_per_fetch']} Python calls per fetch")
+    (out_dir() / "idle_fetch.json").write_text(json.dumps(
+        {"partitions": args.partitions, "fetches": args.fetches,
+         "weir": str(Path(weir.__file__).parent), "fetch": out}, indent=1) + "\n")
     return 0
 
 

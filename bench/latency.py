@@ -1,9 +1,9 @@
 """Latency benchmark: produce (send → ack) and end to end (send → consumer receives),
 acks=all, replication factor 3, min.insync.replicas=2, at fixed record rates.
 
-    .venv/bin/python bench/latency.py                      # 500 and 5000 records/s, 30 s per rate and producer
-    .venv/bin/python bench/latency.py --quick              # 10 s each
-    .venv/bin/python bench/latency.py --rates 500 --seconds 60 --repeat 3
+    .venv/bin/python -m bench run latency                      # 500 and 5000 records/s, 30 s per rate and producer
+    .venv/bin/python -m bench run latency --quick              # 10 s each
+    .venv/bin/python -m bench run latency --rates 500 --seconds 60 --repeat 3
 
 What one run does:
 
@@ -32,7 +32,7 @@ What one run does:
 Goal (issue: latency): p99 ≤ 5 × p50 and p99.9 ≤ 10 × p50 at both rates.  Producer,
 consumer and three brokers share the machine; the load average is recorded with each run.
 
-Results: bench/results/latency-<UTC timestamp>.{md,json} and bench/results/latency-latest.md.
+Results: bench/results/latency.{md,json} (python -m bench run).
 """
 
 from __future__ import annotations
@@ -61,14 +61,15 @@ from confluent_kafka import (
     TopicPartition,
 )
 from confluent_kafka.admin import AdminClient, NewTopic
-from page_cache import settle  # same folder
-from produce_consume import machine  # same folder: the machine description
 
+from bench.harness import cluster as bench_cluster
+from bench.harness import machine, out_dir
+from bench.page_cache import settle
 from weir.cli.cluster import LocalCluster
 from weir.config import read_properties
 
 HERE = Path(__file__).resolve().parent
-RESULTS = HERE / "results"
+RESULTS = out_dir()
 VALUE_SIZE = 1024
 _STAMP = struct.Struct(">q")
 PERCENTILES = (50, 99, 99.9)
@@ -424,10 +425,8 @@ def main(argv: list[str] | None = None) -> int:
     runs = []
     with tempfile.TemporaryDirectory(prefix="weir-bench-lat-") as tmpdir:
         tmp = Path(tmpdir)
-        cluster = LocalCluster(tmp / "cluster", brokers=3, port_base=0, overrides=overrides)
-        cluster.serve_metrics = True
-        cluster.start(timeout_s=120)
-        try:
+        with bench_cluster(tmp / "cluster", 3, timeout_s=120, serve_metrics=True,
+                           overrides=overrides) as cluster:
             cluster.wait_for_brokers(cluster.broker_ids, timeout_s=120)
             _await_brokers_in_metadata(cluster.bootstrap, 3)
             ports = [int(read_properties(cluster.config_path(b))["metrics.http.port"])
@@ -439,8 +438,6 @@ def main(argv: list[str] | None = None) -> int:
                                        tmp, mode)
                         print(json.dumps(run), flush=True)
                         runs.append(run)
-        finally:
-            cluster.stop()
     info["load_average_at_end"] = [round(x, 2) for x in os.getloadavg()]
     when = datetime.datetime.now(datetime.UTC).strftime("%Y%m%dT%H%M%SZ")
     doc = {"when": when, "machine": info, "linger_ms": args.linger_ms, "overrides": overrides,

@@ -2,8 +2,8 @@
 
 How to run::
 
-    .venv/bin/python bench/log_load.py                 # 10,000 logs, 3 interleaved pairs
-    .venv/bin/python bench/log_load.py --logs 3000 --pairs 5
+    .venv/bin/python -m bench run log_load                 # 10,000 logs, 3 interleaved pairs
+    .venv/bin/python -m bench run log_load --logs 3000 --pairs 5
 
 Creates ``--logs`` empty partition logs in a temporary log dir (10 topics), shuts the
 LogManager down cleanly, then loads them in fresh processes that first import the broker
@@ -16,8 +16,7 @@ LogManager down cleanly, then loads them in fresh processes that first import th
   collection (``gc_tuning.freeze_built_while_paused``), then the after-start freeze.
 
 Reported: CPU seconds (``time.process_time``) of each, per pair, and the median ratio.  CPU
-rather than wall time: the machine is shared.  Results: ``bench/results/log_load-<UTC
-stamp>.md``.
+rather than wall time: the machine is shared.  Results: ``bench/results/log_load.md`` (``python -m bench run``).
 """
 
 from __future__ import annotations
@@ -86,8 +85,7 @@ def main() -> None:
     parser.add_argument("--no-save", action="store_true")
     args = parser.parse_args()
     load_at_start = [round(x, 2) for x in os.getloadavg()]
-    sys.path.insert(0, str(HERE))
-    from produce_consume import machine  # bench helper: CPU, cores, commit, load
+    from bench.harness import machine, out_dir
     with tempfile.TemporaryDirectory(prefix="weir-log-load-") as tmp:
         log_dir = Path(tmp) / "logs"
         create(log_dir, args.logs)
@@ -107,7 +105,7 @@ def main() -> None:
     print(text)
     if not args.no_save:
         stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
-        (HERE / "results" / f"log_load-{stamp}.md").write_text(text)
+        (out_dir() / f"log_load-{stamp}.md").write_text(text)
 
 
 if __name__ == "__main__":

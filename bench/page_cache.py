@@ -15,10 +15,10 @@ CPU for the same 60 MB rose 3-5x within one run, all of it system time).
 the clean page cache, so that no run inherits the previous runs' pages. Each benchmark
 records whether it could.
 
-    .venv/bin/python bench/page_cache.py [--files 12] [--mb 200]
+    .venv/bin/python -m bench.page_cache [--files 12] [--mb 200]
 
 measures it on the machine at hand: the system time of writing each file, kept, without
-and then with ``settle()`` before each (results: bench/results/page-cache-*.md).
+and then with ``settle()`` before each (its history: docs/perf-history.md).
 """
 
 from __future__ import annotations

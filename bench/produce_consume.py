@@ -3,13 +3,15 @@
 For each batch size (confluent-kafka ``batch.size``) and acks setting, N 1-KiB records are
 produced with confluent-kafka to (a) a one-broker Weir cluster and (b) the floor server
 (``bench/floor_server.py``: the least a Kafka-speaking asyncio server must do), then
-consumed back by ``assign``.  The figure that matters is weir/floor.  See bench/README.md.
+consumed back by ``assign``.  The figure that matters is weir/floor; beside it, each
+server's CPU seconds per GB produced and served (from ``/proc``), which hold still on a
+shared machine where MB/s does not.  See bench/README.md.
 
-    .venv/bin/python bench/produce_consume.py [--records N] [--quick] [--profile]
+    .venv/bin/python -m bench run produce_consume [--records N] [--quick] [--profile]
 
-Results go to ``bench/results/produce_consume-<UTC date>.{md,json}`` and ``produce_consume-latest.md``.
+Results go to ``bench/results/produce_consume.{md,json}`` (``python -m bench run``).
 ``--profile`` instead runs one produce and one consume with the broker under cProfile and
-writes its hot spots to ``bench/results/profile-<timestamp>.txt``.
+writes its hot spots to ``profile-<timestamp>.txt`` beside its results.
 """
 
 from __future__ import annotations
@@ -18,10 +20,10 @@ import argparse
 import datetime
 import json
 import os
-import platform
 import pstats
 import shutil
 import signal
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -31,15 +33,17 @@ from pathlib import Path
 
 from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
-from page_cache import described, settle  # same folder (bench/ is on sys.path as a script)
 
+from bench.harness import machine, out_dir, process_cpu_s
+from bench.page_cache import described, settle
 from weir.cli import procs
 from weir.cli.cluster import LocalCluster
 
 HERE = Path(__file__).resolve().parent
-RESULTS = HERE / "results"
+RESULTS = out_dir()
 PROFILES = HERE / "work"
 RECORD = 1024
+TICK = os.sysconf("SC_CLK_TCK")
 KIB = 1024
 BATCH_SIZES = (16 * KIB, 64 * KIB, 256 * KIB, 1024 * KIB)
 ACKS = ("1", "all")
@@ -58,6 +62,9 @@ class Result:
     consume_s: float
     repeat: int = 0
     cache_dropped: bool = False  # settle() before the run dropped the page cache
+    # CPU seconds the server process spent producing and consuming (None: not measured)
+    produce_cpu_s: float | None = None
+    consume_cpu_s: float | None = None
 
     @property
     def mbytes(self) -> float:
@@ -68,7 +75,19 @@ class Result:
                 "produce_records_per_s": round(self.records / self.produce_s),
                 "produce_mb_per_s": round(self.mbytes / self.produce_s, 1),
                 "consume_records_per_s": round(self.records / self.consume_s),
-                "consume_mb_per_s": round(self.mbytes / self.consume_s, 1)}
+                "consume_mb_per_s": round(self.mbytes / self.consume_s, 1),
+                **self.cpu_per_gb()}
+
+    def cpu_per_gb(self) -> dict:
+        """The server's CPU seconds per GB of record values: on a shared machine this holds
+        still where MB/s does not."""
+        gb = self.mbytes / 1000
+        out = {}
+        if self.produce_cpu_s is not None:
+            out["produce_server_cpu_s_per_gb"] = round(self.produce_cpu_s / gb, 2)
+        if self.consume_cpu_s is not None:
+            out["consume_server_cpu_s_per_gb"] = round(self.consume_cpu_s / gb, 2)
+        return out
 
 
 # -- clients -----------------------------------------------------------------------------
@@ -186,12 +205,14 @@ def run_matrix(args: argparse.Namespace, work: Path) -> list[Result]:
         cluster.start(timeout_s=90)
         floor = FloorProcess(work / "floor")
         targets = (("weir", cluster.bootstrap), ("floor", floor.bootstrap))
+        pids = {"weir": cluster.broker_pid(cluster.broker_ids[0]), "floor": floor.proc.pid}
         warm_up(targets, args)
         for repeat in range(args.repeat):
             for batch in args.batch_sizes:
                 for acks in args.acks:
                     for target, bootstrap in targets[::-1] if repeat % 2 else targets:
-                        results.append(one_run(args, target, bootstrap, batch, acks, repeat))
+                        results.append(one_run(args, target, bootstrap, batch, acks, repeat,
+                                               pids[target]))
     finally:
         if floor is not None:
             floor.stop()
@@ -211,7 +232,7 @@ def warm_up(targets: tuple[tuple[str, str], ...], args: argparse.Namespace) -> N
 
 
 def one_run(args: argparse.Namespace, target: str, bootstrap: str, batch: int, acks: str,
-            repeat: int) -> Result:
+            repeat: int, pid: int | None = None) -> Result:
     """Produce to a fresh topic, then consume it all back; first ``settle()``
     (page_cache.py: no run inherits the page cache of the runs before it)."""
     dropped = settle()
@@ -219,38 +240,21 @@ def one_run(args: argparse.Namespace, target: str, bootstrap: str, batch: int, a
     if target == "weir":
         create_topic(bootstrap, topic)
     config = producer_config(bootstrap, batch, acks, args.linger_ms)
+    cpu0 = process_cpu_s(pid) if pid else None
     p_s = produce(config, topic, args.records)
+    cpu1 = process_cpu_s(pid) if pid else None
     c_s = consume(bootstrap, topic, args.records, args.fetch_bytes)
-    r = Result(target, batch, acks, args.records, p_s, c_s, repeat, dropped)
+    cpu2 = process_cpu_s(pid) if pid else None
+    r = Result(target, batch, acks, args.records, p_s, c_s, repeat, dropped,
+               None if cpu0 is None else round(cpu1 - cpu0, 3),
+               None if cpu0 is None else round(cpu2 - cpu1, 3))
     j = r.to_json()
+    cpu = (f"  server CPU s/GB {j['produce_server_cpu_s_per_gb']} / "
+           f"{j['consume_server_cpu_s_per_gb']}" if "produce_server_cpu_s_per_gb" in j else "")
     print(f"#{repeat} {target:5} batch={batch // KIB:5}KiB acks={acks:3} "
           f"produce {j['produce_mb_per_s']:7.1f} MB/s ({j['produce_records_per_s']:7d} rec/s)"
-          f"  consume {j['consume_mb_per_s']:7.1f} MB/s", flush=True)
+          f"  consume {j['consume_mb_per_s']:7.1f} MB/s{cpu}", flush=True)
     return r
-
-
-def machine() -> dict:
-    cpu = "?"
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
-    mem_gib = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30
-    try:
-        commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=HERE,
-                                capture_output=True, text=True, check=False).stdout.strip()
-    except OSError:
-        commit = "?"
-    import confluent_kafka
-    return {"cpu": cpu, "cores": os.cpu_count(), "ram_gib": round(mem_gib, 1),
-            "python": platform.python_version(), "kernel": platform.release(),
-            "os": platform.platform(), "commit": commit or "?",
-            "load_average_at_start": [round(x, 2) for x in os.getloadavg()],
-            "confluent_kafka": confluent_kafka.version()[0],
-            "librdkafka": confluent_kafka.libversion()[0]}
 
 
 def best_runs(results: list[Result]) -> dict[tuple[str, int, str], Result]:
@@ -262,9 +266,15 @@ def best_runs(results: list[Result]) -> dict[tuple[str, int, str], Result]:
     groups: dict[tuple[str, int, str], list[Result]] = {}
     for r in results:
         groups.setdefault((r.target, r.batch_size, r.acks), []).append(r)
+    def median_cpu(values: list[float | None]) -> float | None:
+        return None if None in values else statistics.median(values)
+
+    # CPU per run holds still, so its median, not its least, stands for the server
     return {key: Result(key[0], key[1], key[2], runs[0].records,
                         min(r.produce_s for r in runs), min(r.consume_s for r in runs),
-                        len(runs), all(r.cache_dropped for r in runs))
+                        len(runs), all(r.cache_dropped for r in runs),
+                        median_cpu([r.produce_cpu_s for r in runs]),
+                        median_cpu([r.consume_cpu_s for r in runs]))
             for key, runs in groups.items()}
 
 
@@ -305,8 +315,25 @@ def markdown(info: dict, rows: list[dict], args: argparse.Namespace, when: str,
                    f"{w['consume_mb_per_s']} | {f['consume_mb_per_s']} | "
                    f"**{r['consume_ratio']}** |")
     footer = ("Ratio = weir throughput / floor throughput, both measured in this run "
-              "(see bench/README.md for what the floor is).")
+              "(bench/floor_server.py is the floor).")
     out += ["", footer, ""]
+    if rows and "produce_server_cpu_s_per_gb" in rows[0]["weir"]:
+        out += ["## Server CPU seconds per GB (median over the runs)", "",
+                ("The server process's user + system CPU while it took the records and while "
+                "it served them back: on a shared machine this holds still where MB/s does "
+                f"not. /proc counts in ticks of {1000 / TICK:.0f} ms, "
+                f"{1 / TICK / (args.records * RECORD / 1e9):.2f} s/GB at {args.records} "
+                "records."), "",
+                ("| batch.size | acks | weir produce | floor produce | weir consume | "
+                "floor consume |"), "|---:|:---:|---:|---:|---:|---:|"]
+        for r in rows:
+            w, f = r["weir"], r["floor"]
+            out.append(f"| {r['batch_size'] // KIB} KiB | {r['acks']} "
+                       f"| {w['produce_server_cpu_s_per_gb']} "
+                       f"| {f['produce_server_cpu_s_per_gb']} "
+                       f"| {w['consume_server_cpu_s_per_gb']} "
+                       f"| {f['consume_server_cpu_s_per_gb']} |")
+        out.append("")
     return "\n".join(out)
 
 
@@ -334,7 +361,7 @@ def run_profile(args: argparse.Namespace, work: Path) -> None:
     """Produce, then consume, each against a broker process running under cProfile.
 
     The ``.prof`` files go to ``bench/work/`` (ignored by git), a text summary to
-    ``bench/results/profile-<timestamp>.txt``.
+    ``profile-<timestamp>.txt`` beside its results.
     """
     RESULTS.mkdir(parents=True, exist_ok=True)
     PROFILES.mkdir(parents=True, exist_ok=True)

@@ -8,15 +8,15 @@ the code of the working tree ("new") or of a git revision ("base", extracted wit
 ``git archive``), and to the floor server, interleaved in pairs, and reads each server's
 CPU time (user + system, ``/proc/<pid>/stat``) before and after every run.
 
-    .venv/bin/python bench/produce_cpu.py                       # base HEAD, 16 KiB, acks=1
-    .venv/bin/python bench/produce_cpu.py --base 564a356 --acks all --pairs 5
-    .venv/bin/python bench/produce_cpu.py --base 564a356 --replicas 3 --acks all
+    .venv/bin/python -m bench run produce_cpu                       # base HEAD, 16 KiB, acks=1
+    .venv/bin/python -m bench run produce_cpu --base 564a356 --acks all --pairs 5
+    .venv/bin/python -m bench run produce_cpu --base 564a356 --replicas 3 --acks all
 
 With ``--replicas 3`` the cluster has three brokers and the topic three replicas
 (min.insync.replicas 2); the leader's CPU and each follower's are read (no floor then).
 
 Prints per run MB/s and CPU ms per MB of each server, and the medians; writes
-``bench/results/produce_cpu-<UTC time>.md``.
+``bench/results/produce_cpu.md`` (``python -m bench run``).
 """
 
 from __future__ import annotations
@@ -33,10 +33,10 @@ import time
 from io import BytesIO
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
 from confluent_kafka.admin import AdminClient, NewTopic
-from produce_consume import (
+
+from bench.harness import out_dir
+from bench.produce_consume import (
     BROKER_OVERRIDES,
     KIB,
     RECORD,
@@ -47,7 +47,6 @@ from produce_consume import (
     produce,
     producer_config,
 )
-
 from weir.cli import procs
 from weir.cli.cluster import LocalCluster
 
@@ -204,7 +203,7 @@ def main() -> None:
     ]
     text = "\n".join(lines)
     print(text)
-    out = HERE / "results" / f"produce_cpu-{stamp}.md"
+    out = out_dir() / f"produce_cpu-{stamp}.md"
     out.write_text(text)
     print(f"written: {out}")
 

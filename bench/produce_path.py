@@ -13,7 +13,7 @@ broker).  Two figures per configuration:
 
 Run it against another revision with that tree first on the path::
 
-    .venv/bin/python bench/produce_path.py
+    .venv/bin/python -m bench run produce_path
     git worktree add --detach /tmp/wt_old REV
     PYTHONPATH=/tmp/wt_old .venv/bin/python -P bench/produce_path.py
 """

@@ -14,9 +14,9 @@
 3. Unavailability after SIGKILL of a partition leader: time from the kill until a record
    produced after it is acknowledged, against zookeeper.session.timeout.ms.
 
-    .venv/bin/python bench/replication.py [--records N] [--quick]
+    .venv/bin/python -m bench run replication [--records N] [--quick]
 
-Results: bench/results/replication-<UTC date>.{md,json} and bench/results/replication-latest.md.
+Results: bench/results/replication.{md,json} (python -m bench run).
 
 librdkafka's idempotent producer caps a partition's in-flight *messages* (not requests) at 5
 (``rd_kafka_toppar_producer_serve``: ``RD_KAFKA_IDEMP_MAX_INFLIGHT - rktp_msgs_inflight``),
@@ -41,13 +41,13 @@ from pathlib import Path
 
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
-from page_cache import described, settle  # same folder
-from produce_consume import machine  # same folder: the machine description
 
+from bench.harness import machine, out_dir
+from bench.page_cache import described, settle
 from weir.cli.cluster import LocalCluster
 
 HERE = Path(__file__).resolve().parent
-RESULTS = HERE / "results"
+RESULTS = out_dir()
 SESSION_TIMEOUT_MS = 6000
 VALUE = b"x" * 1024
 WARM_RECORDS = 500
@@ -209,8 +209,11 @@ def measured_run(cluster: LocalCluster, topic: str, records: int, kind: str,
                if pid and b in before}
     client = round(own_cpu_seconds() - own, 3)
     cores = os.cpu_count() or 1
+    gb = (records + WARM_RECORDS) * len(VALUE) / 1e9  # the brokers' CPU covers the warm-up
     return {"mb_s": mb_s, "wall_s": round(wall, 3), "cpu_s_brokers": brokers,
             "cpu_s_client": client,
+            # CPU per unit of work: on a shared machine this holds still where MB/s does not
+            "broker_cpu_s_per_gb": round(sum(brokers.values()) / gb, 2),
             # share of the machine's CPU time these processes used during the run
             "cpu_busy": round((sum(brokers.values()) + client) / (wall * cores), 3),
             "rtt_p50_ms": round(statistics.median(rtts), 2) if rtts else None,
@@ -311,16 +314,19 @@ def main(argv: list[str] | None = None) -> int:
                   f"| zookeeper.session.timeout.ms (s) | {SESSION_TIMEOUT_MS / 1000:.1f} |"]
     lines += ["", ("Every run (CPU seconds per process; busy = their CPU ÷ (wall × cores); rtt = "
               "librdkafka's produce round-trip p50):"), "",
-              ("| producer | topic | MB/s | wall s | CPU s brokers | CPU s client | busy | "
-              "rtt p50 ms | load |"), "|---|---|---:|---:|---|---:|---:|---:|---:|"]
+              ("| producer | topic | MB/s | wall s | CPU s brokers | broker CPU s / GB | "
+               "CPU s client | busy | rtt p50 ms | load |"),
+              "|---|---|---:|---:|---|---:|---:|---:|---:|---:|"]
     for kind in kinds:
         for i in range(repeats):
             for topic in ("rf1", "rf3"):
                 r = runs[kind][topic][i]
                 brokers = ", ".join(f"{b}: {c:.2f}" for b, c in r["cpu_s_brokers"].items())
                 rtt = "–" if r["rtt_p50_ms"] is None else f"{r['rtt_p50_ms']:.1f}"
+                per_gb = r.get("broker_cpu_s_per_gb", "–")
                 lines.append(f"| {kind} | {topic} | {r['mb_s']:.1f} | {r['wall_s']:.2f} | "
-                             f"{brokers} | {r['cpu_s_client']:.2f} | {r['cpu_busy']:.2f} | "
+                             f"{brokers} | {per_gb} | {r['cpu_s_client']:.2f} | "
+                             f"{r['cpu_busy']:.2f} | "
                              f"{rtt} | {r['load_1min']} |")
     if lat:
         lines += ["", ("Unavailability is measured from the kill to the first acknowledgement "

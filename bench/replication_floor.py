@@ -17,15 +17,14 @@ request only when the previous one is answered) and ``pipelined`` (5 requests in
 Each run records the CPU seconds of the server processes and of this process (librdkafka's
 threads included).
 
-    .venv/bin/python bench/replication_floor.py [--records N] [--repeat R] [--os-socket-buffers]
+    .venv/bin/python -m bench run replication_floor [--records N] [--repeat R] [--os-socket-buffers]
 
 Both sides run with Kafka's default socket buffers (``socket.send.buffer.bytes`` and
 ``socket.receive.buffer.bytes`` 102400, ``replica.socket.receive.buffer.bytes`` 65536);
 ``--os-socket-buffers`` sets all three to -1 on both (the kernel's autotuned sizes, which is
 what Weir used before it honoured these keys), to show what the defaults cost on loopback.
 
-Results: bench/results/replication_floor-<UTC date>.{md,json} and
-bench/results/replication_floor-latest.md.
+Results: bench/results/replication_floor.{md,json} (python -m bench run).
 """
 
 from __future__ import annotations
@@ -42,15 +41,14 @@ import tempfile
 import time
 from pathlib import Path
 
-from page_cache import described, settle  # same folder
-from produce_consume import machine  # same folder
-from replication import PRODUCERS, SESSION_TIMEOUT_MS, cpu_seconds, create, own_cpu_seconds
-from replication import throughput as produce_throughput
-
+from bench.harness import machine, out_dir
+from bench.page_cache import described, settle
+from bench.replication import PRODUCERS, SESSION_TIMEOUT_MS, cpu_seconds, create, own_cpu_seconds
+from bench.replication import throughput as produce_throughput
 from weir.cli.cluster import LocalCluster
 
 HERE = Path(__file__).resolve().parent
-RESULTS = HERE / "results"
+RESULTS = out_dir()
 TARGETS = ("floor rf1", "floor rf3", "weir rf1", "weir rf3")
 
 

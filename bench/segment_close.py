@@ -9,7 +9,7 @@ the working tree, and of ``--base``, extracted with ``git archive``), appends N 
 1 KiB-record batches through it, then times the open and close by path a Fetch response
 does, twice; interleaved rounds.
 
-    .venv/bin/python bench/segment_close.py --base c29e705~1
+    .venv/bin/python -m bench run segment_close --base c29e705~1
 """
 
 from __future__ import annotations
@@ -24,9 +24,8 @@ import sys
 import tempfile
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-from produce_cpu import extract
+from bench.harness import out_dir
+from bench.produce_cpu import extract
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
@@ -109,7 +108,7 @@ def main() -> None:
     ]
     text = "\n".join(lines)
     print(text)
-    out = HERE / "results" / f"segment_close-{stamp}.md"
+    out = out_dir() / f"segment_close-{stamp}.md"
     out.write_text(text)
     print(f"written: {out}")
 

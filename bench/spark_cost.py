@@ -1,6 +1,6 @@
 """What it costs Spark to take rows from a Python data source: CPU per query, by variant.
 
-    .venv/bin/python bench/spark_cost.py [--rows 1000000] [--runs 5] [--weir]
+    .venv/bin/python -m bench run spark_cost [--rows 1000000] [--runs 5] [--weir]
         [--conf key=value ...]
 
 Spark ``local[2]`` counts the same number of rows from variants of the floor source
@@ -12,7 +12,7 @@ local mode) and of the Python workers (every process under the JVM), read from
 after a warm-up round.  The variants are what a Python data source controls: rows per
 Arrow batch, input partitions per core, value size, nullability, and (``columns``) how
 much of the cost is the columns a query does not need (the Python Data Source API has no
-column pruning).  Results: ``bench/results/spark_cost-<UTC>.{md,json}``.
+column pruning).  Results: ``bench/results/spark_cost.{md,json}`` (``python -m bench run``).
 """
 
 from __future__ import annotations
@@ -28,11 +28,11 @@ import tempfile
 import time
 from pathlib import Path
 
+from bench.harness import out_dir
+
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
-sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(HERE))
-RESULTS = ROOT / "bench" / "results"
+RESULTS = out_dir()
 TICK = os.sysconf("SC_CLK_TCK")
 
 
@@ -88,7 +88,7 @@ def main() -> None:
                         help="Spark setting key=value for the session (repeatable)")
     parser.add_argument("--tag", default="", help="name part of the result files")
     args = parser.parse_args()
-    from produce_consume import machine  # same folder: the machine description
+    from bench.harness import machine
 
     info = machine()
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
@@ -111,11 +111,11 @@ def main() -> None:
 
 
 def run(args: argparse.Namespace, bootstrap: str | None, work: Path) -> dict:
-    import spark_floor  # same folder
     from pyspark.sql import SparkSession
     from pyspark.sql import functions as F
 
     import weir.spark
+    from bench import spark_floor
 
     n = args.rows
     builder = (SparkSession.builder.master(args.master).appName("weir-spark-cost")
@@ -157,7 +157,7 @@ def run(args: argparse.Namespace, bootstrap: str | None, work: Path) -> dict:
             .option("rows", "1,1,1,1").load(),
         }
         if bootstrap is not None:
-            from spark_count import produce  # same folder
+            from bench.spark_count import produce
 
             topic = f"bench-cost-{int(time.time())}"
             produce(bootstrap, topic, n, 4)

@@ -1,6 +1,6 @@
 """Spark batch count over a Weir topic vs. over the same rows as Parquet, in one run.
 
-    .venv/bin/python bench/spark_count.py [--records 1000000] [--partitions 4]
+    .venv/bin/python -m bench run spark_count [--records 1000000] [--partitions 4]
         [--bootstrap host:port]   (default: start a one-broker LocalCluster in a temp dir)
 
 Produces ``--records`` records (100-byte values) into a fresh topic, copies the topic into a
@@ -22,8 +22,7 @@ Before Spark starts, the record decoder alone (:mod:`weir.spark.decode`) is time
 core: 100 000 records with 100-byte values in batches of 1 000, uncompressed and with each
 codec, best of 5, as records per second of wall time and of CPU time (the machine may be
 shared).  ``--decoder-only`` stops there.  Results, with the commit, the machine and its
-load average: ``bench/results/spark_count-<UTC timestamp>.{md,json}`` and
-``bench/results/spark_count-latest.md``.
+load average: ``bench/results/spark_count.{md,json}`` (``python -m bench run``).
 """
 
 from __future__ import annotations
@@ -39,11 +38,11 @@ import tempfile
 import time
 from pathlib import Path
 
+from bench.harness import out_dir
+
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
-sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(HERE))
-RESULTS = ROOT / "bench" / "results"
+RESULTS = out_dir()
 
 
 def produce(bootstrap: str, topic: str, records: int, partitions: int) -> float:
@@ -120,7 +119,7 @@ def main() -> None:
     parser.add_argument("--bootstrap", default=None)
     parser.add_argument("--decoder-only", action="store_true")
     args = parser.parse_args()
-    from produce_consume import machine  # same folder: the machine description
+    from bench.harness import machine
 
     info = machine()
     decoder = decoder_bench()
@@ -149,11 +148,11 @@ def main() -> None:
 
 
 def run(args: argparse.Namespace, bootstrap: str, work: Path) -> dict:
-    import spark_floor  # same folder
     from pyspark.sql import SparkSession
     from pyspark.sql import functions as F
 
     import weir.spark
+    from bench import spark_floor
 
     topic = f"bench-spark-{int(time.time())}"
     produce_s = produce(bootstrap, topic, args.records, args.partitions)

@@ -1,7 +1,7 @@
 """Spark Structured Streaming over a Weir topic: Trigger.AvailableNow throughput and the
 end-to-end latency of a running query.
 
-    .venv/bin/python bench/spark_stream.py [--records 1000000] [--partitions 4] [--runs 3]
+    .venv/bin/python -m bench run spark_stream [--records 1000000] [--partitions 4] [--runs 3]
         [--rate 1000] [--seconds 30] [--bootstrap host:port]
 
 One run, one Spark session (``local[2]``), one Weir broker (a LocalCluster in a temp dir
@@ -23,8 +23,7 @@ unless ``--bootstrap`` is given):
    that stamp: produced → row in the sink.  Percentiles are over every record; the
    micro-batches' own durations (Spark's ``durationMs``) show where the time goes.
 
-Results: ``bench/results/spark_stream-<UTC timestamp>.{md,json}`` and
-``bench/results/spark_stream-latest.md``, with the commit, the machine and its load average.
+Results: ``bench/results/spark_stream.{md,json}`` (``python -m bench run``), with the commit, the machine and its load average.
 """
 
 from __future__ import annotations
@@ -42,10 +41,11 @@ import threading
 import time
 from pathlib import Path
 
+from bench.harness import out_dir
+
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
-sys.path.insert(0, str(ROOT))
-RESULTS = HERE / "results"
+RESULTS = out_dir()
 QUERY_TIMEOUT_S = 600
 PERCENTILES = (50, 90, 99, 99.9)
 DURATION_KEYS = ("latestOffset", "queryPlanning", "walCommit", "addBatch", "commitOffsets",
@@ -227,8 +227,8 @@ def main() -> None:
     parser.add_argument("--skip-throughput", action="store_true")
     args = parser.parse_args()
 
-    from produce_consume import machine  # same folder: the machine description
-    from spark_count import produce
+    from bench.harness import machine
+    from bench.spark_count import produce
 
     info = machine()
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)

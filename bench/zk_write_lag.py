@@ -5,7 +5,7 @@ before), against one worker thread for the whole update (how it does it now); in
 pairs.  Reported per run: wall time, this process's CPU, and the worst lateness of a task
 sleeping 1 ms on the event loop.
 
-    .venv/bin/python bench/zk_write_lag.py            # ~1 min, starts its own ZooKeeper
+    .venv/bin/python -m bench run zk_write_lag            # ~1 min, starts its own ZooKeeper
 """
 import asyncio
 import os

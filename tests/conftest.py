@@ -7,6 +7,7 @@ import atexit
 import threading
 import time
 from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import TypeVar
 
 import pytest
@@ -94,3 +95,23 @@ def pytest_sessionstart(session) -> None:
         missing.append("pyspark is not installed")
     if missing:
         pytest.exit("CI run without its dependencies: " + "; ".join(missing), returncode=3)
+
+
+# Test tiers (``make test-unit`` runs neither marker below; ``make test`` runs everything).
+# A ``pytestmark`` in a conftest.py has no effect (pytest reads it only in test modules), so
+# the markers are given here, from where a test lives and what it asks for.
+_TESTS = Path(__file__).resolve().parent
+_INTEGRATION_DIRS = (_TESTS / "integration", _TESTS / "spark")
+# Test modules that start a ZooKeeper server themselves, without the zk_server fixture.
+_ZOOKEEPER_MODULES = (_TESTS / "unit" / "coordination" / "test_zkserver.py",)
+
+
+def pytest_collection_modifyitems(config, items) -> None:
+    """``integration``: everything under tests/integration and tests/spark (real brokers);
+    ``zookeeper``: any other test that starts a real ZooKeeper (the zk_server fixture)."""
+    for item in items:
+        path = Path(str(item.path)).resolve()
+        if any(path.is_relative_to(d) for d in _INTEGRATION_DIRS):
+            item.add_marker(pytest.mark.integration)
+        elif "zk_server" in getattr(item, "fixturenames", ()) or path in _ZOOKEEPER_MODULES:
+            item.add_marker(pytest.mark.zookeeper)

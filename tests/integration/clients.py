@@ -109,3 +109,21 @@ def raw_request(host: str, port: int, api_key: int, version: int, *,
     start = codec.skip_tagged_fields(frame, 4) if codec.response_header_flexible(
         api_key, response_cls) else 4
     return codec.decode_body(response_cls, frame, start)
+
+
+def wait_topic_deleted(cluster, name: str, timeout_s: float = 60.0) -> None:
+    """Wait until a deleted topic is gone wherever creating it again looks: ZooKeeper's
+    ``/admin/delete_topics/<t>`` and ``/brokers/topics/<t>`` (Kafka's
+    ``AdminZkClient.createTopic`` answers TOPIC_ALREADY_EXISTS while either is there: the
+    controller removes them after the replicas stopped, after the metadata already dropped
+    the topic) and the brokers' Metadata."""
+    from tests.conftest import wait_for
+
+    zk = cluster.zk()
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
+
+    def gone() -> bool:
+        return (not zk.is_topic_marked_for_deletion(name) and not zk.topic_exists(name)
+                and name not in admin.list_topics(timeout=10).topics)
+
+    wait_for(gone, timeout_s, what=f"topic {name!r} deleted from ZooKeeper and the metadata")

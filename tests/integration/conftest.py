@@ -12,8 +12,6 @@ import pytest
 
 from weir.cli.cluster import LocalCluster
 
-pytestmark = pytest.mark.integration
-
 
 def _cluster(tmp_path_factory, brokers: int, **overrides: str) -> LocalCluster:
     data_dir = tmp_path_factory.mktemp(f"weir-{brokers}b")

@@ -10,7 +10,12 @@ from confluent_kafka import TopicPartition as CkTopicPartition
 from confluent_kafka.admin import AdminClient, ConfigResource, NewPartitions, NewTopic
 
 from tests.conftest import wait_for
-from tests.integration.clients import consume_assigned, create_topic, produce
+from tests.integration.clients import (
+    consume_assigned,
+    create_topic,
+    produce,
+    wait_topic_deleted,
+)
 
 pytestmark = pytest.mark.integration
 
@@ -180,6 +185,7 @@ def test_deleting_a_topic_removes_its_committed_offsets(cluster1, topic_name):
     assert committed() == {topic_name: 8, keep: 6}
     admin.delete_topics([topic_name], operation_timeout=30)[topic_name].result(30)
     wait_for(lambda: committed() == {keep: 6}, 30, what="the deleted topic's offsets removed")
+    wait_topic_deleted(cluster1, topic_name)  # created again below: not before it is gone
 
     create_topic(cluster1.bootstrap, topic_name)
     wait_for(lambda: topic_name in admin.list_topics(timeout=10).topics, 30, what="re-created")

@@ -14,7 +14,12 @@ import uuid
 import pytest
 from confluent_kafka.admin import AdminClient
 
-from tests.integration.clients import consume_assigned, create_topic, produce
+from tests.integration.clients import (
+    consume_assigned,
+    create_topic,
+    produce,
+    wait_topic_deleted,
+)
 from tests.integration.replication_checks import partition_isrs, partition_leaders, wait_until
 from weir.cli.cluster import LocalCluster
 from weir.common import TopicPartition
@@ -109,8 +114,7 @@ def test_a_follower_of_a_deleted_topic_reads_nothing_of_its_successor(tmp_path):
         _old_leader, old_id = created([b"old-%d" % i for i in range(5)])
         admin = AdminClient({"bootstrap.servers": boot})
         admin.delete_topics([TOPIC], operation_timeout=30)[TOPIC].result(60)
-        wait_until(lambda: TOPIC not in admin.list_topics(timeout=10).topics, 60,
-                   "the topic gone")
+        wait_topic_deleted(cluster, TOPIC)  # created again below: not before it is gone
         leader, new_id = created([b"new-%d" % i for i in range(3)])
         assert new_id != old_id
         slot = next(b for b in cluster.brokers if b.id == leader)

@@ -15,7 +15,7 @@ encoded body (``pre_encode``), the senders encode that body once and patch the e
 each broker, instead of encoding ~10,000 partition states per broker.  The encoding stays
 on the event loop, in send order: on worker threads the encodes of one batch ran at once,
 sharing the interpreter lock, so every request of the batch went out late (a 10,000-partition
-A/B in bench/results/control_plane-summary.md).
+A/B in 901f837:bench/results/control_plane-summary.md).
 """
 
 from __future__ import annotations

@@ -12,7 +12,7 @@ The frame header goes with ``MSG_MORE``: the kernel holds it for the records tha
 time in its system calls: a 256 KiB response over loopback took 100 us from cork to
 uncork against 38 us, its round trip 139 us against 84, and the reader woke 3.7 times per
 response against 1.3 (``bench/direct_send.py``,
-``bench/results/direct_send-20261124T062123Z.md``).
+``901f837:bench/results/direct_send-20261124T062123Z.md``).
 """
 
 from __future__ import annotations

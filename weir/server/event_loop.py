@@ -2,7 +2,7 @@
 
 Every step of a replication round trip (a frame read, a task woken by a purgatory, a
 response written) is a turn of the loop, a handle and a callback: with acks=all, one
-produce takes about 12 turns on the leader and 4 on each follower (bench/README.md,
+produce takes about 12 turns on the leader and 4 on each follower (docs/perf-history.md,
 session 12). uvloop runs that machinery in C behind the same ``asyncio`` API (tasks,
 futures, transports, streams, signals, executors). Measured with ``bench/event_loop.py``:
 with 16 KiB batches the RF 3 leader's CPU is 4-5 % lower; with 256 KiB batches the
