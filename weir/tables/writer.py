@@ -1,0 +1,132 @@
+"""Appends a partition's committed records to its topic's Iceberg table, exactly once.
+
+Runs in a translator worker process.  One commit covers the offsets ``[start, end)`` of one
+partition.  The exactly-once argument (docs/tables.md):
+
+1. The table's current snapshot says, in ``weir.next-offsets``, where each partition stands.
+2. A commit is made only if the table's offset of the partition is ``start``, and it records
+   ``end`` in the full, merged map.
+3. The catalog's commit is a compare-and-swap of the table's metadata pointer (PyIceberg's
+   ``AssertRefSnapshotId`` requirement on ``main``): it fails if any other writer committed
+   in between, whatever partition it wrote.  Then the table is loaded again and step 2 runs
+   again: if another writer (a new leader, or the old one before its death) has moved the
+   partition past ``start``, nothing is written and the caller resumes from the table.
+
+So two writers of one partition never both add one range, and a writer that dies mid-commit
+leaves at most unreferenced data files (no rows).  PyIceberg's own retry is switched off on
+the table (``commit.retry.num-retries=0``): it would rebase the append onto the newer
+snapshot with a stale marker.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from dataclasses import dataclass
+
+import pyarrow as pa
+from pyiceberg.catalog import Catalog
+from pyiceberg.exceptions import (
+    CommitFailedException,
+    NamespaceAlreadyExistsError,
+    NoSuchTableError,
+    TableAlreadyExistsError,
+)
+from pyiceberg.io.pyarrow import schema_to_pyarrow
+from pyiceberg.table import Table
+
+from weir.tables.catalog import (
+    NEXT_OFFSETS,
+    PARTITION_SPEC,
+    TABLE_PROPERTIES,
+    TABLE_SCHEMA,
+    CatalogSettings,
+    committed_offsets,
+    table_identifier,
+)
+from weir.tables.decode import Columns
+
+log = logging.getLogger(__name__)
+
+ARROW_SCHEMA = schema_to_pyarrow(TABLE_SCHEMA)
+COMMIT_ATTEMPTS = 8
+
+
+@dataclass(frozen=True)
+class CommitResult:
+    """``offsets``: the table's map after the attempt; ``rows``: rows this commit added
+    (0 when the table had moved past ``start``: ``stale``); ``metadata_location``."""
+
+    offsets: dict[int, int]
+    rows: int
+    stale: bool
+    metadata_location: str
+
+
+def open_table(catalog: Catalog, settings: CatalogSettings, topic: str) -> Table:
+    """The topic's table, created (with its namespace) if missing; a concurrent creation by
+    another broker is no error."""
+    identifier = table_identifier(settings, topic)
+    try:
+        table = catalog.load_table(identifier)
+    except NoSuchTableError:
+        try:
+            catalog.create_namespace(settings.namespace)
+        except NamespaceAlreadyExistsError:
+            pass
+        try:
+            table = catalog.create_table(identifier, TABLE_SCHEMA, partition_spec=PARTITION_SPEC,
+                                         properties=TABLE_PROPERTIES)
+            log.info("created Iceberg table %s.%s", *identifier)
+        except TableAlreadyExistsError:
+            table = catalog.load_table(identifier)
+    if table.properties.get("commit.retry.num-retries") != "0":
+        # A table created elsewhere: PyIceberg's rebasing retry must stay off (module doc).
+        with table.transaction() as txn:
+            txn.set_properties({"commit.retry.num-retries": "0"})
+        table = catalog.load_table(identifier)
+    return table
+
+
+def to_arrow(topic: str, partition: int, columns: Columns) -> pa.Table:
+    n = len(columns)
+    return pa.table({
+        "key": pa.array(columns.key, pa.large_binary()),
+        "value": pa.array(columns.value, pa.large_binary()),
+        "topic": pa.array([topic] * n, pa.large_string()),
+        "partition": pa.array([partition] * n, pa.int32()),
+        "offset": pa.array(columns.offset, pa.int64()),
+        "timestamp": pa.array(columns.timestamp_us, pa.timestamp("us", tz="UTC")),
+        "timestampType": pa.array(columns.timestamp_type, pa.int32()),
+        "headers": pa.array(columns.headers, ARROW_SCHEMA.field("headers").type),
+    }, schema=ARROW_SCHEMA)
+
+
+def commit(catalog: Catalog, settings: CatalogSettings, topic: str, partition: int,
+           start: int, columns: Columns) -> CommitResult:
+    """Append ``columns`` (the records of ``[start, columns.next_offset)``) if the table's
+    offset of ``partition`` is still ``start`` (see the module docstring)."""
+    end = columns.next_offset
+    data = to_arrow(topic, partition, columns)
+    table = open_table(catalog, settings, topic)
+    for attempt in range(COMMIT_ATTEMPTS):
+        offsets = committed_offsets(table)
+        at = offsets.get(partition, 0)
+        if at != start or end <= start:
+            return CommitResult(offsets, 0, at != start, table.metadata_location)
+        merged = dict(offsets)
+        merged[partition] = end
+        marker = json.dumps({str(p): o for p, o in sorted(merged.items())})
+        try:
+            # An append without rows (only aborted or control records) still commits a
+            # snapshot, so the marker moves past them.
+            table.append(data, snapshot_properties={NEXT_OFFSETS: marker})
+        except CommitFailedException as exc:
+            log.info("%s-%d: table commit conflict (attempt %d): %s", topic, partition,
+                     attempt + 1, exc)
+            table = catalog.load_table(table_identifier(settings, topic))
+            continue
+        table = catalog.load_table(table_identifier(settings, topic))
+        return CommitResult(committed_offsets(table), len(data), False, table.metadata_location)
+    raise CommitFailedException(f"{topic}-{partition}: {COMMIT_ATTEMPTS} commits lost to "
+                                f"concurrent writers")
