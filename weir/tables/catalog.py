@@ -18,14 +18,13 @@ reader (``weir table``, the Spark source, tests).  See ``docs/tables.md``.
   ``offset < next-offsets[p]``.  A partition missing from the map is at 0.
 
 This module imports PyIceberg; the broker's event loop never imports it (only the
-translator's worker processes and the tools do).
+translator's worker processes and the tools do).  The settings part, without PyIceberg, is
+:mod:`weir.tables.settings` (re-exported here).
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -43,22 +42,40 @@ from pyiceberg.types import (
     TimestamptzType,
 )
 
+from weir.tables.settings import (
+    CATALOG_TYPE,
+    CATALOG_TYPES,
+    CATALOG_URI,
+    DEFAULT_NAMESPACE,
+    NAMESPACE,
+    WAREHOUSE,
+    CatalogSettings,
+    catalog_settings,
+    default_catalog_properties,
+)
+
 if TYPE_CHECKING:
     from pyiceberg.catalog import Catalog
     from pyiceberg.table import Table
 
 __all__ = [
-    "CATALOG_TYPES", "NEXT_OFFSETS", "PARTITION_SPEC", "TABLE_PROPERTIES", "TABLE_SCHEMA",
-    "CatalogSettings", "catalog_settings", "committed_offsets", "default_catalog_properties",
-    "load_catalog", "table_identifier",
+    "CATALOG_TYPE",
+    "CATALOG_TYPES",
+    "CATALOG_URI",
+    "DEFAULT_NAMESPACE",
+    "NAMESPACE",
+    "NEXT_OFFSETS",
+    "PARTITION_SPEC",
+    "TABLE_PROPERTIES",
+    "TABLE_SCHEMA",
+    "WAREHOUSE",
+    "CatalogSettings",
+    "catalog_settings",
+    "committed_offsets",
+    "default_catalog_properties",
+    "load_catalog",
+    "table_identifier",
 ]
-
-CATALOG_TYPE = "weir.iceberg.catalog.type"
-CATALOG_URI = "weir.iceberg.catalog.uri"
-WAREHOUSE = "weir.iceberg.warehouse"
-NAMESPACE = "weir.iceberg.namespace"
-CATALOG_TYPES = ("sql", "rest")
-DEFAULT_NAMESPACE = "weir"
 
 NEXT_OFFSETS = "weir.next-offsets"
 """The snapshot summary property of the exactly-once marker (see the module docstring)."""
@@ -90,42 +107,6 @@ TABLE_PROPERTIES = {
     "commit.retry.num-retries": "0",
     "write.parquet.compression-codec": "zstd",
 }
-
-
-@dataclass(frozen=True)
-class CatalogSettings:
-    """Where the topic tables are: the catalog, its warehouse and the namespace."""
-
-    type: str = "sql"
-    uri: str | None = None
-    warehouse: str | None = None
-    namespace: str = DEFAULT_NAMESPACE
-
-    def describe(self) -> str:
-        return f"{self.type} catalog {self.uri or '(no uri)'}, warehouse " \
-               f"{self.warehouse or '(catalog default)'}"
-
-
-def catalog_settings(configs: Mapping[str, str | None]) -> CatalogSettings:
-    """The catalog settings in broker configs (``server.properties``, or a DescribeConfigs
-    answer as a mapping).  ValueError names a key whose value is unusable."""
-    ctype = (configs.get(CATALOG_TYPE) or "sql").strip().lower()
-    if ctype not in CATALOG_TYPES:
-        raise ValueError(f"{CATALOG_TYPE}={ctype!r}: must be one of {', '.join(CATALOG_TYPES)}")
-    uri = (configs.get(CATALOG_URI) or "").strip() or None
-    warehouse = (configs.get(WAREHOUSE) or "").strip() or None
-    namespace = (configs.get(NAMESPACE) or DEFAULT_NAMESPACE).strip()
-    if not namespace or "." in namespace:
-        raise ValueError(f"{NAMESPACE}={namespace!r}: a non-empty name without dots")
-    return CatalogSettings(ctype, uri, warehouse, namespace)
-
-
-def default_catalog_properties(data_dir: Path) -> dict[str, str]:
-    """The embedded default of ``weir up``: an SQL catalog on SQLite in
-    ``<data-dir>/iceberg/catalog.db``, warehouse ``<data-dir>/iceberg/warehouse``."""
-    root = Path(data_dir).absolute() / "iceberg"
-    return {CATALOG_TYPE: "sql", CATALOG_URI: f"sqlite:///{root / 'catalog.db'}",
-            WAREHOUSE: str(root / "warehouse"), NAMESPACE: DEFAULT_NAMESPACE}
 
 
 def load_catalog(settings: CatalogSettings) -> Catalog:
