@@ -6,6 +6,7 @@ PyIceberg and DuckDB, independent readers, read the same rows as a read_committe
 from __future__ import annotations
 
 import glob
+import json
 import os
 import urllib.request
 
@@ -186,3 +187,34 @@ def test_lag_on_the_metrics_endpoint(cluster, topic_name):
         return (samples.get(("weir_iceberg_committed_offset", labels)) == 10
                 and samples.get(("weir_iceberg_lag_records", labels)) == 0)
     wait_for(gauges, 60, interval_s=0.2, what="lag 0 and offset 10 on /metrics")
+
+
+def test_weir_table_describe_and_list_and_topic_deletion_keeps_the_table(cluster, topic_name,
+                                                                         capsys):
+    from confluent_kafka.admin import AdminClient
+
+    from weir.cli.main import main
+
+    bootstrap = cluster.bootstrap
+    create_topic(bootstrap, topic_name, partitions=2, replication=2, config=TABLE_CONFIG)
+    produce(bootstrap, topic_name, [b"r%d" % i for i in range(50)])
+    ends = _committed_ends(bootstrap, topic_name, 2)
+    _wait_caught_up(cluster, topic_name, ends)
+    capsys.readouterr()
+    assert main(["table", "describe", topic_name, "--json", "--bootstrap-server",
+                 bootstrap]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["table"] == f"weir.{topic_name}"
+    assert doc["offsets"] == {str(p): end for p, end in ends.items()}
+    assert doc["lag"] == {"0": 0, "1": 0}
+    assert doc["metadata_location"] == _table(cluster, topic_name).metadata_location
+    assert main(["table", "list", "--bootstrap-server", bootstrap]) == 0
+    assert f"weir.{topic_name}" in capsys.readouterr().out.split()
+    assert main(["table", "describe", "no-such-topic", "--bootstrap-server", bootstrap]) == 1
+    assert "no table weir.no-such-topic" in capsys.readouterr().err
+
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    admin.delete_topics([topic_name])[topic_name].result(30)
+    wait_for(lambda: topic_name not in admin.list_topics(timeout=10).topics, 30,
+             what="the topic deleted")
+    assert len(_table_rows(cluster, topic_name)) == 50  # the table keeps the history

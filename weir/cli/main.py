@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from weir.audit import cli as audit_cli
-from weir.cli import acls, admin, consume, elect, log_dirs, procs, produce, reassign, users
+from weir.cli import acls, admin, consume, elect, log_dirs, procs, produce, reassign, table, users
 from weir.cli.broker_start import EXIT_CONFIG
 from weir.cli.cluster import ClusterError, LocalCluster, read_cluster_file
 from weir.cli.zkview import close_zk, collect_snapshot, open_zk, render_snapshot
@@ -91,6 +91,7 @@ def build_parser() -> argparse.ArgumentParser:
     users.add_parser(sub)  # weir user add|list|remove (SCRAM credentials)
     acls.add_parser(sub)  # weir acl add|list|remove (kafka-acls.sh)
     log_dirs.add_parser(sub)  # weir log-dirs describe|move (kafka-log-dirs.sh, JBOD)
+    table.add_parser(sub)  # weir table describe|list (topic tables, docs/tables.md)
     return parser
 
 
@@ -254,7 +255,8 @@ COMMANDS = {"up": cmd_up, "down": cmd_down, "status": cmd_status,
             "consume": lambda args: admin.run(args, consume.cmd_consume),
             "user": lambda args: admin.run(args, users.cmd_user),
             "acl": lambda args: admin.run(args, acls.cmd_acl),
-            "log-dirs": lambda args: admin.run(args, log_dirs.cmd_log_dirs)}
+            "log-dirs": lambda args: admin.run(args, log_dirs.cmd_log_dirs),
+            "table": lambda args: admin.run(args, table.cmd_table)}
 
 
 def main(argv: Sequence[str] | None = None) -> int:
