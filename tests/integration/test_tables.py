@@ -9,6 +9,7 @@ import glob
 import json
 import os
 import urllib.request
+from pathlib import Path
 
 import pytest
 from confluent_kafka import Consumer, Producer
@@ -218,3 +219,40 @@ def test_weir_table_describe_and_list_and_topic_deletion_keeps_the_table(cluster
     wait_for(lambda: topic_name not in admin.list_topics(timeout=10).topics, 30,
              what="the topic deleted")
     assert len(_table_rows(cluster, topic_name)) == 50  # the table keeps the history
+
+
+def test_unwritable_storage_makes_the_table_fall_behind_then_catch_up_once(cluster,
+                                                                           topic_name):
+    bootstrap = cluster.bootstrap
+    create_topic(bootstrap, topic_name, partitions=1, replication=3, config=TABLE_CONFIG)
+    produce(bootstrap, topic_name, [b"before-%d" % i for i in range(20)], acks="all")
+    _wait_caught_up(cluster, topic_name, {0: 20})
+    leader = partition_leaders(bootstrap, topic_name)[0]
+    port = read_properties(cluster.config_path(leader))["metrics.http.port"]
+    table_dir = Path(_table(cluster, topic_name).location().removeprefix("file://"))
+    hidden = table_dir.with_name(table_dir.name + ".away")
+    table_dir.rename(hidden)
+    table_dir.write_text("not a directory")  # neither metadata nor data files can be used
+    try:
+        produce(bootstrap, topic_name, [b"during-%d" % i for i in range(30)], acks="all")
+        labels = (("partition", "0"), ("topic", topic_name))
+
+        def lagging():
+            with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as r:
+                samples = parse(r.read().decode())
+            log_text = cluster.log_path(leader).read_text(errors="replace")
+            return (samples.get(("weir_iceberg_lag_records", labels)) == 30
+                    and f"topic table of {topic_name}-0 falls behind (30 records" in log_text
+                    and samples.get(("weir_iceberg_commit_failures_total", ())) >= 1)
+        wait_for(lagging, 60, interval_s=0.2,
+                 what="a lag of 30 records on /metrics and in the broker's log")
+        # the topic keeps serving
+        produce(bootstrap, topic_name, [b"more-%d" % i for i in range(10)], acks="all")
+    finally:
+        table_dir.unlink()
+        hidden.rename(table_dir)
+    ends = _committed_ends(bootstrap, topic_name, 1)
+    assert ends == {0: 60}
+    expected = _consume_committed(bootstrap, topic_name, ends)
+    _wait_caught_up(cluster, topic_name, ends, timeout_s=60)
+    assert _table_rows(cluster, topic_name) == expected
