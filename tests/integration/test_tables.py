@@ -198,7 +198,8 @@ def test_weir_table_describe_and_list_and_topic_deletion_keeps_the_table(cluster
 
     bootstrap = cluster.bootstrap
     create_topic(bootstrap, topic_name, partitions=2, replication=2, config=TABLE_CONFIG)
-    produce(bootstrap, topic_name, [b"r%d" % i for i in range(50)])
+    produce(bootstrap, topic_name, [b"r%d" % i for i in range(50)],
+            keys=[b"%d" % i for i in range(50)])
     ends = _committed_ends(bootstrap, topic_name, 2)
     _wait_caught_up(cluster, topic_name, ends)
     capsys.readouterr()
@@ -256,3 +257,14 @@ def test_unwritable_storage_makes_the_table_fall_behind_then_catch_up_once(clust
     expected = _consume_committed(bootstrap, topic_name, ends)
     _wait_caught_up(cluster, topic_name, ends, timeout_s=60)
     assert _table_rows(cluster, topic_name) == expected
+    # The same name again: the old table is ahead of the new log; nothing is appended to it
+    create_topic(bootstrap, topic_name, partitions=2, replication=2, config=TABLE_CONFIG)
+    produce(bootstrap, topic_name, [b"new"] * 2, partition=0)
+
+    def refused() -> bool:
+        return any(f"topic table of {topic_name}-0 falls behind" in text
+                   and "the table is ahead of the log" in text
+                   for text in (cluster.log_path(b).read_text(errors="replace")
+                                for b in cluster.broker_ids))
+    wait_for(refused, 60, interval_s=0.5, what="the leader refusing the old table")
+    assert len(_table_rows(cluster, topic_name)) == 50

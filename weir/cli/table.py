@@ -105,7 +105,9 @@ def describe(args: argparse.Namespace) -> dict[str, Any]:
                     "warehouse": settings.warehouse},
         "metadata_location": table.metadata_location,
         "snapshot_id": snapshot.snapshot_id if snapshot else None,
-        "offsets": {str(p): o for p, o in sorted(offsets.items())},
+        # every partition of the topic (a partition the marker lacks is at 0)
+        "offsets": {str(p): o for p, o in sorted({**dict.fromkeys(partitions, 0),
+                                                   **offsets}.items())},
         "lag": {str(p): max(0, end - offsets.get(p, 0)) for p, end in sorted(ends.items())},
         "topic_exists": bool(partitions),
     }

@@ -127,14 +127,17 @@ class TableService:
             result = {"error": f"{type(exc).__name__}: {exc}"}
         now = _now_ms()
         if "error" in result:
-            self.commit_failures += 1
-            backoff = self.translator.failed(tp, action.generation, result["error"], now)
-            st = self.translator.partitions.get(tp)
-            log.warning("topic table of %s falls behind (%d records not in the table; retry "
-                        "in %d ms): %s", tp, st.lag_records if st else -1, backoff,
-                        result["error"])
+            self._failed(tp, action.generation, result["error"], now)
             return
         next_offset = result["offsets"].get(tp.partition, 0)
+        if next_offset > plog.log_end_offset:
+            # The table holds offsets this log never had: a deleted topic's table found by a
+            # topic of the same name, or a log truncated by an unclean election.  Appending
+            # would skip this log's records below the table's offset.
+            self._failed(tp, action.generation, f"the table is ahead of the log (table at "
+                         f"{next_offset}, log end {plog.log_end_offset}): drop or rename the "
+                         f"table of a deleted topic", now)
+            return
         if isinstance(action, Load):
             log.info("topic table of %s resumes at offset %d (%s)", tp, next_offset,
                      result["metadata_location"])
@@ -146,6 +149,13 @@ class TableService:
                      action.start)
         self.translator.committed(tp, action.generation, next_offset, result["rows"],
                                   result["metadata_location"], now)
+
+    def _failed(self, tp: TopicPartition, generation: int, error: str, now_ms: int) -> None:
+        self.commit_failures += 1
+        backoff = self.translator.failed(tp, generation, error, now_ms)
+        st = self.translator.partitions.get(tp)
+        log.warning("topic table of %s falls behind (%d records not in the table; retry in "
+                    "%d ms): %s", tp, st.lag_records if st else -1, backoff, error)
 
     def _regions(self, plog: Any, action: Commit) -> tuple[list, int]:
         """Where the committed batches of ``[start, upper)`` are (read on the event loop: the
