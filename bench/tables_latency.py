@@ -27,6 +27,7 @@ import sys
 import tempfile
 import threading
 import time
+import urllib.request
 from pathlib import Path
 
 import numpy as np
@@ -38,6 +39,7 @@ sys.path.insert(0, str(HERE.parent))
 
 from weir.cli.cluster import LocalCluster
 from weir.config import read_properties
+from weir.server.metrics import parse
 
 RESULTS = HERE / "results"
 
@@ -80,6 +82,37 @@ def produce_phase(bootstrap: str, topic: str, rate: int, seconds: float) -> list
     return latencies
 
 
+def loop_lag(cluster: LocalCluster) -> tuple[float, float, float]:
+    """The brokers' event-loop lag histograms summed: (sum ms, count, observations > 25 ms)."""
+    total = count = slow = 0.0
+    for broker_id in cluster.broker_ids:
+        port = read_properties(cluster.config_path(broker_id))["metrics.http.port"]
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as r:
+            samples = parse(r.read().decode())
+        broker_count = samples.get(("weir_event_loop_lag_ms_count", ()), 0.0)
+        total += samples.get(("weir_event_loop_lag_ms_sum", ()), 0.0)
+        count += broker_count
+        slow += broker_count - samples.get(("weir_event_loop_lag_ms_bucket", (("le", "25.0"),)),
+                                           0.0)
+    return total, count, slow
+
+
+def worker_cpu_s(cluster: LocalCluster) -> float:
+    """CPU seconds of the brokers' child processes (the table translators' workers; the log
+    cleaner's too, idle here), from /proc."""
+    pids = {cluster.broker_pid(b) for b in cluster.broker_ids} - {None}
+    tick = os.sysconf("SC_CLK_TCK")
+    total = 0.0
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rpartition(")")[2].split()
+        except OSError:
+            continue
+        if int(fields[1]) in pids:
+            total += (int(fields[11]) + int(fields[12])) / tick
+    return total
+
+
 def percentiles(samples: list[float]) -> str:
     a = np.array(samples)
     p50, p99, p999 = np.percentile(a, [50, 99, 99.9])
@@ -120,6 +153,9 @@ def main() -> int:
     samples: dict[str, list[float]] = {"plain": [], "table": []}
     with tempfile.TemporaryDirectory(prefix="weir-bench-tables-") as tmp:
         cluster = LocalCluster(Path(tmp), brokers=3, port_base=0)
+        cluster.serve_metrics = True
+        lags = {"plain": [0.0, 0.0, 0.0], "table": [0.0, 0.0, 0.0]}
+        cpu = {"plain": 0.0, "table": 0.0}
         try:
             cluster.start(timeout_s=120)
             bootstrap = cluster.bootstrap
@@ -135,7 +171,12 @@ def main() -> int:
             produce_phase(bootstrap, "table", 200, 2)
             for _ in range(args.rounds):
                 for mode in ("plain", "table"):
+                    before, cpu_before = loop_lag(cluster), worker_cpu_s(cluster)
                     samples[mode] += produce_phase(bootstrap, mode, args.rate, args.seconds)
+                    after = loop_lag(cluster)
+                    cpu[mode] += worker_cpu_s(cluster) - cpu_before
+                    for i in range(3):
+                        lags[mode][i] += after[i] - before[i]
             expected = log_end(bootstrap, "table", 3)
             rows = table_rows(cluster, "table", expected)
         finally:
@@ -152,9 +193,17 @@ def main() -> int:
         (f"3 brokers, 3 partitions RF 3, min.insync.replicas=2, acks=all idempotent, "
          f"512-byte records at {args.rate}/s, {args.rounds} round(s) of {args.seconds:g} s "
          f"per mode, alternated."), "",
-        "| topic | samples | p50 ms | p99 ms | p99.9 ms | max ms |", "|---|---|---|---|---|---|",
-        f"| plain (`weir.iceberg.mode=disabled`) | {percentiles(samples['plain'])} |",
-        f"| table (`key_value`, target lag 2 s) | {percentiles(samples['table'])} |", "",
+        ("| topic | samples | p50 ms | p99 ms | p99.9 ms | max ms | loop lag mean ms | "
+         "loop wake-ups > 25 ms | brokers' worker CPU s |"),
+        "|---|---|---|---|---|---|---|---|---|",
+        *(f"| {label} | {percentiles(samples[mode])} | "
+          f"{lags[mode][0] / max(lags[mode][1], 1):.2f} | {lags[mode][2]:.0f} | "
+          f"{cpu[mode]:.1f} |"
+          for mode, label in (("plain", "plain (`weir.iceberg.mode=disabled`)"),
+                              ("table", "table (`key_value`, target lag 2 s)"))), "",
+        ("Loop lag: the brokers' `weir_event_loop_lag_ms` during the phases (how late the "
+         "event loops woke a 100 ms timer), summed over the 3 brokers. Worker CPU: the "
+         "brokers' child processes (the translator's worker), during the phases."), "",
         f"Table rows at the end: {rows:,} of the topic's {expected:,} records.", "",
     ]
     RESULTS.mkdir(exist_ok=True)
