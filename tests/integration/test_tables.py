@@ -12,7 +12,7 @@ import urllib.request
 from pathlib import Path
 
 import pytest
-from confluent_kafka import Consumer, Producer
+from confluent_kafka import Consumer, KafkaError, KafkaException, Producer
 from confluent_kafka import TopicPartition as KafkaTopicPartition
 
 from tests.conftest import wait_for
@@ -220,6 +220,27 @@ def test_weir_table_describe_and_list_and_topic_deletion_keeps_the_table(cluster
     wait_for(lambda: topic_name not in admin.list_topics(timeout=10).topics, 30,
              what="the topic deleted")
     assert len(_table_rows(cluster, topic_name)) == 50  # the table keeps the history
+    # The same name again: the old table is ahead of the new log; nothing is appended to it
+    def recreated() -> bool:  # once the controller has finished the deletion
+        try:
+            create_topic(bootstrap, topic_name, partitions=2, replication=2,
+                         config=TABLE_CONFIG)
+        except KafkaException as exc:
+            if exc.args[0].code() != KafkaError.TOPIC_ALREADY_EXISTS:
+                raise
+            return False
+        return True
+    wait_for(recreated, 60, interval_s=0.5, what="the topic created again")
+    produce(bootstrap, topic_name, [b"new"] * 2, partition=0)
+
+    def refused() -> bool:
+        return any(f"topic table of {topic_name}-0 falls behind" in text
+                   and "the table is ahead of the log" in text
+                   for text in (cluster.log_path(b).read_text(errors="replace")
+                                for b in cluster.broker_ids))
+    wait_for(refused, 60, interval_s=0.5, what="the leader refusing the old table")
+    assert len(_table_rows(cluster, topic_name)) == 50
+
 
 
 def test_unwritable_storage_makes_the_table_fall_behind_then_catch_up_once(cluster,
@@ -257,14 +278,3 @@ def test_unwritable_storage_makes_the_table_fall_behind_then_catch_up_once(clust
     expected = _consume_committed(bootstrap, topic_name, ends)
     _wait_caught_up(cluster, topic_name, ends, timeout_s=60)
     assert _table_rows(cluster, topic_name) == expected
-    # The same name again: the old table is ahead of the new log; nothing is appended to it
-    create_topic(bootstrap, topic_name, partitions=2, replication=2, config=TABLE_CONFIG)
-    produce(bootstrap, topic_name, [b"new"] * 2, partition=0)
-
-    def refused() -> bool:
-        return any(f"topic table of {topic_name}-0 falls behind" in text
-                   and "the table is ahead of the log" in text
-                   for text in (cluster.log_path(b).read_text(errors="replace")
-                                for b in cluster.broker_ids))
-    wait_for(refused, 60, interval_s=0.5, what="the leader refusing the old table")
-    assert len(_table_rows(cluster, topic_name)) == 50

@@ -34,7 +34,8 @@ MODE = "weir.iceberg.mode"
 TARGET_LAG = "weir.iceberg.target.lag.ms"
 TICK_S = 0.25
 READ_BYTES = 8 << 20  # one read of the log
-COMMIT_BYTES = 128 << 20  # at most this much log in one commit (one job, a few data files)
+COMMIT_BYTES = 128 << 20  # at most this much log of a partition in one commit
+SHUTDOWN_WAIT_S = 10
 
 
 def _now_ms() -> int:
@@ -71,7 +72,13 @@ class TableService:
         await asyncio.gather(*tasks, return_exceptions=True)
         if self._pool is not None:  # a commit in flight ends in the worker, or is abandoned
             pool, self._pool = self._pool, None
-            await asyncio.to_thread(pool.shutdown, wait=True, cancel_futures=True)
+            try:
+                await asyncio.wait_for(
+                    asyncio.to_thread(pool.shutdown, wait=True, cancel_futures=True),
+                    SHUTDOWN_WAIT_S)
+            except TimeoutError:  # the worker exits with the broker (new_worker_pool)
+                log.warning("topic table worker still committing after %d s; not waited for",
+                            SHUTDOWN_WAIT_S)
 
     def _catalog_configs(self) -> dict[str, str | None]:
         config = self.broker_config()
@@ -94,6 +101,7 @@ class TableService:
 
     def _tick(self, now_ms: int) -> None:
         configs: dict[str, dict[str, Any] | None] = {}
+        due: dict[str, list[tuple[Load | Commit, Any]]] = {}
         for tp in list(self.translator.partitions):
             if tp.topic not in configs:
                 configs[tp.topic] = self._table_topic(tp.topic)
@@ -104,28 +112,54 @@ class TableService:
             action = self.translator.decide(tp, p.log.last_stable_offset,
                                             int(config.get(TARGET_LAG) or 60000), now_ms)
             if action is not None:
-                job = asyncio.get_running_loop().create_task(self._job(action, p.log))
-                self._jobs.add(job)
-                job.add_done_callback(self._jobs.discard)
+                due.setdefault(tp.topic, []).append((action, p.log))
+        loop = asyncio.get_running_loop()
+        for topic, actions in due.items():  # one job, one snapshot, per topic
+            job = loop.create_task(self._topic_job(topic, actions))
+            self._jobs.add(job)
+            job.add_done_callback(self._jobs.discard)
 
     def _worker_pool(self) -> ProcessPoolExecutor:
         if self._pool is None:
             self._pool = new_worker_pool(1)
         return self._pool
 
-    async def _job(self, action: Load | Commit, plog: Any) -> None:
-        tp = action.tp
-        try:
-            if isinstance(action, Load):
-                result = await self._submit(worker.load_offsets, self._catalog_configs(),
-                                            tp.topic)
-            else:
+    async def _topic_job(self, topic: str, actions: list[tuple[Load | Commit, Any]]) -> None:
+        """The loads, then one commit of every due partition of ``topic``."""
+        loads = [(a, plog) for a, plog in actions if isinstance(a, Load)]
+        if loads:
+            result = await self._call(worker.load_offsets, self._catalog_configs(), topic)
+            now = _now_ms()
+            for action, plog in loads:
+                self._apply(action, plog, result, now)
+        commits, parts = [], []
+        for action, plog in actions:
+            if not isinstance(action, Commit):
+                continue
+            try:
                 regions, upper = self._regions(plog, action)
-                result = await self._submit(worker.translate, self._catalog_configs(), tp.topic,
-                                            tp.partition, action.start, upper, regions)
-        except (KafkaError, OSError, BrokenProcessPool) as exc:
-            result = {"error": f"{type(exc).__name__}: {exc}"}
-        now = _now_ms()
+            except (KafkaError, OSError) as exc:
+                self._failed(action.tp, action.generation, f"{type(exc).__name__}: {exc}",
+                             _now_ms())
+                continue
+            commits.append((action, plog))
+            parts.append((action.tp.partition, action.start, upper, regions))
+        if commits:
+            result = await self._call(worker.translate, self._catalog_configs(), topic, parts)
+            now = _now_ms()
+            for action, plog in commits:
+                self._apply(action, plog, result, now)
+
+    async def _call(self, fn: Callable, *args: Any) -> dict[str, Any]:
+        try:
+            return await self._submit(fn, *args)
+        except (OSError, BrokenProcessPool) as exc:
+            return {"error": f"{type(exc).__name__}: {exc}"}
+
+    def _apply(self, action: Load | Commit, plog: Any, result: dict[str, Any],
+               now: int) -> None:
+        """A job's result, for one of its partitions."""
+        tp = action.tp
         if "error" in result:
             self._failed(tp, action.generation, result["error"], now)
             return
@@ -144,10 +178,11 @@ class TableService:
             self.translator.loaded(tp, action.generation, next_offset,
                                    result["metadata_location"])
             return
-        if result["stale"]:
+        if tp.partition in result["stale"]:
             log.info("topic table of %s was at %d, not %d: resuming there", tp, next_offset,
                      action.start)
-        self.translator.committed(tp, action.generation, next_offset, result["rows"],
+        self.translator.committed(tp, action.generation, next_offset,
+                                  result["rows"].get(tp.partition, 0),
                                   result["metadata_location"], now)
 
     def _failed(self, tp: TopicPartition, generation: int, error: str, now_ms: int) -> None:

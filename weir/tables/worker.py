@@ -42,26 +42,30 @@ def load_offsets(configs: dict[str, str | None], topic: str) -> dict[str, Any]:
         return _error(exc)
 
 
-def translate(configs: dict[str, str | None], topic: str, partition: int, start: int,
-              upper: int, regions: list[tuple[str, int, int, int, list[tuple[int, int]]]]
+def translate(configs: dict[str, str | None], topic: str,
+              parts: list[tuple[int, int, int, list[tuple[str, int, int, int, list]]]]
               ) -> dict[str, Any]:
-    """Read the regions (segment file, position, size, inode, aborted transactions), decode
-    the committed records of ``[start, upper)`` and commit them if the table is at
-    ``start``; no regions: move the table's offset to ``upper`` (records deleted by
-    retention before they reached the table)."""
+    """For each (partition, start, upper, regions): read the regions (segment file,
+    position, size, inode, aborted transactions) and decode the committed records of
+    ``[start, upper)`` (no regions: the offsets are gone from the log, deleted by retention
+    before they reached the table, and the table's offset moves to ``upper``); then commit
+    them all in one snapshot, each partition only if the table is still at its ``start``."""
     try:
         from weir.tables.decode import Columns, decode_committed
         from weir.tables.writer import commit
 
         settings, catalog = _catalog(configs)
-        if regions:
-            columns = decode_committed(((_read(path, pos, size, inode), aborted)
-                                        for path, pos, size, inode, aborted in regions),
-                                       start, upper)
-        else:  # offsets the log no longer has (retention): the marker moves past them
-            columns = Columns(next_offset=upper)
-        result = commit(catalog, settings, topic, partition, start, columns)
-        return {"offsets": result.offsets, "rows": result.rows, "stale": result.stale,
+        batches = {}
+        for partition, start, upper, regions in parts:
+            if regions:
+                columns = decode_committed(((_read(path, pos, size, inode), aborted)
+                                            for path, pos, size, inode, aborted in regions),
+                                           start, upper)
+            else:
+                columns = Columns(next_offset=upper)
+            batches[partition] = (start, columns)
+        result = commit(catalog, settings, topic, batches)
+        return {"offsets": result.offsets, "rows": result.rows, "stale": sorted(result.stale),
                 "metadata_location": result.metadata_location}
     except Exception as exc:  # noqa: BLE001 - as above: a catalog, disk or data error
         return _error(exc)

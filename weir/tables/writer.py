@@ -1,16 +1,17 @@
 """Appends a partition's committed records to its topic's Iceberg table, exactly once.
 
-Runs in a translator worker process.  One commit covers the offsets ``[start, end)`` of one
-partition.  The exactly-once argument (docs/tables.md):
+Runs in a translator worker process.  One commit covers, for each of some partitions of one
+topic (those this broker leads and has records for), the offsets ``[start, end)``.  The
+exactly-once argument (docs/tables.md):
 
 1. The table's current snapshot says, in ``weir.next-offsets``, where each partition stands.
-2. A commit is made only if the table's offset of the partition is ``start``, and it records
-   ``end`` in the full, merged map.
+2. A partition's records are appended only if the table's offset of the partition is
+   ``start``, and the commit records ``end`` in the full, merged map.
 3. The catalog's commit is a compare-and-swap of the table's metadata pointer (PyIceberg's
    ``AssertRefSnapshotId`` requirement on ``main``): it fails if any other writer committed
    in between, whatever partition it wrote.  Then the table is loaded again and step 2 runs
-   again: if another writer (a new leader, or the old one before its death) has moved the
-   partition past ``start``, nothing is written and the caller resumes from the table.
+   again: a partition another writer (a new leader, or the old one before its death) has
+   moved past ``start`` is left out, and its caller resumes from the table.
 
 So two writers of one partition never both add one range, and a writer that dies mid-commit
 leaves at most unreferenced data files (no rows).  PyIceberg's own retry is switched off on
@@ -54,12 +55,13 @@ COMMIT_ATTEMPTS = 8
 
 @dataclass(frozen=True)
 class CommitResult:
-    """``offsets``: the table's map after the attempt; ``rows``: rows this commit added
-    (0 when the table had moved past ``start``: ``stale``); ``metadata_location``."""
+    """``offsets``: the table's map after the attempt; ``rows``: rows this commit added per
+    partition; ``stale``: partitions the table had already moved past their ``start`` (by
+    another writer), left out; ``metadata_location``: the table's current metadata."""
 
     offsets: dict[int, int]
-    rows: int
-    stale: bool
+    rows: dict[int, int]
+    stale: frozenset[int]
     metadata_location: str
 
 
@@ -102,31 +104,33 @@ def to_arrow(topic: str, partition: int, columns: Columns) -> pa.Table:
     }, schema=ARROW_SCHEMA)
 
 
-def commit(catalog: Catalog, settings: CatalogSettings, topic: str, partition: int,
-           start: int, columns: Columns) -> CommitResult:
-    """Append ``columns`` (the records of ``[start, columns.next_offset)``) if the table's
-    offset of ``partition`` is still ``start`` (see the module docstring)."""
-    end = columns.next_offset
-    data = to_arrow(topic, partition, columns)
+def commit(catalog: Catalog, settings: CatalogSettings, topic: str,
+           batches: dict[int, tuple[int, Columns]]) -> CommitResult:
+    """Append, in one snapshot, each partition's ``columns`` (the records of
+    ``[start, columns.next_offset)``, ``batches[partition] = (start, columns)``) whose table
+    offset is still ``start``; the others are stale (see the module docstring)."""
+    arrow = {p: to_arrow(topic, p, columns) for p, (_start, columns) in batches.items()}
     table = open_table(catalog, settings, topic)
     for attempt in range(COMMIT_ATTEMPTS):
         offsets = committed_offsets(table)
-        at = offsets.get(partition, 0)
-        if at != start or end <= start:
-            return CommitResult(offsets, 0, at != start, table.metadata_location)
+        stale = frozenset(p for p, (start, _c) in batches.items() if offsets.get(p, 0) != start)
+        ready = sorted(p for p, (start, columns) in batches.items()
+                       if p not in stale and columns.next_offset > start)
+        if not ready:
+            return CommitResult(offsets, {}, stale, table.metadata_location)
         merged = dict(offsets)
-        merged[partition] = end
+        merged.update({p: batches[p][1].next_offset for p in ready})
         marker = json.dumps({str(p): o for p, o in sorted(merged.items())})
+        data = pa.concat_tables([arrow[p] for p in ready])
         try:
             # An append without rows (only aborted or control records) still commits a
             # snapshot, so the marker moves past them.
             table.append(data, snapshot_properties={NEXT_OFFSETS: marker})
         except CommitFailedException as exc:
-            log.info("%s-%d: table commit conflict (attempt %d): %s", topic, partition,
-                     attempt + 1, exc)
+            log.info("%s: table commit conflict (attempt %d): %s", topic, attempt + 1, exc)
             table = catalog.load_table(table_identifier(settings, topic))
             continue
-        table = catalog.load_table(table_identifier(settings, topic))
-        return CommitResult(committed_offsets(table), len(data), False, table.metadata_location)
-    raise CommitFailedException(f"{topic}-{partition}: {COMMIT_ATTEMPTS} commits lost to "
-                                f"concurrent writers")
+        return CommitResult(committed_offsets(table), {p: len(arrow[p]) for p in ready}, stale,
+                            table.metadata_location)
+    raise CommitFailedException(f"{topic}: {COMMIT_ATTEMPTS} commits lost to concurrent "
+                                f"writers")

@@ -35,10 +35,10 @@ def test_a_lost_race_is_retried_against_the_new_snapshot_with_merged_offsets(cat
                                                                              monkeypatch):
     settings, cat = catalog
     stale = writer.open_table(cat, settings, "t")  # read before the other commit
-    assert writer.commit(cat, settings, "t", 1, 0, _columns(0, 3)).offsets == {1: 3}
+    assert writer.commit(cat, settings, "t", {1: (0, _columns(0, 3))}).offsets == {1: 3}
     monkeypatch.setattr(writer, "open_table", lambda *_args: stale)
-    result = writer.commit(cat, settings, "t", 0, 0, _columns(0, 2))
-    assert (result.offsets, result.rows, result.stale) == ({0: 2, 1: 3}, 2, False)
+    result = writer.commit(cat, settings, "t", {0: (0, _columns(0, 2))})
+    assert (result.offsets, result.rows, result.stale) == ({0: 2, 1: 3}, {0: 2}, frozenset())
     table = cat.load_table(("weir", "t"))
     assert committed_offsets(table) == {0: 2, 1: 3}
     assert table.scan().to_arrow().num_rows == 5
@@ -47,18 +47,20 @@ def test_a_lost_race_is_retried_against_the_new_snapshot_with_merged_offsets(cat
 def test_a_second_writer_of_a_partition_appends_nothing(catalog, monkeypatch):
     settings, cat = catalog
     stale = writer.open_table(cat, settings, "t")
-    writer.commit(cat, settings, "t", 0, 0, _columns(0, 4))
+    writer.commit(cat, settings, "t", {0: (0, _columns(0, 4))})
     monkeypatch.setattr(writer, "open_table", lambda *_args: stale)
-    result = writer.commit(cat, settings, "t", 0, 0, _columns(0, 4))  # the same range again
-    assert (result.offsets, result.rows, result.stale) == ({0: 4}, 0, True)
-    assert cat.load_table(("weir", "t")).scan().to_arrow().num_rows == 4
+    # the same range of partition 0 again, with partition 1's first records
+    result = writer.commit(cat, settings, "t", {0: (0, _columns(0, 4)), 1: (0, _columns(0, 1))})
+    assert (result.offsets, result.rows, result.stale) == ({0: 4, 1: 1}, {1: 1},
+                                                           frozenset({0}))
+    assert cat.load_table(("weir", "t")).scan().to_arrow().num_rows == 5
 
 
 def test_a_range_without_records_moves_the_marker(catalog):
     settings, cat = catalog
-    writer.commit(cat, settings, "t", 0, 0, _columns(0, 2))
-    result = writer.commit(cat, settings, "t", 0, 2, Columns(next_offset=9))
-    assert result.offsets == {0: 9} and result.rows == 0
+    writer.commit(cat, settings, "t", {0: (0, _columns(0, 2))})
+    result = writer.commit(cat, settings, "t", {0: (2, Columns(next_offset=9))})
+    assert result.offsets == {0: 9} and result.rows == {0: 0}
 
 
 def test_the_broker_imports_no_pyiceberg_nor_pyarrow():
