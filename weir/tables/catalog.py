@@ -106,6 +106,10 @@ TABLE_PROPERTIES = {
     # weir.next-offsets (a duplicate, the exactly-once argument's one hole).
     "commit.retry.num-retries": "0",
     "write.parquet.compression-codec": "zstd",
+    # Snapshots older than a day are expired by the writer (Iceberg's own keys, which other
+    # engines' expire procedures read too); the table's data files are all still live.
+    "history.expire.max-snapshot-age-ms": str(24 * 3600 * 1000),
+    "history.expire.min-snapshots-to-keep": "10",
 }
 
 

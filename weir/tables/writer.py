@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import json
 import logging
+import time
 from dataclasses import dataclass
 
 import pyarrow as pa
@@ -130,7 +131,31 @@ def commit(catalog: Catalog, settings: CatalogSettings, topic: str,
             log.info("%s: table commit conflict (attempt %d): %s", topic, attempt + 1, exc)
             table = catalog.load_table(table_identifier(settings, topic))
             continue
+        expire_snapshots(table)
         return CommitResult(committed_offsets(table), {p: len(arrow[p]) for p in ready}, stale,
                             table.metadata_location)
     raise CommitFailedException(f"{topic}: {COMMIT_ATTEMPTS} commits lost to concurrent "
                                 f"writers")
+
+
+def expire_snapshots(table: Table, now_ms: int | None = None) -> int:
+    """Expire the snapshots older than ``history.expire.max-snapshot-age-ms``, keeping the
+    newest ``history.expire.min-snapshots-to-keep`` (Iceberg's keys and defaults): every
+    commit adds one, and the table's metadata file lists them all.  Appends only, so no data
+    file becomes unreferenced and none is deleted.  A concurrent commit makes this one fail;
+    the next commit tries again.  Returns the number expired."""
+    props = table.properties
+    max_age = int(props.get("history.expire.max-snapshot-age-ms", 5 * 24 * 3600 * 1000))
+    keep = max(1, int(props.get("history.expire.min-snapshots-to-keep", 1)))
+    now_ms = int(time.time() * 1000) if now_ms is None else now_ms
+    snapshots = sorted(table.metadata.snapshots, key=lambda s: s.timestamp_ms)[:-keep]
+    current = table.metadata.current_snapshot_id
+    old = [s.snapshot_id for s in snapshots
+           if s.timestamp_ms < now_ms - max_age and s.snapshot_id != current]
+    if not old:
+        return 0
+    try:
+        table.maintenance.expire_snapshots().by_ids(old).commit()
+    except CommitFailedException:
+        return 0
+    return len(old)

@@ -69,3 +69,20 @@ def test_the_broker_imports_no_pyiceberg_nor_pyarrow():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          check=True, timeout=120).stdout
     assert out.strip() == "[]"
+
+
+def test_old_snapshots_are_expired_and_the_offsets_kept(catalog):
+    settings, cat = catalog
+    for i in range(4):
+        writer.commit(cat, settings, "t", {0: (i * 2, _columns(i * 2, 2))})
+    table = cat.load_table(("weir", "t"))
+    with table.transaction() as txn:
+        txn.set_properties({"history.expire.min-snapshots-to-keep": "2"})
+    table = cat.load_table(("weir", "t"))
+    assert len(table.metadata.snapshots) == 4
+    future = max(s.timestamp_ms for s in table.metadata.snapshots) + 2 * 24 * 3600 * 1000
+    assert writer.expire_snapshots(table, now_ms=future) == 2
+    table = cat.load_table(("weir", "t"))
+    assert len(table.metadata.snapshots) == 2
+    assert committed_offsets(table) == {0: 8}
+    assert table.scan().to_arrow().num_rows == 8
