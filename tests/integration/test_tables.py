@@ -149,17 +149,20 @@ def test_table_holds_exactly_the_committed_records(cluster, topic_name):
     assert len(list(table.snapshots())) < 20
 
 
-def test_no_gap_and_no_duplicate_across_leader_sigkills(cluster, topic_name):
+def test_no_gap_and_no_duplicate_across_leader_failovers(cluster, topic_name):
     bootstrap = cluster.bootstrap
     create_topic(bootstrap, topic_name, partitions=2, replication=3,
                  config={**TABLE_CONFIG, "min.insync.replicas": "2"})
     with BackgroundProducer(bootstrap, topic_name, 2) as producer:
-        for _round in range(2):
+        for controlled in (False, True):  # SIGKILL, then a controlled shutdown (SIGTERM)
             target = producer.acked_count() + 400
             wait_for(lambda t=target: producer.acked_count() >= t, 60,
                      what="records acknowledged")
             victim = partition_leaders(bootstrap, topic_name)[0]
-            cluster.kill_broker(victim)
+            if controlled:
+                cluster.stop_broker(victim)
+            else:
+                cluster.kill_broker(victim)
             wait_for(lambda v=victim: partition_leaders(bootstrap, topic_name)[0]
                      not in (v, -1), 60, what="a new leader of partition 0")
             cluster.start_broker(victim)
