@@ -281,3 +281,26 @@ def test_unwritable_storage_makes_the_table_fall_behind_then_catch_up_once(clust
     expected = _consume_committed(bootstrap, topic_name, ends)
     _wait_caught_up(cluster, topic_name, ends, timeout_s=60)
     assert _table_rows(cluster, topic_name) == expected
+
+
+def test_a_compacted_topic_switched_on_later_is_appended_from_its_start(cluster, topic_name):
+    from confluent_kafka.admin import (
+        AdminClient,
+        AlterConfigOpType,
+        ConfigEntry,
+        ConfigResource,
+    )
+
+    bootstrap = cluster.bootstrap
+    create_topic(bootstrap, topic_name, partitions=1, replication=3,
+                 config={"cleanup.policy": "compact"})
+    produce(bootstrap, topic_name, [b"a1", b"b1", b"a2", None],
+            keys=[b"a", b"b", b"a", b"b"])  # the last one a tombstone
+    resource = ConfigResource(ConfigResource.Type.TOPIC, topic_name, incremental_configs=[
+        ConfigEntry(key, value, incremental_operation=AlterConfigOpType.SET)
+        for key, value in TABLE_CONFIG.items()])
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    admin.incremental_alter_configs([resource])[resource].result(30)
+    _wait_caught_up(cluster, topic_name, {0: 4})
+    assert _table_rows(cluster, topic_name) == _consume_committed(bootstrap, topic_name, {0: 4})
+    assert [r[3] for r in _table_rows(cluster, topic_name)] == [b"a1", b"b1", b"a2", None]
