@@ -86,3 +86,20 @@ def test_old_snapshots_are_expired_and_the_offsets_kept(catalog):
     assert len(table.metadata.snapshots) == 2
     assert committed_offsets(table) == {0: 8}
     assert table.scan().to_arrow().num_rows == 8
+
+
+def test_worker_jobs_answer_errors_as_values():
+    from weir.tables import worker
+
+    assert worker.load_offsets({}, "t") == {
+        "error": "ValueError: weir.iceberg.catalog.uri is not set: no Iceberg catalog to use"}
+    bad = worker.load_offsets({"weir.iceberg.catalog.type": "hive"}, "t")
+    assert bad["error"].startswith("ValueError: weir.iceberg.catalog.type='hive'")
+
+
+def test_a_worker_without_pyiceberg_answers_an_error():
+    code = ("import sys; sys.modules['pyiceberg'] = None; from weir.tables import worker; "
+            "print(worker.load_offsets({'weir.iceberg.catalog.uri': 'sqlite:///x'}, 't'))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True, timeout=120).stdout
+    assert "'error'" in out and "ModuleNotFoundError" in out
