@@ -35,6 +35,7 @@ from weir.cli import procs
 from weir.cli.zkview import close_zk, open_zk, registered_brokers
 from weir.config import effective_value, parse_listener, read_properties, write_properties
 from weir.ports import free_port
+from weir.tables.settings import default_catalog_properties
 
 CHROOT = "/weir"
 LOOPBACK = "127.0.0.1"
@@ -253,6 +254,8 @@ class LocalCluster:
                 "transaction.state.log.replication.factor": replicas,
                 "transaction.state.log.min.isr": str(min(2, int(replicas))),
                 **secured,
+                # Topic tables: the embedded SQLite catalog shared by the brokers (tables.md).
+                **default_catalog_properties(self.data_dir),
                 **self.overrides,
                 **own,
             }

@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from weir.audit import cli as audit_cli
-from weir.cli import acls, admin, consume, elect, log_dirs, procs, produce, reassign, users
+from weir.cli import acls, admin, consume, elect, log_dirs, procs, produce, reassign, table, users
 from weir.cli.cluster import ClusterError, LocalCluster
 from weir.cli.up import DEFAULT_DATA_DIR, cmd_down, cmd_status, cmd_up
 from weir.console import cli as console_cli
@@ -86,6 +86,7 @@ def build_parser() -> argparse.ArgumentParser:
     users.add_parser(sub)  # weir user add|list|remove (SCRAM credentials)
     acls.add_parser(sub)  # weir acl add|list|remove (kafka-acls.sh)
     log_dirs.add_parser(sub)  # weir log-dirs describe|move (kafka-log-dirs.sh, JBOD)
+    table.add_parser(sub)  # weir table describe|list (topic tables, docs/tables.md)
     return parser
 
 
@@ -128,7 +129,8 @@ COMMANDS = {"up": cmd_up, "down": cmd_down, "status": cmd_status,
             "consume": lambda args: admin.run(args, consume.cmd_consume),
             "user": lambda args: admin.run(args, users.cmd_user),
             "acl": lambda args: admin.run(args, acls.cmd_acl),
-            "log-dirs": lambda args: admin.run(args, log_dirs.cmd_log_dirs)}
+            "log-dirs": lambda args: admin.run(args, log_dirs.cmd_log_dirs),
+            "table": lambda args: admin.run(args, table.cmd_table)}
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -588,3 +588,23 @@ class BrokerConfigAccessors:
     @property
     def metrics_http_port(self) -> int:
         return self._values["metrics.http.port"]
+
+    @property
+    def weir_iceberg_catalog_type(self) -> str:
+        return self._values["weir.iceberg.catalog.type"]
+
+    @property
+    def weir_iceberg_catalog_uri(self) -> str | None:
+        return self._values["weir.iceberg.catalog.uri"]
+
+    @property
+    def weir_iceberg_warehouse(self) -> str | None:
+        return self._values["weir.iceberg.warehouse"]
+
+    @property
+    def weir_iceberg_namespace(self) -> str:
+        return self._values["weir.iceberg.namespace"]
+
+    @property
+    def weir_iceberg_target_lag_ms(self) -> int:
+        return self._values["weir.iceberg.target.lag.ms"]

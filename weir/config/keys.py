@@ -359,6 +359,19 @@ BROKER_CONFIGS: tuple[ConfigDef, ...] = (
     # Weir's own key (Kafka exposes metrics over JMX): the Prometheus /metrics endpoint.
     _d("metrics.http.port", "int", -1, Range(-1, 65535),
        "Port of the HTTP /metrics endpoint (-1: disabled, 0: any free port, logged)."),
+    # Topic tables (weir/tables, docs/tables.md): where the Iceberg tables of topics with
+    # weir.iceberg.mode=key_value live, and how far a table may trail its log.
+    _d("weir.iceberg.catalog.type", "string", "sql", OneOf(("sql", "rest")),
+       "Iceberg catalog of the topic tables: sql (SQLAlchemy, SQLite by default) or rest."),
+    _d("weir.iceberg.catalog.uri", "string", None, None,
+       "The catalog's URI: an SQLAlchemy URL (sql), the REST endpoint (rest)."),
+    _d("weir.iceberg.warehouse", "string", None, None,
+       "Where the tables' files go: a path or a pyarrow/fsspec URL."),
+    _d("weir.iceberg.namespace", "string", "weir", non_empty,
+       "Iceberg namespace of the topic tables; a table is named after its topic."),
+    _d("weir.iceberg.target.lag.ms", "long", 60000, _AT_LEAST_1,
+       "How far a topic table may trail the log's last stable offset, in ms.",
+       "weir.iceberg.target.lag.ms"),
 )
 BROKER_CONFIG_DEFS: dict[str, ConfigDef] = {d.name: d for d in BROKER_CONFIGS}
 
@@ -386,6 +399,11 @@ def _topic_defs() -> dict[str, TopicConfigDef]:
                  "follower.replication.throttled.replicas"):
         defs[name] = TopicConfigDef(name, "list", None, throttled_replicas,
                                     "Replicas throttled: '*' or partition:broker pairs.", [])
+    # Weir's topic tables (docs/tables.md): a topic-only key, as Redpanda's
+    # redpanda.iceberg.mode.
+    defs["weir.iceberg.mode"] = TopicConfigDef(
+        "weir.iceberg.mode", "string", None, OneOf(("disabled", "key_value")),
+        "disabled, or key_value: the topic is also kept as an Iceberg table.", "disabled")
     return dict(sorted(defs.items()))
 
 

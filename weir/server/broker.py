@@ -54,6 +54,7 @@ from weir.storage.dir_lock import LogDirLockedError
 from weir.storage.log import LogConfig
 from weir.storage.log_cleaner import CleanerConfig, LogCleaner
 from weir.storage.log_manager import LogManager
+from weir.tables.service import TableService
 from weir.transactions.coordinator import (
     TransactionCoordinator,
     TransactionCoordinatorSettings,
@@ -148,6 +149,11 @@ class Broker:
             config.get("replica.alter.log.dirs.io.max.bytes.per.second")))
         self.replica_manager.leadership_listeners.append(
             lambda tp, _leader, _epoch: self.log_dir_mover.start(tp))
+        # Topic tables (weir.tables, docs/tables.md): each led partition of a topic with
+        # weir.iceberg.mode=key_value is appended to its Iceberg table by a worker process.
+        self.tables = TableService(self.replica_manager.partitions,
+                                   self.topic_configs.topic_config, lambda: self.config)
+        self.replica_manager.leadership_listeners.append(self.tables.on_leadership)
         self.metrics_server: MetricsServer | None = None  # when metrics.http.port is set
         # ACL authorizer (weir.server.authz): None unless authorizer.class.name is set.
         self.authorizer = create_authorizer(config, self.zk)
@@ -273,10 +279,12 @@ class Broker:
         self.txn_coordinator.start()  # transaction timeouts and id expiry
         self._schedule_jobs()
         self.scheduler.start()
+        self.tables.start()
         cfg = self.config
         if cfg.metrics_http_port >= 0:  # Prometheus /metrics (weir.server.metrics)
             self.metrics_server = MetricsServer.for_broker(
-                self.metrics_source(), self.broker_id, cfg.listener_host, cfg.metrics_http_port)
+                self.metrics_source(), self.broker_id, cfg.listener_host, cfg.metrics_http_port,
+                collectors=(self.tables,))
             await self.metrics_server.start()
         log.info("broker %d started (epoch %d) on %s:%d", self.broker_id, self.broker_epoch,
                  cfg.advertised_host, self.socket_server.port)
@@ -369,6 +377,7 @@ class Broker:
             await self.authorizer.stop()
         marks.append(("services and listeners", time.perf_counter()))
         await self.log_dir_mover.close()
+        await self.tables.stop()
         await self.dynamic_configs.stop()  # a cleaner restart in flight
         await self.log_cleaner.stop()
         await self.replica_manager.close()

@@ -499,8 +499,11 @@ class MetricsServer:
 
     @classmethod
     def for_broker(cls, source: MetricsSource, broker_id: int, host: str,
-                   port: int) -> MetricsServer:
+                   port: int, collectors: tuple = ()) -> MetricsServer:
+        """``collectors``: more custom collectors (the topic tables' gauges)."""
         registry = registry_for(lambda: collect(source))
+        for collector in collectors:
+            registry.register(collector)
         monitor = EventLoopLagMonitor(registry)
         return cls(lambda: generate_latest(registry).decode(), host, port,
                    controller_doc=lambda: controller_json(broker_id, source.controller()),
