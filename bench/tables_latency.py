@@ -1,7 +1,7 @@
 """Produce latency with a topic table on and off: the translator must not delay produce.
 
-    .venv/bin/python bench/tables_latency.py                 # 2 rounds, 20 s per phase, 2,000 records/s
-    .venv/bin/python bench/tables_latency.py --seconds 10 --rounds 1
+    .venv/bin/python -m bench run tables_latency    # 2 rounds, 20 s per phase, 2,000 records/s
+    .venv/bin/python -m bench run tables_latency --quick   # 10 s per phase, 1 round
 
 One 3-broker cluster (``LocalCluster``, its embedded SQLite catalog); two topics of 3
 partitions, RF 3, ``min.insync.replicas=2``: ``plain`` (``weir.iceberg.mode=disabled``) and
@@ -13,7 +13,7 @@ fixed rate (paced by schedule) with a confluent-kafka producer (``acks=all``, id
 of send → ack over every sample per mode, the rows the table holds at the end (all of the
 ``table`` topic's records, checked), and the load average.
 
-Results: bench/results/tables_latency-<UTC timestamp>.md (with the machine, load and commit).
+Results: bench/results/tables_latency.md (with the machine, load and commit).
 """
 
 from __future__ import annotations
@@ -34,14 +34,9 @@ import numpy as np
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
-HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE.parent))
-
 from weir.cli.cluster import LocalCluster
 from weir.config import read_properties
 from weir.server.metrics import parse
-
-RESULTS = HERE / "results"
 
 
 def produce_phase(bootstrap: str, topic: str, rate: int, seconds: float) -> list[float]:
@@ -182,7 +177,8 @@ def main() -> int:
         finally:
             cluster.stop()
     commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], check=False,
-                            capture_output=True, text=True, cwd=HERE).stdout.strip()
+                            capture_output=True, text=True,
+                            cwd=Path(__file__).resolve().parent).stdout.strip()
     stamp = datetime.datetime.now(datetime.UTC).strftime("%Y%m%dT%H%M%SZ")
     lines = [
         f"# Produce latency with a topic table on and off ({stamp})", "",
@@ -206,11 +202,7 @@ def main() -> int:
          "brokers' child processes (the translator's worker), during the phases."), "",
         f"Table rows at the end: {rows:,} of the topic's {expected:,} records.", "",
     ]
-    RESULTS.mkdir(exist_ok=True)
-    out = RESULTS / f"tables_latency-{stamp}.md"
-    out.write_text("\n".join(lines))
-    print("\n".join(lines))
-    print(f"written {out}")
+    print("\n".join(lines))  # ``python -m bench run tables_latency`` keeps it as the result
     return 0
 
 
