@@ -33,6 +33,7 @@ KEY_VALUE = "key_value"
 MODE = "weir.iceberg.mode"
 TARGET_LAG = "weir.iceberg.target.lag.ms"
 TICK_S = 0.25
+TOPICS_RECHECK_MS = 2000  # how soon a topic switched to key_value (or off) is seen
 READ_BYTES = 8 << 20  # one read of the log
 COMMIT_BYTES = 128 << 20  # at most this much log of a partition in one commit
 SHUTDOWN_WAIT_S = 10
@@ -55,6 +56,11 @@ class TableService:
         self._pool: ProcessPoolExecutor | None = None
         self._task: asyncio.Task | None = None
         self._jobs: set[asyncio.Task] = set()
+        # The led topics with weir.iceberg.mode=key_value and their configs, looked up again
+        # every TOPICS_RECHECK_MS: a tick touches those topics' partitions only, not every
+        # partition this broker leads.
+        self._table_topics: dict[str, dict[str, Any]] = {}
+        self._topics_checked_ms = -TOPICS_RECHECK_MS
 
     def on_leadership(self, tp: TopicPartition, is_leader: bool, leader_epoch: int) -> None:
         """A replica manager leadership listener."""
@@ -100,19 +106,22 @@ class TableService:
             await asyncio.sleep(TICK_S)
 
     def _tick(self, now_ms: int) -> None:
-        configs: dict[str, dict[str, Any] | None] = {}
+        if now_ms - self._topics_checked_ms >= TOPICS_RECHECK_MS:
+            self._topics_checked_ms = now_ms
+            self._table_topics = {
+                topic: config for topic in list(self.translator.by_topic)
+                if (config := self._table_topic(topic)) is not None}
         due: dict[str, list[tuple[Load | Commit, Any]]] = {}
-        for tp in list(self.translator.partitions):
-            if tp.topic not in configs:
-                configs[tp.topic] = self._table_topic(tp.topic)
-            config = configs[tp.topic]
-            p = self.partitions.get(tp)
-            if config is None or p is None or p.log is None or not p.is_leader:
-                continue
-            action = self.translator.decide(tp, p.log.last_stable_offset,
-                                            int(config.get(TARGET_LAG) or 60000), now_ms)
-            if action is not None:
-                due.setdefault(tp.topic, []).append((action, p.log))
+        for topic, config in self._table_topics.items():
+            target_lag_ms = int(config.get(TARGET_LAG) or 60000)
+            for tp in list(self.translator.by_topic.get(topic, ())):
+                p = self.partitions.get(tp)
+                if p is None or p.log is None or not p.is_leader:
+                    continue
+                action = self.translator.decide(tp, p.log.last_stable_offset, target_lag_ms,
+                                                now_ms)
+                if action is not None:
+                    due.setdefault(topic, []).append((action, p.log))
         loop = asyncio.get_running_loop()
         for topic, actions in due.items():  # one job, one snapshot, per topic
             job = loop.create_task(self._topic_job(topic, actions))
@@ -236,7 +245,7 @@ class TableService:
             "The table's next offset of the partition (weir.next-offsets); -1 until read.",
             labels=["topic", "partition"])
         for tp, st in sorted(self.translator.partitions.items()):
-            if self._table_topic(tp.topic) is None:
+            if tp.topic not in self._table_topics:
                 continue
             labels = [tp.topic, str(tp.partition)]
             lag.add_metric(labels, st.lag_records)

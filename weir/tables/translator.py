@@ -65,15 +65,22 @@ class PartitionTable:
 class Translator:
     def __init__(self) -> None:
         self.partitions: dict[TopicPartition, PartitionTable] = {}
+        # The led partitions by topic: the shell looks only at table topics' partitions.
+        self.by_topic: dict[str, set[TopicPartition]] = {}
         self._generations = 0
 
     def on_leadership(self, tp: TopicPartition, is_leader: bool, leader_epoch: int) -> None:
         current = self.partitions.get(tp)
         if not is_leader:
-            self.partitions.pop(tp, None)
+            if self.partitions.pop(tp, None) is not None:
+                led = self.by_topic[tp.topic]
+                led.discard(tp)
+                if not led:
+                    del self.by_topic[tp.topic]
         elif current is None or current.leader_epoch != leader_epoch:
             self._generations += 1
             self.partitions[tp] = PartitionTable(tp, leader_epoch, self._generations)
+            self.by_topic.setdefault(tp.topic, set()).add(tp)
 
     def decide(self, tp: TopicPartition, last_stable_offset: int, target_lag_ms: int,
                now_ms: int) -> Load | Commit | None:

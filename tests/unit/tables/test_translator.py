@@ -31,6 +31,19 @@ def test_a_new_leader_reads_the_table_first_and_resumes_there():
     assert tr.partitions[TP].lag_records == 0
 
 
+def test_led_partitions_are_indexed_by_topic():
+    tr = Translator()
+    other = TopicPartition("u", 1)
+    tr.on_leadership(TP, True, 3)
+    tr.on_leadership(other, True, 1)
+    tr.on_leadership(TopicPartition("t", 1), True, 1)
+    assert tr.by_topic == {"t": {TP, TopicPartition("t", 1)}, "u": {other}}
+    tr.on_leadership(other, False, 2)
+    tr.on_leadership(TP, False, 4)
+    tr.on_leadership(TP, False, 4)  # a second "not leader" changes nothing
+    assert tr.by_topic == {"t": {TopicPartition("t", 1)}}
+
+
 def test_a_result_of_an_old_leadership_is_ignored():
     tr = Translator()
     tr.on_leadership(TP, True, 1)
