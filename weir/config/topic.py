@@ -99,6 +99,10 @@ def _broker_synonyms(broker: BrokerConfig, key: str, sensitive: bool) -> list[Co
         if default is not None:
             value = None if sensitive else format_value(default)
             out.append(ConfigSynonym(name, value, int(ConfigSource.DEFAULT_CONFIG)))
+    # ConfigHelper.configSynonyms ends with dropWhile(name != key): the synonyms listed
+    # before the key itself (another unit's key set higher up) are left out.
+    while out and out[0].name != key:
+        out.pop(0)
     return out
 
 
@@ -107,12 +111,13 @@ def describe_topic_config(broker: BrokerConfig, overrides: Mapping[str, str] | N
     """Every topic-level key as ConfigHelper.createTopicConfigEntry describes it: the
     effective value; synonyms in Kafka's order (the topic override as DYNAMIC_TOPIC_CONFIG,
     then the broker keys set dynamically per broker and as cluster default, then in
-    server.properties, then built-in defaults); the source is the first synonym's (DEFAULT_CONFIG when there is none); never read-only.
+    server.properties, then built-in defaults); the source is the first synonym's
+    (DEFAULT_CONFIG when there is none); never read-only.
 
-    One deliberate difference: Kafka 3.x drops leading unit synonyms that differ from the
-    primary broker key (so ``log.retention.hours=24`` in the file describes ``retention.ms``
-    as DEFAULT_CONFIG); Weir keeps them and reports STATIC_BROKER_CONFIG, which is where the
-    value comes from.
+    As in Kafka 3.x, the broker synonyms start at the topic key's own broker key: the unit
+    synonyms listed before it are dropped, so ``log.retention.hours=24`` in the file (and
+    ``log.retention.ms`` unset) describes ``retention.ms`` with its effective value but as
+    DEFAULT_CONFIG with no synonyms, and a default ``retention.ms`` lists no synonym.
     """
     overrides = dict(overrides or {})
     effective = topic_config(broker, overrides)
@@ -154,8 +159,6 @@ def describe_broker_config(broker: BrokerConfig, per_broker: bool = True
             continue
         sensitive = cdef.type == "password"
         synonyms = _broker_synonyms(broker, cdef.name, sensitive)
-        while synonyms and synonyms[0].name != cdef.name:
-            synonyms.pop(0)  # another unit's key: it describes that key, not this one
         if not per_broker:
             synonyms = [s for s in synonyms
                         if s.source == ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG]
