@@ -38,8 +38,8 @@ from weir.config.validators import (
 )
 
 __all__ = [
-    "BROKER_CONFIGS", "BROKER_CONFIG_DEFS", "DYNAMIC_BROKER_CONFIGS", "TOPIC_CONFIGS",
-    "UNIT_SYNONYMS", "ConfigDef", "ConfigSource", "ConfigType", "TopicConfigDef",
+    "BROKER_CONFIGS", "BROKER_CONFIG_DEFS", "DYNAMIC_BROKER_CONFIGS", "THREAD_POOL_CONFIGS",
+    "TOPIC_CONFIGS", "UNIT_SYNONYMS", "ConfigDef", "ConfigSource", "ConfigType", "TopicConfigDef",
     "default_value", "effective_value", "resolve", "topic_default",
 ]
 
@@ -417,7 +417,16 @@ DYNAMIC_BROKER_CONFIGS: frozenset[str] = frozenset(
        "log.cleaner.threads", "log.cleaner.dedupe.buffer.size", "log.cleaner.io.buffer.size",
        "log.cleaner.io.buffer.load.factor", "log.cleaner.io.max.bytes.per.second",
        "log.cleaner.backoff.ms",
-       "max.connections", "max.connections.per.ip", "max.connections.per.ip.overrides"])
+       "max.connections", "max.connections.per.ip", "max.connections.per.ip.overrides",
+       # Kafka's DynamicThreadPool.ReconfigurableConfigs: dynamic in Kafka; informational
+       # in Weir (one event loop), statically as dynamically
+       "num.io.threads", "num.network.threads", "num.replica.fetchers",
+       "num.recovery.threads.per.data.dir", "background.threads"])
+
+THREAD_POOL_CONFIGS: tuple[str, ...] = (
+    "num.io.threads", "num.network.threads", "num.replica.fetchers",
+    "num.recovery.threads.per.data.dir", "background.threads")
+"""Kafka's DynamicThreadPool keys: a dynamic change may at most double or halve the value."""
 
 
 def resolve(key: str, explicit: dict[str, Any]) -> Any:

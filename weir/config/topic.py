@@ -15,6 +15,7 @@ from weir.config.keys import (
     TOPIC_CONFIGS,
     UNIT_SYNONYMS,
     ConfigSource,
+    ConfigType,
 )
 from weir.config.validators import ConfigError, check, format_value, parse_value
 from weir.protocol.errors import ErrorCode, KafkaError
@@ -174,6 +175,27 @@ def describe_broker_config(broker: BrokerConfig, per_broker: bool = True
             read_only=cdef.name not in DYNAMIC_BROKER_CONFIGS,
             sensitive=sensitive, is_default=source == ConfigSource.DEFAULT_CONFIG,
             type=int(cdef.type_code), doc=cdef.doc, synonyms=synonyms))
+    return entries + _custom_entries(broker, per_broker)
+
+
+def _custom_entries(broker: BrokerConfig, per_broker: bool) -> list[ConfigEntry]:
+    """Keys Weir does not know, set in the file or stored dynamically (custom configs): as
+    Kafka describes a key of unknown type (KafkaConfig.maybeSensitive): sensitive, so no
+    value, read-only, type UNKNOWN."""
+    tiers = ((broker.dynamic_broker, ConfigSource.DYNAMIC_BROKER_CONFIG),
+             (broker.dynamic_default, ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG),
+             ({k: broker.originals[k] for k in broker.unknown},
+              ConfigSource.STATIC_BROKER_CONFIG))
+    if not per_broker:
+        tiers = tiers[1:2]
+    names = dict.fromkeys(k for tier, _ in tiers for k in tier if k not in BROKER_CONFIG_DEFS)
+    entries = []
+    for name in names:
+        synonyms = [ConfigSynonym(name, None, int(source))
+                    for tier, source in tiers if name in tier]
+        entries.append(ConfigEntry(
+            name=name, value=None, source=synonyms[0].source, read_only=True, sensitive=True,
+            is_default=False, type=int(ConfigType.UNKNOWN), doc="", synonyms=synonyms))
     return entries
 
 
