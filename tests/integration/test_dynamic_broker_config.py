@@ -309,6 +309,51 @@ def test_custom_keys_on_a_broker_are_stored_as_kafka_stores_them(cluster, admin,
         "sasl.kerberos.min.time.before.relogin": "58000"}
 
 
+def _advertised_everywhere(cluster, broker_id: int) -> set[tuple[str, int]]:
+    """(host, port) of broker ``broker_id`` in a Metadata response from each broker."""
+    seen = set()
+    for slot in cluster.brokers:
+        response = raw_request(slot.host, slot.port, 3, 12, topics=[],
+                               allow_auto_topic_creation=False,
+                               include_topic_authorized_operations=False)
+        seen |= {(b.host, int(b.port)) for b in response.brokers if b.node_id == broker_id}
+    return seen
+
+
+def test_advertised_listeners_change_live_on_every_broker(cluster, admin, clean_dynamic):
+    """advertised.listeners is a per-broker dynamic config (KIP-226, Kafka's
+    DynamicListenerConfig): the broker rewrites its /brokers/ids registration, the
+    controller sends every broker UpdateMetadata, and Metadata from every broker shows the
+    new endpoint; deleting it goes back to the listener's own."""
+    slot = cluster.brokers[2]
+    broker = str(slot.id)
+    assert _advertised_everywhere(cluster, slot.id) == {(slot.host, slot.port)}
+    described = _describe(admin, BROKER, broker)["advertised.listeners"]
+    assert not described.is_read_only
+
+    _alter(admin, BROKER, broker, ("advertised.listeners", f"PLAINTEXT://localhost:{slot.port}",
+                                   SET))
+    wait_for(lambda: _advertised_everywhere(cluster, slot.id) == {("localhost", slot.port)},
+             30, what="every broker's Metadata showing the new endpoint")
+    epoch_before = cluster.zk().get_broker(slot.id).epoch
+    described = _describe(admin, BROKER, broker)["advertised.listeners"]
+    assert (described.value, described.source) == (
+        f"PLAINTEXT://localhost:{slot.port}", ConfigSource.DYNAMIC_BROKER_CONFIG.value)
+
+    # Refused as Kafka refuses them: a cluster default, a listener the broker does not have
+    code, message = _alter_default(cluster, ("advertised.listeners", "PLAINTEXT://h:1", SET))
+    assert code == 42 and "broker id must be specified: Set(advertised.listeners)" in message
+    exc = _error_of(_alter, admin, BROKER, broker,
+                    ("advertised.listeners", f"OTHER://localhost:{slot.port}", SET))
+    assert exc.args[0].name() == "INVALID_REQUEST"
+
+    _alter(admin, BROKER, broker, ("advertised.listeners", None, DELETE))
+    wait_for(lambda: _advertised_everywhere(cluster, slot.id) == {(slot.host, slot.port)},
+             30, what="every broker's Metadata showing the listener's endpoint again")
+    # the registration was rewritten, not re-created: the broker epoch is unchanged
+    assert cluster.zk().get_broker(slot.id).epoch == epoch_before
+
+
 @pytest.fixture(scope="module")
 def kadmin(cluster):
     from kafka.admin import KafkaAdminClient

@@ -421,7 +421,10 @@ DYNAMIC_BROKER_CONFIGS: frozenset[str] = frozenset(
        # Kafka's DynamicThreadPool.ReconfigurableConfigs: dynamic in Kafka; informational
        # in Weir (one event loop), statically as dynamically
        "num.io.threads", "num.network.threads", "num.replica.fetchers",
-       "num.recovery.threads.per.data.dir", "background.threads"])
+       "num.recovery.threads.per.data.dir", "background.threads",
+       # Kafka's DynamicListenerConfig, per broker only: the broker re-registers with the
+       # new endpoints
+       "advertised.listeners"])
 
 THREAD_POOL_CONFIGS: tuple[str, ...] = (
     "num.io.threads", "num.network.threads", "num.replica.fetchers",

@@ -57,6 +57,7 @@ from weir.config import (
     THREAD_POOL_CONFIGS,
     BrokerConfig,
     ConfigError,
+    parse_listener,
     parse_value,
 )
 from weir.protocol.errors import ErrorCode, KafkaError
@@ -213,6 +214,20 @@ def check_thread_counts(old: BrokerConfig, new: BrokerConfig) -> None:
                               f"current value {before}")
 
 
+def check_listeners(old: BrokerConfig, new: BrokerConfig) -> None:
+    """Kafka's DynamicListenerConfig.validateReconfiguration for a new
+    ``advertised.listeners``: every advertised listener is one of ``listeners`` (the
+    inter-broker listener among them is checked by :class:`BrokerConfig`)."""
+    key = "advertised.listeners"
+    if new.get(key) == old.get(key):
+        return
+    names = [parse_listener(uri).name for uri in new.get(key) or new.get("listeners")]
+    bound = [lst.name for lst in new.listeners_parsed]
+    if not set(names) <= set(bound):
+        raise ConfigError(f"Advertised listeners '{', '.join(names)}' must be a subset of "
+                          f"listeners '{', '.join(bound)}'")
+
+
 def usable_stored(props: Mapping[str, str], entity: str) -> dict[str, str]:
     """The stored dynamic configs this broker can apply (DynamicBrokerConfig
     .fromPersistentProps): read-only and invalid entries are left out with an error in the
@@ -246,6 +261,7 @@ def validated_config(config: BrokerConfig, props: Mapping[str, str], entity: str
         try:
             new = config.with_dynamic(default, per_broker)
             check_thread_counts(config, new)
+            check_listeners(config, new)
         except ConfigError as exc:
             raise KafkaError(ErrorCode.invalid_request,
                              f"Invalid dynamic configuration: {exc}") from None
