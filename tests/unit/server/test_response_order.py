@@ -88,3 +88,48 @@ def test_broker_verification_answered_in_request_order():
     order = [(t.name, [int(p.partition_index) for p in t.results_by_partition])
              for t in txn.topic_results]
     assert order == ASKED
+
+
+class _GroupCoordinator:
+    async def delete_offsets(self, group_id, tps):
+        # the subscribed topic's partitions first, as the coordinator finds them
+        first = {tp: ErrorCode.group_subscribed_to_topic for tp in tps if tp.topic == "subscribed"}
+        return ErrorCode.none, first | {tp: ErrorCode.none for tp in tps if tp not in first}
+
+
+def test_offset_delete_answered_in_request_order():
+    broker = SimpleNamespace(authorizer=None, group_coordinator=_GroupCoordinator(),
+                             config=SimpleNamespace(get=lambda key: None))
+    request_cls, response_cls = REGISTRY[47].schemas(0)
+    ctx = RequestContext(broker, codec.RequestHeader(47, 0, 1, "test", 0), request_cls,
+                         response_cls, "10.1.2.3:5555", principal="User:ANONYMOUS")
+    asked = [("zeta", [3, 1]), ("subscribed", [2, 0]), ("alpha", [5])]
+    request = codec.build(request_cls, group_id="g", topics=[
+        {"name": t, "partitions": [{"partition_index": p} for p in ps]} for t, ps in asked])
+    response = asyncio.run(REGISTRY[47].module.handle(ctx, request))
+    assert [(t.name, [int(p.partition_index) for p in t.partitions])
+            for t in response.topics] == asked
+    assert [int(p.error_code) for p in response.topics[1].partitions] == [
+        ErrorCode.group_subscribed_to_topic] * 2
+
+
+class _DeletingReplicaManager:
+    async def delete_records(self, offsets, timeout_ms, alive):
+        return {tp: (ErrorCode.none, offset) for tp, offset in reversed(offsets.items())}
+
+
+def test_delete_records_answered_in_request_order():
+    broker = SimpleNamespace(authorizer=None, replica_manager=_DeletingReplicaManager(),
+                             config=SimpleNamespace(get=lambda key: None),
+                             metadata=SimpleNamespace(partition=lambda tp: object(), brokers={}))
+    request_cls, response_cls = REGISTRY[21].schemas(2)
+    ctx = RequestContext(broker, codec.RequestHeader(21, 2, 1, "test", 0), request_cls,
+                         response_cls, "10.1.2.3:5555", principal="User:ANONYMOUS")
+    request = codec.build(request_cls, timeout_ms=1000, topics=[
+        {"name": t, "partitions": [{"partition_index": p, "offset": 10 * p} for p in ps]}
+        for t, ps in ASKED])
+    response = asyncio.run(REGISTRY[21].module.handle(ctx, request))
+    assert [(t.name, [int(p.partition_index) for p in t.partitions])
+            for t in response.topics] == ASKED
+    assert all(int(p.low_watermark) == 10 * int(p.partition_index)
+               for t in response.topics for p in t.partitions)
