@@ -405,9 +405,11 @@ UNIT_SYNONYMS: dict[str, tuple[str, ...]] = {
 
 # Broker keys that can change without a restart (Kafka's DynamicBrokerConfig.AllDynamicConfigs,
 # the part Weir applies live): the broker defaults of topic configs (DynamicLogConfig, all but
-# the message format version), the replication throttles (BrokerConfigHandler) and the
-# connection limits (SocketServer.ReconfigurableConfigs).  All may be set per broker and as
-# the cluster default; every other key is read-only.
+# the message format version), the replication throttles (BrokerConfigHandler), the
+# connection limits (SocketServer.ReconfigurableConfigs), the thread pool sizes and
+# advertised.listeners.  All but advertised.listeners may also be set as the cluster default
+# (weir.server.dynamic_config has Kafka's per-broker-only keys); every other key Weir knows
+# is read-only.
 DYNAMIC_BROKER_CONFIGS: frozenset[str] = frozenset(
     [d.name for d in BROKER_CONFIGS
      if d.topic_key is not None and d.name != "log.message.format.version"]
@@ -429,7 +431,7 @@ DYNAMIC_BROKER_CONFIGS: frozenset[str] = frozenset(
 THREAD_POOL_CONFIGS: tuple[str, ...] = (
     "num.io.threads", "num.network.threads", "num.replica.fetchers",
     "num.recovery.threads.per.data.dir", "background.threads")
-"""Kafka's DynamicThreadPool keys: a dynamic change may at most double or halve the value."""
+# Kafka's DynamicThreadPool keys: a dynamic change may at most double or halve the value.
 
 
 def resolve(key: str, explicit: dict[str, Any]) -> Any:

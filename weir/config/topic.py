@@ -140,10 +140,6 @@ def describe_topic_config(broker: BrokerConfig, overrides: Mapping[str, str] | N
     return entries
 
 
-# Broker keys that can change without a restart (Kafka's DynamicBrokerConfig.AllDynamicConfigs,
-# the part Weir applies live): the broker defaults of topic configs (DynamicLogConfig, all but
-# the message format version), the replication throttles (BrokerConfigHandler) and the
-
 def describe_broker_config(broker: BrokerConfig, per_broker: bool = True
                            ) -> list[ConfigEntry]:
     """Broker keys as ConfigHelper.createBrokerConfigEntry describes them: synonyms from the
