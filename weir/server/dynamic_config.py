@@ -237,6 +237,9 @@ def usable_stored(props: Mapping[str, str], entity: str) -> dict[str, str]:
         if _read_only(key) or key in SECURITY_CONFIGS:
             log.error("dynamic broker config %s=%r in /config/brokers/%s cannot be updated "
                       "dynamically; ignored", key, raw, entity)
+        elif entity == DEFAULT_ENTITY and key in PER_BROKER_CONFIGS:
+            log.error("per-broker config %s defined at default cluster level will be "
+                      "ignored", key)
         elif not is_custom(key) and (problem := _value_problem(key, raw)) is not None:
             log.error("dynamic broker config in /config/brokers/%s ignored: %s", entity, problem)
         else:

@@ -176,6 +176,10 @@ def test_stored_entries_that_cannot_apply_are_ignored() -> None:
     stored = {"broker.id": "5", "bogus": "1", "log.retention.bytes": "x",
               "log.segment.bytes": "4096"}
     assert usable_stored(stored, "1") == {"bogus": "1", "log.segment.bytes": "4096"}
+    # DynamicBrokerConfig.fromPersistentProps: per-broker keys stored as defaults are ignored
+    stored = {"advertised.listeners": "PLAINTEXT://h:1", "log.segment.bytes": "4096"}
+    assert usable_stored(stored, DEFAULT_ENTITY) == {"log.segment.bytes": "4096"}
+    assert usable_stored(stored, "1") == stored
 
 
 def test_incremental_ops_on_broker_keys() -> None:
