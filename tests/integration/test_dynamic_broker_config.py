@@ -248,14 +248,22 @@ def test_refusals_use_kafka_error_codes(cluster, admin):
     broker = str(cluster.broker_ids[0])
     exc = _error_of(_alter, admin, BROKER, broker, ("broker.id", "9", SET))
     assert exc.args[0].name() == "INVALID_REQUEST"
-    assert "Cannot update these configs dynamically: broker.id" in exc.args[0].str()
+    assert exc.args[0].str() == (
+        f"Invalid config value for resource ConfigResource(type=BROKER, name='{broker}'): "
+        "Cannot update these configs dynamically: Set(broker.id)")
     code, message = _alter_default(cluster, ("log.retention.bytes", "lots", SET))
     assert code == 42 and "log.retention.bytes" in message  # INVALID_REQUEST (KAFKA-13609)
     exc = _error_of(_alter, admin, BROKER, broker, ("log.retention.bytes", "-", SET))
     assert exc.args[0].name() == "INVALID_REQUEST" and "log.retention.bytes" in str(exc)
-    exc = _error_of(_alter, admin, BROKER, broker, ("no.such.key", "1", SET))
-    assert exc.args[0].name() == "INVALID_CONFIG"
     assert _alter_default(cluster, ("broker.rack", "r1", SET))[0] == 42
+    code, message = _alter_default(cluster, ("sasl.kerberos.min.time.before.relogin", "1",
+                                             SET))
+    assert code == 42 and message.endswith(
+        "Cannot update these configs at default cluster level, broker id must be specified: "
+        "Set(sasl.kerberos.min.time.before.relogin)")
+    exc = _error_of(_alter, admin, BROKER, broker, ("ssl.keystore.location", "/k.pem", SET))
+    assert exc.args[0].name() == "INVALID_REQUEST"
+    assert "only per-listener using the listener prefix" in exc.args[0].str()
     _alter(admin, BROKER, broker, ("log.retention.bytes", "123", SET), validate_only=True)
     assert cluster.zk().get_entity_config("brokers", broker) == {}
 
@@ -275,6 +283,75 @@ def test_refusals_use_kafka_error_codes(cluster, admin):
     assert [(r.error_code, r.error_message) for r in response.responses] == [
         (42, "Each resource must appear at most once.")] * 2
     assert cluster.zk().get_entity_config("brokers", "<default>") == {}
+
+
+def test_custom_keys_on_a_broker_are_stored_as_kafka_stores_them(cluster, admin,
+                                                                   clean_dynamic):
+    """Keys Weir does not know, accepted on a BROKER resource as Kafka accepts them
+    (custom configs): a topic-level name through the legacy AlterConfigs (confluent-kafka's
+    alter_configs on broker 2, cleanup.policy=delete), a SASL key Kafka reconfigures per
+    broker (librdkafka's 0081_admin test) through IncrementalAlterConfigs; stored in
+    /config/brokers/<id>, described with Kafka's source, without effect."""
+    broker = str(cluster.broker_ids[1])
+    res = ConfigResource(BROKER, broker, set_config={"cleanup.policy": "delete"})
+    assert admin.alter_configs([res], request_timeout=30)[res].result(30) is None
+    assert cluster.zk().get_entity_config("brokers", broker) == {"cleanup.policy": "delete"}
+    _alter(admin, BROKER, broker, ("sasl.kerberos.min.time.before.relogin", "58000", SET))
+    assert cluster.zk().get_entity_config("brokers", broker) == {
+        "cleanup.policy": "delete", "sasl.kerberos.min.time.before.relogin": "58000"}
+    described = _describe(admin, BROKER, broker)
+    entry = described["sasl.kerberos.min.time.before.relogin"]
+    assert (entry.value, entry.source, entry.is_sensitive, entry.is_read_only) == (
+        None, ConfigSource.DYNAMIC_BROKER_CONFIG.value, True, True)
+    assert described["log.cleanup.policy"].value == "delete"  # the broker key: unchanged
+    _alter(admin, BROKER, broker, ("cleanup.policy", None, DELETE))
+    assert cluster.zk().get_entity_config("brokers", broker) == {
+        "sasl.kerberos.min.time.before.relogin": "58000"}
+
+
+def _advertised_everywhere(cluster, broker_id: int) -> set[tuple[str, int]]:
+    """(host, port) of broker ``broker_id`` in a Metadata response from each broker."""
+    seen = set()
+    for slot in cluster.brokers:
+        response = raw_request(slot.host, slot.port, 3, 12, topics=[],
+                               allow_auto_topic_creation=False,
+                               include_topic_authorized_operations=False)
+        seen |= {(b.host, int(b.port)) for b in response.brokers if b.node_id == broker_id}
+    return seen
+
+
+def test_advertised_listeners_change_live_on_every_broker(cluster, admin, clean_dynamic):
+    """advertised.listeners is a per-broker dynamic config (KIP-226, Kafka's
+    DynamicListenerConfig): the broker rewrites its /brokers/ids registration, the
+    controller sends every broker UpdateMetadata, and Metadata from every broker shows the
+    new endpoint; deleting it goes back to the listener's own."""
+    slot = cluster.brokers[2]
+    broker = str(slot.id)
+    assert _advertised_everywhere(cluster, slot.id) == {(slot.host, slot.port)}
+    described = _describe(admin, BROKER, broker)["advertised.listeners"]
+    assert not described.is_read_only
+
+    _alter(admin, BROKER, broker, ("advertised.listeners", f"PLAINTEXT://localhost:{slot.port}",
+                                   SET))
+    wait_for(lambda: _advertised_everywhere(cluster, slot.id) == {("localhost", slot.port)},
+             30, what="every broker's Metadata showing the new endpoint")
+    epoch_before = cluster.zk().get_broker(slot.id).epoch
+    described = _describe(admin, BROKER, broker)["advertised.listeners"]
+    assert (described.value, described.source) == (
+        f"PLAINTEXT://localhost:{slot.port}", ConfigSource.DYNAMIC_BROKER_CONFIG.value)
+
+    # Refused as Kafka refuses them: a cluster default, a listener the broker does not have
+    code, message = _alter_default(cluster, ("advertised.listeners", "PLAINTEXT://h:1", SET))
+    assert code == 42 and "broker id must be specified: Set(advertised.listeners)" in message
+    exc = _error_of(_alter, admin, BROKER, broker,
+                    ("advertised.listeners", f"OTHER://localhost:{slot.port}", SET))
+    assert exc.args[0].name() == "INVALID_REQUEST"
+
+    _alter(admin, BROKER, broker, ("advertised.listeners", None, DELETE))
+    wait_for(lambda: _advertised_everywhere(cluster, slot.id) == {(slot.host, slot.port)},
+             30, what="every broker's Metadata showing the listener's endpoint again")
+    # the registration was rewritten, not re-created: the broker epoch is unchanged
+    assert cluster.zk().get_broker(slot.id).epoch == epoch_before
 
 
 @pytest.fixture(scope="module")

@@ -298,7 +298,8 @@ def test_describe_topic_config_sources() -> None:
     entries = {e.name: e for e in describe_topic_config(broker, {"segment.bytes": "4096"})}
     seg, ret, mir = entries["segment.bytes"], entries["retention.ms"], entries["min.insync.replicas"]
     assert (seg.value, seg.source, seg.is_default) == ("4096", 1, False)
-    assert (ret.value, ret.source, ret.is_default) == ("3600000", 4, False)
+    # log.retention.hours in the file: Kafka drops it from retention.ms's synonyms
+    assert (ret.value, ret.source, ret.is_default) == ("3600000", 5, True)
     assert (mir.value, mir.source, mir.is_default) == ("1", 5, True)
     assert seg.type == ConfigType.INT and ret.type == ConfigType.LONG
     assert entries["unclean.leader.election.enable"].value == "false"
@@ -328,18 +329,28 @@ def test_describe_topic_config_synonyms_in_kafka_order() -> None:
         ("min.insync.replicas", "3", ConfigSource.DYNAMIC_TOPIC_CONFIG),
         ("min.insync.replicas", "2", ConfigSource.STATIC_BROKER_CONFIG),
         ("min.insync.replicas", "1", ConfigSource.DEFAULT_CONFIG)]
+    # ConfigHelper.configSynonyms drops the unit synonyms before log.retention.ms: the
+    # effective value, but no synonym and so DEFAULT_CONFIG (Kafka 3.x)
     ret = entries["retention.ms"]
-    assert (ret.value, ret.source, ret.is_default) == (
-        "86400000", ConfigSource.STATIC_BROKER_CONFIG, False)
-    assert [(s.name, s.value, s.source) for s in ret.synonyms] == [
-        ("log.retention.hours", "24", ConfigSource.STATIC_BROKER_CONFIG),
-        ("log.retention.hours", "168", ConfigSource.DEFAULT_CONFIG)]
+    assert (ret.value, ret.source, ret.is_default, ret.synonyms) == (
+        "86400000", ConfigSource.DEFAULT_CONFIG, True, [])
     seg = entries["segment.bytes"]  # left at its default: DEFAULT_CONFIG, one synonym
     assert (seg.source, seg.is_default) == (ConfigSource.DEFAULT_CONFIG, True)
     assert [(s.name, s.source) for s in seg.synonyms] == [
         ("log.segment.bytes", ConfigSource.DEFAULT_CONFIG)]
     thr = entries["leader.replication.throttled.replicas"]  # no broker synonym
     assert (thr.source, thr.synonyms, thr.read_only) == (ConfigSource.DEFAULT_CONFIG, [], False)
+
+
+def test_describe_topic_config_default_retention_lists_no_unit_synonym() -> None:
+    entries = {e.name: e for e in describe_topic_config(make({}))}
+    ret = entries["retention.ms"]
+    assert (ret.value, ret.source, ret.is_default, ret.synonyms) == (
+        "604800000", ConfigSource.DEFAULT_CONFIG, True, [])
+    entries = {e.name: e for e in describe_topic_config(make({"log.retention.ms": "5000"}))}
+    assert [(s.name, s.value, s.source) for s in entries["retention.ms"].synonyms] == [
+        ("log.retention.ms", "5000", ConfigSource.STATIC_BROKER_CONFIG),
+        ("log.retention.hours", "168", ConfigSource.DEFAULT_CONFIG)]
 
 
 def test_describe_broker_config_synonyms_start_at_the_key() -> None:

@@ -24,6 +24,7 @@ from weir.config.keys import (
     BROKER_CONFIG_DEFS,
     BROKER_CONFIGS,
     DYNAMIC_BROKER_CONFIGS,
+    THREAD_POOL_CONFIGS,
     TOPIC_CONFIGS,
     UNIT_SYNONYMS,
     ConfigDef,
@@ -61,7 +62,7 @@ from weir.config.validators import (
 
 __all__ = [
     "BROKER_CONFIGS", "BROKER_CONFIG_DEFS", "DYNAMIC_BROKER_CONFIGS", "INT_MAX", "LONG_MAX",
-    "TOPIC_CONFIGS", "UNIT_SYNONYMS", "BrokerConfig", "ConfigDef", "ConfigEntry", "ConfigError",
+    "THREAD_POOL_CONFIGS", "TOPIC_CONFIGS", "UNIT_SYNONYMS", "BrokerConfig", "ConfigDef", "ConfigEntry", "ConfigError",
     "ConfigSource", "ConfigSynonym", "ConfigType", "Listener", "OneOf", "Range",
     "TopicConfigDef", "default_value", "describe_broker_config", "describe_topic_config",
     "effective_value",

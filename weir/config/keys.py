@@ -38,8 +38,8 @@ from weir.config.validators import (
 )
 
 __all__ = [
-    "BROKER_CONFIGS", "BROKER_CONFIG_DEFS", "DYNAMIC_BROKER_CONFIGS", "TOPIC_CONFIGS",
-    "UNIT_SYNONYMS", "ConfigDef", "ConfigSource", "ConfigType", "TopicConfigDef",
+    "BROKER_CONFIGS", "BROKER_CONFIG_DEFS", "DYNAMIC_BROKER_CONFIGS", "THREAD_POOL_CONFIGS",
+    "TOPIC_CONFIGS", "UNIT_SYNONYMS", "ConfigDef", "ConfigSource", "ConfigType", "TopicConfigDef",
     "default_value", "effective_value", "resolve", "topic_default",
 ]
 
@@ -423,9 +423,11 @@ UNIT_SYNONYMS: dict[str, tuple[str, ...]] = {
 
 # Broker keys that can change without a restart (Kafka's DynamicBrokerConfig.AllDynamicConfigs,
 # the part Weir applies live): the broker defaults of topic configs (DynamicLogConfig, all but
-# the message format version), the replication throttles (BrokerConfigHandler) and the
-# connection limits (SocketServer.ReconfigurableConfigs).  All may be set per broker and as
-# the cluster default; every other key is read-only.
+# the message format version), the replication throttles (BrokerConfigHandler), the
+# connection limits (SocketServer.ReconfigurableConfigs), the thread pool sizes and
+# advertised.listeners.  All but advertised.listeners may also be set as the cluster default
+# (weir.server.dynamic_config has Kafka's per-broker-only keys); every other key Weir knows
+# is read-only.
 DYNAMIC_BROKER_CONFIGS: frozenset[str] = frozenset(
     [d.name for d in BROKER_CONFIGS
      if d.topic_key is not None and d.name != "log.message.format.version"]
@@ -435,7 +437,19 @@ DYNAMIC_BROKER_CONFIGS: frozenset[str] = frozenset(
        "log.cleaner.threads", "log.cleaner.dedupe.buffer.size", "log.cleaner.io.buffer.size",
        "log.cleaner.io.buffer.load.factor", "log.cleaner.io.max.bytes.per.second",
        "log.cleaner.backoff.ms",
-       "max.connections", "max.connections.per.ip", "max.connections.per.ip.overrides"])
+       "max.connections", "max.connections.per.ip", "max.connections.per.ip.overrides",
+       # Kafka's DynamicThreadPool.ReconfigurableConfigs: dynamic in Kafka; informational
+       # in Weir (one event loop), statically as dynamically
+       "num.io.threads", "num.network.threads", "num.replica.fetchers",
+       "num.recovery.threads.per.data.dir", "background.threads",
+       # Kafka's DynamicListenerConfig, per broker only: the broker re-registers with the
+       # new endpoints
+       "advertised.listeners"])
+
+THREAD_POOL_CONFIGS: tuple[str, ...] = (
+    "num.io.threads", "num.network.threads", "num.replica.fetchers",
+    "num.recovery.threads.per.data.dir", "background.threads")
+# Kafka's DynamicThreadPool keys: a dynamic change may at most double or halve the value.
 
 
 def resolve(key: str, explicit: dict[str, Any]) -> Any:

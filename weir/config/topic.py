@@ -15,6 +15,7 @@ from weir.config.keys import (
     TOPIC_CONFIGS,
     UNIT_SYNONYMS,
     ConfigSource,
+    ConfigType,
 )
 from weir.config.validators import ConfigError, check, format_value, parse_value
 from weir.protocol.errors import ErrorCode, KafkaError
@@ -99,6 +100,10 @@ def _broker_synonyms(broker: BrokerConfig, key: str, sensitive: bool) -> list[Co
         if default is not None:
             value = None if sensitive else format_value(default)
             out.append(ConfigSynonym(name, value, int(ConfigSource.DEFAULT_CONFIG)))
+    # ConfigHelper.configSynonyms ends with dropWhile(name != key): the synonyms listed
+    # before the key itself (another unit's key set higher up) are left out.
+    while out and out[0].name != key:
+        out.pop(0)
     return out
 
 
@@ -107,12 +112,13 @@ def describe_topic_config(broker: BrokerConfig, overrides: Mapping[str, str] | N
     """Every topic-level key as ConfigHelper.createTopicConfigEntry describes it: the
     effective value; synonyms in Kafka's order (the topic override as DYNAMIC_TOPIC_CONFIG,
     then the broker keys set dynamically per broker and as cluster default, then in
-    server.properties, then built-in defaults); the source is the first synonym's (DEFAULT_CONFIG when there is none); never read-only.
+    server.properties, then built-in defaults); the source is the first synonym's
+    (DEFAULT_CONFIG when there is none); never read-only.
 
-    One deliberate difference: Kafka 3.x drops leading unit synonyms that differ from the
-    primary broker key (so ``log.retention.hours=24`` in the file describes ``retention.ms``
-    as DEFAULT_CONFIG); Weir keeps them and reports STATIC_BROKER_CONFIG, which is where the
-    value comes from.
+    As in Kafka 3.x, the broker synonyms start at the topic key's own broker key: the unit
+    synonyms listed before it are dropped, so ``log.retention.hours=24`` in the file (and
+    ``log.retention.ms`` unset) describes ``retention.ms`` with its effective value but as
+    DEFAULT_CONFIG with no synonyms, and a default ``retention.ms`` lists no synonym.
     """
     overrides = dict(overrides or {})
     effective = topic_config(broker, overrides)
@@ -134,10 +140,6 @@ def describe_topic_config(broker: BrokerConfig, overrides: Mapping[str, str] | N
     return entries
 
 
-# Broker keys that can change without a restart (Kafka's DynamicBrokerConfig.AllDynamicConfigs,
-# the part Weir applies live): the broker defaults of topic configs (DynamicLogConfig, all but
-# the message format version), the replication throttles (BrokerConfigHandler) and the
-
 def describe_broker_config(broker: BrokerConfig, per_broker: bool = True
                            ) -> list[ConfigEntry]:
     """Broker keys as ConfigHelper.createBrokerConfigEntry describes them: synonyms from the
@@ -154,8 +156,6 @@ def describe_broker_config(broker: BrokerConfig, per_broker: bool = True
             continue
         sensitive = cdef.type == "password"
         synonyms = _broker_synonyms(broker, cdef.name, sensitive)
-        while synonyms and synonyms[0].name != cdef.name:
-            synonyms.pop(0)  # another unit's key: it describes that key, not this one
         if not per_broker:
             synonyms = [s for s in synonyms
                         if s.source == ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG]
@@ -171,6 +171,27 @@ def describe_broker_config(broker: BrokerConfig, per_broker: bool = True
             read_only=cdef.name not in DYNAMIC_BROKER_CONFIGS,
             sensitive=sensitive, is_default=source == ConfigSource.DEFAULT_CONFIG,
             type=int(cdef.type_code), doc=cdef.doc, synonyms=synonyms))
+    return entries + _custom_entries(broker, per_broker)
+
+
+def _custom_entries(broker: BrokerConfig, per_broker: bool) -> list[ConfigEntry]:
+    """Keys Weir does not know, set in the file or stored dynamically (custom configs): as
+    Kafka describes a key of unknown type (KafkaConfig.maybeSensitive): sensitive, so no
+    value, read-only, type UNKNOWN."""
+    tiers = ((broker.dynamic_broker, ConfigSource.DYNAMIC_BROKER_CONFIG),
+             (broker.dynamic_default, ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG),
+             ({k: broker.originals[k] for k in broker.unknown},
+              ConfigSource.STATIC_BROKER_CONFIG))
+    if not per_broker:
+        tiers = tiers[1:2]
+    names = dict.fromkeys(k for tier, _ in tiers for k in tier if k not in BROKER_CONFIG_DEFS)
+    entries = []
+    for name in names:
+        synonyms = [ConfigSynonym(name, None, int(source))
+                    for tier, source in tiers if name in tier]
+        entries.append(ConfigEntry(
+            name=name, value=None, source=synonyms[0].source, read_only=True, sensitive=True,
+            is_default=False, type=int(ConfigType.UNKNOWN), doc="", synonyms=synonyms))
     return entries
 
 

@@ -322,6 +322,17 @@ class ControllerCore:
         dead = sorted(set(ctx.live_brokers) - set(current))
         bounced = sorted(b for b in set(current) & set(ctx.live_brokers)
                          if current[b].epoch != ctx.live_brokers[b].epoch)
+        # Same registration, new content (a dynamic advertised.listeners change): Kafka's
+        # processBrokerModification updates the broker's endpoints and sends every live
+        # broker UpdateMetadata (onBrokerUpdate).
+        updated = sorted(b for b in set(current) & set(ctx.live_brokers)
+                         if b not in bounced and current[b] != ctx.live_brokers[b])
+        if updated:
+            self._scope_log(Log.info(f"Updated broker metadata: {updated}"))
+            ctx.live_brokers.update({b: current[b] for b in updated})
+            scope = self._scope
+            assert scope is not None
+            scope.batch.add_leading_update_metadata(set(ctx.live_brokers))
         if not (new or dead or bounced):
             return
         self._scope_log(Log.info(f"Broker change: new {new}, dead {dead}, bounced {bounced}"))

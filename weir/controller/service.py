@@ -172,6 +172,7 @@ class ControllerService:
         self._controller_watch: Any = None
         self._watches: list[Any] = []
         self._topic_watches: dict[str, Any] = {}
+        self._broker_watches: dict[int, Any] = {}
         self._generation = 0
         self._channels: ControllerChannelManager | None = None
         self._rebalance_task: asyncio.Task | None = None
@@ -337,6 +338,7 @@ class ControllerService:
             case _BrokersChanged(generation=g) if g == self._generation and self.is_active:
                 live = await self._read(self._zk.get_all_brokers)
                 await self._process(BrokerChange(live))
+                self._watch_brokers()
             case _Watched(generation=g, event=event) if g == self._generation:
                 await self._process(event)
             case _Reread(generation=g, read=read) if g == self._generation and self.is_active:
@@ -379,6 +381,20 @@ class ControllerService:
         self._register_watches()
         startup = await self._read(self._read_snapshot, epoch, epoch_zk_version)
         await self._process(startup)
+        self._watch_brokers()
+
+    def _watch_brokers(self) -> None:
+        """A watch on each live broker's registration (Kafka's BrokerModificationsHandler):
+        a broker rewriting it (new advertised endpoints) is a broker change to process."""
+        if not self.is_active:
+            return
+        live = set(self.core.ctx.live_brokers)
+        for broker in set(self._broker_watches) - live:
+            self._broker_watches.pop(broker).cancel()
+        generation = self._generation
+        for broker in sorted(live - set(self._broker_watches)):
+            self._broker_watches[broker] = self._zk.watch_broker(
+                broker, lambda: self._enqueue(_BrokersChanged(generation)))
 
     def _register_watches(self) -> None:
         self._generation += 1
@@ -489,9 +505,10 @@ class ControllerService:
         if self._rebalance_task is not None:
             self._rebalance_task.cancel()
             self._rebalance_task = None
-        for watch in [*self._watches, *self._topic_watches.values()]:
+        for watch in [*self._watches, *self._topic_watches.values(),
+                      *self._broker_watches.values()]:
             watch.cancel()
-        self._watches, self._topic_watches = [], {}
+        self._watches, self._topic_watches, self._broker_watches = [], {}, {}
         if self.core.awaiting_result:
             effects = self.core.abort()
         else:

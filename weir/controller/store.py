@@ -131,3 +131,9 @@ class ControllerZk(ControllerStore, Protocol):
     def watch_data(self, path: str, callback: Callable[[Any, Any], None]) -> ZkWatch:
         """``callback(data, stat)`` now and on every change (``(None, None)``: gone)."""
         ...
+
+    def watch_broker(self, broker_id: int, callback: Callable[[], None]) -> ZkWatch:
+        """``callback()`` whenever the broker rewrites its live registration (Kafka's
+        BrokerModificationsHandler; a new registration is a ``/brokers/ids`` children
+        change)."""
+        ...

@@ -271,6 +271,16 @@ class ZkClient(ControllerWrites):
             raise BrokerIdInUseError(info.id, stat.ephemeralOwner) from None
         return int(stat.czxid)  # ours already (a retried create after connection loss)
 
+    def update_broker(self, info: BrokerInfo) -> None:
+        """Rewrite this broker's ``/brokers/ids/<id>`` with new endpoints, keeping the znode
+        (and so the broker epoch): KafkaZkClient.updateBrokerInfo after a dynamic listener
+        change; the controller's data watch on the znode follows."""
+        path = paths.broker(info.id)
+        _, stat = self._client.get(path)
+        if stat.ephemeralOwner != self.session_id:
+            raise BrokerIdInUseError(info.id, stat.ephemeralOwner)
+        self._client.set(path, codecs.encode_broker(info, _now_ms()), version=stat.version)
+
     def get_all_brokers(self) -> dict[int, BrokerInfo]:
         """Registered brokers; one with an undecodable registration is left out."""
         ids = [int(c) for c in self.get_children(paths.BROKER_IDS) if c.isdigit()]
@@ -629,6 +639,20 @@ class ZkClient(ControllerWrites):
         watch = Watch(path, callback)
         DataWatch(self._client, path, watch._on_data)
         return watch
+
+    def watch_broker(self, broker_id: int, callback: Callable[[], None]) -> Watch:
+        """``callback()`` whenever ``/brokers/ids/<id>`` is rewritten in place (same znode,
+        a new version: :meth:`update_broker`), not for its creation or deletion."""
+        czxid: list[int] = []
+
+        def on_data(_data: bytes | None, stat: ZnodeStat | None) -> None:
+            if stat is None:
+                czxid.clear()
+            elif czxid and czxid[0] == stat.czxid:
+                callback()
+            else:
+                czxid[:] = [stat.czxid]
+        return self.watch_data(paths.broker(broker_id), on_data)
 
     def watch_exists(self, path: str, callback: Callable[[ZnodeStat | None], None]) -> Watch:
         """``callback(stat or None)`` now and whenever ``path`` appears, changes or goes."""

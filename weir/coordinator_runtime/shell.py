@@ -115,11 +115,27 @@ class CoordinatorShell(Generic[P, S]):
         task.add_done_callback(self._tasks.discard)
         return task
 
+    def _next_deadline_ms(self, now_ms: int) -> int | None:
+        """The earliest time after ``now_ms`` at which the tick job has something to do
+        (None: nothing scheduled; the tick runs at its interval)."""
+        return None
+
+    def _tick_delay_s(self, tick_s: float) -> float:
+        """How long the loop sleeps before the next tick: the tick interval, or less when a
+        deadline falls sooner, so that an operation expires at its deadline and not up to
+        an interval later (as Kafka's purgatories expire a delayed operation from their
+        timing wheel at its deadline)."""
+        now = self.clock.now_ms()
+        deadline = self._next_deadline_ms(now)
+        if deadline is None:
+            return tick_s
+        return min(tick_s, max(0.0, (deadline - now) / 1000))
+
     async def _run(self) -> None:
         tick_s, tick, periodic = self._periodic_jobs()
         last = [self.clock.monotonic()] * len(periodic)
         while True:
-            await asyncio.sleep(tick_s)
+            await asyncio.sleep(self._tick_delay_s(tick_s))
             await self._run_job(tick)
             for i, (interval_s, job) in enumerate(periodic):
                 if self.clock.monotonic() - last[i] >= interval_s:

@@ -144,6 +144,14 @@ class GroupCoordinator(CoordinatorShell[OffsetsPartition, _Loaded]):
         retention_every = self.settings.offsets_retention_check_interval_ms / 1000
         return TICK_S, self._tick, [(retention_every, self.expire_offsets)]
 
+    def _next_deadline_ms(self, now_ms: int) -> int | None:
+        """The earliest group deadline still ahead (a member's last heartbeat + session
+        timeout, a pending member id, a join or sync timeout, the initial rebalance delay):
+        the shell ticks then, so a member leaves exactly at its session deadline, as Kafka's
+        heartbeat purgatory expires its DelayedHeartbeat, not up to a tick later."""
+        return min((t for part in self.loaded_partitions() for group in part.groups.values()
+                    for t in group.deadlines() if t > now_ms), default=None)
+
     def _tick(self, now: int) -> None:
         for part in self.loaded_partitions():
             for group in list(part.groups.values()):

@@ -524,13 +524,19 @@ class Group:
 
     def next_deadline(self) -> int | None:
         """Earliest time :meth:`tick` could change something (None: nothing pending)."""
+        return min(self.deadlines(), default=None)
+
+    def deadlines(self) -> list[int]:
+        """Every time at which :meth:`tick` could change something: the sessions'
+        (last heartbeat + session timeout), the pending member ids', the join and sync
+        timeouts and the initial rebalance delay while they run."""
         times = list(self.pending_members.values())
         times += [m.last_heartbeat_ms + m.session_timeout_ms for m in self.members.values()]
         if self.state == GroupState.PREPARING_REBALANCE:
             times += [self.join_deadline, self.initial_delay_until]
         if self._sync_watched():
             times.append(self.sync_deadline)
-        return min(times) if times else None
+        return times
 
     def _sync_watched(self) -> bool:
         return bool(self.sync_deadline) and self.state in (GroupState.COMPLETING_REBALANCE,

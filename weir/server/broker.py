@@ -165,7 +165,7 @@ class Broker:
                 topic_configs=self.topic_configs, throttles=self.replica_manager.throttles,
                 servers=lambda: self.socket_servers,
                 alter_log_dirs_quota=self.log_dir_mover.quota, cleaner=self.log_cleaner,
-                controller=lambda: self.controller))
+                controller=lambda: self.controller, registration=lambda: self.registration))
         self.config_changes = ConfigChangeListener(
             self.zk, self.dynamic_configs, self.topic_configs, self.scram_credentials)
         self.registration = BrokerRegistration(

@@ -20,11 +20,18 @@ parts without a restart:
 - ``leader.replication.throttled.rate`` / ``follower.replication.throttled.rate``;
 - ``max.connections``, ``max.connections.per.ip``, ``max.connections.per.ip.overrides``.
 
-Errors follow Kafka 3.x: a read-only key is INVALID_REQUEST ("Cannot update these configs
-dynamically: ..."), as is an invalid value (Kafka's ConfigAdminManager answers
-INVALID_REQUEST for any failed broker validation, KAFKA-13609) and a broker id other than
-this broker's; an unknown key is INVALID_CONFIG (Kafka stores unknown keys for plugins, Weir
-has none and refuses them).
+Kafka's thread pool keys (``num.io.threads``, ``num.network.threads``, ...) are dynamic as in
+Kafka, within its bounds (half to double the current value), and as informational as their
+static values.  Keys Weir does not know are custom configs: stored and described as Kafka
+stores and describes them (DynamicConfig.Broker.validate allows custom properties), without
+effect.
+
+Errors follow Kafka 3.x (DynamicBrokerConfig.validateConfigs, in its order, each answered
+INVALID_REQUEST "Invalid config value for resource ConfigResource(type=BROKER, name='<id>'):
+..." as ZkAdminManager answers a ConfigException): a read-only key ("Cannot update these
+configs dynamically: Set(...)"), a keystore/truststore key without a listener prefix, an
+invalid value, a per-broker key (listener and SASL settings) as a cluster default; a broker
+id other than this broker's is INVALID_REQUEST too.
 
 ``BROKER_LOGGER`` resources (type 8) are the broker's Python loggers: DescribeConfigs lists
 every logger with its effective level (Kafka's level names: TRACE, DEBUG, INFO, WARN, ERROR,
@@ -40,14 +47,17 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+import re
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from typing import Any, Protocol
 
 from weir.config import (
     BROKER_CONFIG_DEFS,
     DYNAMIC_BROKER_CONFIGS,
+    THREAD_POOL_CONFIGS,
     BrokerConfig,
     ConfigError,
+    parse_listener,
     parse_value,
 )
 from weir.protocol.errors import ErrorCode, KafkaError
@@ -108,32 +118,129 @@ def _value_problem(key: str, raw: str) -> str | None:
     return None
 
 
-def check_broker_configs(props: Mapping[str, str]) -> None:
-    """DynamicBrokerConfig.validateConfigs for a new per-broker or default config set."""
-    unknown = sorted(k for k in props if k not in BROKER_CONFIG_DEFS)
-    if unknown:
-        raise KafkaError(ErrorCode.invalid_config,
-                         f"Unknown broker config name: {', '.join(unknown)}")
-    read_only = sorted(k for k in props if k not in DYNAMIC_BROKER_CONFIGS)
-    if read_only:
-        raise KafkaError(ErrorCode.invalid_request,
-                         f"Cannot update these configs dynamically: {', '.join(read_only)}")
+# Kafka's DynamicBrokerConfig.DynamicSecurityConfigs (SslConfigs.RECONFIGURABLE_CONFIGS): they
+# may change only per listener (``listener.name.<l>.<key>``), never under their own name.
+SECURITY_CONFIGS = frozenset({
+    "ssl.keystore.type", "ssl.keystore.location", "ssl.keystore.password", "ssl.key.password",
+    "ssl.truststore.type", "ssl.truststore.location", "ssl.truststore.password",
+    "ssl.keystore.key", "ssl.keystore.certificate.chain", "ssl.truststore.certificates"})
+
+# Kafka's DynamicBrokerConfig.PerBrokerConfigs: the security configs and DynamicListenerConfig
+# .ReconfigurableConfigs less the cluster-level ones (max.connections,
+# max.connection.creation.rate, num.network.threads); refused as cluster defaults.
+PER_BROKER_CONFIGS = SECURITY_CONFIGS | frozenset({
+    "advertised.listeners", "listeners", "listener.security.protocol.map",
+    "principal.builder.class", "ssl.protocol", "ssl.provider", "ssl.cipher.suites",
+    "ssl.enabled.protocols", "ssl.keymanager.algorithm", "ssl.trustmanager.algorithm",
+    "ssl.endpoint.identification.algorithm", "ssl.secure.random.implementation",
+    "ssl.client.auth", "ssl.engine.factory.class", "sasl.mechanism.inter.broker.protocol",
+    "sasl.jaas.config", "sasl.enabled.mechanisms", "sasl.kerberos.service.name",
+    "sasl.kerberos.kinit.cmd", "sasl.kerberos.ticket.renew.window.factor",
+    "sasl.kerberos.ticket.renew.jitter", "sasl.kerberos.min.time.before.relogin",
+    "sasl.kerberos.principal.to.local.rules", "sasl.login.refresh.window.factor",
+    "sasl.login.refresh.window.jitter", "sasl.login.refresh.min.period.seconds",
+    "sasl.login.refresh.buffer.seconds"})
+_CLUSTER_LEVEL_LISTENER_CONFIGS = frozenset({
+    "max.connections", "max.connection.creation.rate", "num.network.threads"})
+_LISTENER_PREFIX = re.compile(r"listener\.name\.[^.]*\.(.*)")  # Kafka's ListenerConfigRegex
+
+
+def _base_name(key: str) -> str:
+    """The key without its ``listener.name.<l>.`` prefix."""
+    found = _LISTENER_PREFIX.fullmatch(key)
+    return found.group(1) if found else key
+
+
+def is_custom(key: str) -> bool:
+    """A key Weir does not know (a plugin's, another version's, a topic-level name): Kafka
+    stores such keys on a broker resource as they are (DynamicConfig.Broker.validate with
+    custom properties allowed); they have no effect on Weir."""
+    return _base_name(key) not in BROKER_CONFIG_DEFS
+
+
+def _read_only(key: str) -> bool:
+    base = _base_name(key)
+    if base not in BROKER_CONFIG_DEFS:
+        return False
+    if base != key:  # a listener's TLS / SASL setting: Weir reloads none of them live
+        return True
+    return key not in DYNAMIC_BROKER_CONFIGS and key not in SECURITY_CONFIGS
+
+
+def _kafka_set(keys: Iterable[str]) -> str:
+    return f"Set({', '.join(sorted(keys))})"  # Scala's Set.toString, in sorted order
+
+
+def check_broker_configs(props: Mapping[str, str], per_broker: bool = True) -> None:
+    """DynamicBrokerConfig.validateConfigs for a new per-broker or default config set, in
+    Kafka's order: keys that cannot change dynamically, security keys without a listener
+    prefix, values, per-broker keys as cluster defaults (each a ConfigException, which
+    ZkAdminManager answers INVALID_REQUEST).  Keys Weir does not know are custom configs,
+    stored as they are."""
+    def refuse(keys: Iterable[str], message: str) -> None:
+        found = [k for k in keys]
+        if found:
+            raise KafkaError(ErrorCode.invalid_request, f"{message}: {_kafka_set(found)}")
+
+    refuse((k for k in props if _read_only(k)), "Cannot update these configs dynamically")
+    refuse((k for k in props if k in SECURITY_CONFIGS),
+           "These security configs can be dynamically updated only per-listener using the "
+           "listener prefix")
     for key in sorted(props):
-        problem = _value_problem(key, props[key])
-        if problem is not None:
+        if not is_custom(key) and (problem := _value_problem(key, props[key])) is not None:
             raise KafkaError(ErrorCode.invalid_request, problem)
+    if not per_broker:
+        refuse((k for k in props if k in PER_BROKER_CONFIGS or (
+            _base_name(k) != k and _base_name(k) not in _CLUSTER_LEVEL_LISTENER_CONFIGS)),
+            "Cannot update these configs at default cluster level, broker id must be "
+            "specified")
+
+
+def check_thread_counts(old: BrokerConfig, new: BrokerConfig) -> None:
+    """Kafka's DynamicThreadPool.validateReconfiguration: a thread count may change to at
+    least half and at most double its current value."""
+    for key in THREAD_POOL_CONFIGS:
+        before, after = old.get(key), new.get(key)
+        if after == before:
+            continue
+        failed = f"Dynamic thread count update validation failed for {key}={after}"
+        if after <= 0:
+            raise ConfigError(f"{failed}, value should be at least 1")
+        if after < before // 2:
+            raise ConfigError(f"{failed}, value should be at least half the current value "
+                              f"{before}")
+        if after > before * 2:
+            raise ConfigError(f"{failed}, value should not be greater than double the "
+                              f"current value {before}")
+
+
+def check_listeners(old: BrokerConfig, new: BrokerConfig) -> None:
+    """Kafka's DynamicListenerConfig.validateReconfiguration for a new
+    ``advertised.listeners``: every advertised listener is one of ``listeners`` (the
+    inter-broker listener among them is checked by :class:`BrokerConfig`)."""
+    key = "advertised.listeners"
+    if new.get(key) == old.get(key):
+        return
+    names = [parse_listener(uri).name for uri in new.get(key) or new.get("listeners")]
+    bound = [lst.name for lst in new.listeners_parsed]
+    if not set(names) <= set(bound):
+        raise ConfigError(f"Advertised listeners '{', '.join(names)}' must be a subset of "
+                          f"listeners '{', '.join(bound)}'")
 
 
 def usable_stored(props: Mapping[str, str], entity: str) -> dict[str, str]:
     """The stored dynamic configs this broker can apply (DynamicBrokerConfig
-    .fromPersistentProps): unknown, read-only and invalid entries are left out with an error
-    in the log, so that one bad znode entry does not block the others or a fix."""
+    .fromPersistentProps): read-only and invalid entries are left out with an error in the
+    log, so that one bad znode entry does not block the others or a fix; custom keys stay."""
     out = {}
     for key, raw in props.items():
-        if key not in BROKER_CONFIG_DEFS or key not in DYNAMIC_BROKER_CONFIGS:
+        if _read_only(key) or key in SECURITY_CONFIGS:
             log.error("dynamic broker config %s=%r in /config/brokers/%s cannot be updated "
                       "dynamically; ignored", key, raw, entity)
-        elif (problem := _value_problem(key, raw)) is not None:
+        elif entity == DEFAULT_ENTITY and key in PER_BROKER_CONFIGS:
+            log.error("per-broker config %s defined at default cluster level will be "
+                      "ignored", key)
+        elif not is_custom(key) and (problem := _value_problem(key, raw)) is not None:
             log.error("dynamic broker config in /config/brokers/%s ignored: %s", entity, problem)
         else:
             out[key] = raw
@@ -143,18 +250,29 @@ def usable_stored(props: Mapping[str, str], entity: str) -> dict[str, str]:
 def validated_config(config: BrokerConfig, props: Mapping[str, str], entity: str
                      ) -> BrokerConfig:
     """The effective configuration once ``props`` replaces ``entity``'s dynamic configs
-    (DynamicBrokerConfig.validatedKafkaProps); INVALID_REQUEST / INVALID_CONFIG as
-    :func:`check_broker_configs`, INVALID_REQUEST when the whole does not validate."""
-    check_broker_configs(props)
-    default, per_broker = config.dynamic_default, config.dynamic_broker
-    if entity == DEFAULT_ENTITY:
-        default = dict(props)
-    else:
-        per_broker = dict(props)
+    (DynamicBrokerConfig.validate); INVALID_REQUEST as ZkAdminManager answers a
+    ConfigException: "Invalid config value for resource ConfigResource(type=BROKER,
+    name='<id>'): <why>"."""
+    name = "" if entity == DEFAULT_ENTITY else entity
     try:
-        return config.with_dynamic(default, per_broker)
-    except ConfigError as exc:
-        raise KafkaError(ErrorCode.invalid_request, str(exc)) from None
+        check_broker_configs(props, per_broker=entity != DEFAULT_ENTITY)
+        default, per_broker = config.dynamic_default, config.dynamic_broker
+        if entity == DEFAULT_ENTITY:
+            default = dict(props)
+        else:
+            per_broker = dict(props)
+        try:
+            new = config.with_dynamic(default, per_broker)
+            check_thread_counts(config, new)
+            check_listeners(config, new)
+        except ConfigError as exc:
+            raise KafkaError(ErrorCode.invalid_request,
+                             f"Invalid dynamic configuration: {exc}") from None
+    except KafkaError as exc:
+        raise KafkaError(exc.code, f"Invalid config value for resource "
+                                   f"ConfigResource(type=BROKER, name='{name}'): "
+                                   f"{exc.message}") from None
+    return new
 
 
 def changed_keys(old: BrokerConfig, new: BrokerConfig) -> set[str]:

@@ -1,7 +1,7 @@
 """The parts of a running broker that dynamic broker configs reconfigure (Kafka's
 ``BrokerReconfigurable`` implementations: DynamicLogConfig, DynamicReplicationConfig's
-throttles, DynamicListenerConfig's connection quotas, the log cleaner, the log dir
-mover's quota and the controller's unclean election setting).
+throttles, DynamicListenerConfig's connection quotas and advertised listeners, the log
+cleaner, the log dir mover's quota and the controller's unclean election setting).
 
 Each is a :class:`~weir.server.dynamic_config.BrokerReconfigurable` over the one
 collaborator it changes, so :class:`~weir.server.dynamic_config.DynamicBrokerConfigs`
@@ -20,6 +20,7 @@ from weir.server.network import ConnectionLimits
 from weir.storage.log_cleaner import CleanerConfig
 
 __all__ = [
+    "AdvertisedListeners",
     "AlterLogDirsQuota",
     "ConnectionQuotas",
     "LogCleanerConfig",
@@ -33,6 +34,7 @@ THROTTLES = ("leader.replication.throttled.rate", "follower.replication.throttle
 CONNECTIONS = ("max.connections", "max.connections.per.ip", "max.connections.per.ip.overrides")
 UNCLEAN = "unclean.leader.election.enable"
 ALTER_LOG_DIRS_RATE = "replica.alter.log.dirs.io.max.bytes.per.second"  # JBOD moves (KIP-113)
+ADVERTISED = "advertised.listeners"
 
 
 class _TopicDefaults(Protocol):
@@ -57,6 +59,10 @@ class _Cleaner(Protocol):
 
 class _Controller(Protocol):
     def set_unclean_leader_election_enable(self, enabled: bool) -> None: ...
+
+
+class _Registration(Protocol):
+    async def update(self) -> None: ...
 
 
 class TopicConfigDefaults:
@@ -146,16 +152,37 @@ class UncleanLeaderElection:
             controller.set_unclean_leader_election_enable(bool(new.get(UNCLEAN)))
 
 
+class AdvertisedListeners:
+    """``advertised.listeners`` (per broker): the broker rewrites its ``/brokers/ids/<id>``
+    registration with the new endpoints, keeping its broker epoch; the controller's watch on
+    the znode sends every broker UpdateMetadata, so Metadata from any broker shows them
+    (Kafka's DynamicListenerConfig.reconfigure → KafkaZkClient.updateBrokerInfo)."""
+
+    def __init__(self, registration: Callable[[], _Registration | None]) -> None:
+        self.registration = registration
+
+    def reconfigures(self, key: str) -> bool:
+        return key == ADVERTISED
+
+    def reconfigure(self, old: BrokerConfig, new: BrokerConfig) -> Awaitable[None] | None:
+        registration = self.registration()
+        if registration is None:
+            return None
+        return asyncio.ensure_future(registration.update())
+
+
+Part = (TopicConfigDefaults | ReplicationThrottleRates | ConnectionQuotas | AlterLogDirsQuota
+        | LogCleanerConfig | UncleanLeaderElection | AdvertisedListeners)
+
+
 def broker_reconfigurables(*, topic_configs: _TopicDefaults, throttles: _Throttles,
                            servers: Callable[[], Iterable[_LimitedServer]],
                            alter_log_dirs_quota: _Quota | None, cleaner: _Cleaner | None,
                            controller: Callable[[], _Controller | None],
-                           ) -> list[TopicConfigDefaults | ReplicationThrottleRates
-                                     | ConnectionQuotas | AlterLogDirsQuota | LogCleanerConfig
-                                     | UncleanLeaderElection]:
+                           registration: Callable[[], _Registration | None] = lambda: None,
+                           ) -> list[Part]:
     """A broker's parts, in the order Weir reconfigures them."""
-    parts: list[TopicConfigDefaults | ReplicationThrottleRates | ConnectionQuotas
-                | AlterLogDirsQuota | LogCleanerConfig | UncleanLeaderElection] = [
+    parts: list[Part] = [
         TopicConfigDefaults(topic_configs), ReplicationThrottleRates(throttles),
         ConnectionQuotas(servers)]
     if alter_log_dirs_quota is not None:
@@ -163,4 +190,5 @@ def broker_reconfigurables(*, topic_configs: _TopicDefaults, throttles: _Throttl
     if cleaner is not None:
         parts.append(LogCleanerConfig(cleaner))
     parts.append(UncleanLeaderElection(controller))
+    parts.append(AdvertisedListeners(registration))
     return parts

@@ -62,6 +62,22 @@ class BrokerRegistration:
                          self.broker_id)
                 await asyncio.sleep(RETRY_S)
 
+    async def update(self) -> None:
+        """Rewrite the registration with the current endpoints (a dynamic
+        ``advertised.listeners`` change: Kafka's DynamicListenerConfig.reconfigure →
+        KafkaZkClient.updateBrokerInfo); nothing before the first registration, which will
+        carry them."""
+        if not self._registered.is_set() or self._stopping:
+            return
+        info = self._info()
+        try:
+            await asyncio.to_thread(self._zk.update_broker, info)
+        except Exception:  # the session is being lost: the re-registration carries them
+            log.exception("broker %d: updating the registration failed", self.broker_id)
+            return
+        log.info("broker %d: registration updated with endpoints %s", self.broker_id,
+                 ", ".join(info.listener_endpoints()))
+
     async def wait_registered(self) -> bool:
         """Wait until this broker has registered (has its broker epoch); False if it did not
         within the time registration may take (an old session expiring).

@@ -430,6 +430,10 @@ class SimZkClient:
     def watch_data(self, path: str, callback: Callable[[Any, Any], None]) -> _Watch:
         return self.ensemble.watch(self, "data", path, callback)
 
+    def watch_broker(self, broker_id: int, callback: Callable[[], None]) -> _Watch:
+        """Simulated brokers never rewrite their registration: nothing to watch."""
+        return _Watch(self, "data", paths.broker(broker_id), callback)
+
     def try_become_controller(self, broker_id: int) -> tuple[int, int] | None:
         return self._live().try_become_controller(broker_id, self.session)
 

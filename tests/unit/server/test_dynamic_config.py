@@ -88,15 +88,76 @@ def test_validation_errors_follow_kafka() -> None:
     cfg = static()
     exc = error_of(validated_config, cfg, {"broker.id": "2", "num.partitions": "4"}, "1")
     assert exc.code == ErrorCode.invalid_request
-    assert exc.message == "Cannot update these configs dynamically: broker.id, num.partitions"
-    exc = error_of(validated_config, cfg, {"no.such.key": "1"}, DEFAULT_ENTITY)
-    assert exc.code == ErrorCode.invalid_config and "no.such.key" in exc.message
+    assert exc.message == ("Invalid config value for resource ConfigResource(type=BROKER, "
+                           "name='1'): Cannot update these configs dynamically: "
+                           "Set(broker.id, num.partitions)")
     exc = error_of(validated_config, cfg, {"log.retention.bytes": "lots"}, "1")
     assert exc.code == ErrorCode.invalid_request and "log.retention.bytes" in exc.message
     exc = error_of(validated_config, cfg, {"min.insync.replicas": "0"}, "1")
     assert exc.code == ErrorCode.invalid_request and "at least 1" in exc.message
     new = validated_config(cfg, {"log.retention.bytes": "100"}, DEFAULT_ENTITY)
     assert new.get("log.retention.bytes") == 100 and new.dynamic_default
+
+
+def test_custom_keys_are_stored_as_kafka_stores_them() -> None:
+    """DynamicConfig.Broker.validate allows custom properties: a key Weir does not know (a
+    topic-level name, a plugin's, a Kafka key Weir lacks) is kept, has no effect, and is
+    described as Kafka describes a key of unknown type (sensitive, read-only, no value)."""
+    cfg = static()
+    new = validated_config(cfg, {"cleanup.policy": "delete", "my.plugin.key": "x"}, "1")
+    assert new.dynamic_broker == {"cleanup.policy": "delete", "my.plugin.key": "x"}
+    assert new.as_dict() == cfg.as_dict()
+    new = validated_config(new, {"sasl.kerberos.min.time.before.relogin": "60000"}, "1")
+    assert new.dynamic_broker == {"sasl.kerberos.min.time.before.relogin": "60000"}
+    stored = {"my.plugin.key": "x", "broker.id": "5"}
+    assert usable_stored(stored, "1") == {"my.plugin.key": "x"}
+    described = {e.name: e for e in describe_broker_config(
+        cfg.with_dynamic({"other.key": "d"}, {"my.plugin.key": "x"}))}
+    mine = described["my.plugin.key"]
+    assert (mine.value, mine.source, mine.sensitive, mine.read_only, mine.type) == (
+        None, ConfigSource.DYNAMIC_BROKER_CONFIG, True, True, 0)
+    assert [(s.name, s.value, s.source) for s in mine.synonyms] == [
+        ("my.plugin.key", None, ConfigSource.DYNAMIC_BROKER_CONFIG)]
+    assert described["other.key"].source == ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG
+    default = describe_broker_config(cfg.with_dynamic({"other.key": "d"}, {}),
+                                     per_broker=False)
+    assert [(e.name, e.source) for e in default] == [
+        ("other.key", ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG)]
+
+
+def test_per_broker_and_security_keys_follow_kafka() -> None:
+    """DynamicBrokerConfig.validateConfigs: listener and SASL keys only per broker, the
+    keystore/truststore keys only with a listener prefix."""
+    cfg = static()
+    prefix = "Invalid config value for resource ConfigResource(type=BROKER, name=''): "
+    exc = error_of(validated_config, cfg,
+                   {"sasl.kerberos.min.time.before.relogin": "60000"}, DEFAULT_ENTITY)
+    assert (exc.code, exc.message) == (
+        ErrorCode.invalid_request,
+        prefix + "Cannot update these configs at default cluster level, broker id must be "
+        "specified: Set(sasl.kerberos.min.time.before.relogin)")
+    exc = error_of(validated_config, cfg, {"ssl.keystore.location": "/k.pem"}, "1")
+    assert exc.code == ErrorCode.invalid_request
+    assert exc.message.endswith("These security configs can be dynamically updated only "
+                                "per-listener using the listener prefix: "
+                                "Set(ssl.keystore.location)")
+    # Weir reloads no listener's TLS settings live: read-only, as any other such key
+    exc = error_of(validated_config, cfg,
+                   {"listener.name.ssl.ssl.keystore.location": "/k.pem"}, "1")
+    assert "Cannot update these configs dynamically" in exc.message
+
+
+def test_thread_counts_change_by_at_most_a_factor_of_two() -> None:
+    cfg = static()  # num.io.threads 8
+    assert validated_config(cfg, {"num.io.threads": "16"}, "1").get("num.io.threads") == 16
+    assert validated_config(cfg, {"num.io.threads": "4"}, DEFAULT_ENTITY).dynamic_default
+    exc = error_of(validated_config, cfg, {"num.io.threads": "17"}, "1")
+    assert exc.code == ErrorCode.invalid_request
+    assert exc.message.endswith("Dynamic thread count update validation failed for "
+                                "num.io.threads=17, value should not be greater than double "
+                                "the current value 8")
+    exc = error_of(validated_config, cfg, {"num.io.threads": "3"}, "1")
+    assert "value should be at least half the current value 8" in exc.message
 
 
 def test_resource_names() -> None:
@@ -114,7 +175,11 @@ def test_resource_names() -> None:
 def test_stored_entries_that_cannot_apply_are_ignored() -> None:
     stored = {"broker.id": "5", "bogus": "1", "log.retention.bytes": "x",
               "log.segment.bytes": "4096"}
-    assert usable_stored(stored, "1") == {"log.segment.bytes": "4096"}
+    assert usable_stored(stored, "1") == {"bogus": "1", "log.segment.bytes": "4096"}
+    # DynamicBrokerConfig.fromPersistentProps: per-broker keys stored as defaults are ignored
+    stored = {"advertised.listeners": "PLAINTEXT://h:1", "log.segment.bytes": "4096"}
+    assert usable_stored(stored, DEFAULT_ENTITY) == {"log.segment.bytes": "4096"}
+    assert usable_stored(stored, "1") == stored
 
 
 def test_incremental_ops_on_broker_keys() -> None:
@@ -124,7 +189,10 @@ def test_incremental_ops_on_broker_keys() -> None:
     new = incremental({"log.segment.bytes": "4096"}, cfg.as_dict(),
                       [("log.segment.bytes", DELETE, None)], "broker")
     assert new == {}
-    exc = error_of(incremental, {}, cfg.as_dict(), [("nope", SET, "1")], "broker")
+    # a custom key is set and deleted as any other; it is no list to append to
+    assert incremental({}, cfg.as_dict(), [("nope", SET, "1")], "broker") == {"nope": "1"}
+    assert incremental({"nope": "1"}, cfg.as_dict(), [("nope", DELETE, None)], "broker") == {}
+    exc = error_of(incremental, {}, cfg.as_dict(), [("nope", APPEND, "1")], "broker")
     assert exc.code == ErrorCode.invalid_config and exc.message.startswith("Unknown broker")
 
 

@@ -33,7 +33,10 @@ def _results(errors: dict[TopicPartition, ErrorCode]) -> list[dict[str, Any]]:
 
 async def _one(ctx, txn_id: str, pid: int, epoch: int, topics, verify_only: bool,
                from_client: bool) -> dict[TopicPartition, ErrorCode]:
-    tps = {TopicPartition(t.name, int(p)) for t in topics for p in t.partitions}
+    # Request order, each partition once: the response lists them so (Kafka builds it from
+    # the request's partitions in order).
+    tps = list(dict.fromkeys(TopicPartition(t.name, int(p))
+                             for t in topics for p in t.partitions))
     if from_client and not authz.authorize(ctx, AclOperation.WRITE,
                                            ResourceType.TRANSACTIONAL_ID, txn_id):
         return dict.fromkeys(tps, ErrorCode.transactional_id_authorization_failed)
@@ -53,8 +56,9 @@ async def _one(ctx, txn_id: str, pid: int, epoch: int, topics, verify_only: bool
         return {tp: failed.get(tp, ErrorCode.operation_not_attempted) for tp in tps}
     coordinator = ctx.txn_coordinator
     if verify_only:
-        return coordinator.verify_partitions(txn_id, pid, epoch, tps)
-    error = await coordinator.add_partitions(txn_id, pid, epoch, tps)
+        verified = coordinator.verify_partitions(txn_id, pid, epoch, set(tps))
+        return {tp: verified[tp] for tp in tps}
+    error = await coordinator.add_partitions(txn_id, pid, epoch, set(tps))
     return dict.fromkeys(tps, fenced_for_version(error, ctx.version, 2))
 
 

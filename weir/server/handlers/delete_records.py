@@ -24,13 +24,23 @@ async def handle(ctx, request) -> Any:
     timeout_ms = int(request.timeout.total_seconds() * 1000)
     results = await ctx.replica_manager.delete_records(
         offsets, timeout_ms, lambda: set(ctx.metadata.brokers)) if offsets else {}
+    refused = {TopicPartition(t.name, int(p.partition_index)) for t in denied
+               for p in t.partitions}
     by_topic: dict[str, list[dict[str, Any]]] = {}
-    for t in denied:
-        by_topic.setdefault(t.name, []).extend(
-            {"partition_index": int(p.partition_index), "low_watermark": -1,
-             "error_code": ErrorCode.topic_authorization_failed} for p in t.partitions)
-    for tp, (code, low) in results.items():
-        code = ctx.partition_error(tp, code)
-        by_topic.setdefault(tp.topic, []).append(
-            {"partition_index": tp.partition, "low_watermark": low, "error_code": code})
+    answered: set[TopicPartition] = set()
+    for t in request.topics:  # in request order
+        for p in t.partitions:
+            tp = TopicPartition(t.name, int(p.partition_index))
+            if tp in answered:
+                continue  # a partition named twice is answered once
+            answered.add(tp)
+            if tp in refused:
+                code, low = ErrorCode.topic_authorization_failed, -1
+            elif tp in results:
+                code, low = results[tp]
+                code = ctx.partition_error(tp, code)
+            else:
+                continue
+            by_topic.setdefault(tp.topic, []).append(
+                {"partition_index": tp.partition, "low_watermark": low, "error_code": code})
     return ctx.respond(topics=[{"name": t, "partitions": ps} for t, ps in by_topic.items()])

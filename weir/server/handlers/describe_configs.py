@@ -78,7 +78,8 @@ def _render(entries, keys, request) -> list[dict[str, Any]]:
             "is_sensitive": e.sensitive,
             "synonyms": [{"name": s.name, "value": s.value, "source": int(s.source)}
                          for s in e.synonyms] if synonyms else [],
-            "config_type": e.type, "documentation": e.doc if docs else None,
+            # a custom key has no documentation: null, as Kafka's documentationOf
+            "config_type": e.type, "documentation": (e.doc or None) if docs else None,
         })
     return out
 

@@ -159,7 +159,9 @@ def incremental(current: dict[str, str], effective: Mapping[str, Any],
     new = dict(current)
     for name, op, value in ops:
         tdef = defs.get(name)
-        if tdef is None:
+        # A broker resource also takes keys Weir does not know (custom configs, stored as
+        # Kafka stores them); a topic does not (LogConfig.validateNames).
+        if tdef is None and (kind == "topic" or op in (APPEND, SUBTRACT)):
             raise KafkaError(ErrorCode.invalid_config, f"Unknown {kind} config name: {name}")
         if op not in _OP_NAMES:
             raise KafkaError(ErrorCode.invalid_request,
@@ -167,7 +169,7 @@ def incremental(current: dict[str, str], effective: Mapping[str, Any],
         if op != DELETE and value is None:
             raise KafkaError(ErrorCode.invalid_request,
                              f"Null value not supported for {_OP_NAMES[op]} of {name}")
-        if op in (APPEND, SUBTRACT) and tdef.type != "list":
+        if op in (APPEND, SUBTRACT) and (tdef is None or tdef.type != "list"):
             raise KafkaError(ErrorCode.invalid_config,
                              f"Config value {_OP_NAMES[op].lower()} is not allowed for config "
                              f"key {name}: it is not a list")

@@ -29,8 +29,11 @@ async def handle(ctx, request) -> Any:
             results[TopicPartition(t.name, int(p.partition_index))] = (
                 ErrorCode.topic_authorization_failed)
     by_topic: dict[str, list[dict[str, Any]]] = {}
-    for tp, code in results.items():
-        by_topic.setdefault(tp.topic, []).append({"partition_index": tp.partition,
-                                                  "error_code": code})
+    for t in request.topics:  # in request order
+        for p in t.partitions:
+            tp = TopicPartition(t.name, int(p.partition_index))
+            if tp in results:
+                by_topic.setdefault(tp.topic, []).append({"partition_index": tp.partition,
+                                                          "error_code": results.pop(tp)})
     return ctx.respond(error_code=error, topics=[{"name": n, "partitions": parts}
                                                  for n, parts in by_topic.items()])
