@@ -15,12 +15,11 @@ from weir.protocol.errors import ErrorCode
 from weir.security.acls import AclOperation, ResourceType
 from weir.server import authz
 from weir.server.handlers._txn import fenced_for_version
+from weir.server.handlers.produce import INTERNAL_TOPICS
 
 API_KEY = 24
 MIN_VERSION = 0
 MAX_VERSION = 5
-
-_INTERNAL = ("__consumer_offsets", "__transaction_state")
 
 
 def _results(errors: dict[TopicPartition, ErrorCode]) -> list[dict[str, Any]]:
@@ -46,7 +45,7 @@ async def _one(ctx, txn_id: str, pid: int, epoch: int, topics, verify_only: bool
         if from_client and tp.topic not in allowed:
             # Kafka authorizes only non-internal topics here: a client cannot add an
             # internal topic's partition (AddOffsetsToTxn adds __consumer_offsets).
-            allowed[tp.topic] = tp.topic not in _INTERNAL and authz.authorize(
+            allowed[tp.topic] = tp.topic not in INTERNAL_TOPICS and authz.authorize(
                 ctx, AclOperation.WRITE, ResourceType.TOPIC, tp.topic)
         if from_client and not allowed[tp.topic]:
             failed[tp] = ErrorCode.topic_authorization_failed
