@@ -124,10 +124,13 @@ def cmd_up(args: argparse.Namespace) -> int:
     try:
         cluster.start(timeout_s=args.timeout)
         console_was_up = cluster.console_alive()
+        console_ran_before = bool(cluster.console_port)  # its port is kept in cluster.json
         if console:
             url = cluster.start_console(args.console_port)
-            if not console_was_up:
+            if not console_was_up and (console_ran_before or not cluster.attached):
                 cluster.started_now.append("the console")
+            elif not console_was_up:  # asked for the first time on a running cluster
+                print("Started: the console.", flush=True)
             print(f"Console: {url}", flush=True)
     except KeyboardInterrupt:
         _stop_unless_attached(cluster)
