@@ -109,7 +109,9 @@ def cmd_up(args: argparse.Namespace) -> int:
                            first_broker_id=args.first_broker_id, log_dirs=args.log_dirs)
     cluster.port_base_explicit = args.port_base is not None
     console = args.console or cluster.console_port > 0  # a console once: supervised since
-    cluster.serve_metrics = console
+    # Every broker serves /metrics from its first start, so a console added later (and
+    # weir reassign --verify's progress) can read it without a broker restart.
+    cluster.serve_metrics = True
     from weir.cli.secure import SecureCluster
 
     secure = SecureCluster(cluster.data_dir)
