@@ -42,7 +42,9 @@ def test_real_zookeeper_lifecycle(tmp_path, capsys) -> None:
         assert "PLAINTEXT://127.0.0.1:" in out and "controller:" in out
 
         cluster.stop_broker(2, timeout_s=10)
-        again = LocalCluster(tmp_path)  # another process's view: attaches to ZooKeeper
+        # another process's view: attaches to ZooKeeper (its own free ports for any broker
+        # the data dir lacks: none here)
+        again = LocalCluster(tmp_path, brokers=2, port_base=0)
         again.start(timeout_s=30)
         assert cluster.broker_pid(1) == again.broker_pid(1)
         assert again.broker_pid(2) is not None
@@ -51,4 +53,4 @@ def test_real_zookeeper_lifecycle(tmp_path, capsys) -> None:
         assert cluster.broker_pid(1) is None
     finally:
         cluster.stop(timeout_s=5)
-        LocalCluster(tmp_path).stop(timeout_s=5)
+        LocalCluster(tmp_path, brokers=2, port_base=0).stop(timeout_s=5)
