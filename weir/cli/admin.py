@@ -10,18 +10,20 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
-from weir.cli.cluster import read_cluster_file
+from weir.cli.errors import CliError, command_of, kafka_error_text, kafka_name, report
+
+__all__ = ["AdminCliError", "kafka_error_text", "kafka_name"]
 
 DEFAULT_DATA_DIR = "./weir-data"
+DEFAULT_TIMEOUT_S = 10.0
 
 
-class AdminCliError(Exception):
-    """A failure reported to the user as ``weir: <message>`` (exit code 1)."""
+class AdminCliError(CliError):
+    """A failure reported to the user as ``weir: <message>`` (exit code 1; weir/cli/errors.py)."""
 
 
 # -- parser -------------------------------------------------------------------------------------
@@ -34,6 +36,17 @@ def _key_value(text: str) -> tuple[str, str]:
     return key.strip(), value.strip()
 
 
+def positive_seconds(text: str) -> float:
+    """argparse type of ``--timeout``: a number of seconds above zero."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected seconds, got {text!r}") from None
+    if not 0 < value < float("inf"):  # also refuses nan
+        raise argparse.ArgumentTypeError(f"expected seconds above 0, got {text!r}")
+    return value
+
+
 def _common(p: argparse.ArgumentParser) -> argparse.ArgumentParser:
     p.add_argument("--bootstrap-server", default=None, metavar="HOST:PORT[,...]",
                    help="brokers to talk to (default: the cluster in --data-dir)")
@@ -41,7 +54,9 @@ def _common(p: argparse.ArgumentParser) -> argparse.ArgumentParser:
                    help=f"local cluster whose cluster.json names the brokers "
                         f"(default {DEFAULT_DATA_DIR})")
     p.add_argument("--json", action="store_true", help="print JSON for scripts")
-    p.add_argument("--timeout", type=float, default=30, help="seconds per request (default 30)")
+    p.add_argument("--timeout", type=positive_seconds, default=DEFAULT_TIMEOUT_S,
+                   help="seconds to wait for the cluster, per request "
+                        f"(default {DEFAULT_TIMEOUT_S:g})")
     p.add_argument("--command-config", default=None, metavar="FILE",
                    help="client settings in Kafka's client.properties format (security.protocol,"
                         " sasl.*, ssl.*); default: DIR/client.properties of weir up --secure")
@@ -98,12 +113,44 @@ def _alter_args(p: argparse.ArgumentParser) -> None:
 
 
 def bootstrap_of(args: argparse.Namespace) -> str:
+    """``--bootstrap-server``, else the bootstrap of the cluster recorded in ``--data-dir``."""
     if args.bootstrap_server:
-        return args.bootstrap_server
+        return str(args.bootstrap_server)
+    from weir.cli.cluster import read_cluster_file
+
     state = read_cluster_file(Path(args.data_dir))
     if not state or not state.get("bootstrap"):
         raise AdminCliError(f"no cluster recorded in {args.data_dir}; use --bootstrap-server")
     return str(state["bootstrap"])
+
+
+def reachable_bootstrap(args: argparse.Namespace) -> str:
+    """:func:`bootstrap_of`, checked by :func:`check_reachable`."""
+    return check_reachable(bootstrap_of(args), args.timeout)
+
+
+def check_reachable(bootstrap: str, timeout_s: float) -> str:
+    """``bootstrap`` unchanged, after a TCP connect to its addresses: if none accepts one (a
+    refused port, an unknown host), the command fails now with NETWORK_EXCEPTION instead of
+    librdkafka retrying until ``--timeout``. A connect that hangs is left to ``--timeout``."""
+    import socket
+
+    failures = []
+    for address in (a.strip() for a in bootstrap.split(",")):
+        host, sep, port = address.rpartition(":")
+        host = host.strip("[]") or "localhost"
+        if not sep or not port.isdigit() or not 0 < int(port) < 65536:
+            raise AdminCliError(f"--bootstrap-server: expected HOST:PORT[,HOST:PORT...], "
+                                f"got {bootstrap!r}", name="INVALID_ARGUMENT")
+        try:
+            with socket.create_connection((host, int(port)), timeout=min(timeout_s, 5.0)):
+                return bootstrap
+        except TimeoutError:
+            return bootstrap  # slow, not refused: librdkafka keeps trying until --timeout
+        except OSError as exc:
+            failures.append(f"{address}: {exc.strerror or exc}")
+    raise AdminCliError(f"cannot reach the cluster at {bootstrap}: NETWORK_EXCEPTION: "
+                        f"{'; '.join(failures)}", name="NETWORK_EXCEPTION")
 
 
 def admin_client(args: argparse.Namespace) -> Any:
@@ -111,7 +158,7 @@ def admin_client(args: argparse.Namespace) -> Any:
         from confluent_kafka.admin import AdminClient
     except ImportError as exc:  # pragma: no cover - a runtime dependency
         raise AdminCliError(f"confluent-kafka is needed for this command: {exc}") from exc
-    return AdminClient({"bootstrap.servers": bootstrap_of(args), "log_level": 2,
+    return AdminClient({"bootstrap.servers": reachable_bootstrap(args), "log_level": 2,
                         "socket.timeout.ms": int(args.timeout * 1000),
                         **client_settings(args)})
 
@@ -136,14 +183,6 @@ def client_settings(args: argparse.Namespace) -> dict[str, str]:
     return settings
 
 
-def kafka_error_text(exc: BaseException) -> str:
-    """``NAME: message`` of a confluent-kafka KafkaException (or the exception's text)."""
-    err = exc.args[0] if exc.args else exc
-    if hasattr(err, "name") and hasattr(err, "str"):
-        return f"{err.name()}: {err.str()}"
-    return str(err)
-
-
 def wait(future: Any, args: argparse.Namespace, what: str) -> Any:
     """A future's result; a Kafka error becomes AdminCliError naming ``what``."""
     from confluent_kafka import KafkaException
@@ -152,11 +191,12 @@ def wait(future: Any, args: argparse.Namespace, what: str) -> Any:
         return future.result(timeout=args.timeout + 5)
     except KafkaException as exc:
         err = exc.args[0] if exc.args else exc
-        name = err.name() if hasattr(err, "name") else type(err).__name__
+        name = kafka_name(err) if hasattr(err, "name") else type(err).__name__
         text = err.str() if hasattr(err, "str") else str(err)
-        raise AdminCliError(f"{what}: {name}: {text}") from None
+        raise AdminCliError(f"{what}: {name}: {text}", name=name) from None
     except TimeoutError:
-        raise AdminCliError(f"{what}: no answer within {args.timeout:g}s") from None
+        raise AdminCliError(f"{what}: no answer within {args.timeout:g}s",
+                            name="REQUEST_TIMED_OUT") from None
 
 
 def table(headers: Sequence[str], rows: Iterable[Sequence[Any]]) -> str:
@@ -199,7 +239,7 @@ def _metadata(args: argparse.Namespace, admin: Any, topic: str | None = None) ->
     try:
         return admin.list_topics(topic=topic, timeout=args.timeout)
     except KafkaException as exc:
-        raise AdminCliError(f"listing topics: {exc.args[0]}") from None
+        raise AdminCliError(f"listing topics: {kafka_error_text(exc)}") from None
 
 
 def topic_list(args: argparse.Namespace) -> int:
@@ -217,14 +257,16 @@ def topic_describe(args: argparse.Namespace) -> int:
     names = args.names or sorted(md.topics)
     missing = [n for n in names if n not in md.topics]
     if missing:
-        raise AdminCliError(f"unknown topic(s): {', '.join(missing)}")
+        raise AdminCliError(f"unknown topic(s): {', '.join(missing)}",
+                            name="UNKNOWN_TOPIC_OR_PARTITION")
     resources = [ConfigResource(ConfigResource.Type.TOPIC, n) for n in names]
     futures = admin.describe_configs(resources, request_timeout=args.timeout) if names else {}
     topics = []
     for name, res in zip(names, resources, strict=True):
         meta = md.topics[name]
         if meta.error is not None:
-            raise AdminCliError(f"describing topic {name}: {meta.error.str()}")
+            raise AdminCliError(f"describing topic {name}: {kafka_name(meta.error)}: "
+                                f"{meta.error.str()}")
         configs = wait(futures[res], args, f"describing configs of {name}")
         parts = [{"partition": p.id, "leader": p.leader, "replicas": list(p.replicas),
                   "isr": list(p.isrs)} for p in sorted(meta.partitions.values(), key=_pid)]
@@ -334,5 +376,5 @@ def run(args: argparse.Namespace,
     try:
         return (command or COMMANDS[args.command])(args)
     except AdminCliError as exc:
-        print(f"weir: {exc}", file=sys.stderr)
-        return 1
+        return report(exc, as_json=bool(getattr(args, "json", False)),
+                      command=command_of(args))

@@ -66,7 +66,8 @@ def group_describe(args: argparse.Namespace) -> int:
                         "assignment": [{"topic": t, "partition": p} for t, p in tps]})
     state = _name(desc.state)
     if not members and not committed and state in ("Dead", "Unknown"):
-        raise AdminCliError(f"consumer group {group!r} does not exist")
+        raise AdminCliError(f"consumer group {group!r} does not exist",
+                            name="GROUP_ID_NOT_FOUND")
     partitions = sorted(set(committed) | set(owner))
     ends = _log_end_offsets(args, admin, partitions)
     rows = []
@@ -172,8 +173,8 @@ def group_delete(args: argparse.Namespace) -> int:
     elif not failed:
         print("Deletion of requested consumer groups ("
               + ", ".join(f"'{g}'" for g in deleted) + ") was successful.")
-    else:  # Kafka's lines, on stderr
-        lines = ["weir: Deletion of some consumer groups failed:"]
+    else:  # Kafka's lines (on stdout, as kafka-consumer-groups.sh), then one error line
+        lines = ["Deletion of some consumer groups failed:"]
         lines += [f"* Group '{g}' could not be deleted due to: {why}"
                   + (" (the group still has members: stop its consumers first)"
                      if "NON_EMPTY_GROUP" in why else "")
@@ -181,8 +182,11 @@ def group_delete(args: argparse.Namespace) -> int:
         if deleted:
             lines.append("These consumer groups were deleted successfully: "
                          + ", ".join(f"'{g}'" for g in deleted))
-        print("\n".join(lines), file=sys.stderr)
-    return 1 if failed else 0
+        print("\n".join(lines))
+        first = next(iter(failed.values()))
+        raise AdminCliError(f"deleting consumer groups: {first.split(': ', 1)[0]}: "
+                            f"{len(failed)} of {len(groups)} group(s) could not be deleted")
+    return 0
 
 
 # -- reset-offsets ------------------------------------------------------------------------------
@@ -223,7 +227,8 @@ def _reset_partitions(args: argparse.Namespace, admin: Any,
     for topic, parts in specs:
         meta = md.topics.get(topic)
         if meta is None or meta.error is not None:
-            raise AdminCliError(f"topic {topic!r} does not exist")
+            raise AdminCliError(f"topic {topic!r} does not exist",
+                                name="UNKNOWN_TOPIC_OR_PARTITION")
         known = set(meta.partitions)
         missing = [p for p in parts or () if p not in known]
         if missing:

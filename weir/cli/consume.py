@@ -26,9 +26,10 @@ from weir.cli.admin import (
     AdminCliError,
     _common,
     _key_value,
-    bootstrap_of,
     client_settings,
     kafka_error_text,
+    kafka_name,
+    reachable_bootstrap,
 )
 from weir.cli.offset_reset import ResetError, parse_datetime_ms
 from weir.cli.record_format import ENCODINGS, FormatError, Formatter, Record, record_json
@@ -108,7 +109,7 @@ def _consumer(args: argparse.Namespace) -> Any:
     from confluent_kafka import Consumer
 
     group = args.group or f"console-consumer-{random.randrange(100000)}"
-    config = {"bootstrap.servers": bootstrap_of(args), "group.id": group, "log_level": 2,
+    config = {"bootstrap.servers": reachable_bootstrap(args), "group.id": group, "log_level": 2,
               "enable.auto.commit": args.group is not None,
               "auto.offset.reset": "earliest" if args.from_beginning else "latest",
               "isolation.level": args.isolation_level,
@@ -128,11 +129,11 @@ def _partitions(args: argparse.Namespace, consumer: Any) -> list[int]:
                             ) from None
     meta = md.topics.get(args.topic)
     if meta is None or meta.error is not None or not meta.partitions:
-        raise AdminCliError(f"unknown topic {args.topic!r}")
+        raise AdminCliError(f"unknown topic {args.topic!r}", name="UNKNOWN_TOPIC_OR_PARTITION")
     ids = sorted(meta.partitions)
     if args.partition is not None and args.partition not in ids:
         raise AdminCliError(f"topic {args.topic} has no partition {args.partition} "
-                            f"(it has {len(ids)})")
+                            f"(it has {len(ids)})", name="UNKNOWN_TOPIC_OR_PARTITION")
     return ids
 
 
@@ -202,8 +203,8 @@ def cmd_consume(args: argparse.Namespace) -> int:
                 if err.fatal() or err.code() in (KafkaError.UNKNOWN_TOPIC_OR_PART,
                                                  KafkaError.TOPIC_AUTHORIZATION_FAILED,
                                                  KafkaError.GROUP_AUTHORIZATION_FAILED):
-                    raise AdminCliError(f"{err.name()}: {err.str()}")
-                print(f"weir: {err.name()}: {err.str()}", file=sys.stderr)
+                    raise AdminCliError(f"{kafka_name(err)}: {err.str()}")
+                print(f"weir: {kafka_name(err)}: {err.str()}", file=sys.stderr)
                 continue
             last = time.monotonic()
             count += 1

@@ -18,10 +18,9 @@ import json
 from pathlib import Path
 from typing import Any
 
-from weir.cli.admin import AdminCliError, _common, admin_client, wait
+from weir.cli.admin import AdminCliError, _common, admin_client, kafka_name, wait
 
 # librdkafka's names where Kafka's differ (the ones ElectLeaders answers with)
-_KAFKA_NAMES = {"UNKNOWN_TOPIC_OR_PART": "UNKNOWN_TOPIC_OR_PARTITION"}
 
 
 def add_parser(sub: Any) -> None:
@@ -98,7 +97,7 @@ def cmd_elect(args: argparse.Namespace) -> int:
         elif err.code() == KafkaError.ELECTION_NOT_NEEDED:
             status, message = "ELECTION_NOT_NEEDED", None
         else:
-            status, message = _KAFKA_NAMES.get(err.name(), err.name()), err.str()
+            status, message = kafka_name(err), err.str()
         results.append({"topic": tp.topic, "partition": tp.partition, "result": status,
                         "message": message})
     name = kind.name

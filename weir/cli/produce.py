@@ -21,9 +21,10 @@ from weir.cli.admin import (
     AdminCliError,
     _common,
     _key_value,
-    bootstrap_of,
     client_settings,
     kafka_error_text,
+    kafka_name,
+    reachable_bootstrap,
 )
 from weir.cli.record_format import ENCODINGS, FormatError, LineReader, Record, read_json_line
 
@@ -71,25 +72,24 @@ def cmd_produce(args: argparse.Namespace) -> int:
         raise AdminCliError("--property configures text lines; JSON lines carry their own "
                             "key and headers")
     LineReader.from_properties(dict(args.properties))  # a bad property fails before connecting
-    config = {"bootstrap.servers": bootstrap_of(args), "log_level": 2,
+    config = {"bootstrap.servers": reachable_bootstrap(args), "log_level": 2,
               "acks": args.acks, "compression.type": args.compression_type,
               "message.timeout.ms": int(args.timeout * 1000),
               "socket.timeout.ms": int(args.timeout * 1000),
               **client_settings(args), **dict(args.producer_properties)}
     try:
         producer = Producer(config)
-        producer.list_topics(timeout=args.timeout)  # fail fast on an unreachable cluster
-    except KafkaException as exc:
-        raise AdminCliError(f"cannot reach the cluster: {kafka_error_text(exc)}"
-                            ) from None
+    except KafkaException as exc:  # a bad --producer-property
+        raise AdminCliError(f"producer settings: {kafka_error_text(exc)}") from None
+    _check_partition(producer, args)
     acked: list[dict[str, Any]] = []
     failed: list[str] = []
 
     def delivered(err: Any, msg: Any) -> None:
         if err is not None:
-            failed.append(f"{err.name()}: {err.str()}")
+            failed.append(f"{kafka_name(err)}: {err.str()}")
             if args.json:
-                print(json.dumps({"error": err.name(), "message": err.str()}), flush=True)
+                print(json.dumps({"error": kafka_name(err), "message": err.str()}), flush=True)
             return
         report = {"topic": msg.topic(), "partition": msg.partition(), "offset": msg.offset(),
                   "timestamp": msg.timestamp()[1]}
@@ -106,6 +106,9 @@ def cmd_produce(args: argparse.Namespace) -> int:
     except FormatError as exc:
         producer.flush(args.timeout)
         raise AdminCliError(str(exc)) from None
+    except KafkaException as exc:  # refused before sending, e.g. a partition it lacks
+        producer.flush(args.timeout)
+        raise AdminCliError(f"producing to {args.topic}: {kafka_error_text(exc)}") from None
     except KeyboardInterrupt:
         pass
     finally:
@@ -121,6 +124,24 @@ def cmd_produce(args: argparse.Namespace) -> int:
         print(f"weir: {len(failed)} record(s) failed: {failed[0]}", file=sys.stderr)
         return 1
     return 0
+
+
+def _check_partition(producer: Any, args: argparse.Namespace) -> None:
+    """Metadata of the topic (which also fails fast on an unreachable cluster); a
+    ``--partition`` the topic lacks is UNKNOWN_TOPIC_OR_PARTITION before any line is read.
+    An unknown topic is left to the broker (auto.create.topics.enable)."""
+    from confluent_kafka import KafkaException
+
+    try:
+        md = producer.list_topics(args.topic, timeout=args.timeout)
+    except KafkaException as exc:
+        raise AdminCliError(f"cannot reach the cluster: {kafka_error_text(exc)}") from None
+    meta = md.topics.get(args.topic)
+    if args.partition is None or meta is None or meta.error is not None:
+        return
+    if args.partition not in meta.partitions:
+        raise AdminCliError(f"topic {args.topic} has no partition {args.partition} (it has "
+                            f"{len(meta.partitions)})", name="UNKNOWN_TOPIC_OR_PARTITION")
 
 
 def _send(producer: Any, args: argparse.Namespace, record: Record, delivered: Any) -> None:
