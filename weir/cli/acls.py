@@ -56,10 +56,12 @@ def add_parser(sub: Any) -> None:
 
 
 def _resources(p: argparse.ArgumentParser, list_default: bool = False) -> None:
-    p.add_argument("--topic", dest="topics", action="append", default=[], metavar="T")
-    p.add_argument("--group", dest="groups", action="append", default=[], metavar="G")
+    p.add_argument("--topic", dest="topics", action="append", default=[], metavar="T",
+                   help="a topic resource (repeatable)")
+    p.add_argument("--group", dest="groups", action="append", default=[], metavar="G",
+                   help="a consumer group resource (repeatable)")
     p.add_argument("--transactional-id", dest="transactional_ids", action="append",
-                   default=[], metavar="ID")
+                   default=[], metavar="ID", help="a transactional id resource (repeatable)")
     p.add_argument("--cluster", action="store_true", help="the cluster resource")
     p.add_argument("--resource-pattern-type", choices=_PATTERN_CHOICES,
                    default="any" if list_default else "literal",
@@ -71,7 +73,7 @@ def _entries(p: argparse.ArgumentParser) -> None:
     p.add_argument("--allow-principal", dest="allow_principals", action="append", default=[],
                    metavar="TYPE:NAME", help="e.g. User:alice (repeatable)")
     p.add_argument("--deny-principal", dest="deny_principals", action="append", default=[],
-                   metavar="TYPE:NAME")
+                   metavar="TYPE:NAME", help="e.g. User:mallory (repeatable)")
     p.add_argument("--allow-host", dest="allow_hosts", action="append", default=[],
                    metavar="HOST", help="default: * (any host)")
     p.add_argument("--deny-host", dest="deny_hosts", action="append", default=[],

@@ -68,7 +68,7 @@ def add_parsers(sub: Any) -> None:
     topic = sub.add_parser("topic", help="create, list, describe, delete and alter topics")
     tsub = topic.add_subparsers(dest="topic_command", required=True, metavar="ACTION")
     p = _common(tsub.add_parser("create", help="create a topic"))
-    p.add_argument("name")
+    p.add_argument("name", help="the topic")
     p.add_argument("--partitions", type=int, default=-1, help="default: num.partitions")
     p.add_argument("--replication-factor", type=int, default=-1,
                    help="default: default.replication.factor")
@@ -79,20 +79,24 @@ def add_parsers(sub: Any) -> None:
     p = _common(tsub.add_parser("describe", help="partitions, leaders, ISR and overrides"))
     p.add_argument("names", nargs="*", metavar="NAME", help="default: every topic")
     p = _common(tsub.add_parser("delete", help="delete topics"))
-    p.add_argument("names", nargs="+", metavar="NAME")
+    p.add_argument("names", nargs="+", metavar="NAME", help="the topics")
     p = _common(tsub.add_parser("add-partitions", help="grow a topic to --partitions"))
-    p.add_argument("name")
+    p.add_argument("name", help="the topic")
     p.add_argument("--partitions", type=int, required=True, help="the new total count")
     p = _common(tsub.add_parser("alter-config", help="set or delete topic config overrides"))
-    p.add_argument("name")
+    p.add_argument("name", help="the topic")
     _alter_args(p)
 
     group = sub.add_parser("group", help="list, describe, delete consumer groups, reset offsets")
     gsub = group.add_subparsers(dest="group_command", required=True, metavar="ACTION")
-    _common(gsub.add_parser("list", help="consumer groups and their states"))
+    p = _common(gsub.add_parser("list", help="consumer groups and their states"))
+    p.add_argument("--state", default=None, metavar="STATE[,STATE...]",
+                   help="only groups in these states (Stable, Empty, PreparingRebalance, "
+                        "CompletingRebalance, Dead), as kafka-consumer-groups.sh --list "
+                        "--state; default: every group")
     p = _common(gsub.add_parser(
         "describe", help="members, assignments, committed offsets and lag per partition"))
-    p.add_argument("group")
+    p.add_argument("group", help="the consumer group")
     from weir.cli import admin_groups
 
     admin_groups.add_parsers(gsub, _common)

@@ -62,10 +62,11 @@ def add_parsers(sub: Any, common: Callable[[argparse.ArgumentParser], Any]) -> N
     p.add_argument("--all", action="store_true", help="every key with its source")
     p = common(csub.add_parser("set", help="set config overrides or log levels"))
     _target(p)
-    p.add_argument("pairs", nargs="+", type=_key_value, metavar="KEY=VALUE")
+    p.add_argument("pairs", nargs="+", type=_key_value, metavar="KEY=VALUE",
+                   help="the values to set")
     p = common(csub.add_parser("delete", help="remove overrides (back to the next source)"))
     _target(p)
-    p.add_argument("keys", nargs="+", metavar="KEY")
+    p.add_argument("keys", nargs="+", metavar="KEY", help="the overrides to remove")
 
 
 def _resource(args: argparse.Namespace) -> tuple[str, Any, str, str]:

@@ -32,13 +32,30 @@ def _name(value: Any) -> str:
     return _STATE_NAMES.get(name, name)
 
 
+def _states(text: str | None) -> set[str] | None:
+    """``--state Stable,Empty`` as Kafka's state names; INVALID_ARGUMENT for another word."""
+    if text is None:
+        return None
+    known = {v.lower(): v for v in _STATE_NAMES.values()}
+    wanted = set()
+    for word in (w.strip() for w in text.split(",") if w.strip()):
+        if word.lower() not in known:
+            raise AdminCliError(f"--state: unknown group state {word!r} (states: "
+                                f"{', '.join(sorted(known.values()))})")
+        wanted.add(known[word.lower()])
+    return wanted or None
+
+
 def group_list(args: argparse.Namespace) -> int:
+    states = _states(getattr(args, "state", None))
     admin = admin_client(args)
     result = wait(admin.list_consumer_groups(request_timeout=args.timeout), args,
                   "listing consumer groups")
     groups = sorted(({"group": g.group_id, "state": _name(g.state),
                       "simple": bool(g.is_simple_consumer_group)} for g in result.valid),
                     key=lambda g: g["group"])
+    if states is not None:
+        groups = [g for g in groups if g["state"] in states]
     return emit(args, groups, lambda: table(
         ("GROUP", "STATE"), [(g["group"], g["state"]) for g in groups]))
 
@@ -330,11 +347,11 @@ def add_parsers(gsub: Any, common: Any) -> None:
                       help="coordinator, assignor, state and member count")
     describe.add_argument("--verbose", action="store_true", help="with --members")
     p = common(gsub.add_parser("delete", help="delete consumer groups without members"))
-    p.add_argument("groups", nargs="+", metavar="GROUP")
+    p.add_argument("groups", nargs="+", metavar="GROUP", help="the groups to delete")
     p = common(gsub.add_parser(
         "reset-offsets", help="plan (default) or --execute new committed offsets of a group "
                               "that has no active members"))
-    p.add_argument("group", nargs="?", metavar="GROUP")
+    p.add_argument("group", nargs="?", metavar="GROUP", help="the group (or --group)")
     p.add_argument("--group", dest="group_opt", metavar="GROUP", help="same as GROUP")
     scope = p.add_mutually_exclusive_group()
     scope.add_argument("--topic", dest="topics", action="append", default=[],

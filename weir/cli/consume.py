@@ -37,7 +37,7 @@ from weir.cli.record_format import ENCODINGS, FormatError, Formatter, Record, re
 
 def add_parser(sub: Any) -> None:
     p = _common(sub.add_parser("consume", help="print records of a topic (console consumer)"))
-    p.add_argument("--topic", required=True)
+    p.add_argument("--topic", required=True, help="the topic to read")
     p.add_argument("--group", default=None,
                    help="consumer group (commits its offsets); default: a throwaway group "
                         "that commits nothing")
@@ -55,7 +55,8 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--timeout-ms", type=int, default=None, metavar="MS",
                    help="stop when no record arrived for this long")
     p.add_argument("--isolation-level", default="read_uncommitted",
-                   choices=("read_uncommitted", "read_committed"))
+                   choices=("read_uncommitted", "read_committed"),
+                   help="read_committed skips aborted transactions' records")
     p.add_argument("--property", dest="properties", type=_key_value, action="append",
                    default=[], metavar="KEY=VALUE",
                    help="formatter: print.key, print.timestamp, print.offset, "

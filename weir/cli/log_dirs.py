@@ -35,9 +35,9 @@ def add_parser(sub: Any) -> None:
                           help="topics to show (default: all)")
     move = _common(actions.add_parser("move", help="move a replica to another log dir of "
                                                    "its broker (AlterReplicaLogDirs)"))
-    move.add_argument("--topic", required=True)
-    move.add_argument("--partition", type=int, required=True)
-    move.add_argument("--broker", type=int, required=True)
+    move.add_argument("--topic", required=True, help="the replica's topic")
+    move.add_argument("--partition", type=int, required=True, help="the replica's partition")
+    move.add_argument("--broker", type=int, required=True, help="the broker holding it")
     move.add_argument("--dir", required=True, help="absolute path of one of its log.dirs")
 
 

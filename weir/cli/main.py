@@ -55,9 +55,26 @@ def _load(target: str) -> Any:
     return getattr(importlib.import_module(module), name)
 
 
+class DefaultsFormatter(argparse.HelpFormatter):
+    """Each option's help ends with its default (unless it names one already), as
+    argparse's ArgumentDefaultsHelpFormatter, without ``default: None``/``False``/``[]``."""
+
+    def _get_help_string(self, action: argparse.Action) -> str | None:
+        text = action.help or ""
+        default = action.default
+        if (default in (None, False, [], argparse.SUPPRESS) or "default" in text.lower()
+                or not action.option_strings):
+            return text
+        return f"{text} (default: %(default)s)" if text else "default: %(default)s"
+
+
 class OneLineParser(argparse.ArgumentParser):
     """Usage errors as one line (``weir topic create: error: ...``), exit code 2; with
-    ``--json`` among the arguments, as a JSON object."""
+    ``--json`` among the arguments, as a JSON object. Help shows every default."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        kwargs.setdefault("formatter_class", DefaultsFormatter)
+        super().__init__(*args, **kwargs)
 
     def error(self, message: str) -> Any:  # type: ignore[override]
         import json
@@ -86,8 +103,7 @@ def build_parser(only: str | None = "") -> argparse.ArgumentParser:
     """The ``weir`` parser: every subcommand's full parser (``only`` empty), or that one's
     and stubs (help only) for the others (``only`` None: stubs only, for ``weir --help``)."""
     parser = OneLineParser(
-        prog="weir", description="Weir: a Kafka-compatible replicated commit log.",
-        formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+        prog="weir", description="Weir: a Kafka-compatible replicated commit log.")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     loaded: set[str] = set()
     for name, (_help, target) in SUBCOMMANDS.items():
@@ -128,7 +144,7 @@ def _add_local(sub: Any) -> None:
                     help="port of the console (default: a free one)")
 
     down = sub.add_parser("down", help=SUBCOMMANDS["down"][0])
-    down.add_argument("--data-dir", default=DEFAULT_DATA_DIR)
+    down.add_argument("--data-dir", default=DEFAULT_DATA_DIR, help="cluster directory")
     down.add_argument("--timeout", type=float, default=30, help="seconds before SIGKILL")
 
     status = sub.add_parser("status", help=SUBCOMMANDS["status"][0])
@@ -137,6 +153,20 @@ def _add_local(sub: Any) -> None:
                        help=f"local cluster (default {DEFAULT_DATA_DIR})")
     where.add_argument("--zookeeper", default=None, metavar="CONNECT",
                        help="ZooKeeper connect string with chroot, e.g. 127.0.0.1:2181/weir")
+    where.add_argument("--bootstrap-server", default=None, metavar="HOST:PORT[,...]",
+                       help="ask a broker (Kafka's Metadata) instead of ZooKeeper: no leader "
+                            "or controller epochs")
+    status.add_argument("--json", action="store_true", help="print JSON for scripts")
+    status.add_argument("--include-internal", action="store_true",
+                        help="also show internal topics (__consumer_offsets, ...)")
+    status.add_argument("--under-replicated-partitions", action="store_true",
+                        help="only partitions whose ISR is smaller than their replicas")
+    status.add_argument("--unavailable-partitions", action="store_true",
+                        help="only partitions without a live leader")
+    status.add_argument("--command-config", default=None, metavar="FILE",
+                        help="client settings (client.properties) for --bootstrap-server")
+    status.add_argument("--timeout", type=float, default=10.0,
+                        help="seconds to wait for ZooKeeper or the cluster")
 
     broker = sub.add_parser("broker", help=SUBCOMMANDS["broker"][0])
     bsub = broker.add_subparsers(dest="broker_command", required=True, metavar="ACTION")
@@ -146,7 +176,8 @@ def _add_local(sub: Any) -> None:
     which = bstop.add_mutually_exclusive_group(required=True)
     which.add_argument("--config", help="the server.properties it was started with")
     which.add_argument("--id", type=int, help="broker id in a local cluster")
-    bstop.add_argument("--data-dir", default=DEFAULT_DATA_DIR)
+    bstop.add_argument("--data-dir", default=DEFAULT_DATA_DIR,
+                       help="cluster directory (with --id)")
 
 
 # -- commands -----------------------------------------------------------------------------------
@@ -252,6 +283,38 @@ def cmd_down(args: argparse.Namespace) -> int:
 
 
 def cmd_status(args: argparse.Namespace) -> int:
+    from weir.cli.zkview import filter_snapshot, snapshot_json
+
+    snap, processes = _status_snapshot(args)
+    filtering = args.under_replicated_partitions or args.unavailable_partitions
+    shown = filter_snapshot(snap, args.include_internal, args.under_replicated_partitions,
+                            args.unavailable_partitions)
+    if args.json:
+        import json
+
+        print(json.dumps(snapshot_json(shown, processes), indent=2))
+    elif filtering:  # kafka-topics.sh --describe --under-replicated-partitions: rows only
+        print(render_snapshot(shown, processes).split("\n\n", 2)[-1]
+              if shown.partitions else "No partitions match.")
+    else:
+        print(render_snapshot(shown, processes))
+    return 0
+
+
+def _status_snapshot(args: argparse.Namespace) -> tuple[Any, dict[int, int | None] | None]:
+    """The cluster's snapshot and, for a local cluster, its broker pids."""
+    if args.bootstrap_server:
+        from confluent_kafka import KafkaException
+
+        from weir.cli.admin import admin_client, kafka_error_text
+        from weir.cli.zkview import snapshot_from_metadata
+
+        args.data_dir = args.data_dir or DEFAULT_DATA_DIR
+        try:
+            md = admin_client(args).list_topics(timeout=args.timeout)
+        except KafkaException as exc:
+            raise CliError(f"reading the cluster metadata: {kafka_error_text(exc)}") from None
+        return snapshot_from_metadata(md), None
     from weir.cli import procs
     from weir.cli.cluster import LocalCluster, read_cluster_file
 
@@ -261,25 +324,23 @@ def cmd_status(args: argparse.Namespace) -> int:
         data_dir = Path(args.data_dir or DEFAULT_DATA_DIR)
         state = read_cluster_file(data_dir)
         if state is None:
-            print(f"weir: no cluster recorded in {data_dir}; use --zookeeper", file=sys.stderr)
-            return 1
+            raise CliError(f"no cluster recorded in {data_dir}; use --zookeeper or "
+                           "--bootstrap-server", name="INVALID_ARGUMENT")
         if not procs.pid_alive(int(state.get("zookeeper_pid") or 0)):
-            print(f"weir: the cluster in {data_dir} is not running (ZooKeeper is down)",
-                  file=sys.stderr)
-            return 1
+            raise CliError(f"the cluster in {data_dir} is not running (ZooKeeper is down)",
+                           name="NETWORK_EXCEPTION")
         cluster = LocalCluster(data_dir)
         connect = state["zookeeper"]
         processes = {i: cluster.broker_pid(i) for i in cluster.broker_ids}
     try:
-        zk = open_zk(connect)
+        zk = open_zk(connect, timeout_s=args.timeout)
     except Exception as exc:  # noqa: BLE001 - report any connection failure plainly
-        print(f"weir: cannot reach ZooKeeper at {connect}: {exc}", file=sys.stderr)
-        return 1
+        raise CliError(f"cannot reach ZooKeeper at {connect}: NETWORK_EXCEPTION: {exc}"
+                       ) from None
     try:
-        print(render_snapshot(collect_snapshot(zk), processes))
+        return collect_snapshot(zk), processes
     finally:
         close_zk(zk)
-    return 0
 
 
 def cmd_broker_start(args: argparse.Namespace) -> int:

@@ -32,7 +32,7 @@ from weir.cli.record_format import ENCODINGS, FormatError, LineReader, Record, r
 def add_parser(sub: Any) -> None:
     p = _common(sub.add_parser(
         "produce", help="produce records read from stdin, one per line (console producer)"))
-    p.add_argument("--topic", required=True)
+    p.add_argument("--topic", required=True, help="the topic to write")
     p.add_argument("--property", dest="properties", type=_key_value, action="append",
                    default=[], metavar="KEY=VALUE",
                    help="line reader: parse.key, key.separator, parse.headers, "
@@ -50,7 +50,8 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--acks", default="all", choices=("all", "-1", "0", "1"),
                    help="request.required.acks (default all)")
     p.add_argument("--compression-type", default="none",
-                   choices=("none", "gzip", "snappy", "lz4", "zstd"))
+                   choices=("none", "gzip", "snappy", "lz4", "zstd"),
+                   help="compression.type of the batches")
 
 
 def _records(stream: IO[str], args: argparse.Namespace) -> Iterator[Record]:

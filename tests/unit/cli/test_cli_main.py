@@ -80,7 +80,7 @@ def fakes(monkeypatch):
                 topics={"t": {0: [1, 2]}})
     monkeypatch.setattr(zkserver, "ZooKeeperServer", FakeZooKeeperServer)
     monkeypatch.setattr(cluster_mod, "open_zk", lambda connect: zk)
-    monkeypatch.setattr(cli, "open_zk", lambda connect: zk)
+    monkeypatch.setattr(cli, "open_zk", lambda connect, **kw: zk)
     monkeypatch.setattr(procs, "broker_command", fake_broker_command)
     return zk
 
@@ -124,7 +124,7 @@ def test_down_and_status_without_cluster(tmp_path, capsys) -> None:
 
 
 def test_status_unreachable_zookeeper(monkeypatch, capsys) -> None:
-    def refuse(connect):
+    def refuse(connect, **kw):
         raise ConnectionError("refused")
 
     monkeypatch.setattr(cli, "open_zk", refuse)
