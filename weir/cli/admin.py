@@ -171,14 +171,14 @@ def client_settings(args: argparse.Namespace) -> dict[str, str]:
     """Security settings for the clients: ``--command-config``, else the
     ``client.properties`` a ``weir up --secure`` cluster in ``--data-dir`` wrote (only when
     its brokers are the ones talked to)."""
-    from weir.cli.secure import librdkafka_settings
-
     path = getattr(args, "command_config", None)
     if path is None and not args.bootstrap_server:
         found = Path(args.data_dir) / "client.properties"
         path = found if found.exists() else None
     if path is None:
         return {}
+    from weir.cli.secure import librdkafka_settings  # certificates: a quarter second of imports
+
     try:
         settings = librdkafka_settings(path)
     except OSError as exc:

@@ -21,7 +21,6 @@ keys or every key with its source.  ``set`` and ``delete`` use IncrementalAlterC
 from __future__ import annotations
 
 import argparse
-import asyncio
 from collections.abc import Callable
 from types import SimpleNamespace
 from typing import Any
@@ -133,6 +132,8 @@ def _broker_request(args: argparse.Namespace, broker_id: str | None, payload: An
             await conn.close()
 
     try:
+        import asyncio  # not at the top: only these requests need it (start-up time)
+
         return asyncio.run(send())
     except (OSError, TimeoutError) as exc:
         raise AdminCliError(f"broker {found.id} at {found.host}:{found.port}: {exc}") from None

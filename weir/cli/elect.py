@@ -106,7 +106,11 @@ def cmd_elect(args: argparse.Namespace) -> int:
         print(json.dumps({"election_type": name, "results": results}, indent=2))
     else:
         print(_text(name, results))
-    return 1 if failed else 0
+    if failed:  # Kafka's lines above (stdout), one error line naming the first failure
+        raise AdminCliError(f"electing leaders ({name}): {failed[0]['result']}: "
+                            f"{len(failed)} of {len(results)} partition(s) could not be "
+                            "elected", name=str(failed[0]["result"]))
+    return 0
 
 
 def _tps(rows: list[dict[str, Any]]) -> str:
