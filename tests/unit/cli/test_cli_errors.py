@@ -185,3 +185,33 @@ def test_group_list_state_filter_takes_kafka_state_names() -> None:
     assert admin_groups._states(None) is None
     with pytest.raises(errors.CliError, match="unknown group state 'Bogus'"):
         admin_groups._states("Bogus")
+
+
+@pytest.mark.parametrize("module", ["topics", "configs", "acls", "consumer_groups"])
+def test_kafka_tool_help_imports_no_client(module: str) -> None:
+    code = (f"import sys\nfrom weir.cli.kafka_tools.{module} import main\n"
+            "try:\n    main(['--help'])\nexcept SystemExit:\n    pass\n"
+            "heavy = ['confluent_kafka', 'kio', 'weir.config', 'weir.cli.secure']\n"
+            "print(sorted(m for m in heavy if sys.modules.get(m) is not None), file=sys.stderr)")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          timeout=60, check=False)
+    assert done.returncode == 0, done.stderr
+    assert done.stderr.strip().splitlines()[-1] == "[]"
+    assert "--bootstrap-server" in done.stdout
+
+
+def test_kafka_tools_bad_options_are_one_line() -> None:
+    from weir.cli.kafka_tools import common, topics
+
+    done = subprocess.run([sys.executable, "-m", "weir.cli.kafka_tools.topics",
+                           "--bootstrap-server", "127.0.0.1:1", "--list", "--create"],
+                          capture_output=True, text=True, timeout=60, check=False)
+    assert done.returncode == 1 and "Traceback" not in done.stderr
+    assert _one_line(done.stderr).startswith(
+        "kafka-topics.sh: INVALID_ARGUMENT: Command must include exactly one action")
+    assert common.key_values(["a=1,b=[x,y]", "c=2"], "--add-config") == [
+        ("a", "1"), ("b", "x,y"), ("c", "2")]
+    assert topics._include("a,b.*").fullmatch("bcd") is not None
+    assert topics._replica_assignment("1:2,2:1") == [[1, 2], [2, 1]]
+    with pytest.raises(errors.CliError, match="different replication factor"):
+        topics._replica_assignment("1:2,2")
