@@ -200,6 +200,7 @@ def group_delete(args: argparse.Namespace) -> int:
             lines.append("These consumer groups were deleted successfully: "
                          + ", ".join(f"'{g}'" for g in deleted))
         print("\n".join(lines))
+    if failed:
         first = next(iter(failed.values()))
         raise AdminCliError(f"deleting consumer groups: {first.split(': ', 1)[0]}: "
                             f"{len(failed)} of {len(groups)} group(s) could not be deleted")
