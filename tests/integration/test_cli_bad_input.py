@@ -48,6 +48,7 @@ def assert_one_named_line(done: subprocess.CompletedProcess, name: str) -> str:
 
 CASES = [
     (["produce", "--topic", TOPIC, "--partition", "99"], "a\n", "UNKNOWN_TOPIC_OR_PARTITION"),
+    (["produce", "--topic", "nope", "--timeout", "5"], "a\n", "UNKNOWN_TOPIC_OR_PARTITION"),
     (["topic", "describe", "nope"], "", "UNKNOWN_TOPIC_OR_PARTITION"),
     (["topic", "create", "bad topic!"], "", "INVALID_TOPIC_EXCEPTION"),
     (["topic", "create", TOPIC], "", "TOPIC_ALREADY_EXISTS"),
@@ -102,6 +103,19 @@ def test_errors_are_json_under_json(cluster, args, name) -> None:
     done = weir(cluster, *args, "--json")
     doc = json.loads(assert_one_named_line(done, name))
     assert doc["error"] == name and doc["message"] and doc["command"].startswith("weir ")
+
+
+def test_status_through_a_broker_hides_internal_topics(cluster) -> None:
+    create_topic(cluster.bootstrap, "__internal_like")  # shown only with --include-internal
+    doc = json.loads(weir(cluster, "status", "--bootstrap-server", cluster.bootstrap, "--json",
+                          where=False).stdout)
+    assert {p["topic"] for p in doc["partitions"]} == {TOPIC}
+    assert [b["id"] for b in doc["brokers"]] == [1] and doc["controller"] == 1
+    doc = json.loads(weir(cluster, "status", "--json", "--include-internal").stdout)
+    assert {p["topic"] for p in doc["partitions"]} >= {TOPIC, "__internal_like"}
+    assert doc["partitions"][0]["leader_epoch"] is not None  # from ZooKeeper
+    done = weir(cluster, "status", "--under-replicated-partitions")
+    assert done.returncode == 0 and done.stdout.strip() == "No partitions match."
 
 
 def test_status_errors_are_named(cluster, tmp_path) -> None:

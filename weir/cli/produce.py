@@ -117,13 +117,13 @@ def cmd_produce(args: argparse.Namespace) -> int:
             stream.close()
     left = producer.flush(args.timeout + 5)
     if left:
-        failed.extend(["not delivered before the timeout"] * left)
+        failed.extend([f"REQUEST_TIMED_OUT: not delivered within {args.timeout:g}s"] * left)
+    if failed:  # one error line: the first failure's Kafka error name, and the counts
+        raise AdminCliError(f"producing to {args.topic}: {failed[0]} ({len(failed)} of "
+                            f"{count} record(s) not acknowledged)")
     if not args.json:
         print(f"Produced {len(acked)} of {count} record(s) to {args.topic}"
               + (f" (--file {Path(args.file).name})" if args.file else ""), file=sys.stderr)
-    if failed:
-        print(f"weir: {len(failed)} record(s) failed: {failed[0]}", file=sys.stderr)
-        return 1
     return 0
 
 
@@ -138,6 +138,11 @@ def _check_partition(producer: Any, args: argparse.Namespace) -> None:
     except KafkaException as exc:
         raise AdminCliError(f"cannot reach the cluster: {kafka_error_text(exc)}") from None
     meta = md.topics.get(args.topic)
+    if meta is not None and meta.error is not None and kafka_name(
+            meta.error) == "UNKNOWN_TOPIC_OR_PARTITION":  # not created on request either
+        raise AdminCliError(f"producing to {args.topic}: UNKNOWN_TOPIC_OR_PARTITION: the "
+                            "topic does not exist (and the cluster does not create topics "
+                            "on request: auto.create.topics.enable)")
     if args.partition is None or meta is None or meta.error is not None:
         return
     if args.partition not in meta.partitions:
