@@ -163,6 +163,11 @@ def test_kafka_consumer_groups(cluster) -> None:
         "CONSUMER-ID", "HOST", "CLIENT-ID"]
     assert lines[2].split() == ["kgroup", "kg-t", "0", "1", "3", "2", "-", "-", "-"]
     assert lines[1].index("TOPIC") == lines[2].index("kg-t") == 16  # Kafka's %-15s columns
+    lines = ok(tool(cluster, "kafka-consumer-groups.sh", "--describe", "--group", "kgroup",
+                    "--state")).stdout.splitlines()
+    assert lines[1].split()[:3] == ["GROUP", "COORDINATOR", "(ID)"]
+    host, port = cluster.bootstrap.split(",")[0].rsplit(":", 1)
+    assert lines[2].split() == ["kgroup", f"{host}:{port}", "(1)", "Empty", "0"]
     out = ok(tool(cluster, "kafka-consumer-groups.sh", "--reset-offsets", "--group", "kgroup",
                   "--topic", "kg-t", "--to-earliest", "--execute")).stdout
     assert re.search(r"kgroup\s+kg-t\s+0\s+0", out), out

@@ -200,6 +200,15 @@ def test_kafka_tool_help_imports_no_client(module: str) -> None:
     assert "--bootstrap-server" in done.stdout
 
 
+@pytest.mark.parametrize("module", ["topics", "configs", "acls", "consumer_groups"])
+def test_kafka_tool_options_have_help(module: str) -> None:
+    import importlib
+
+    parser = importlib.import_module(f"weir.cli.kafka_tools.{module}").build_parser()
+    assert [a.option_strings for _, a in _walk(parser, [module]) if not a.help] == []
+    assert "(default: 10.0)" in " ".join(parser.format_help().split())
+
+
 def test_kafka_tools_bad_options_are_one_line() -> None:
     from weir.cli.kafka_tools import common, topics
 

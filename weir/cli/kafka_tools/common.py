@@ -28,13 +28,16 @@ class ToolParser(argparse.ArgumentParser):
 
 
 def parser(prog: str, description: str) -> ToolParser:
-    p = ToolParser(prog=prog, description=description, allow_abbrev=False)
+    from weir.cli.main import DefaultsFormatter  # every option shows its default
+
+    p = ToolParser(prog=prog, description=description, allow_abbrev=False,
+                   formatter_class=DefaultsFormatter)
     p.add_argument("--bootstrap-server", required=True, metavar="HOST:PORT[,...]",
                    help="REQUIRED: the brokers to connect to")
     p.add_argument("--command-config", default=None, metavar="FILE",
                    help="a client.properties file: security.protocol, sasl.*, ssl.*")
     p.add_argument("--timeout", type=float, default=DEFAULT_TIMEOUT_S, metavar="SECONDS",
-                   help=f"Weir: how long to wait for the cluster (default {DEFAULT_TIMEOUT_S:g})")
+                   help="Weir: seconds to wait for the cluster, per request")
     return p
 
 

@@ -155,7 +155,8 @@ def describe(args: argparse.Namespace, groups: list[str]) -> int:
         elif state in ("PreparingRebalance", "CompletingRebalance"):
             print(f"\nWarning: Consumer group '{group}' is rebalancing.", file=sys.stderr)
         if args.state is not None:
-            print(_state_table(doc))
+            brokers = common.admin(args).list_topics(timeout=args.timeout).brokers
+            print(_state_table(doc, brokers))
         elif args.members:
             print(_members_table(doc, args.verbose))
         else:
@@ -192,8 +193,11 @@ def _members_table(doc: dict[str, Any], verbose: bool) -> str:
     return "\n" + "\n".join(lines) + "\n"
 
 
-def _state_table(doc: dict[str, Any]) -> str:
-    coordinator = "-" if doc["coordinator"] is None else f"({doc['coordinator']})"
+def _state_table(doc: dict[str, Any], brokers: dict[int, Any]) -> str:
+    node = brokers.get(doc["coordinator"])
+    coordinator = "-" if doc["coordinator"] is None else (
+        f"{node.host}:{node.port} ({doc['coordinator']})" if node is not None
+        else f"({doc['coordinator']})")
     row = (doc["group"], coordinator, doc["protocol"] or "", doc["state"],
            len(doc["members"]))
     widths = (max(15, len(doc["group"])), max(25, len(coordinator)), 20, 20)
