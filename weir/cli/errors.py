@@ -9,7 +9,8 @@ Every failure is one line on stderr and a non-zero exit code, never a traceback:
 (confluent-kafka) spells it its own way (``UNKNOWN_TOPIC_OR_PART``, ``TOPIC_EXCEPTION``) or
 reports a local error (``_UNKNOWN_PARTITION``, ``_TRANSPORT``).  Failures found before any
 request are ``INVALID_ARGUMENT`` (bad options or values), ``INVALID_CONFIG`` (bad client
-settings) or ``IO_ERROR`` (a file); a bug is ``INTERNAL_ERROR`` (``WEIR_DEBUG=1`` shows the
+settings) or ``IO_ERROR`` (a file); a refused connection is ``NETWORK_EXCEPTION``, a
+local cluster that does not start ``CLUSTER_ERROR``; a bug is ``INTERNAL_ERROR`` (``WEIR_DEBUG=1`` shows the
 traceback).  With ``--json`` the line is a JSON object:
 ``{"error": NAME, "message": ..., "command": ...}``.
 
@@ -109,6 +110,10 @@ def error_name(exc: BaseException) -> str:
     if isinstance(exc, CliError):
         found = _NAME_IN_TEXT.search(str(exc))
         return found.group(1) if found else "INVALID_ARGUMENT"
+    if isinstance(exc, TimeoutError):
+        return "REQUEST_TIMED_OUT"
+    if isinstance(exc, ConnectionError):
+        return "NETWORK_EXCEPTION"
     if isinstance(exc, OSError):
         return "IO_ERROR"
     return "INTERNAL_ERROR"

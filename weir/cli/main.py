@@ -427,8 +427,8 @@ def _named(exc: BaseException) -> BaseException:
     """A user-facing error as a CliError with a name (see weir/cli/errors.py)."""
     if isinstance(exc, CliError):
         return exc
-    name = {"ReassignError": "INVALID_REPLICA_ASSIGNMENT", "ConfigError": "INVALID_CONFIG",
-            "ClusterError": "CLUSTER_ERROR"}.get(type(exc).__name__)
+    name = {"ConfigError": "INVALID_CONFIG", "ClusterError": "CLUSTER_ERROR"}.get(
+        type(exc).__name__)
     error = CliError(str(exc))
     from weir.cli.errors import error_name
 

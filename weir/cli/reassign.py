@@ -561,8 +561,4 @@ def cmd_reassign(args: argparse.Namespace) -> int:
             raise ReassignError("--reassignment-json-file is required")
         action = (run_execute if args.execute else run_verify if args.verify
                   else run_cancel)
-    try:
-        return asyncio.run(action(session, args))
-    except ReassignError as exc:
-        print(f"weir reassign: {exc}", file=sys.stderr)
-        return 1
+    return asyncio.run(action(session, args))  # a ReassignError: one line (weir/cli/errors.py)
