@@ -79,6 +79,10 @@ CASES = [
     (["acl", "add", "--topic", TOPIC, "--allow-principal", "User:a", "--operation", "Read"],
      "", "SECURITY_DISABLED"),
     (["log-dirs", "describe", "--broker-list", "99"], "", "BROKER_NOT_AVAILABLE"),
+    (["log-dirs", "move", "--topic", TOPIC, "--partition", "0", "--broker", "1", "--dir",
+      "/no/such/dir"], "", "LOG_DIR_NOT_FOUND"),
+    (["user", "remove", "nobody"], "", "RESOURCE_NOT_FOUND"),
+    (["user", "add", "alice", "--password", ""], "", "INVALID_ARGUMENT"),
     (["reassign", "--verify", "--reassignment-json-file", "/no/such/plan.json"], "",
      "IO_ERROR"),
     (["topic", "create", "t", "--partitions", "many"], "", "error"),  # usage: exit 2
