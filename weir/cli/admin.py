@@ -134,23 +134,32 @@ def reachable_bootstrap(args: argparse.Namespace) -> str:
 
 
 def check_reachable(bootstrap: str, timeout_s: float) -> str:
-    """``bootstrap`` unchanged, after a TCP connect to its addresses: if none accepts one (a
-    refused port, an unknown host), the command fails now with NETWORK_EXCEPTION instead of
-    librdkafka retrying until ``--timeout``. A connect that hangs is left to ``--timeout``."""
+    """``bootstrap`` unchanged, after a TCP connect to its addresses: if none accepts one
+    within ``timeout_s`` in all (a refused port, an unknown host, no answer), the command
+    fails now with NETWORK_EXCEPTION instead of librdkafka retrying until ``--timeout`` and
+    beyond. The first address that accepts ends the check (one round trip on loopback)."""
     import socket
+    import time
 
-    failures = []
+    addresses = []
     for address in (a.strip() for a in bootstrap.split(",")):
         host, sep, port = address.rpartition(":")
-        host = host.strip("[]") or "localhost"
         if not sep or not port.isdigit() or not 0 < int(port) < 65536:
             raise AdminCliError(f"--bootstrap-server: expected HOST:PORT[,HOST:PORT...], "
                                 f"got {bootstrap!r}", name="INVALID_ARGUMENT")
+        addresses.append((address, host.strip("[]") or "localhost", int(port)))
+    deadline = time.monotonic() + timeout_s
+    failures = []
+    for address, host, port in addresses:
+        left = deadline - time.monotonic()
+        if left <= 0:
+            failures.append(f"{address}: not tried within {timeout_s:g}s")
+            continue
         try:
-            with socket.create_connection((host, int(port)), timeout=min(timeout_s, 5.0)):
+            with socket.create_connection((host, port), timeout=left):
                 return bootstrap
         except TimeoutError:
-            return bootstrap  # slow, not refused: librdkafka keeps trying until --timeout
+            failures.append(f"{address}: no answer within {timeout_s:g}s")
         except OSError as exc:
             failures.append(f"{address}: {exc.strerror or exc}")
     raise AdminCliError(f"cannot reach the cluster at {bootstrap}: NETWORK_EXCEPTION: "
