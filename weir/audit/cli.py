@@ -22,7 +22,10 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     where = p.add_mutually_exclusive_group()
     where.add_argument("--data-dir", default=None,
                        help="a `weir up` data directory (default ./weir-data)")
-    where.add_argument("--bootstrap", help="a running cluster; give --log-dir for each broker")
+    where.add_argument("--bootstrap-server", "--bootstrap", dest="bootstrap",
+                       metavar="HOST:PORT[,...]",
+                       help="a running cluster; give --log-dir for each broker (--bootstrap "
+                            "is an older spelling)")
     p.add_argument("--log-dir", dest="log_dirs", type=_log_dir, action="append", default=[],
                    metavar="BROKER_ID=PATH", help="a broker's log dir (repeatable)")
     p.add_argument("--spark", default="local[2]", metavar="MASTER",

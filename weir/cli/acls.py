@@ -17,7 +17,15 @@ import argparse
 import itertools
 from typing import Any
 
-from weir.cli.admin import AdminCliError, _common, admin_client, emit, table, wait
+from weir.cli.admin import (
+    AdminCliError,
+    _common,
+    admin_client,
+    client_settings,
+    emit,
+    table,
+    wait,
+)
 from weir.security.acls import (
     CLUSTER_NAME,
     SUPPORTED_OPERATIONS,
@@ -48,10 +56,12 @@ def add_parser(sub: Any) -> None:
 
 
 def _resources(p: argparse.ArgumentParser, list_default: bool = False) -> None:
-    p.add_argument("--topic", dest="topics", action="append", default=[], metavar="T")
-    p.add_argument("--group", dest="groups", action="append", default=[], metavar="G")
+    p.add_argument("--topic", dest="topics", action="append", default=[], metavar="T",
+                   help="a topic resource (repeatable)")
+    p.add_argument("--group", dest="groups", action="append", default=[], metavar="G",
+                   help="a consumer group resource (repeatable)")
     p.add_argument("--transactional-id", dest="transactional_ids", action="append",
-                   default=[], metavar="ID")
+                   default=[], metavar="ID", help="a transactional id resource (repeatable)")
     p.add_argument("--cluster", action="store_true", help="the cluster resource")
     p.add_argument("--resource-pattern-type", choices=_PATTERN_CHOICES,
                    default="any" if list_default else "literal",
@@ -63,7 +73,7 @@ def _entries(p: argparse.ArgumentParser) -> None:
     p.add_argument("--allow-principal", dest="allow_principals", action="append", default=[],
                    metavar="TYPE:NAME", help="e.g. User:alice (repeatable)")
     p.add_argument("--deny-principal", dest="deny_principals", action="append", default=[],
-                   metavar="TYPE:NAME")
+                   metavar="TYPE:NAME", help="e.g. User:mallory (repeatable)")
     p.add_argument("--allow-host", dest="allow_hosts", action="append", default=[],
                    metavar="HOST", help="default: * (any host)")
     p.add_argument("--deny-host", dest="deny_hosts", action="append", default=[],
@@ -267,8 +277,28 @@ def acl_list(args: argparse.Namespace) -> int:
         found = wait(admin.describe_acls(flt, request_timeout=args.timeout), args,
                      "listing ACLs")
         rows.extend(_row(b) for b in found)
+    if not rows and not client_settings(args):
+        _check_authorizer(args)
     rows = _sorted(rows)
     return emit(args, {"acls": rows}, lambda: _table(rows))
+
+
+def _check_authorizer(args: argparse.Namespace) -> None:
+    """SECURITY_DISABLED when the cluster has no authorizer. The broker answers DescribeAcls
+    with that error (Kafka's AclApis), but librdkafka gives an empty list for it, so an empty
+    answer is checked with one DescribeAcls v1 through Weir's own client (plaintext
+    clusters: a secured one has an authorizer)."""
+    from kio.index import load_request_schema
+
+    from weir.cli.admin_configs import _broker_request, _check
+    from weir.protocol import codec
+
+    payload = codec.build(load_request_schema(29, 1), resource_type_filter=int(
+        ResourceType.ANY), resource_name_filter=None, pattern_type_filter=int(PatternType.ANY),
+        principal_filter=None, host_filter=None, operation=int(AclOperation.ANY),
+        permission_type=1)
+    answer = _broker_request(args, None, payload)
+    _check(answer.error_code, answer.error_message, "listing ACLs")
 
 
 def acl_remove(args: argparse.Namespace) -> int:

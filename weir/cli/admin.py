@@ -10,18 +10,20 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
-from weir.cli.cluster import read_cluster_file
+from weir.cli import DEFAULT_DATA_DIR
+from weir.cli.errors import CliError, command_of, kafka_error_text, kafka_name, report
 
-DEFAULT_DATA_DIR = "./weir-data"
+__all__ = ["AdminCliError", "kafka_error_text", "kafka_name"]
+
+DEFAULT_TIMEOUT_S = 10.0
 
 
-class AdminCliError(Exception):
-    """A failure reported to the user as ``weir: <message>`` (exit code 1)."""
+class AdminCliError(CliError):
+    """A failure reported to the user as ``weir: <message>`` (exit code 1; weir/cli/errors.py)."""
 
 
 # -- parser -------------------------------------------------------------------------------------
@@ -34,6 +36,17 @@ def _key_value(text: str) -> tuple[str, str]:
     return key.strip(), value.strip()
 
 
+def positive_seconds(text: str) -> float:
+    """argparse type of ``--timeout``: a number of seconds above zero."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected seconds, got {text!r}") from None
+    if not 0 < value < float("inf"):  # also refuses nan
+        raise argparse.ArgumentTypeError(f"expected seconds above 0, got {text!r}")
+    return value
+
+
 def _common(p: argparse.ArgumentParser) -> argparse.ArgumentParser:
     p.add_argument("--bootstrap-server", default=None, metavar="HOST:PORT[,...]",
                    help="brokers to talk to (default: the cluster in --data-dir)")
@@ -41,7 +54,9 @@ def _common(p: argparse.ArgumentParser) -> argparse.ArgumentParser:
                    help=f"local cluster whose cluster.json names the brokers "
                         f"(default {DEFAULT_DATA_DIR})")
     p.add_argument("--json", action="store_true", help="print JSON for scripts")
-    p.add_argument("--timeout", type=float, default=30, help="seconds per request (default 30)")
+    p.add_argument("--timeout", type=positive_seconds, default=DEFAULT_TIMEOUT_S,
+                   help="seconds to wait for the cluster, per request "
+                        f"(default {DEFAULT_TIMEOUT_S:g})")
     p.add_argument("--command-config", default=None, metavar="FILE",
                    help="client settings in Kafka's client.properties format (security.protocol,"
                         " sasl.*, ssl.*); default: DIR/client.properties of weir up --secure")
@@ -53,7 +68,7 @@ def add_parsers(sub: Any) -> None:
     topic = sub.add_parser("topic", help="create, list, describe, delete and alter topics")
     tsub = topic.add_subparsers(dest="topic_command", required=True, metavar="ACTION")
     p = _common(tsub.add_parser("create", help="create a topic"))
-    p.add_argument("name")
+    p.add_argument("name", help="the topic")
     p.add_argument("--partitions", type=int, default=-1, help="default: num.partitions")
     p.add_argument("--replication-factor", type=int, default=-1,
                    help="default: default.replication.factor")
@@ -64,20 +79,24 @@ def add_parsers(sub: Any) -> None:
     p = _common(tsub.add_parser("describe", help="partitions, leaders, ISR and overrides"))
     p.add_argument("names", nargs="*", metavar="NAME", help="default: every topic")
     p = _common(tsub.add_parser("delete", help="delete topics"))
-    p.add_argument("names", nargs="+", metavar="NAME")
+    p.add_argument("names", nargs="+", metavar="NAME", help="the topics")
     p = _common(tsub.add_parser("add-partitions", help="grow a topic to --partitions"))
-    p.add_argument("name")
+    p.add_argument("name", help="the topic")
     p.add_argument("--partitions", type=int, required=True, help="the new total count")
     p = _common(tsub.add_parser("alter-config", help="set or delete topic config overrides"))
-    p.add_argument("name")
+    p.add_argument("name", help="the topic")
     _alter_args(p)
 
     group = sub.add_parser("group", help="list, describe, delete consumer groups, reset offsets")
     gsub = group.add_subparsers(dest="group_command", required=True, metavar="ACTION")
-    _common(gsub.add_parser("list", help="consumer groups and their states"))
+    p = _common(gsub.add_parser("list", help="consumer groups and their states"))
+    p.add_argument("--state", default=None, metavar="STATE[,STATE...]",
+                   help="only groups in these states (Stable, Empty, PreparingRebalance, "
+                        "CompletingRebalance, Dead), as kafka-consumer-groups.sh --list "
+                        "--state; default: every group")
     p = _common(gsub.add_parser(
         "describe", help="members, assignments, committed offsets and lag per partition"))
-    p.add_argument("group")
+    p.add_argument("group", help="the consumer group")
     from weir.cli import admin_groups
 
     admin_groups.add_parsers(gsub, _common)
@@ -98,12 +117,53 @@ def _alter_args(p: argparse.ArgumentParser) -> None:
 
 
 def bootstrap_of(args: argparse.Namespace) -> str:
+    """``--bootstrap-server``, else the bootstrap of the cluster recorded in ``--data-dir``."""
     if args.bootstrap_server:
-        return args.bootstrap_server
+        return str(args.bootstrap_server)
+    from weir.cli.cluster import read_cluster_file
+
     state = read_cluster_file(Path(args.data_dir))
     if not state or not state.get("bootstrap"):
         raise AdminCliError(f"no cluster recorded in {args.data_dir}; use --bootstrap-server")
     return str(state["bootstrap"])
+
+
+def reachable_bootstrap(args: argparse.Namespace) -> str:
+    """:func:`bootstrap_of`, checked by :func:`check_reachable`."""
+    return check_reachable(bootstrap_of(args), args.timeout)
+
+
+def check_reachable(bootstrap: str, timeout_s: float) -> str:
+    """``bootstrap`` unchanged, after a TCP connect to its addresses: if none accepts one
+    within ``timeout_s`` in all (a refused port, an unknown host, no answer), the command
+    fails now with NETWORK_EXCEPTION instead of librdkafka retrying until ``--timeout`` and
+    beyond. The first address that accepts ends the check (one round trip on loopback)."""
+    import socket
+    import time
+
+    addresses = []
+    for address in (a.strip() for a in bootstrap.split(",")):
+        host, sep, port = address.rpartition(":")
+        if not sep or not port.isdigit() or not 0 < int(port) < 65536:
+            raise AdminCliError(f"--bootstrap-server: expected HOST:PORT[,HOST:PORT...], "
+                                f"got {bootstrap!r}", name="INVALID_ARGUMENT")
+        addresses.append((address, host.strip("[]") or "localhost", int(port)))
+    deadline = time.monotonic() + timeout_s
+    failures = []
+    for address, host, port in addresses:
+        left = deadline - time.monotonic()
+        if left <= 0:
+            failures.append(f"{address}: not tried within {timeout_s:g}s")
+            continue
+        try:
+            with socket.create_connection((host, port), timeout=left):
+                return bootstrap
+        except TimeoutError:
+            failures.append(f"{address}: no answer within {timeout_s:g}s")
+        except OSError as exc:
+            failures.append(f"{address}: {exc.strerror or exc}")
+    raise AdminCliError(f"cannot reach the cluster at {bootstrap}: NETWORK_EXCEPTION: "
+                        f"{'; '.join(failures)}", name="NETWORK_EXCEPTION")
 
 
 def admin_client(args: argparse.Namespace) -> Any:
@@ -111,7 +171,7 @@ def admin_client(args: argparse.Namespace) -> Any:
         from confluent_kafka.admin import AdminClient
     except ImportError as exc:  # pragma: no cover - a runtime dependency
         raise AdminCliError(f"confluent-kafka is needed for this command: {exc}") from exc
-    return AdminClient({"bootstrap.servers": bootstrap_of(args), "log_level": 2,
+    return AdminClient({"bootstrap.servers": reachable_bootstrap(args), "log_level": 2,
                         "socket.timeout.ms": int(args.timeout * 1000),
                         **client_settings(args)})
 
@@ -120,28 +180,20 @@ def client_settings(args: argparse.Namespace) -> dict[str, str]:
     """Security settings for the clients: ``--command-config``, else the
     ``client.properties`` a ``weir up --secure`` cluster in ``--data-dir`` wrote (only when
     its brokers are the ones talked to)."""
-    from weir.cli.secure import librdkafka_settings
-
     path = getattr(args, "command_config", None)
     if path is None and not args.bootstrap_server:
         found = Path(args.data_dir) / "client.properties"
         path = found if found.exists() else None
     if path is None:
         return {}
+    from weir.cli.secure import librdkafka_settings  # certificates: a quarter second of imports
+
     try:
         settings = librdkafka_settings(path)
     except OSError as exc:
         raise AdminCliError(f"cannot read --command-config {path}: {exc}") from exc
     settings.pop("bootstrap.servers", None)
     return settings
-
-
-def kafka_error_text(exc: BaseException) -> str:
-    """``NAME: message`` of a confluent-kafka KafkaException (or the exception's text)."""
-    err = exc.args[0] if exc.args else exc
-    if hasattr(err, "name") and hasattr(err, "str"):
-        return f"{err.name()}: {err.str()}"
-    return str(err)
 
 
 def wait(future: Any, args: argparse.Namespace, what: str) -> Any:
@@ -152,11 +204,12 @@ def wait(future: Any, args: argparse.Namespace, what: str) -> Any:
         return future.result(timeout=args.timeout + 5)
     except KafkaException as exc:
         err = exc.args[0] if exc.args else exc
-        name = err.name() if hasattr(err, "name") else type(err).__name__
+        name = kafka_name(err) if hasattr(err, "name") else type(err).__name__
         text = err.str() if hasattr(err, "str") else str(err)
-        raise AdminCliError(f"{what}: {name}: {text}") from None
+        raise AdminCliError(f"{what}: {name}: {text}", name=name) from None
     except TimeoutError:
-        raise AdminCliError(f"{what}: no answer within {args.timeout:g}s") from None
+        raise AdminCliError(f"{what}: no answer within {args.timeout:g}s",
+                            name="REQUEST_TIMED_OUT") from None
 
 
 def table(headers: Sequence[str], rows: Iterable[Sequence[Any]]) -> str:
@@ -199,7 +252,7 @@ def _metadata(args: argparse.Namespace, admin: Any, topic: str | None = None) ->
     try:
         return admin.list_topics(topic=topic, timeout=args.timeout)
     except KafkaException as exc:
-        raise AdminCliError(f"listing topics: {exc.args[0]}") from None
+        raise AdminCliError(f"listing topics: {kafka_error_text(exc)}") from None
 
 
 def topic_list(args: argparse.Namespace) -> int:
@@ -217,14 +270,16 @@ def topic_describe(args: argparse.Namespace) -> int:
     names = args.names or sorted(md.topics)
     missing = [n for n in names if n not in md.topics]
     if missing:
-        raise AdminCliError(f"unknown topic(s): {', '.join(missing)}")
+        raise AdminCliError(f"unknown topic(s): {', '.join(missing)}",
+                            name="UNKNOWN_TOPIC_OR_PARTITION")
     resources = [ConfigResource(ConfigResource.Type.TOPIC, n) for n in names]
     futures = admin.describe_configs(resources, request_timeout=args.timeout) if names else {}
     topics = []
     for name, res in zip(names, resources, strict=True):
         meta = md.topics[name]
         if meta.error is not None:
-            raise AdminCliError(f"describing topic {name}: {meta.error.str()}")
+            raise AdminCliError(f"describing topic {name}: {kafka_name(meta.error)}: "
+                                f"{meta.error.str()}")
         configs = wait(futures[res], args, f"describing configs of {name}")
         parts = [{"partition": p.id, "leader": p.leader, "replicas": list(p.replicas),
                   "isr": list(p.isrs)} for p in sorted(meta.partitions.values(), key=_pid)]
@@ -334,5 +389,5 @@ def run(args: argparse.Namespace,
     try:
         return (command or COMMANDS[args.command])(args)
     except AdminCliError as exc:
-        print(f"weir: {exc}", file=sys.stderr)
-        return 1
+        return report(exc, as_json=bool(getattr(args, "json", False)),
+                      command=command_of(args))

@@ -21,7 +21,6 @@ keys or every key with its source.  ``set`` and ``delete`` use IncrementalAlterC
 from __future__ import annotations
 
 import argparse
-import asyncio
 from collections.abc import Callable
 from types import SimpleNamespace
 from typing import Any
@@ -31,6 +30,7 @@ from weir.cli.admin import (
     _key_value,
     admin_client,
     emit,
+    kafka_error_text,
     table,
     wait,
 )
@@ -61,10 +61,11 @@ def add_parsers(sub: Any, common: Callable[[argparse.ArgumentParser], Any]) -> N
     p.add_argument("--all", action="store_true", help="every key with its source")
     p = common(csub.add_parser("set", help="set config overrides or log levels"))
     _target(p)
-    p.add_argument("pairs", nargs="+", type=_key_value, metavar="KEY=VALUE")
+    p.add_argument("pairs", nargs="+", type=_key_value, metavar="KEY=VALUE",
+                   help="the values to set")
     p = common(csub.add_parser("delete", help="remove overrides (back to the next source)"))
     _target(p)
-    p.add_argument("keys", nargs="+", metavar="KEY")
+    p.add_argument("keys", nargs="+", metavar="KEY", help="the overrides to remove")
 
 
 def _resource(args: argparse.Namespace) -> tuple[str, Any, str, str]:
@@ -95,17 +96,32 @@ def _doc_head(kind: str, name: str) -> dict[str, Any]:
     return {kind.replace("-", "_"): name}
 
 
+def cluster_broker(args: argparse.Namespace, broker_id: str | None) -> Any:
+    """Broker ``broker_id`` of the cluster's metadata (None: the lowest id); a broker the
+    cluster lacks is BROKER_NOT_AVAILABLE at once, for reads and writes alike (a request
+    addressed to it would wait for the whole --timeout)."""
+    from confluent_kafka import KafkaException
+
+    try:
+        brokers = admin_client(args).list_topics(timeout=args.timeout).brokers
+    except KafkaException as exc:
+        raise AdminCliError(f"reading the cluster metadata: {kafka_error_text(exc)}"
+                            ) from None
+    if not brokers:
+        raise AdminCliError("the cluster metadata names no broker", name="BROKER_NOT_AVAILABLE")
+    found = brokers.get(int(broker_id) if broker_id else min(brokers))
+    if found is None:
+        raise AdminCliError(f"broker {broker_id} is not in the cluster (brokers: "
+                            f"{', '.join(map(str, sorted(brokers)))})",
+                            name="BROKER_NOT_AVAILABLE")
+    return found
+
+
 def _broker_request(args: argparse.Namespace, broker_id: str | None, payload: Any) -> Any:
     """Send ``payload`` to broker ``broker_id`` (None: the first broker in the metadata)."""
     from weir.protocol.client import BrokerConnection
 
-    brokers = admin_client(args).list_topics(timeout=args.timeout).brokers
-    if not brokers:
-        raise AdminCliError("the cluster metadata names no broker")
-    found = brokers.get(int(broker_id) if broker_id else min(brokers))
-    if found is None:
-        raise AdminCliError(f"broker {broker_id} is not in the cluster (brokers: "
-                            f"{', '.join(map(str, sorted(brokers)))})")
+    found = cluster_broker(args, broker_id)
 
     async def send() -> Any:
         conn = BrokerConnection(found.host, int(found.port), client_id="weir-config")
@@ -116,6 +132,8 @@ def _broker_request(args: argparse.Namespace, broker_id: str | None, payload: An
             await conn.close()
 
     try:
+        import asyncio  # not at the top: only these requests need it (start-up time)
+
         return asyncio.run(send())
     except (OSError, TimeoutError) as exc:
         raise AdminCliError(f"broker {found.id} at {found.host}:{found.port}: {exc}") from None
@@ -180,6 +198,8 @@ def alter(args: argparse.Namespace, sets: list[tuple[str, str]], deletes: list[s
                    [(k, 0, v) for k, v in sets] + [(k, 1, None) for k in deletes],
                    f"altering {words}")
     else:
+        if kind == "broker":
+            cluster_broker(args, name)
         entries = [ConfigEntry(k, v, incremental_operation=AlterConfigOpType.SET)
                    for k, v in sets]
         entries += [ConfigEntry(k, None, incremental_operation=AlterConfigOpType.DELETE)

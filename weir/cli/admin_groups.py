@@ -32,13 +32,30 @@ def _name(value: Any) -> str:
     return _STATE_NAMES.get(name, name)
 
 
+def _states(text: str | None) -> set[str] | None:
+    """``--state Stable,Empty`` as Kafka's state names; INVALID_ARGUMENT for another word."""
+    if text is None:
+        return None
+    known = {v.lower(): v for v in _STATE_NAMES.values()}
+    wanted = set()
+    for word in (w.strip() for w in text.split(",") if w.strip()):
+        if word.lower() not in known:
+            raise AdminCliError(f"--state: unknown group state {word!r} (states: "
+                                f"{', '.join(sorted(known.values()))})")
+        wanted.add(known[word.lower()])
+    return wanted or None
+
+
 def group_list(args: argparse.Namespace) -> int:
+    states = _states(getattr(args, "state", None))
     admin = admin_client(args)
     result = wait(admin.list_consumer_groups(request_timeout=args.timeout), args,
                   "listing consumer groups")
     groups = sorted(({"group": g.group_id, "state": _name(g.state),
                       "simple": bool(g.is_simple_consumer_group)} for g in result.valid),
                     key=lambda g: g["group"])
+    if states is not None:
+        groups = [g for g in groups if g["state"] in states]
     return emit(args, groups, lambda: table(
         ("GROUP", "STATE"), [(g["group"], g["state"]) for g in groups]))
 
@@ -66,7 +83,8 @@ def group_describe(args: argparse.Namespace) -> int:
                         "assignment": [{"topic": t, "partition": p} for t, p in tps]})
     state = _name(desc.state)
     if not members and not committed and state in ("Dead", "Unknown"):
-        raise AdminCliError(f"consumer group {group!r} does not exist")
+        raise AdminCliError(f"consumer group {group!r} does not exist",
+                            name="GROUP_ID_NOT_FOUND")
     partitions = sorted(set(committed) | set(owner))
     ends = _log_end_offsets(args, admin, partitions)
     rows = []
@@ -172,8 +190,8 @@ def group_delete(args: argparse.Namespace) -> int:
     elif not failed:
         print("Deletion of requested consumer groups ("
               + ", ".join(f"'{g}'" for g in deleted) + ") was successful.")
-    else:  # Kafka's lines, on stderr
-        lines = ["weir: Deletion of some consumer groups failed:"]
+    else:  # Kafka's lines (on stdout, as kafka-consumer-groups.sh), then one error line
+        lines = ["Deletion of some consumer groups failed:"]
         lines += [f"* Group '{g}' could not be deleted due to: {why}"
                   + (" (the group still has members: stop its consumers first)"
                      if "NON_EMPTY_GROUP" in why else "")
@@ -181,8 +199,12 @@ def group_delete(args: argparse.Namespace) -> int:
         if deleted:
             lines.append("These consumer groups were deleted successfully: "
                          + ", ".join(f"'{g}'" for g in deleted))
-        print("\n".join(lines), file=sys.stderr)
-    return 1 if failed else 0
+        print("\n".join(lines))
+    if failed:
+        first = next(iter(failed.values()))
+        raise AdminCliError(f"deleting consumer groups: {first.split(': ', 1)[0]}: "
+                            f"{len(failed)} of {len(groups)} group(s) could not be deleted")
+    return 0
 
 
 # -- reset-offsets ------------------------------------------------------------------------------
@@ -223,7 +245,8 @@ def _reset_partitions(args: argparse.Namespace, admin: Any,
     for topic, parts in specs:
         meta = md.topics.get(topic)
         if meta is None or meta.error is not None:
-            raise AdminCliError(f"topic {topic!r} does not exist")
+            raise AdminCliError(f"topic {topic!r} does not exist",
+                                name="UNKNOWN_TOPIC_OR_PARTITION")
         known = set(meta.partitions)
         missing = [p for p in parts or () if p not in known]
         if missing:
@@ -325,11 +348,11 @@ def add_parsers(gsub: Any, common: Any) -> None:
                       help="coordinator, assignor, state and member count")
     describe.add_argument("--verbose", action="store_true", help="with --members")
     p = common(gsub.add_parser("delete", help="delete consumer groups without members"))
-    p.add_argument("groups", nargs="+", metavar="GROUP")
+    p.add_argument("groups", nargs="+", metavar="GROUP", help="the groups to delete")
     p = common(gsub.add_parser(
         "reset-offsets", help="plan (default) or --execute new committed offsets of a group "
                               "that has no active members"))
-    p.add_argument("group", nargs="?", metavar="GROUP")
+    p.add_argument("group", nargs="?", metavar="GROUP", help="the group (or --group)")
     p.add_argument("--group", dest="group_opt", metavar="GROUP", help="same as GROUP")
     scope = p.add_mutually_exclusive_group()
     scope.add_argument("--topic", dest="topics", action="append", default=[],

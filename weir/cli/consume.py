@@ -26,9 +26,10 @@ from weir.cli.admin import (
     AdminCliError,
     _common,
     _key_value,
-    bootstrap_of,
     client_settings,
     kafka_error_text,
+    kafka_name,
+    reachable_bootstrap,
 )
 from weir.cli.offset_reset import ResetError, parse_datetime_ms
 from weir.cli.record_format import ENCODINGS, FormatError, Formatter, Record, record_json
@@ -36,7 +37,7 @@ from weir.cli.record_format import ENCODINGS, FormatError, Formatter, Record, re
 
 def add_parser(sub: Any) -> None:
     p = _common(sub.add_parser("consume", help="print records of a topic (console consumer)"))
-    p.add_argument("--topic", required=True)
+    p.add_argument("--topic", required=True, help="the topic to read")
     p.add_argument("--group", default=None,
                    help="consumer group (commits its offsets); default: a throwaway group "
                         "that commits nothing")
@@ -54,7 +55,8 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--timeout-ms", type=int, default=None, metavar="MS",
                    help="stop when no record arrived for this long")
     p.add_argument("--isolation-level", default="read_uncommitted",
-                   choices=("read_uncommitted", "read_committed"))
+                   choices=("read_uncommitted", "read_committed"),
+                   help="read_committed skips aborted transactions' records")
     p.add_argument("--property", dest="properties", type=_key_value, action="append",
                    default=[], metavar="KEY=VALUE",
                    help="formatter: print.key, print.timestamp, print.offset, "
@@ -108,7 +110,7 @@ def _consumer(args: argparse.Namespace) -> Any:
     from confluent_kafka import Consumer
 
     group = args.group or f"console-consumer-{random.randrange(100000)}"
-    config = {"bootstrap.servers": bootstrap_of(args), "group.id": group, "log_level": 2,
+    config = {"bootstrap.servers": reachable_bootstrap(args), "group.id": group, "log_level": 2,
               "enable.auto.commit": args.group is not None,
               "auto.offset.reset": "earliest" if args.from_beginning else "latest",
               "isolation.level": args.isolation_level,
@@ -128,11 +130,11 @@ def _partitions(args: argparse.Namespace, consumer: Any) -> list[int]:
                             ) from None
     meta = md.topics.get(args.topic)
     if meta is None or meta.error is not None or not meta.partitions:
-        raise AdminCliError(f"unknown topic {args.topic!r}")
+        raise AdminCliError(f"unknown topic {args.topic!r}", name="UNKNOWN_TOPIC_OR_PARTITION")
     ids = sorted(meta.partitions)
     if args.partition is not None and args.partition not in ids:
         raise AdminCliError(f"topic {args.topic} has no partition {args.partition} "
-                            f"(it has {len(ids)})")
+                            f"(it has {len(ids)})", name="UNKNOWN_TOPIC_OR_PARTITION")
     return ids
 
 
@@ -202,8 +204,8 @@ def cmd_consume(args: argparse.Namespace) -> int:
                 if err.fatal() or err.code() in (KafkaError.UNKNOWN_TOPIC_OR_PART,
                                                  KafkaError.TOPIC_AUTHORIZATION_FAILED,
                                                  KafkaError.GROUP_AUTHORIZATION_FAILED):
-                    raise AdminCliError(f"{err.name()}: {err.str()}")
-                print(f"weir: {err.name()}: {err.str()}", file=sys.stderr)
+                    raise AdminCliError(f"{kafka_name(err)}: {err.str()}")
+                print(f"weir: {kafka_name(err)}: {err.str()}", file=sys.stderr)
                 continue
             last = time.monotonic()
             count += 1

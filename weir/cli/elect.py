@@ -18,10 +18,9 @@ import json
 from pathlib import Path
 from typing import Any
 
-from weir.cli.admin import AdminCliError, _common, admin_client, wait
+from weir.cli.admin import AdminCliError, _common, admin_client, kafka_name, wait
 
 # librdkafka's names where Kafka's differ (the ones ElectLeaders answers with)
-_KAFKA_NAMES = {"UNKNOWN_TOPIC_OR_PART": "UNKNOWN_TOPIC_OR_PARTITION"}
 
 
 def add_parser(sub: Any) -> None:
@@ -98,7 +97,7 @@ def cmd_elect(args: argparse.Namespace) -> int:
         elif err.code() == KafkaError.ELECTION_NOT_NEEDED:
             status, message = "ELECTION_NOT_NEEDED", None
         else:
-            status, message = _KAFKA_NAMES.get(err.name(), err.name()), err.str()
+            status, message = kafka_name(err), err.str()
         results.append({"topic": tp.topic, "partition": tp.partition, "result": status,
                         "message": message})
     name = kind.name
@@ -107,7 +106,11 @@ def cmd_elect(args: argparse.Namespace) -> int:
         print(json.dumps({"election_type": name, "results": results}, indent=2))
     else:
         print(_text(name, results))
-    return 1 if failed else 0
+    if failed:  # Kafka's lines above (stdout), one error line naming the first failure
+        raise AdminCliError(f"electing leaders ({name}): {failed[0]['result']}: "
+                            f"{len(failed)} of {len(results)} partition(s) could not be "
+                            "elected", name=str(failed[0]["result"]))
+    return 0
 
 
 def _tps(rows: list[dict[str, Any]]) -> str:

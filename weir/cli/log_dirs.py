@@ -35,9 +35,9 @@ def add_parser(sub: Any) -> None:
                           help="topics to show (default: all)")
     move = _common(actions.add_parser("move", help="move a replica to another log dir of "
                                                    "its broker (AlterReplicaLogDirs)"))
-    move.add_argument("--topic", required=True)
-    move.add_argument("--partition", type=int, required=True)
-    move.add_argument("--broker", type=int, required=True)
+    move.add_argument("--topic", required=True, help="the replica's topic")
+    move.add_argument("--partition", type=int, required=True, help="the replica's partition")
+    move.add_argument("--broker", type=int, required=True, help="the broker holding it")
     move.add_argument("--dir", required=True, help="absolute path of one of its log.dirs")
 
 
@@ -133,8 +133,9 @@ def cmd_log_dirs(args: argparse.Namespace) -> int:
         ids = sorted(endpoints) if wanted is None else wanted
         missing = [b for b in ids if b not in endpoints]
         if missing:
-            raise AdminCliError(f"brokers {missing} are not in the cluster "
-                                f"(brokers: {', '.join(map(str, sorted(endpoints)))})")
+            raise AdminCliError(f"brokers {missing} are not in the cluster (brokers: "
+                                f"{', '.join(map(str, sorted(endpoints)))})",
+                                name="BROKER_NOT_AVAILABLE")
         topics = None if args.topic_list is None else {
             t.strip() for t in args.topic_list.split(",") if t.strip()}
         cls = load_request_schema(35, DESCRIBE_LOG_DIRS_VERSION)
@@ -143,7 +144,8 @@ def cmd_log_dirs(args: argparse.Namespace) -> int:
         print(json.dumps(doc) if args.json else _table(doc))
         return 0
     if args.broker not in endpoints:
-        raise AdminCliError(f"broker {args.broker} is not in the cluster")
+        raise AdminCliError(f"broker {args.broker} is not in the cluster",
+                            name="BROKER_NOT_AVAILABLE")
     cls = load_request_schema(34, ALTER_REPLICA_LOG_DIRS_VERSION)
     payload = codec.build(cls, dirs=[{"path": args.dir, "topics": [
         {"name": args.topic, "partitions": [args.partition]}]}])

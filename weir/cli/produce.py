@@ -21,9 +21,10 @@ from weir.cli.admin import (
     AdminCliError,
     _common,
     _key_value,
-    bootstrap_of,
     client_settings,
     kafka_error_text,
+    kafka_name,
+    reachable_bootstrap,
 )
 from weir.cli.record_format import ENCODINGS, FormatError, LineReader, Record, read_json_line
 
@@ -31,7 +32,7 @@ from weir.cli.record_format import ENCODINGS, FormatError, LineReader, Record, r
 def add_parser(sub: Any) -> None:
     p = _common(sub.add_parser(
         "produce", help="produce records read from stdin, one per line (console producer)"))
-    p.add_argument("--topic", required=True)
+    p.add_argument("--topic", required=True, help="the topic to write")
     p.add_argument("--property", dest="properties", type=_key_value, action="append",
                    default=[], metavar="KEY=VALUE",
                    help="line reader: parse.key, key.separator, parse.headers, "
@@ -49,7 +50,8 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--acks", default="all", choices=("all", "-1", "0", "1"),
                    help="request.required.acks (default all)")
     p.add_argument("--compression-type", default="none",
-                   choices=("none", "gzip", "snappy", "lz4", "zstd"))
+                   choices=("none", "gzip", "snappy", "lz4", "zstd"),
+                   help="compression.type of the batches")
 
 
 def _records(stream: IO[str], args: argparse.Namespace) -> Iterator[Record]:
@@ -71,25 +73,24 @@ def cmd_produce(args: argparse.Namespace) -> int:
         raise AdminCliError("--property configures text lines; JSON lines carry their own "
                             "key and headers")
     LineReader.from_properties(dict(args.properties))  # a bad property fails before connecting
-    config = {"bootstrap.servers": bootstrap_of(args), "log_level": 2,
+    config = {"bootstrap.servers": reachable_bootstrap(args), "log_level": 2,
               "acks": args.acks, "compression.type": args.compression_type,
               "message.timeout.ms": int(args.timeout * 1000),
               "socket.timeout.ms": int(args.timeout * 1000),
               **client_settings(args), **dict(args.producer_properties)}
     try:
         producer = Producer(config)
-        producer.list_topics(timeout=args.timeout)  # fail fast on an unreachable cluster
-    except KafkaException as exc:
-        raise AdminCliError(f"cannot reach the cluster: {kafka_error_text(exc)}"
-                            ) from None
+    except KafkaException as exc:  # a bad --producer-property
+        raise AdminCliError(f"producer settings: {kafka_error_text(exc)}") from None
+    _check_partition(producer, args)
     acked: list[dict[str, Any]] = []
     failed: list[str] = []
 
     def delivered(err: Any, msg: Any) -> None:
         if err is not None:
-            failed.append(f"{err.name()}: {err.str()}")
+            failed.append(f"{kafka_name(err)}: {err.str()}")
             if args.json:
-                print(json.dumps({"error": err.name(), "message": err.str()}), flush=True)
+                print(json.dumps({"error": kafka_name(err), "message": err.str()}), flush=True)
             return
         report = {"topic": msg.topic(), "partition": msg.partition(), "offset": msg.offset(),
                   "timestamp": msg.timestamp()[1]}
@@ -106,6 +107,9 @@ def cmd_produce(args: argparse.Namespace) -> int:
     except FormatError as exc:
         producer.flush(args.timeout)
         raise AdminCliError(str(exc)) from None
+    except KafkaException as exc:  # refused before sending, e.g. a partition it lacks
+        producer.flush(args.timeout)
+        raise AdminCliError(f"producing to {args.topic}: {kafka_error_text(exc)}") from None
     except KeyboardInterrupt:
         pass
     finally:
@@ -113,14 +117,37 @@ def cmd_produce(args: argparse.Namespace) -> int:
             stream.close()
     left = producer.flush(args.timeout + 5)
     if left:
-        failed.extend(["not delivered before the timeout"] * left)
+        failed.extend([f"REQUEST_TIMED_OUT: not delivered within {args.timeout:g}s"] * left)
+    if failed:  # one error line: the first failure's Kafka error name, and the counts
+        raise AdminCliError(f"producing to {args.topic}: {failed[0]} ({len(failed)} of "
+                            f"{count} record(s) not acknowledged)")
     if not args.json:
         print(f"Produced {len(acked)} of {count} record(s) to {args.topic}"
               + (f" (--file {Path(args.file).name})" if args.file else ""), file=sys.stderr)
-    if failed:
-        print(f"weir: {len(failed)} record(s) failed: {failed[0]}", file=sys.stderr)
-        return 1
     return 0
+
+
+def _check_partition(producer: Any, args: argparse.Namespace) -> None:
+    """Metadata of the topic (which also fails fast on an unreachable cluster); a
+    ``--partition`` the topic lacks is UNKNOWN_TOPIC_OR_PARTITION before any line is read.
+    An unknown topic is left to the broker (auto.create.topics.enable)."""
+    from confluent_kafka import KafkaException
+
+    try:
+        md = producer.list_topics(args.topic, timeout=args.timeout)
+    except KafkaException as exc:
+        raise AdminCliError(f"cannot reach the cluster: {kafka_error_text(exc)}") from None
+    meta = md.topics.get(args.topic)
+    if meta is not None and meta.error is not None and kafka_name(
+            meta.error) == "UNKNOWN_TOPIC_OR_PARTITION":  # not created on request either
+        raise AdminCliError(f"producing to {args.topic}: UNKNOWN_TOPIC_OR_PARTITION: the "
+                            "topic does not exist (and the cluster does not create topics "
+                            "on request: auto.create.topics.enable)")
+    if args.partition is None or meta is None or meta.error is not None:
+        return
+    if args.partition not in meta.partitions:
+        raise AdminCliError(f"topic {args.topic} has no partition {args.partition} (it has "
+                            f"{len(meta.partitions)})", name="UNKNOWN_TOPIC_OR_PARTITION")
 
 
 def _send(producer: Any, args: argparse.Namespace, record: Record, delivered: Any) -> None:

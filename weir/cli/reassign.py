@@ -511,8 +511,11 @@ def add_parser(sub: Any) -> None:
                    help="host:port[,host:port...] (default: the cluster of --data-dir, or of "
                         "./weir-data)")
     action = p.add_mutually_exclusive_group(required=True)
-    for name in ("generate", "execute", "verify", "cancel"):
-        action.add_argument(f"--{name}", action="store_true")
+    for name, text in (("generate", "propose a plan moving --topics-to-move-json-file"),
+                       ("execute", "start the moves of --reassignment-json-file"),
+                       ("verify", "show whether the moves completed, and their progress"),
+                       ("cancel", "stop the moves of --reassignment-json-file")):
+        action.add_argument(f"--{name}", action="store_true", help=text)
     p.add_argument("--topics-to-move-json-file", help="for --generate")
     p.add_argument("--broker-list", help="for --generate: comma-separated broker ids")
     p.add_argument("--reassignment-json-file", help="the plan (execute, verify, cancel)")
@@ -558,8 +561,4 @@ def cmd_reassign(args: argparse.Namespace) -> int:
             raise ReassignError("--reassignment-json-file is required")
         action = (run_execute if args.execute else run_verify if args.verify
                   else run_cancel)
-    try:
-        return asyncio.run(action(session, args))
-    except ReassignError as exc:
-        print(f"weir reassign: {exc}", file=sys.stderr)
-        return 1
+    return asyncio.run(action(session, args))  # a ReassignError: one line (weir/cli/errors.py)

@@ -31,7 +31,7 @@ def add_parser(sub: Any) -> None:
     table = sub.add_parser("table", help="describe and list the topics' Iceberg tables")
     tsub = table.add_subparsers(dest="table_command", required=True, metavar="ACTION")
     p = _common(tsub.add_parser("describe", help="a topic's table: location, offsets, lag"))
-    p.add_argument("topic")
+    p.add_argument("topic", help="the topic whose table to describe")
     _common(tsub.add_parser("list", help="the tables in the catalog's namespace"))
 
 

@@ -17,15 +17,12 @@ import time
 from pathlib import Path
 from typing import Any
 
-from weir.cli import procs
+from weir.cli import DEFAULT_DATA_DIR, procs
 from weir.cli.broker_start import EXIT_CONFIG
 from weir.cli.cluster import ClusterError, LocalCluster, read_cluster_file
 from weir.cli.zkview import close_zk, collect_snapshot, open_zk, render_snapshot
 from weir.config import BROKER_CONFIG_DEFS, BrokerConfig, ConfigError
 from weir.storage.dir_lock import LOCK_FILE, is_locked
-
-DEFAULT_DATA_DIR = "./weir-data"
-
 
 # -- checks before anything is written -------------------------------------------------------
 
@@ -241,32 +238,67 @@ def cmd_down(args: argparse.Namespace) -> int:
 
 
 def cmd_status(args: argparse.Namespace) -> int:
+    from weir.cli.zkview import filter_snapshot, snapshot_json
+
+    snap, processes, console = _status_snapshot(args)
+    filtering = args.under_replicated_partitions or args.unavailable_partitions
+    shown = filter_snapshot(snap, args.include_internal, args.under_replicated_partitions,
+                            args.unavailable_partitions)
+    if args.json:
+        import json
+
+        doc = snapshot_json(shown, processes)
+        if console is not None:
+            doc["console"] = console
+        print(json.dumps(doc, indent=2))
+    elif filtering:  # kafka-topics.sh --describe --under-replicated-partitions: rows only
+        print(render_snapshot(shown, processes).split("\n\n", 2)[-1]
+              if shown.partitions else "No partitions match.")
+    else:
+        text = render_snapshot(shown, processes)
+        print(f"{console}\n\n{text}" if console else text)
+    return 0
+
+
+def _status_snapshot(args: argparse.Namespace) -> tuple[Any, dict[int, int | None] | None,
+                                                         str | None]:
+    """The cluster's snapshot, for a local cluster its broker pids and its console line."""
+    from weir.cli.errors import CliError
+
+    if args.bootstrap_server:
+        from confluent_kafka import KafkaException
+
+        from weir.cli.admin import admin_client, kafka_error_text
+        from weir.cli.zkview import snapshot_from_metadata
+
+        args.data_dir = args.data_dir or DEFAULT_DATA_DIR
+        try:
+            md = admin_client(args).list_topics(timeout=args.timeout)
+        except KafkaException as exc:
+            raise CliError(f"reading the cluster metadata: {kafka_error_text(exc)}") from None
+        return snapshot_from_metadata(md), None, None
     processes = None
-    connect = args.zookeeper
     console = None
+    connect = args.zookeeper
     if connect is None:
         data_dir = Path(args.data_dir or DEFAULT_DATA_DIR)
         state = read_cluster_file(data_dir)
         if state is None:
-            print(f"weir: no cluster recorded in {data_dir}; use --zookeeper", file=sys.stderr)
-            return 1
+            raise CliError(f"no cluster recorded in {data_dir}; use --zookeeper or "
+                           "--bootstrap-server", name="INVALID_ARGUMENT")
         if not procs.pid_alive(int(state.get("zookeeper_pid") or 0)):
-            print(f"weir: the cluster in {data_dir} is not running (ZooKeeper is down)",
-                  file=sys.stderr)
-            return 1
+            raise CliError(f"the cluster in {data_dir} is not running (ZooKeeper is down)",
+                           name="NETWORK_EXCEPTION")
         cluster = LocalCluster(data_dir)
         connect = state["zookeeper"]
         processes = {i: cluster.broker_pid(i) for i in cluster.broker_ids}
         console = console_line(cluster)
     try:
-        zk = open_zk(connect)
+        zk = open_zk(connect, timeout_s=args.timeout)
     except Exception as exc:  # noqa: BLE001 - report any connection failure plainly
-        print(f"weir: cannot reach ZooKeeper at {connect}: {exc}", file=sys.stderr)
-        return 1
+        raise CliError(f"cannot reach ZooKeeper at {connect}: NETWORK_EXCEPTION: {exc}"
+                       ) from None
     try:
-        text = render_snapshot(collect_snapshot(zk), processes)
+        return collect_snapshot(zk), processes, console
     finally:
         close_zk(zk)
-    print(f"{console}\n\n{text}" if console else text)
-    return 0
-

@@ -23,7 +23,7 @@ def add_parser(sub: Any) -> None:
     user = sub.add_parser("user", help="add, list and remove SCRAM users")
     usub = user.add_subparsers(dest="user_command", required=True, metavar="ACTION")
     p = _common(usub.add_parser("add", help="add a user or change its password"))
-    p.add_argument("name")
+    p.add_argument("name", help="the user")
     how = p.add_mutually_exclusive_group()
     how.add_argument("--password", default=None, help="default: a random one, printed")
     how.add_argument("--password-stdin", action="store_true",
@@ -35,7 +35,7 @@ def add_parser(sub: Any) -> None:
     p = _common(usub.add_parser("list", help="users with their mechanisms and iterations"))
     p.add_argument("names", nargs="*", metavar="NAME", help="default: every user")
     p = _common(usub.add_parser("remove", help="remove a user's SCRAM credentials"))
-    p.add_argument("name")
+    p.add_argument("name", help="the user")
     p.add_argument("--mechanism", dest="mechanisms", action="append", choices=MECHANISMS,
                    help="repeatable; default: every mechanism the user has")
 

@@ -140,6 +140,55 @@ def collect_snapshot(zk: Any) -> Snapshot:
     return snap
 
 
+def snapshot_from_metadata(md: Any) -> Snapshot:
+    """A :class:`Snapshot` from a Kafka Metadata answer (confluent-kafka's ClusterMetadata),
+    for ``weir status --bootstrap-server``: what any broker knows, without ZooKeeper (no
+    leader epochs, no controller epoch)."""
+    snap = Snapshot(brokers=sorted((BrokerRow(int(b.id), [f"{b.host}:{b.port}"])
+                                    for b in md.brokers.values()), key=lambda b: b.id))
+    cid = getattr(md, "controller_id", -1)
+    snap.controller_id = None if cid is None or cid < 0 else int(cid)
+    for name in sorted(md.topics):
+        for p in sorted(md.topics[name].partitions.values(), key=lambda p: int(p.id)):
+            snap.partitions.append(PartitionRow(name, int(p.id), int(p.leader), -1,
+                                                list(p.replicas), list(p.isrs)))
+    return snap
+
+
+def filter_snapshot(snap: Snapshot, include_internal: bool = False,
+                    under_replicated: bool = False, unavailable: bool = False) -> Snapshot:
+    """The partitions ``weir status`` shows, as kafka-topics.sh --describe filters them:
+    internal topics (``__consumer_offsets``, ``__transaction_state``) only when asked,
+    ``--under-replicated-partitions`` (ISR smaller than the replicas),
+    ``--unavailable-partitions`` (no leader, or a leader that is not registered)."""
+    live = snap.live_ids
+    rows = [p for p in snap.partitions if include_internal or not p.topic.startswith("__")]
+    if under_replicated or unavailable:
+        rows = [p for p in rows
+                if (under_replicated and len(p.isr) < len(p.replicas))
+                or (unavailable and (p.leader < 0 or p.leader not in live))]
+    return Snapshot(brokers=snap.brokers, controller_id=snap.controller_id,
+                    controller_epoch=snap.controller_epoch, partitions=rows)
+
+
+def snapshot_json(snap: Snapshot, processes: dict[int, int | None] | None = None
+                  ) -> dict[str, Any]:
+    """``weir status --json``."""
+    live = snap.live_ids
+    return {
+        "controller": snap.controller_id, "controller_epoch": snap.controller_epoch,
+        "brokers": [{"id": b.id, "endpoints": b.endpoints, "rack": b.rack,
+                     **({"pid": processes.get(b.id)} if processes is not None else {})}
+                    for b in snap.brokers],
+        "topics": len(snap.topics), "offline": len(snap.offline()),
+        "under_replicated": len(snap.under_replicated()),
+        "partitions": [{"topic": p.topic, "partition": p.partition,
+                        "leader": p.leader if p.leader >= 0 else None,
+                        "leader_epoch": p.leader_epoch if p.leader_epoch >= 0 else None,
+                        "replicas": p.replicas, "isr": p.isr,
+                        "status": _flags(p, live) or "ok"} for p in snap.partitions]}
+
+
 # -- rendering ------------------------------------------------------------------------------
 
 
@@ -190,7 +239,8 @@ def render_snapshot(snap: Snapshot, processes: dict[int, int | None] | None = No
            (f"topics: {len(snap.topics)}  partitions: {len(snap.partitions)}  "
             f"offline: {len(offline)}  under-replicated: {len(under)}")]
     if partitions and snap.partitions:
-        prow = [[p.topic, p.partition, p.leader if p.leader >= 0 else "none", p.leader_epoch,
+        prow = [[p.topic, p.partition, p.leader if p.leader >= 0 else "none",
+                 p.leader_epoch if p.leader_epoch >= 0 else None,
                  p.replicas, p.isr, _flags(p, snap.live_ids)] for p in snap.partitions]
         out += ["", format_table(
             ["topic", "partition", "leader", "epoch", "replicas", "isr", "status"], prow)]

@@ -44,17 +44,20 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     where = p.add_mutually_exclusive_group()
     where.add_argument("--brokers", type=int, default=3,
                        help="start a local cluster of N brokers behind proxies (default 3)")
-    where.add_argument("--bootstrap", help="verify a running cluster (no faults unless "
-                       "--data-dir gives its `weir up` directory)")
+    where.add_argument("--bootstrap-server", "--bootstrap", dest="bootstrap",
+                       metavar="HOST:PORT[,...]",
+                       help="verify a running cluster (no faults unless --data-dir gives its "
+                            "`weir up` directory); --bootstrap is an older spelling")
     p.add_argument("--data-dir", type=Path, help="a `weir up` data directory: process faults "
                    "and replica comparison on that cluster")
     p.add_argument("--duration", type=duration, default=300.0, help="e.g. 90s, 5m (default 5m)")
     p.add_argument("--nemesis", type=fault_list, default=None,
                    help=f"comma-separated faults from {','.join(FAULTS)}, 'all' or 'none' "
-                   "(default: all for the built-in cluster, none with --bootstrap)")
+                   "(default: all for the built-in cluster, none with --bootstrap-server)")
     p.add_argument("--seed", type=int, default=0, help="seed of the fault schedule")
     p.add_argument("--workload", choices=("produce-consume", "groups"),
-                   default="produce-consume")
+                   default="produce-consume",
+                   help="keyed sends and reads, or consumer groups rebalancing")
     p.add_argument("--report", type=Path, default=None,
                    help="report directory (default ./weir-verify-<time>)")
     p.add_argument("--rate", type=float, default=100.0, help="sends per second (default 100)")

@@ -81,7 +81,7 @@ def fakes(monkeypatch):
                 topics={"t": {0: [1, 2]}})
     monkeypatch.setattr(zkserver, "ZooKeeperServer", FakeZooKeeperServer)
     monkeypatch.setattr(cluster_mod, "open_zk", lambda connect: zk)
-    monkeypatch.setattr(up_mod, "open_zk", lambda connect: zk)
+    monkeypatch.setattr(up_mod, "open_zk", lambda connect, **kw: zk)
     monkeypatch.setattr(procs, "broker_command", fake_broker_command)
     return zk
 
@@ -125,7 +125,7 @@ def test_down_and_status_without_cluster(tmp_path, capsys) -> None:
 
 
 def test_status_unreachable_zookeeper(monkeypatch, capsys) -> None:
-    def refuse(connect):
+    def refuse(connect, **kw):
         raise ConnectionError("refused")
 
     monkeypatch.setattr(up_mod, "open_zk", refuse)
