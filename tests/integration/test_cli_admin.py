@@ -72,7 +72,9 @@ def test_describe_configs_reports_kafka_sources(cluster, admin, topic_name):
     bconf = _describe(admin, broker)
     assert bconf["log.retention.hours"].source == ConfigSource.STATIC_BROKER_CONFIG.value
     assert bconf["num.io.threads"].source == ConfigSource.DEFAULT_CONFIG.value
-    assert bconf["num.io.threads"].is_read_only
+    # Kafka's DynamicThreadPool: num.io.threads changes live; zookeeper.connect does not.
+    assert not bconf["num.io.threads"].is_read_only
+    assert bconf["zookeeper.connect"].is_read_only
 
 
 # -- IncrementalAlterConfigs / AlterConfigs ---------------------------------------------------
