@@ -214,16 +214,30 @@ def _columns(b: _Bodies, topic: str, partition: int, lo: int, hi: int,
     arrays = [
         _binary(pa, n, out["key_off"], out["key_valid"], out["key_data"][:kd]),
         _binary(pa, n, out["val_off"], out["val_valid"], out["val_data"][:vd]),
-        pa.repeat(pa.scalar(topic, pa.string()), n),
-        pa.array(np.full(n, partition, np.int32)),
-        pa.array(out["offsets"][:n]),
-        pa.Array.from_buffers(schema.field("timestamp").type, n,
-                              [None, pa.py_buffer(out["stamps"][:n] * 1000)]),
-        pa.array(np.asarray(b.ts_type, np.int32)[out["batch_of"][:n]]),
+        pa.repeat(_string_scalar(pa, topic), n),
+        _fixed(pa, pa.int32(), np.full(n, partition, np.int32)),
+        _fixed(pa, pa.int64(), out["offsets"][:n]),
+        _fixed(pa, schema.field("timestamp").type, out["stamps"][:n] * 1000),
+        _fixed(pa, pa.int32(), np.asarray(b.ts_type, np.int32)[out["batch_of"][:n]]),
     ]
     if include_headers:
         arrays.append(_headers(pa, schema.field("headers").type, n, nh, out, hkd, hvd))
     return pa.RecordBatch.from_arrays(arrays, schema=schema)
+
+
+def _fixed(pa: Any, kind: Any, values: np.ndarray) -> Any:
+    """A column without nulls over ``values``' memory.  ``pa.array`` and ``pa.scalar`` would
+    do too, but their first call imports pandas: up to a second of a fresh Spark worker's
+    first task."""
+    return pa.Array.from_buffers(kind, len(values), [None, pa.py_buffer(values)])
+
+
+def _string_scalar(pa: Any, text: str) -> Any:
+    """``pa.scalar(text)`` without its conversion from Python objects (which imports pandas)."""
+    data = text.encode()
+    one = pa.Array.from_buffers(pa.string(), 1, [None, pa.py_buffer(
+        np.array([0, len(data)], np.int32)), pa.py_buffer(data)])
+    return one[0]
 
 
 def _validity(pa: Any, valid: np.ndarray) -> tuple[Any, int]:
