@@ -15,12 +15,12 @@ import pytest
 
 pytest.importorskip("pyiceberg")
 
-import pyarrow as pa
 from confluent_kafka import TopicPartition as KafkaTP
 from confluent_kafka.admin import AdminClient
 
 import weir.spark
 from tests.spark.helpers import create_topic, produce
+from tests.spark.tables import catalog_options, open_catalog, write_table
 from weir.common import TopicPartition as TP
 from weir.spark.history import split
 
@@ -29,61 +29,10 @@ PER_PARTITION = 40
 IN_TABLE = {0: 25, 1: 10}  # weir.next-offsets of the table
 
 
-def _schema():
-    from pyiceberg.schema import Schema
-    from pyiceberg.types import (
-        BinaryType,
-        IntegerType,
-        ListType,
-        LongType,
-        NestedField,
-        StringType,
-        StructType,
-        TimestamptzType,
-    )
-
-    return Schema(
-        NestedField(1, "key", BinaryType(), required=False),
-        NestedField(2, "value", BinaryType(), required=False),
-        NestedField(3, "topic", StringType(), required=True),
-        NestedField(4, "partition", IntegerType(), required=True),
-        NestedField(5, "offset", LongType(), required=True),
-        NestedField(6, "timestamp", TimestamptzType(), required=True),
-        NestedField(7, "timestampType", IntegerType(), required=True),
-        NestedField(8, "headers", ListType(
-            9, StructType(NestedField(10, "key", StringType(), required=True),
-                          NestedField(11, "value", BinaryType(), required=False)),
-            element_required=True), required=False),
-    )
-
-
-def write_table(catalog, topic: str, rows: list[dict], next_offsets: dict[int, int]) -> None:
-    """The contract's table of ``topic``: partitioned by partition and day(timestamp), the
-    rows below ``next_offsets`` appended in one snapshot carrying the marker."""
-    from pyiceberg.partitioning import PartitionField, PartitionSpec
-    from pyiceberg.transforms import DayTransform, IdentityTransform
-
-    spec = PartitionSpec(
-        PartitionField(source_id=4, field_id=1000, transform=IdentityTransform(),
-                       name="partition"),
-        PartitionField(source_id=6, field_id=1001, transform=DayTransform(),
-                       name="timestamp_day"))
-    catalog.create_namespace_if_not_exists("weir")
-    table = catalog.create_table(("weir", topic), schema=_schema(), partition_spec=spec,
-                                 properties={"format-version": "2"})
-    kept = [dict(r, headers=r["headers"] or []) for r in rows  # [] where Kafka gives null
-            if r["offset"] < next_offsets.get(r["partition"], 0)]
-    data = pa.Table.from_pylist(kept, schema=table.schema().as_arrow())
-    table.append(data, snapshot_properties={
-        "weir.next-offsets": json.dumps({str(p): o for p, o in next_offsets.items()})})
-
-
 @pytest.fixture(scope="module")
 def history(spark, bootstrap, tmp_path_factory):
     """A topic (2 partitions x 40 records, headers on some) and its table (offsets below
     IN_TABLE), plus the rows a read over the protocol gave before any deletion."""
-    from pyiceberg.catalog import load_catalog
-
     topic = f"history-{uuid.uuid4().hex[:8]}"
     create_topic(bootstrap, topic, PARTITIONS)
     produce(bootstrap, topic, [
@@ -91,12 +40,8 @@ def history(spark, bootstrap, tmp_path_factory):
          "value": None if i % 7 == 3 else b"v%d" % i,
          "headers": [("h", b"%d" % i), ("n", None)] if i % 3 == 0 else None}
         for i in range(PARTITIONS * PER_PARTITION)])
-    root = tmp_path_factory.mktemp("iceberg")
-    catalog_opts = {"weir.iceberg.catalog.uri": f"sqlite:///{root}/catalog.db",
-                    "weir.iceberg.warehouse": str(root / "warehouse")}
-    (root / "warehouse").mkdir()
-    catalog = load_catalog("weir", type="sql", uri=catalog_opts["weir.iceberg.catalog.uri"],
-                           warehouse="file://" + catalog_opts["weir.iceberg.warehouse"])
+    catalog_opts = catalog_options(tmp_path_factory.mktemp("iceberg"))
+    catalog = open_catalog(catalog_opts)
     base = {"kafka.bootstrap.servers": bootstrap, "subscribe": topic, "includeHeaders": "true"}
     reference = _rows(spark.read.format("weir").options(**base).load())
     assert len(reference) == PARTITIONS * PER_PARTITION
@@ -118,6 +63,8 @@ def test_history_reads_the_table_and_the_log_above_it(spark, history):
     df = weir.spark.read(spark, {**history["base"], **history["catalog"]})
     plan = df._jdf.queryExecution().executedPlan().toString()
     assert "parquet" in plan.lower(), plan  # Spark's own Parquet scan for the table part
+    assert "FileScan parquet" in plan and "Batched: true" in plan, plan  # vectorized
+    assert "Filter (" not in plan, plan  # whole partitions of the table: no offset filter
     assert _normalise(_rows(df)) == _normalise(history["reference"])
     assert df.count() == PARTITIONS * PER_PARTITION
 
@@ -128,6 +75,7 @@ def test_offsets_across_the_table_boundary_equal_a_log_read(spark, history):
               "endingOffsets": json.dumps({topic: {"0": 31, "1": -1}})}
     got = weir.spark.read(spark, {**history["base"], **history["catalog"], **bounds})
     want = spark.read.format("weir").options(**history["base"], **bounds).load()
+    assert "Filter (" in got._jdf.queryExecution().executedPlan().toString()
     assert _normalise(_rows(got)) == _normalise(_rows(want))
     assert {(r["partition"], r["offset"]) for r in _rows(got)} == (
         {(0, o) for o in range(20, 31)} | {(1, o) for o in range(3, PER_PARTITION)})

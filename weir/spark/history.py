@@ -145,22 +145,32 @@ def _snapshots(opts: ReadOptions, lowered: Mapping[str, str],
 
 def _table_read(spark: Any, opts: ReadOptions, snapshots: Mapping[str, tables.TableSnapshot],
                 ranges: Mapping[TopicPartition, Range]) -> Any:
-    """The table part: Spark's Parquet reader over the planned files, filtered to ranges."""
+    """The table part: Spark's Parquet reader over the planned files, filtered to ranges.
+
+    A file of a partition read whole (``[0, next offset)``: every row the table holds for
+    it) needs no filter; when every file is such, Spark scans without one, and a ``count``
+    is answered from the Parquet footers as for any Parquet table."""
     from pyspark.sql import functions as F
 
     files: list[str] = []
+    whole = True
     for topic, snap in sorted(snapshots.items()):
         mine = {tp.partition: r for tp, r in ranges.items() if tp.topic == topic}
-        files += snap.files(mine)
+        for path, partition in snap.files(mine):
+            files.append(path)
+            full = (0, snap.next_offsets.get(partition, 0)) if partition is not None else None
+            whole = whole and partition in mine and mine[partition] == full
     schema = kafka_schema(opts.include_headers)
     if not files:
         return spark.createDataFrame([], schema)
-    condition = None
-    for tp, (lo, hi) in sorted(ranges.items()):
-        term = ((F.col("topic") == tp.topic) & (F.col("partition") == tp.partition)
-                & (F.col("offset") >= lo) & (F.col("offset") < hi))
-        condition = term if condition is None else condition | term
-    df = spark.read.parquet(*files).where(condition)
+    df = spark.read.parquet(*files)
+    if not whole:
+        condition = None
+        for tp, (lo, hi) in sorted(ranges.items()):
+            term = ((F.col("topic") == tp.topic) & (F.col("partition") == tp.partition)
+                    & (F.col("offset") >= lo) & (F.col("offset") < hi))
+            condition = term if condition is None else condition | term
+        df = df.where(condition)
     columns = [F.col(f.name).cast(f.dataType) for f in schema.fields if f.name != "headers"]
     if opts.include_headers:
         # Spark's Kafka source gives null, not an empty array, for a record without headers.

@@ -119,10 +119,12 @@ class TableSnapshot:
     snapshot_id: int | None
     next_offsets: Mapping[int, int]
 
-    def files(self, ranges: Mapping[int, tuple[int, int]]) -> list[str]:
-        """The data files holding rows of ``{partition: [from, until)}`` (PyIceberg plans
-        with the manifests' partition values and column bounds).  TableError when a file
-        has delete files: the rows would need merge-on-read, which the Parquet path lacks."""
+    def files(self, ranges: Mapping[int, tuple[int, int]]) -> list[tuple[str, int | None]]:
+        """The data files holding rows of ``{partition: [from, until)}``, each with its
+        Kafka partition (None if the file's partition spec does not say), planned by
+        PyIceberg from the manifests' partition values and column bounds.  TableError when a
+        file has delete files: the rows would need merge-on-read, which the Parquet path
+        lacks."""
         from pyiceberg.expressions import (
             AlwaysFalse,
             And,
@@ -141,13 +143,26 @@ class TableSnapshot:
                                               LessThan("offset", hi))))
         scan = self.table.scan(row_filter=condition, snapshot_id=self.snapshot_id,
                                selected_fields=("partition", "offset"))
-        paths = []
+        specs = self.table.specs()
+        found = []
         for task in scan.plan_files():
             if task.delete_files:
                 raise TableError(f"table of {self.topic}: {task.file.file_path} has delete"
                                  " files; read with history=log")
-            paths.append(task.file.file_path)
-        return paths
+            found.append((task.file.file_path, _kafka_partition(specs, task.file)))
+        return found
+
+
+def _kafka_partition(specs: Mapping[int, Any], data_file: Any) -> int | None:
+    """The identity(``partition``) value of a data file's Iceberg partition, if any."""
+    spec = specs.get(data_file.spec_id)
+    if spec is None:
+        return None
+    names = [f.name for f in spec.fields]
+    if "partition" not in names:
+        return None
+    value = data_file.partition[names.index("partition")]
+    return None if value is None else int(value)
 
 
 def table_snapshot(catalog: Any, settings: CatalogSettings, topic: str) -> TableSnapshot | None:
