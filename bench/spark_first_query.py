@@ -38,6 +38,29 @@ RESULTS = ROOT / "bench" / "results"
 
 SESSION = r"""
 import json, os, sys, time
+from pathlib import Path
+
+def cpu_s():
+    # CPU seconds of this process tree: the driver, the JVM, the Python daemons and workers
+    tree = {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                ppid = int(Path(f"/proc/{entry}/stat").read_text().rsplit(")", 1)[1].split()[1])
+            except OSError:
+                continue
+            tree.setdefault(ppid, []).append(int(entry))
+    total, todo = 0.0, [os.getpid()]
+    while todo:
+        pid = todo.pop()
+        try:
+            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        total += sum(int(x) for x in fields[11:15]) / os.sysconf("SC_CLK_TCK")
+        todo += tree.get(pid, [])
+    return total
+
 t0 = time.perf_counter()
 from pyspark.sql import SparkSession
 import weir.spark
@@ -49,27 +72,33 @@ weir.spark.register(spark)
 out = {"session_start_s": time.perf_counter() - t0}
 bootstrap, topic, order, records = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])
 
-def weir_count():
-    t = time.perf_counter()
-    n = (spark.read.format("weir").option("kafka.bootstrap.servers", bootstrap)
-         .option("subscribe", topic).load().count())
-    assert n == records, (n, records)
+def timed(name, fn):
+    c, t = cpu_s(), time.perf_counter()
+    fn()
+    out[name + "_cpu_s"] = cpu_s() - c
     return time.perf_counter() - t
+
+def weir_count():
+    def go():
+        n = (spark.read.format("weir").option("kafka.bootstrap.servers", bootstrap)
+             .option("subscribe", topic).load().count())
+        assert n == records, (n, records)
+    return go
 
 def range_count():
-    t = time.perf_counter()
-    assert spark.range(10).count() == 10
-    return time.perf_counter() - t
+    def go():
+        assert spark.range(10).count() == 10
+    return go
 
 if order == "weir-first":
-    out["weir_1_s"] = weir_count()
-    out["weir_2_s"] = weir_count()
-    out["weir_3_s"] = weir_count()
-    out["range_after_s"] = range_count()
+    out["weir_1_s"] = timed("weir_1", weir_count())
+    out["weir_2_s"] = timed("weir_2", weir_count())
+    out["weir_3_s"] = timed("weir_3", weir_count())
+    out["range_after_s"] = timed("range_after", range_count())
 else:
-    out["range_1_s"] = range_count()
-    out["weir_after_range_s"] = weir_count()
-    out["weir_2_s"] = weir_count()
+    out["range_1_s"] = timed("range_1", range_count())
+    out["weir_after_range_s"] = timed("weir_after_range", weir_count())
+    out["weir_2_s"] = timed("weir_2", weir_count())
 spark.stop()
 print("RESULT " + json.dumps(out))
 """
@@ -89,19 +118,15 @@ def produce(bootstrap: str, topic: str, records: int) -> None:
 
 def session(python: str, bootstrap: str, topic: str, order: str, records: int) -> dict:
     env = dict(os.environ, PYSPARK_PYTHON=python, PYSPARK_DRIVER_PYTHON=python)
-    cpu0 = os.times()
     start = time.perf_counter()
     proc = subprocess.run([python, "-c", SESSION, bootstrap, topic, order, str(records)],
                           env=env, capture_output=True, text=True, timeout=600, check=False)
     wall = time.perf_counter() - start
-    cpu1 = os.times()
     lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("RESULT ")]
     if proc.returncode != 0 or not lines:
         raise RuntimeError(f"session failed ({proc.returncode}):\n{proc.stderr[-3000:]}")
     result = json.loads(lines[-1][len("RESULT "):])
-    result.update(order=order, process_wall_s=wall,
-                  children_cpu_s=(cpu1.children_user + cpu1.children_system
-                                  - cpu0.children_user - cpu0.children_system))
+    result.update(order=order, process_wall_s=wall)
     return result
 
 
@@ -158,6 +183,12 @@ def report(args: argparse.Namespace, runs: list[dict]) -> None:
             [r["weir_after_range_s"] for r in runs if r["order"] == "range-first"]),
         "second weir count, median s": _median([r["weir_2_s"] for r in runs]),
     }
+    summary["first weir count (cold session), median CPU s"] = _median(
+        [r["weir_1_cpu_s"] for r in runs if r["order"] == "weir-first"])
+    summary["first range(10).count() (cold session), median CPU s"] = _median(
+        [r["range_1_cpu_s"] for r in runs if r["order"] == "range-first"])
+    summary["weir count after range, median CPU s"] = _median(
+        [r["weir_after_range_cpu_s"] for r in runs if r["order"] == "range-first"])
     summary["excess over range + 2 s"] = (summary["first weir count (cold session), median s"]
                                           - summary["first range(10).count() (cold session),"
                                                     " median s"] - 2.0)
@@ -177,13 +208,13 @@ def report(args: argparse.Namespace, runs: list[dict]) -> None:
              f" {args.label!r}, load average at end {result['load_avg_end']}"), "",
              "| | s |", "|---|---:|"]
     lines += [f"| {k} | {v:.2f} |" for k, v in summary.items()]
-    lines += ["", ("| order | session start | weir 1 | weir 2 | range 1 | weir after range |"
-              " load before |"), "|---|---:|---:|---:|---:|---:|---:|"]
+    keys = ("session_start_s", "weir_1_s", "weir_1_cpu_s", "weir_2_s", "range_1_s",
+            "range_1_cpu_s", "weir_after_range_s", "weir_after_range_cpu_s", "load_before")
+    lines += ["", "| order | " + " | ".join(keys) + " |",
+              "|---|" + "---:|" * len(keys)]
     for r in runs:
-        cells = [r.get(k) for k in ("session_start_s", "weir_1_s", "weir_2_s", "range_1_s",
-                                     "weir_after_range_s", "load_before")]
         lines.append(f"| {r['order']} | " + " | ".join(
-            "" if c is None else f"{c:.2f}" for c in cells) + " |")
+            "" if r.get(k) is None else f"{r[k]:.2f}" for k in keys) + " |")
     (RESULTS / f"spark_first_query-{stamp}.md").write_text("\n".join(lines) + "\n")
 
 

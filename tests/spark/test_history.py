@@ -100,6 +100,8 @@ def test_without_a_table_history_reads_the_log(spark, bootstrap, history, topic_
     produce(bootstrap, topic_name, [{"value": b"x%d" % i} for i in range(5)])
     opts = {"kafka.bootstrap.servers": bootstrap, "subscribe": topic_name}
     assert weir.spark.read(spark, {**opts, **history["catalog"]}).count() == 5
+    # no catalog options: the brokers are asked (DescribeConfigs); no table for it either way
+    assert weir.spark.read(spark, opts).count() == 5
     with pytest.raises(weir.spark.OptionError, match="no subscribed topic has a table"):
         weir.spark.read(spark, {**opts, **history["catalog"], "history": "table"})
 
@@ -129,3 +131,18 @@ def test_split_plans_table_and_log_ranges():
     plan = split({a0: 70, a1: 3}, {a0: 100, a1: 50}, {"a": {0: 60}}, {a0: True, a1: True})
     assert plan.table == {a0: (0, 60)}
     assert plan.log == {a0: (60, 100), a1: (3, 50)}
+
+
+def test_catalog_settings_from_configs():
+    from weir.spark import tables
+
+    assert tables.catalog_settings({}) is None  # Apache Kafka: no catalog described
+    got = tables.catalog_settings({"weir.iceberg.catalog.uri": "sqlite:////d/c.db",
+                                   "weir.iceberg.warehouse": "/d/w"})
+    assert got == tables.CatalogSettings("sql", "sqlite:////d/c.db", "/d/w", "weir")
+    with pytest.raises(tables.TableError, match="'sql' or 'rest'"):
+        tables.catalog_settings({"weir.iceberg.catalog.uri": "x",
+                                 "weir.iceberg.catalog.type": "hive"})
+    with pytest.raises(tables.TableError, match="without dots"):
+        tables.catalog_settings({"weir.iceberg.catalog.uri": "x",
+                                 "weir.iceberg.namespace": "a.b"})

@@ -198,6 +198,6 @@ def _log_read(spark: Any, given: Mapping[str, str],
         options.update(assign=json.dumps(assigned), startingOffsets=json.dumps(starting),
                        endingOffsets=json.dumps(ending))
     else:  # everything came from tables: an empty read with the right schema
-        return spark.createDataFrame([], kafka_schema(
-            str(given.get("includeHeaders", "false")).lower() == "true"))
+        headers = {k.lower(): v for k, v in given.items()}.get("includeheaders", "false")
+        return spark.createDataFrame([], kafka_schema(headers.strip().lower() == "true"))
     return spark.read.format("weir").options(**options).load()
