@@ -1,6 +1,8 @@
 # Weir: `make run` starts a local cluster, `make test` runs the test suite.
 # Both create or refresh .venv and install what is missing: Python packages into .venv,
-# ZooKeeper and Java (and kcat and chromium, test tools) from Debian's packages.
+# ZooKeeper and Java (and kcat and chromium, test tools) from Debian's packages, and compile
+# the Spark source's record kernel into numba's cache (a fresh clone would compile it in
+# every Spark worker's first large read).
 
 VENV    := .venv
 PY      := $(VENV)/bin/python
@@ -14,6 +16,7 @@ $(STAMP): pyproject.toml
 	@test -x $(PY) || python3 -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
 	$(PY) -m pip install -q -e '.[test]'
+	$(PY) -m weir.spark.kernel
 	@touch $(STAMP)
 
 deps: $(STAMP) system-deps

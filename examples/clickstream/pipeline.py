@@ -11,6 +11,10 @@ window is emitted once, when the watermark has passed it) and write the counts
 * as JSON records keyed by page to the ``page-counts`` topic (``format("weir")``), and
 * to a Parquet table under ``--output``/page_counts.
 
+At the end, a batch query counts clicks per page over the topic's whole history with
+``weir.spark.read``: from the topic's Iceberg table where it has one (``docs/tables.md``),
+and only the newer offsets over the Kafka protocol.
+
 By default the queries run with ``Trigger.AvailableNow`` (process what is there, then stop);
 ``--follow`` keeps them running every 10 s.  Checkpoints under ``--output`` make a re-run
 continue where the last one stopped: every click is counted exactly once.
@@ -68,7 +72,19 @@ def start_queries(counts: DataFrame, bootstrap: str, output: Path, follow: bool)
     return [to_topic, to_parquet]
 
 
-def show_results(spark: SparkSession, bootstrap: str, output: Path) -> None:
+def history(spark: SparkSession, bootstrap: str, topic: str) -> DataFrame:
+    """Every click so far, as a batch: from the topic's table (Parquet, through Spark's own
+    reader) when the topic has one, and only the offsets above the table over the protocol
+    (``weir.spark.read``; see docs/spark.md)."""
+    return (weir.spark.read(spark, {"kafka.bootstrap.servers": bootstrap, "subscribe": topic})
+            .select(F.from_json(F.col("value").cast("string"), EVENT_SCHEMA).alias("e"))
+            .select("e.*"))
+
+
+def show_results(spark: SparkSession, bootstrap: str, output: Path, topic: str) -> None:
+    clicks = history(spark, bootstrap, topic)
+    print(f"topic {topic}: {clicks.count()} clicks in its history; the busiest pages:")
+    clicks.groupBy("page").count().orderBy(F.desc("count"), "page").show(5, truncate=False)
     table = spark.read.parquet(str(output / "page_counts"))
     print(f"Parquet table {output / 'page_counts'}: {table.count()} (window, page) rows")
     table.orderBy(F.desc("window_start"), F.desc("count")).show(8, truncate=False)
@@ -105,7 +121,7 @@ def main() -> None:
             query.awaitTermination()
             if query.exception() is not None:
                 raise SystemExit(f"query {query.name} failed: {query.exception()}")
-        show_results(spark, args.bootstrap, output)
+        show_results(spark, args.bootstrap, output, args.topic)
     finally:
         spark.stop()
 

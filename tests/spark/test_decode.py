@@ -12,6 +12,7 @@ pytest.importorskip("pyarrow")
 from tests.spark.records import CODECS, encode_batch
 from weir.protocol.errors import KafkaError
 from weir.spark import decode as dec
+from weir.spark import kernel
 from weir.spark.fetch import _next_offset
 from weir.spark.schema import arrow_schema
 
@@ -89,13 +90,15 @@ def test_many_batches_compiled_equals_python_kernel(monkeypatch):
               for i in range(600)]
     buf = b"".join(encode_batch(i * 100, values[i * 100:(i + 1) * 100],
                                 codec=sorted(CODECS)[i % 5]) for i in range(6))
+    if dec.COMPILED:
+        compiled_kernel = kernel.compiled().decode_kernel
+        monkeypatch.setattr(dec, "_kernel_for", lambda _records: compiled_kernel)
     compiled = dec.decode(buf, "t", 0, 50, 550, include_headers=True).batch
     assert compiled.num_rows == 500
     assert compiled.column("value").to_pylist() == [v for _, v, _ in values[50:550]]
-    kernel = getattr(dec._decode_kernel, "py_func", None)
-    if kernel is not None:  # the same kernel as plain Python gives the same columns
-        monkeypatch.setattr(dec, "_decode_kernel", kernel)
-        assert dec.decode(buf, "t", 0, 50, 550, include_headers=True).batch.equals(compiled)
+    # the same kernel as plain Python gives the same columns
+    monkeypatch.setattr(dec, "_kernel_for", lambda _records: kernel.decode_kernel)
+    assert dec.decode(buf, "t", 0, 50, 550, include_headers=True).batch.equals(compiled)
 
 
 def test_crc_mismatch_is_corrupt():
@@ -143,3 +146,58 @@ def test_decoder_is_fast_for_100_byte_values():
     if dec.COMPILED:
         assert best > 200_000, f"{best:,.0f} records/s"
     assert np.isfinite(best)
+
+
+SMALL_READ = """
+import sys
+from weir.records.builder import build_batch
+from weir.spark import decode
+batch = build_batch([b"v%d" % i for i in range(50)])
+assert decode.decode(batch, "t", 0, 0, 50).batch.num_rows == 50
+print("numba" in sys.modules, "pandas" in sys.modules, decode._compiled_kernel is not None)
+"""
+
+PRECOMPILED = """
+from weir.spark import decode, kernel
+decode.precompile()
+stats = kernel.compiled().decode_kernel.stats
+print(f"hits={sum(stats.cache_hits.values())}", f"misses={sum(stats.cache_misses.values())}")
+print("read-only=" + str(sorted(not sig[0].mutable
+                                for sig in kernel.compiled().decode_kernel.signatures)))
+"""
+
+
+def test_a_small_read_decodes_without_loading_numba():
+    """A count of a few records in a fresh worker must not wait for numba or pandas."""
+    import subprocess
+    import sys
+
+    out = subprocess.run([sys.executable, "-c", SMALL_READ], capture_output=True, text=True,
+                         timeout=120, check=True).stdout.split()
+    assert out == ["False", "False", "False"]
+
+
+@pytest.mark.skipif(not dec.COMPILED, reason="numba is not installed")
+def test_the_compiled_kernel_takes_over_after_the_plain_budget(monkeypatch):
+    monkeypatch.setattr(dec, "_python_records", 0)
+    monkeypatch.setattr(dec, "_compiled_kernel", None)
+    monkeypatch.setattr(dec, "PYTHON_KERNEL_RECORDS", 150)
+    buf = encode_batch(0, [(b"k", b"v%d" % i, []) for i in range(100)])
+    assert dec._kernel_for(100) is kernel.decode_kernel
+    assert dec.decode(buf, "t", 0, 0, 100).batch.num_rows == 100
+    assert dec._kernel_for(100) is kernel.compiled().decode_kernel  # 200 > 150
+    assert dec.decode(buf, "t", 0, 0, 100).batch.num_rows == 100
+    assert dec._kernel_for(1) is kernel.compiled().decode_kernel
+
+
+@pytest.mark.skipif(not dec.COMPILED, reason="numba is not installed")
+def test_precompile_covers_read_only_and_writable_record_bytes():
+    """``python -m weir.spark.kernel`` (run by ``make deps``) leaves both in the cache."""
+    import subprocess
+    import sys
+
+    subprocess.run([sys.executable, "-m", "weir.spark.kernel"], check=True, timeout=300,
+                   capture_output=True)
+    out = subprocess.run([sys.executable, "-c", PRECOMPILED], capture_output=True, text=True,
+                         timeout=120, check=True).stdout.split()
+    assert out == ["hits=2", "misses=0", "read-only=[False,", "True]"]

@@ -7,12 +7,14 @@ are decoded without creating one Python object per record:
   each batch's CRC32C, skips control batches (transaction markers) and decompresses
   gzip / snappy / lz4 / zstd batches with :mod:`weir.records.records`' bounded
   decompression (a decompression bomb is rejected, not allocated).
-* One compiled kernel (numba, ``@njit``) walks the **records** of all batches: varints,
-  offset and timestamp deltas, keys, values and headers, copying key and value bytes into
-  contiguous buffers and filling Arrow offset and validity arrays.
+* One kernel (:mod:`weir.spark.kernel`, compiled with numba) walks the **records** of all
+  batches: varints, offset and timestamp deltas, keys, values and headers, copying key and
+  value bytes into contiguous buffers and filling Arrow offset and validity arrays.  A
+  process decodes its first few thousand records with the same kernel as plain Python, so a
+  small read never waits for numba's import and the compiled code to load.
 * The columns are assembled with ``pyarrow.Array.from_buffers`` (no copy).
 
-Without numba the same kernel runs as plain Python (correct, about 100 times slower).
+Without numba the kernel always runs as plain Python (correct, about 100 times slower).
 Malformed bytes raise :class:`~weir.protocol.errors.KafkaError` (CORRUPT_MESSAGE), never an
 out-of-bounds read: the kernel checks every length against its batch's end.
 """
@@ -35,155 +37,25 @@ from weir.records.batch import (
     TIMESTAMP_TYPE_BIT,
 )
 from weir.records.records import MAX_DECOMPRESSED_BYTES, _decompress
+from weir.spark import kernel
 
 log = logging.getLogger(__name__)
 
-try:
-    from numba import njit
+# Whether reads of more than a few thousand records use the compiled kernel.
+COMPILED = kernel.numba_available()
+# Records a process decodes with the plain Python kernel (a few ms per hundred records)
+# before it loads the compiled one (about a second: numba's import and the cached code).
+PYTHON_KERNEL_RECORDS = 5_000
 
-    COMPILED = True
-except ImportError:  # pragma: no cover - numba is a dependency of the spark extra
-    COMPILED = False
-
-    def njit(*_args: Any, **_kwargs: Any) -> Any:
-        return lambda fn: fn
-
+_python_records = 0
+_compiled_kernel: Any = None
 
 _HEAD = struct.Struct(">qiibIhiqqqhii")
 _MAGIC_OFFSET = 16
 
-# Error codes of the kernel (0 = fine): what was wrong, for the exception's message.
-_ERRORS = {
-    1: "a varint runs past the end of its batch",
-    2: "a record length runs past the end of its batch",
-    3: "a key runs past the end of its record",
-    4: "a value runs past the end of its record",
-    5: "a header runs past the end of its record",
-    6: "a batch holds more records than its bytes can",
-}
-
 
 def _corrupt(message: str) -> KafkaError:
     return KafkaError(ErrorCode.corrupt_message, message)
-
-
-@njit(cache=True, inline="always")
-def _varint(buf, pos, end):
-    """Zig-zag varint at ``pos`` before ``end``: (value, next position), position -1 if bad."""
-    raw = 0
-    shift = 0
-    while True:
-        if pos >= end or shift > 63:
-            return 0, -1
-        b = np.int64(buf[pos])
-        pos += 1
-        raw |= (b & 0x7F) << shift
-        if b < 0x80:
-            return ((raw >> 1) & 0x7FFFFFFFFFFFFFFF) ^ -(raw & 1), pos
-        shift += 7
-
-
-@njit(cache=True, nogil=True)
-def _decode_kernel(body, starts, ends, counts, base_offsets, base_ts, ts_override,
-                   lo, hi, want_headers, offsets, stamps, batch_of,
-                   key_off, key_valid, key_data, val_off, val_valid, val_data,
-                   hdr_off, hk_off, hk_data, hv_off, hv_valid, hv_data):
-    """Decode the records of every batch body ``[starts[i], ends[i])`` of ``body``.
-
-    Records with offsets outside ``[lo, hi)`` are dropped.  Fills the output arrays (sized
-    by the caller from the record counts and the body size) and returns (error code, rows,
-    key bytes, value bytes, headers, header key bytes, header value bytes).
-    """
-    n = 0
-    kd = 0
-    vd = 0
-    nh = 0
-    hkd = 0
-    hvd = 0
-    key_off[0] = 0
-    val_off[0] = 0
-    hdr_off[0] = 0
-    hk_off[0] = 0
-    hv_off[0] = 0
-    for b in range(starts.shape[0]):
-        pos = starts[b]
-        end = ends[b]
-        for _ in range(counts[b]):
-            length, pos = _varint(body, pos, end)
-            if pos < 0:
-                return 1, n, kd, vd, nh, hkd, hvd
-            rec_end = pos + length
-            if length < 1 or rec_end > end:
-                return 2, n, kd, vd, nh, hkd, hvd
-            pos += 1  # attributes (unused in v2)
-            ts_delta, pos = _varint(body, pos, rec_end)
-            if pos < 0:
-                return 1, n, kd, vd, nh, hkd, hvd
-            off_delta, pos = _varint(body, pos, rec_end)
-            if pos < 0:
-                return 1, n, kd, vd, nh, hkd, hvd
-            offset = base_offsets[b] + off_delta
-            keep = lo <= offset < hi
-            klen, pos = _varint(body, pos, rec_end)
-            if pos < 0:
-                return 1, n, kd, vd, nh, hkd, hvd
-            if klen < -1 or klen > rec_end - pos:
-                return 3, n, kd, vd, nh, hkd, hvd
-            kpos = pos
-            if klen > 0:
-                pos += klen
-            vlen, pos = _varint(body, pos, rec_end)
-            if pos < 0:
-                return 1, n, kd, vd, nh, hkd, hvd
-            if vlen < -1 or vlen > rec_end - pos:
-                return 4, n, kd, vd, nh, hkd, hvd
-            vpos = pos
-            if vlen > 0:
-                pos += vlen
-            if keep:
-                if n >= offsets.shape[0]:
-                    return 6, n, kd, vd, nh, hkd, hvd
-                offsets[n] = offset
-                stamps[n] = ts_override[b] if ts_override[b] >= 0 else base_ts[b] + ts_delta
-                batch_of[n] = b
-                key_valid[n] = klen >= 0
-                if klen > 0:
-                    key_data[kd:kd + klen] = body[kpos:kpos + klen]
-                    kd += klen
-                key_off[n + 1] = kd
-                val_valid[n] = vlen >= 0
-                if vlen > 0:
-                    val_data[vd:vd + vlen] = body[vpos:vpos + vlen]
-                    vd += vlen
-                val_off[n + 1] = vd
-            if keep and want_headers:
-                count, pos = _varint(body, pos, rec_end)
-                if pos < 0 or count < 0 or count > rec_end - pos:
-                    return 5, n, kd, vd, nh, hkd, hvd
-                for _h in range(count):
-                    hk, pos = _varint(body, pos, rec_end)
-                    if pos < 0 or hk < 0 or hk > rec_end - pos:
-                        return 5, n, kd, vd, nh, hkd, hvd
-                    for i in range(hk):
-                        hk_data[hkd + i] = body[pos + i]
-                    hkd += hk
-                    pos += hk
-                    hv, pos = _varint(body, pos, rec_end)
-                    if pos < 0 or hv < -1 or hv > rec_end - pos:
-                        return 5, n, kd, vd, nh, hkd, hvd
-                    hv_valid[nh] = hv >= 0
-                    for i in range(max(hv, 0)):
-                        hv_data[hvd + i] = body[pos + i]
-                    hvd += max(hv, 0)
-                    pos += max(hv, 0)
-                    nh += 1
-                    hk_off[nh] = hkd
-                    hv_off[nh] = hvd
-                hdr_off[n + 1] = nh
-            if keep:
-                n += 1
-            pos = rec_end
-    return 0, n, kd, vd, nh, hkd, hvd
 
 
 @dataclass
@@ -276,6 +148,34 @@ def decode(buf: bytes | memoryview, topic: str, partition: int, lo: int, hi: int
     return Decoded(table, next_offset, walked, used)
 
 
+def _kernel_for(records: int) -> Any:
+    """The plain kernel while this process has decoded few records, then the compiled one."""
+    global _python_records, _compiled_kernel
+    if _compiled_kernel is None and COMPILED and (
+            _python_records + records > PYTHON_KERNEL_RECORDS):
+        _compiled_kernel = kernel.compiled().decode_kernel
+    if _compiled_kernel is not None:
+        return _compiled_kernel
+    _python_records += records
+    return kernel.decode_kernel
+
+
+def precompile() -> list[str]:
+    """Compile the kernel (or load it from numba's cache) for the types reads pass it.
+
+    The record bytes come as a read-only array (a fetched ``bytes`` buffer) or a writable
+    one (a ``bytearray``); numba compiles one signature for each."""
+    global _compiled_kernel
+    from weir.records.builder import build_batch
+
+    _compiled_kernel = kernel.compiled().decode_kernel
+    batch = build_batch([b"value"], keys=[b"key"])
+    for buf in (batch, bytearray(batch)):
+        for headers in (False, True):
+            decode(buf, "t", 0, 0, 1, include_headers=headers)
+    return [str(sig) for sig in _compiled_kernel.signatures]
+
+
 def _columns(b: _Bodies, topic: str, partition: int, lo: int, hi: int,
              include_headers: bool) -> Any:
     import pyarrow as pa
@@ -302,28 +202,42 @@ def _columns(b: _Bodies, topic: str, partition: int, lo: int, hi: int,
         "hv_data": np.empty(size if include_headers else 1, np.uint8),
     }
     i64 = np.int64
-    err, n, kd, vd, nh, hkd, hvd = _decode_kernel(
+    err, n, kd, vd, nh, hkd, hvd = _kernel_for(cap)(
         body, np.asarray(b.starts, i64), np.asarray(b.ends, i64), np.asarray(b.counts, i64),
         np.asarray(b.base_offsets, i64), np.asarray(b.base_ts, i64),
         np.asarray(b.ts_override, i64), lo, hi, include_headers, *out.values())
     if err:
-        raise _corrupt(f"{topic}-{partition}: {_ERRORS[err]} (record {n} of the fetch)")
+        raise _corrupt(f"{topic}-{partition}: {kernel.ERRORS[err]} (record {n} of the fetch)")
     if n == 0:
         return None
     schema = arrow_schema(include_headers)
     arrays = [
         _binary(pa, n, out["key_off"], out["key_valid"], out["key_data"][:kd]),
         _binary(pa, n, out["val_off"], out["val_valid"], out["val_data"][:vd]),
-        pa.repeat(pa.scalar(topic, pa.string()), n),
-        pa.array(np.full(n, partition, np.int32)),
-        pa.array(out["offsets"][:n]),
-        pa.Array.from_buffers(schema.field("timestamp").type, n,
-                              [None, pa.py_buffer(out["stamps"][:n] * 1000)]),
-        pa.array(np.asarray(b.ts_type, np.int32)[out["batch_of"][:n]]),
+        pa.repeat(_string_scalar(pa, topic), n),
+        _fixed(pa, pa.int32(), np.full(n, partition, np.int32)),
+        _fixed(pa, pa.int64(), out["offsets"][:n]),
+        _fixed(pa, schema.field("timestamp").type, out["stamps"][:n] * 1000),
+        _fixed(pa, pa.int32(), np.asarray(b.ts_type, np.int32)[out["batch_of"][:n]]),
     ]
     if include_headers:
         arrays.append(_headers(pa, schema.field("headers").type, n, nh, out, hkd, hvd))
     return pa.RecordBatch.from_arrays(arrays, schema=schema)
+
+
+def _fixed(pa: Any, kind: Any, values: np.ndarray) -> Any:
+    """A column without nulls over ``values``' memory.  ``pa.array`` and ``pa.scalar`` would
+    do too, but their first call imports pandas: up to a second of a fresh Spark worker's
+    first task."""
+    return pa.Array.from_buffers(kind, len(values), [None, pa.py_buffer(values)])
+
+
+def _string_scalar(pa: Any, text: str) -> Any:
+    """``pa.scalar(text)`` without its conversion from Python objects (which imports pandas)."""
+    data = text.encode()
+    one = pa.Array.from_buffers(pa.string(), 1, [None, pa.py_buffer(
+        np.array([0, len(data)], np.int32)), pa.py_buffer(data)])
+    return one[0]
 
 
 def _validity(pa: Any, valid: np.ndarray) -> tuple[Any, int]:

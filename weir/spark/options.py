@@ -84,6 +84,9 @@ class ReadOptions:
     include_headers: bool = False
     poll_timeout_ms: int = DEFAULT_POLL_TIMEOUT_MS
     timestamp_strategy: str = "error"  # startingOffsetsByTimestampStrategy
+    # Where history comes from (weir.spark.read): "table", "log", or None (the table when
+    # the topic has one).
+    history: str | None = None
 
 
 @dataclass(frozen=True)
@@ -265,6 +268,12 @@ def parse_read_options(options: Mapping[str, str], streaming: bool) -> ReadOptio
         raise OptionError("option 'startingOffsetsByTimestampStrategy' must be 'error' or"
                           f" 'latest', got {strategy!r}")
     poll = _positive(opts, "kafkaconsumer.polltimeoutms", "kafkaConsumer.pollTimeoutMs")
+    history = opts.get("history")
+    if history is not None:
+        history = history.strip().lower()
+        if streaming or history not in ("table", "log"):
+            raise OptionError("option 'history' must be 'table' or 'log' and is for batch reads"
+                              f" only, got {opts['history']!r}")
     return ReadOptions(
         client_conf=conf, subscription=sub, starting=starting, ending=ending,
         streaming=streaming, max_offsets_per_trigger=max_per_trigger,
@@ -275,6 +284,7 @@ def parse_read_options(options: Mapping[str, str], streaming: bool) -> ReadOptio
         fail_on_data_loss=_bool(opts, "failondataloss", "failOnDataLoss", True),
         include_headers=_bool(opts, "includeheaders", "includeHeaders", False),
         poll_timeout_ms=poll or DEFAULT_POLL_TIMEOUT_MS, timestamp_strategy=strategy,
+        history=history,
     )
 
 

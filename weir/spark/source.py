@@ -80,7 +80,15 @@ class WeirDataSource(DataSource):
         return opts
 
     def reader(self, schema: StructType) -> DataSourceReader:
-        return WeirBatchReader(self._read_options(schema, streaming=False))
+        opts = self._read_options(schema, streaming=False)
+        if opts.history == "table":
+            # A Python data source hands Spark rows, never another relation: reading the
+            # table's Parquet files with Spark's own reader needs weir.spark.read.
+            raise OptionError("format('weir') reads the log over the Kafka protocol;"
+                              " history=table needs weir.spark.read(spark, options), which"
+                              " reads the topic's table with Spark's Parquet reader and only"
+                              " the offsets above it from the log")
+        return WeirBatchReader(opts)
 
     def streamReader(self, schema: StructType) -> DataSourceStreamReader:
         return WeirStreamReader(self._read_options(schema, streaming=True))

@@ -1,0 +1,148 @@
+"""``weir.spark.read``: a topic's history from its Iceberg table, only the rest from the log.
+
+The tables are written here directly with PyIceberg, as the topic-table contract says (rows
+of the topic read over the protocol, the ``weir.next-offsets`` marker in the snapshot
+summary), so these tests do not depend on the brokers' table writer.  One broker, one Spark
+session, one topic and one table shared by the module.
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+
+import pytest
+
+pytest.importorskip("pyiceberg")
+
+from confluent_kafka import TopicPartition as KafkaTP
+from confluent_kafka.admin import AdminClient
+
+import weir.spark
+from tests.spark.helpers import create_topic, produce
+from tests.spark.tables import catalog_options, open_catalog, write_table
+from weir.common import TopicPartition as TP
+from weir.spark.history import split
+
+PARTITIONS = 2
+PER_PARTITION = 40
+IN_TABLE = {0: 25, 1: 10}  # weir.next-offsets of the table
+
+
+@pytest.fixture(scope="module")
+def history(spark, bootstrap, tmp_path_factory):
+    """A topic (2 partitions x 40 records, headers on some) and its table (offsets below
+    IN_TABLE), plus the rows a read over the protocol gave before any deletion."""
+    topic = f"history-{uuid.uuid4().hex[:8]}"
+    create_topic(bootstrap, topic, PARTITIONS)
+    produce(bootstrap, topic, [
+        {"partition": i % PARTITIONS, "key": None if i % 5 == 0 else b"k%d" % i,
+         "value": None if i % 7 == 3 else b"v%d" % i,
+         "headers": [("h", b"%d" % i), ("n", None)] if i % 3 == 0 else None}
+        for i in range(PARTITIONS * PER_PARTITION)])
+    catalog_opts = catalog_options(tmp_path_factory.mktemp("iceberg"))
+    catalog = open_catalog(catalog_opts)
+    base = {"kafka.bootstrap.servers": bootstrap, "subscribe": topic, "includeHeaders": "true"}
+    reference = _rows(spark.read.format("weir").options(**base).load())
+    assert len(reference) == PARTITIONS * PER_PARTITION
+    write_table(catalog, topic, reference, IN_TABLE)
+    return {"topic": topic, "base": base, "catalog": catalog_opts, "reference": reference}
+
+
+def _rows(df) -> list[dict]:
+    return sorted((r.asDict(recursive=True) for r in df.collect()),
+                  key=lambda r: (r["partition"], r["offset"]))
+
+
+def _normalise(rows: list[dict]) -> list[dict]:
+    """Timestamps compared as instants (the Parquet and Arrow paths may differ in tzinfo)."""
+    return [dict(r, timestamp=r["timestamp"].timestamp()) for r in rows]
+
+
+def test_history_reads_the_table_and_the_log_above_it(spark, history):
+    df = weir.spark.read(spark, {**history["base"], **history["catalog"]})
+    plan = df._jdf.queryExecution().executedPlan().toString()
+    assert "parquet" in plan.lower(), plan  # Spark's own Parquet scan for the table part
+    assert "FileScan parquet" in plan and "Batched: true" in plan, plan  # vectorized
+    assert "Filter (" not in plan, plan  # whole partitions of the table: no offset filter
+    assert _normalise(_rows(df)) == _normalise(history["reference"])
+    assert df.count() == PARTITIONS * PER_PARTITION
+
+
+def test_offsets_across_the_table_boundary_equal_a_log_read(spark, history):
+    topic = history["topic"]
+    bounds = {"startingOffsets": json.dumps({topic: {"0": 20, "1": 3}}),
+              "endingOffsets": json.dumps({topic: {"0": 31, "1": -1}})}
+    got = weir.spark.read(spark, {**history["base"], **history["catalog"], **bounds})
+    want = spark.read.format("weir").options(**history["base"], **bounds).load()
+    assert "Filter (" in got._jdf.queryExecution().executedPlan().toString()
+    assert _normalise(_rows(got)) == _normalise(_rows(want))
+    assert {(r["partition"], r["offset"]) for r in _rows(got)} == (
+        {(0, o) for o in range(20, 31)} | {(1, o) for o in range(3, PER_PARTITION)})
+
+
+def test_history_log_is_format_weir(spark, history):
+    df = weir.spark.read(spark, {**history["base"], **history["catalog"], "history": "log"})
+    assert "parquet" not in df._jdf.queryExecution().executedPlan().toString().lower()
+    assert _normalise(_rows(df)) == _normalise(history["reference"])
+
+
+def test_format_weir_refuses_history_table(spark, history):
+    reader = spark.read.format("weir").options(**history["base"], history="table")
+    with pytest.raises(Exception, match="weir.spark.read"):
+        reader.load().count()
+    with pytest.raises(weir.spark.OptionError, match="'table' or 'log'"):
+        weir.spark.read(spark, {**history["base"], "history": "parquet"})
+
+
+def test_without_a_table_history_reads_the_log(spark, bootstrap, history, topic_name):
+    create_topic(bootstrap, topic_name, 1)
+    produce(bootstrap, topic_name, [{"value": b"x%d" % i} for i in range(5)])
+    opts = {"kafka.bootstrap.servers": bootstrap, "subscribe": topic_name}
+    assert weir.spark.read(spark, {**opts, **history["catalog"]}).count() == 5
+    # no catalog options: the brokers are asked (DescribeConfigs); no table for it either way
+    assert weir.spark.read(spark, opts).count() == 5
+    with pytest.raises(weir.spark.OptionError, match="no subscribed topic has a table"):
+        weir.spark.read(spark, {**opts, **history["catalog"], "history": "table"})
+
+
+def test_records_deleted_from_the_log_are_still_read_from_the_table(spark, bootstrap, history):
+    """Last in the module: DeleteRecords moves partition 0's log start to offset 20."""
+    topic = history["topic"]
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    futures = admin.delete_records([KafkaTP(topic, 0, 20)], request_timeout=30)
+    for future in futures.values():
+        future.result(30)
+    log_only = spark.read.format("weir").options(**history["base"]).load()
+    assert log_only.count() == PARTITIONS * PER_PARTITION - 20
+    df = weir.spark.read(spark, {**history["base"], **history["catalog"]})
+    assert _normalise(_rows(df)) == _normalise(history["reference"])
+
+
+def test_split_plans_table_and_log_ranges():
+    a0, a1, b0 = TP("a", 0), TP("a", 1), TP("b", 0)
+    start = {a0: 5, a1: 0, b0: 0}
+    end = {a0: 100, a1: 50, b0: 10}
+    plan = split(start, end, {"a": {0: 60, 1: 80}}, {})
+    assert plan.table == {a0: (5, 60), a1: (0, 50)}
+    assert plan.log == {a0: (60, 100), b0: (0, 10)}
+    # earliest: the table from its first row, the log from the marker (a gap below the
+    # log's start offset is then reported by the log read, as data loss)
+    plan = split({a0: 70, a1: 3}, {a0: 100, a1: 50}, {"a": {0: 60}}, {a0: True, a1: True})
+    assert plan.table == {a0: (0, 60)}
+    assert plan.log == {a0: (60, 100), a1: (3, 50)}
+
+
+def test_catalog_settings_from_configs():
+    from weir.spark import tables
+
+    assert tables.catalog_settings({}) is None  # Apache Kafka: no catalog described
+    got = tables.catalog_settings({"weir.iceberg.catalog.uri": "sqlite:////d/c.db",
+                                   "weir.iceberg.warehouse": "/d/w"})
+    assert got == tables.CatalogSettings("sql", "sqlite:////d/c.db", "/d/w", "weir")
+    with pytest.raises(tables.TableError, match="'sql' or 'rest'"):
+        tables.catalog_settings({"weir.iceberg.catalog.uri": "x",
+                                 "weir.iceberg.catalog.type": "hive"})
+    with pytest.raises(tables.TableError, match="without dots"):
+        tables.catalog_settings({"weir.iceberg.catalog.uri": "x",
+                                 "weir.iceberg.namespace": "a.b"})
