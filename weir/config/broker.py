@@ -90,7 +90,6 @@ class BrokerConfig(BrokerConfigAccessors):
                 merged[key] = value
         explicit = {k: parse_value(k, BROKER_CONFIG_DEFS[k].type, v)
                     for k, v in merged.items() if k in BROKER_CONFIG_DEFS}
-        self._explicit: dict[str, Any] = explicit
         self._values: dict[str, Any] = {}
         for cdef in BROKER_CONFIGS:
             if cdef.required and explicit.get(cdef.name) is None:
@@ -187,16 +186,6 @@ class BrokerConfig(BrokerConfigAccessors):
         """The same static configuration under other dynamic tiers (ConfigError when the
         result is invalid)."""
         return BrokerConfig(self.originals, dynamic_default, dynamic_broker)
-
-    def is_explicit(self, key: str) -> bool:
-        """Whether ``key`` (or a key it derives from) was set in the file or dynamically."""
-        probe: str | None = key
-        while probe is not None:
-            if self._explicit.get(probe) is not None:
-                return True
-            fallback = BROKER_CONFIG_DEFS[probe].fallback
-            probe = fallback[0] if fallback else None
-        return False
 
     def explicit_raw(self, key: str) -> str | None:
         """The value of ``key`` as written in the file (None when it is not set there)."""

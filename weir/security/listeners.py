@@ -18,7 +18,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from weir.security import jaas, scram, tls
+from weir.security import jaas, tls
 from weir.security.client import InterBrokerSecurity
 
 SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
@@ -213,7 +213,3 @@ def inter_broker_client(listener: str, protocol: str, get: Lookup) -> InterBroke
             f"{jaas_key(listener, mechanism)} must give the broker's own username and "
             "password for inter-broker SASL")
     return InterBrokerSecurity(protocol, context, mechanism, login.username, login.password)
-
-
-def scram_mechanism(name: str) -> bool:
-    return name in scram.HASHES

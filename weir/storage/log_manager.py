@@ -698,34 +698,6 @@ class LogManager:
         """Write every log's own high watermark to ``replication-offset-checkpoint``."""
         self._write_per_dir(REPLICATION_OFFSET_CHECKPOINT)
 
-    def write_high_watermarks(self, high_watermarks: Mapping[TopicPartition, int]) -> None:
-        """Write the given high watermarks, each to its partition's log dir."""
-        for log_dir in self.online_dirs:
-            offsets = {
-                tp: hw for tp, hw in high_watermarks.items() if self._log_dir_of.get(tp) == log_dir
-            }
-            offsets.update((tp, lg.high_watermark) for tp, lg in self._future_logs.items()
-                           if self._future_dir_of[tp] == log_dir)
-            self._guard(
-                log_dir,
-                lambda d=log_dir, o=offsets: write_offset_checkpoint(
-                    d / REPLICATION_OFFSET_CHECKPOINT, o
-                ),
-            )
-
-    def read_high_watermarks(self) -> dict[TopicPartition, int]:
-        """High watermarks from every online log dir's ``replication-offset-checkpoint``."""
-        result: dict[TopicPartition, int] = {}
-        for log_dir in self.online_dirs:
-            found = self._guard(
-                log_dir,
-                lambda d=log_dir: read_checkpoint_or_reset(
-                    d / REPLICATION_OFFSET_CHECKPOINT, "no high watermark is known from it"
-                )[0],
-            )
-            result.update(found or {})
-        return result
-
     # -- periodic work -----------------------------------------------------------------
     def run_retention(self, now_ms: int) -> int:
         """Apply retention to every online log; returns segments deleted."""

@@ -9,7 +9,7 @@ import shutil
 import tempfile
 import threading
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -330,7 +330,3 @@ def _record_replicas(history: History, target: Target, opts: Options) -> None:
     reports = [r for p in range(opts.partitions)
                if (r := replica_report(dirs, opts.topic, p)) is not None]
     history.complete("checker", "ok", "replicas", op_id, {"partitions": reports})
-
-
-def options_json(opts: Options) -> dict[str, Any]:
-    return {k: str(v) if isinstance(v, Path) else v for k, v in asdict(opts).items()}

@@ -9,7 +9,7 @@ import pytest
 from weir.common import TopicPartition
 from weir.protocol.errors import ErrorCode, KafkaError
 from weir.records.builder import build_batch
-from weir.storage.checkpoints import read_offset_checkpoint
+from weir.storage.checkpoints import read_offset_checkpoint, write_offset_checkpoint
 from weir.storage.log import LogConfig
 from weir.storage.log_manager import LogManager
 
@@ -72,9 +72,7 @@ def test_shutdown_and_startup_round_trip(manager, dirs):
     assert not (d / ".kafka_cleanshutdown").exists()
     lg2 = m2.get_log(TP0)
     assert (lg2.log_end_offset, lg2.high_watermark, lg2.recovery_point) == (6, 4, 6)
-    assert m2.read_high_watermarks() == {TP0: 4}
-    m2.write_high_watermarks({TP0: 5})
-    assert m2.read_high_watermarks() == {TP0: 5}
+    assert read_offset_checkpoint(d / "replication-offset-checkpoint") == {TP0: 4}
 
 
 def test_unclean_startup_recovers_torn_tail(manager):
@@ -103,7 +101,7 @@ def test_a_shutdown_without_startup_leaves_the_dirs_as_they_were(manager, dirs):
     produce(lg)
     lg.update_high_watermark(4)
     m.checkpoint_recovery_points()
-    m.write_high_watermarks({TP0: 4})
+    write_offset_checkpoint(lg.dir.parent / "replication-offset-checkpoint", {TP0: 4})
     seg_path = lg.active_segment.log_path
     lg.close()  # crash: no clean-shutdown marker
     d = lg.dir.parent
@@ -119,7 +117,7 @@ def test_a_shutdown_without_startup_leaves_the_dirs_as_they_were(manager, dirs):
     m2 = manager()
     m2.startup(now_ms=0)
     assert m2.get_log(TP0).log_end_offset == 2  # recovered: the torn batch is cut off
-    assert m2.read_high_watermarks() == {TP0: 4}
+    assert m2.get_log(TP0).high_watermark == 2  # the checkpoint's 4, capped at the log end
 
 
 def test_config_update_delete_and_retention(manager):
