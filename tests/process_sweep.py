@@ -41,9 +41,18 @@ def marked_pids(mark: str) -> list[int]:
             state = (entry / "stat").read_text().rsplit(")", 1)[-1].split()[0]
         except OSError:  # gone, or not ours to read
             continue
-        if state != "Z" and wanted in environ.split(b"\0"):
+        if state != "Z" and wanted in environ.split(b"\0") and not _exits_with_us(entry):
             found.append(int(entry.name))
     return sorted(found)
+
+
+def _exits_with_us(entry: Path) -> bool:
+    """multiprocessing's resource tracker (started by process pools, e.g. the log cleaner's
+    workers in unit tests) ends when this process does: not a process a test left behind."""
+    try:
+        return b"multiprocessing.resource_tracker" in (entry / "cmdline").read_bytes()
+    except OSError:
+        return False
 
 
 def _signal(pid: int, sig: int) -> None:
