@@ -138,12 +138,13 @@ def main() -> None:
     parser.add_argument("--no-save", action="store_true")
     args = parser.parse_args()
     cluster = None
+    data_dir = tempfile.TemporaryDirectory(prefix="weir-first-query-")
     if args.bootstrap:
         bootstrap = args.bootstrap
     else:
         from weir.cli.cluster import LocalCluster
 
-        cluster = LocalCluster(tempfile.mkdtemp(prefix="weir-first-query-"), brokers=1,
+        cluster = LocalCluster(data_dir.name, brokers=1,
                                port_base=0, overrides={"num.partitions": "1"})
         cluster.start(timeout_s=90)
         bootstrap = cluster.bootstrap
@@ -162,6 +163,7 @@ def main() -> None:
     finally:
         if cluster is not None:
             cluster.stop()
+        data_dir.cleanup()
     report(args, runs)
 
 

@@ -47,7 +47,8 @@ def main() -> None:
         raise SystemExit("spark_first_query_ab checks out weir/spark of two revisions in this "
                          "checkout; commit or stash its changes first (or run it in a clone):\n"
                          + changed)
-    cluster = LocalCluster(tempfile.mkdtemp(prefix="weir-first-ab-"), brokers=1, port_base=0,
+    data_dir = tempfile.TemporaryDirectory(prefix="weir-first-ab-")
+    cluster = LocalCluster(data_dir.name, brokers=1, port_base=0,
                            overrides={"num.partitions": "1"})
     cluster.start(timeout_s=90)
     runs = []
@@ -74,6 +75,7 @@ def main() -> None:
     finally:
         checkout("HEAD")
         cluster.stop()
+        data_dir.cleanup()
     commit = checkout_commit()
     (out_dir() / "spark_first_query_ab.json").write_text(json.dumps(
         {"head": commit, "base": args.base, "machine": f"{os.cpu_count()} CPUs",

@@ -28,6 +28,7 @@ import argparse
 import datetime
 import json
 import os
+import shutil
 import statistics
 import sys
 import tempfile
@@ -98,6 +99,7 @@ def main() -> None:
     finally:
         if cluster is not None:
             cluster.stop()
+        shutil.rmtree(work, ignore_errors=True)  # the broker's log, the table, the Parquet
     info["load_average_at_end"] = [round(x, 2) for x in os.getloadavg()]
     result["machine"] = info
     write_results(result)
