@@ -118,6 +118,12 @@ _ALL = (
     Benchmark("spark_cost", "spark",
               "Spark CPU per query to take rows from a Python data source, by variant",
               ("--rows", "100000", "--runs", "1")),
+    Benchmark("spark_first_query", "spark",
+              "a Spark session's first query over a topic against its first range(10).count()",
+              ("--sessions", "1")),
+    Benchmark("spark_history_scan", "spark",
+              "a full scan of a topic's history through its Iceberg table against Parquet",
+              ("--records", "100000", "--runs", "1")),
     # -- A/B ----------------------------------------------------------------------------------
     Benchmark("ab_revisions", "ab",
               "two revisions' RF 3 acks=all throughput and broker CPU, interleaved (--base REV)"),
@@ -132,6 +138,8 @@ _ALL = (
               ("--mib", "8", "--rounds", "1")),
     Benchmark("event_loop", "ab",
               "brokers on asyncio's event loop against uvloop, interleaved"),
+    Benchmark("spark_first_query_ab", "ab",
+              "a Spark session's first query: this tree's weir/spark against a revision's"),
     # -- diagnostics --------------------------------------------------------------------------
     Benchmark("profile_broker", "diagnostics",
               "run a broker under cProfile and write the profile when it exits"),

@@ -1,7 +1,7 @@
 """The first query of a Spark session over a Weir topic, against the session's first
 ``spark.range(10).count()``.
 
-    .venv/bin/python bench/spark_first_query.py [--records 50] [--sessions 3]
+    .venv/bin/python -m bench run spark_first_query [--records 50] [--sessions 3]
         [--bootstrap host:port]   (default: start a one-broker LocalCluster in a temp dir)
 
 Produces ``--records`` records into a fresh topic, then starts fresh Spark sessions (each
@@ -15,8 +15,8 @@ orders that alternate:
 Each session reports the session start, every query's wall time and its Python workers'
 import and compile times (the worker's environment shows in Spark's timings).  The goal: the
 first weir count of a session costs at most the first ``range(10).count()`` of a session
-plus 2 s.  Results (machine, load average, commit):
-``bench/results/spark_first_query-<UTC timestamp>.{md,json}``.
+plus 2 s.  Results (machine, load average, commit): ``bench/results/spark_first_query.{md,json}``
+(``python -m bench run``; run on its own, the module writes into ``bench/.out/``).
 """
 
 from __future__ import annotations
@@ -29,12 +29,9 @@ import subprocess
 import sys
 import tempfile
 import time
-from pathlib import Path
 
-HERE = Path(__file__).resolve().parent
-ROOT = HERE.parent
-sys.path.insert(0, str(ROOT))
-RESULTS = ROOT / "bench" / "results"
+from bench.harness import commit as checkout_commit
+from bench.harness import out_dir
 
 SESSION = r"""
 import json, os, sys, time
@@ -141,12 +138,13 @@ def main() -> None:
     parser.add_argument("--no-save", action="store_true")
     args = parser.parse_args()
     cluster = None
+    data_dir = tempfile.TemporaryDirectory(prefix="weir-first-query-")
     if args.bootstrap:
         bootstrap = args.bootstrap
     else:
         from weir.cli.cluster import LocalCluster
 
-        cluster = LocalCluster(tempfile.mkdtemp(prefix="weir-first-query-"), brokers=1,
+        cluster = LocalCluster(data_dir.name, brokers=1,
                                port_base=0, overrides={"num.partitions": "1"})
         cluster.start(timeout_s=90)
         bootstrap = cluster.bootstrap
@@ -165,6 +163,7 @@ def main() -> None:
     finally:
         if cluster is not None:
             cluster.stop()
+        data_dir.cleanup()
     report(args, runs)
 
 
@@ -192,8 +191,7 @@ def report(args: argparse.Namespace, runs: list[dict]) -> None:
     summary["excess over range + 2 s"] = (summary["first weir count (cold session), median s"]
                                           - summary["first range(10).count() (cold session),"
                                                     " median s"] - 2.0)
-    commit = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"],
-                            capture_output=True, text=True, check=False).stdout.strip()
+    commit = checkout_commit()
     result = {"records": args.records, "label": args.label, "commit": commit,
               "python": args.python, "machine": f"{os.cpu_count()} CPUs, {os.uname().release}",
               "load_avg_end": os.getloadavg(), "summary": summary, "runs": runs}
@@ -201,8 +199,8 @@ def report(args: argparse.Namespace, runs: list[dict]) -> None:
     if args.no_save:
         return
     stamp = datetime.datetime.now(datetime.UTC).strftime("%Y%m%dT%H%M%SZ")
-    RESULTS.mkdir(exist_ok=True)
-    (RESULTS / f"spark_first_query-{stamp}.json").write_text(json.dumps(result, indent=2))
+    results = out_dir()
+    (results / "spark_first_query.json").write_text(json.dumps(result, indent=2))
     lines = [f"# First query of a Spark session ({stamp})", "",
              (f"commit {commit}, {result['machine']}, {args.records} records, label"
              f" {args.label!r}, load average at end {result['load_avg_end']}"), "",
@@ -215,7 +213,7 @@ def report(args: argparse.Namespace, runs: list[dict]) -> None:
     for r in runs:
         lines.append(f"| {r['order']} | " + " | ".join(
             "" if r.get(k) is None else f"{r[k]:.2f}" for k in keys) + " |")
-    (RESULTS / f"spark_first_query-{stamp}.md").write_text("\n".join(lines) + "\n")
+    (results / "spark_first_query.md").write_text("\n".join(lines) + "\n")
 
 
 if __name__ == "__main__":

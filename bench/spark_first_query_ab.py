@@ -1,35 +1,32 @@
 """A/B of the first query of a Spark session: the working tree's ``weir/spark`` against
 ``--base`` (a revision), in interleaved fresh sessions, on one broker.
 
-    .venv/bin/python bench/spark_first_query_ab.py [--base 901f837]
+    .venv/bin/python -m bench run spark_first_query_ab [--base 901f837]
 
 Checks out ``weir/spark`` of ``--base`` and of HEAD in turn (restored to HEAD at the end), so
-run it in a clone made for it (``git clone`` the branch to /tmp, ``make deps``).  Sessions,
-each a new process, JVM and Python workers (``bench/spark_first_query.py``'s session):
+run it in a clone made for it (``git clone`` the branch to /tmp, ``make deps``); it refuses
+to start while ``weir/spark`` has uncommitted changes, which the checkouts would lose.  Sessions,
+each a new process, JVM and Python workers (:mod:`bench.spark_first_query`'s session):
 
 * weir first: base without a numba cache (a fresh clone), HEAD (kernel precompiled as by
   ``make deps``), base with the cache its first session left, HEAD again;
 * range first: the same, without the last.
 
-Prints one JSON line per session and writes them to
-``bench/results/spark_first_query_ab-<UTC timestamp>.json``.
+Prints one JSON line per session and writes them to ``bench/results/spark_first_query_ab.json``
+(``python -m bench run``; the printed lines are its report).
 """
 
 from __future__ import annotations
 
 import argparse
-import datetime
 import json
 import os
 import subprocess
 import sys
 import tempfile
-from pathlib import Path
 
-HERE = Path(__file__).resolve().parent
-ROOT = HERE.parent
-sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(HERE))
+from bench.harness import ROOT, out_dir
+from bench.harness import commit as checkout_commit
 
 
 def checkout(rev: str) -> None:
@@ -38,14 +35,20 @@ def checkout(rev: str) -> None:
 
 
 def main() -> None:
-    import spark_first_query as fq
-
+    from bench import spark_first_query as fq
     from weir.cli.cluster import LocalCluster
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--base", default="901f837")
     args = parser.parse_args()
-    cluster = LocalCluster(tempfile.mkdtemp(prefix="weir-first-ab-"), brokers=1, port_base=0,
+    changed = subprocess.run(["git", "-C", str(ROOT), "status", "--porcelain", "-uno", "--",
+                              "weir/spark"], capture_output=True, text=True, check=True).stdout
+    if changed.strip():
+        raise SystemExit("spark_first_query_ab checks out weir/spark of two revisions in this "
+                         "checkout; commit or stash its changes first (or run it in a clone):\n"
+                         + changed)
+    data_dir = tempfile.TemporaryDirectory(prefix="weir-first-ab-")
+    cluster = LocalCluster(data_dir.name, brokers=1, port_base=0,
                            overrides={"num.partitions": "1"})
     cluster.start(timeout_s=90)
     runs = []
@@ -72,10 +75,9 @@ def main() -> None:
     finally:
         checkout("HEAD")
         cluster.stop()
-    commit = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"],
-                            capture_output=True, text=True, check=False).stdout.strip()
-    stamp = datetime.datetime.now(datetime.UTC).strftime("%Y%m%dT%H%M%SZ")
-    (ROOT / "bench" / "results" / f"spark_first_query_ab-{stamp}.json").write_text(json.dumps(
+        data_dir.cleanup()
+    commit = checkout_commit()
+    (out_dir() / "spark_first_query_ab.json").write_text(json.dumps(
         {"head": commit, "base": args.base, "machine": f"{os.cpu_count()} CPUs",
          "runs": runs}, indent=2))
 

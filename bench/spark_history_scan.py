@@ -1,7 +1,7 @@
 """A full scan of a topic's history through its Iceberg table vs. the same rows in Parquet
 written by Spark, in one Spark session.
 
-    .venv/bin/python bench/spark_history_scan.py [--records 1000000] [--partitions 4]
+    .venv/bin/python -m bench run spark_history_scan [--records 1000000] [--partitions 4]
         [--runs 5] [--bootstrap host:port]
 
 Produces ``--records`` records (100-byte values) into a fresh topic on a one-broker
@@ -19,7 +19,7 @@ files PyIceberg plans, and the log above the table, here nothing).  The ratio is
 median time over Weir's (rows/s of Weir / rows/s of Parquet); the goal is >= 0.8.  CPU
 seconds per million rows are the CPU time the Spark JVM and its Python workers used during
 the query (``/proc``; the broker is not counted).  Results, with the commit, the machine and
-its load: ``bench/results/spark_history_scan-<UTC timestamp>.{md,json}``.
+its load: ``bench/results/spark_history_scan.{md,json}`` (``python -m bench run``).
 """
 
 from __future__ import annotations
@@ -28,17 +28,15 @@ import argparse
 import datetime
 import json
 import os
+import shutil
 import statistics
 import sys
 import tempfile
 import time
 from pathlib import Path
 
-HERE = Path(__file__).resolve().parent
-ROOT = HERE.parent
-sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(HERE))
-RESULTS = ROOT / "bench" / "results"
+from bench.harness import machine, out_dir
+
 TICKS = os.sysconf("SC_CLK_TCK")
 
 
@@ -81,8 +79,6 @@ def main() -> None:
     parser.add_argument("--master", default="local[2]")
     parser.add_argument("--bootstrap", default=None)
     args = parser.parse_args()
-    from produce_consume import machine  # same folder: the machine description
-
     info = machine()
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     work = Path(tempfile.mkdtemp(prefix="weir-history-bench-"))
@@ -103,6 +99,7 @@ def main() -> None:
     finally:
         if cluster is not None:
             cluster.stop()
+        shutil.rmtree(work, ignore_errors=True)  # the broker's log, the table, the Parquet
     info["load_average_at_end"] = [round(x, 2) for x in os.getloadavg()]
     result["machine"] = info
     write_results(result)
@@ -111,9 +108,9 @@ def main() -> None:
 def run(args: argparse.Namespace, bootstrap: str, work: Path, skip: set[int]) -> dict:
     from pyspark.sql import SparkSession
     from pyspark.sql import functions as F
-    from spark_count import produce
 
     import weir.spark
+    from bench.spark_count import produce
     from tests.spark.tables import catalog_options, open_catalog, write_table
 
     topic = f"bench-history-{int(time.time())}"
@@ -225,9 +222,9 @@ def write_results(result: dict) -> None:
               " ListOffsets; Parquet: listing and footers), median s: "
               + ", ".join(f"{k} {v['median']}" for k, v in result["dataframe_creation_s"].items())]
     lines += ["", "Weir's physical plan:", "", "```", result["weir_plan"].strip(), "```"]
-    RESULTS.mkdir(exist_ok=True)
-    (RESULTS / f"spark_history_scan-{when}.json").write_text(json.dumps(result, indent=2))
-    (RESULTS / f"spark_history_scan-{when}.md").write_text("\n".join(lines) + "\n")
+    results = out_dir()
+    (results / "spark_history_scan.json").write_text(json.dumps(result, indent=2))
+    (results / "spark_history_scan.md").write_text("\n".join(lines) + "\n")
     print("\n".join(lines))
 
 

@@ -8,6 +8,7 @@ session, one topic and one table shared by the module.
 
 from __future__ import annotations
 
+import datetime
 import json
 import uuid
 
@@ -140,9 +141,37 @@ def test_catalog_settings_from_configs():
     got = tables.catalog_settings({"weir.iceberg.catalog.uri": "sqlite:////d/c.db",
                                    "weir.iceberg.warehouse": "/d/w"})
     assert got == tables.CatalogSettings("sql", "sqlite:////d/c.db", "/d/w", "weir")
-    with pytest.raises(tables.TableError, match="'sql' or 'rest'"):
+    with pytest.raises(tables.TableError, match="must be one of sql, rest"):
         tables.catalog_settings({"weir.iceberg.catalog.uri": "x",
                                  "weir.iceberg.catalog.type": "hive"})
     with pytest.raises(tables.TableError, match="without dots"):
         tables.catalog_settings({"weir.iceberg.catalog.uri": "x",
                                  "weir.iceberg.namespace": "a.b"})
+
+
+def test_reader_pins_the_writers_marker_and_names_a_bad_one(tmp_path):
+    """The reader opens the catalog and reads ``weir.next-offsets`` as the writer's contract
+    (weir.tables.catalog) says; a marker that is not partition → offset is a TableError."""
+    import pyarrow as pa
+
+    from weir.spark import tables
+    from weir.tables import catalog as contract
+
+    options = catalog_options(tmp_path)
+    settings = tables.catalog_settings(options)
+    catalog = tables.load_catalog(settings)
+    rows = [{"key": None, "value": b"v%d" % i, "topic": "t", "partition": 0, "offset": i,
+             "timestamp": datetime.datetime(2026, 1, 1, tzinfo=datetime.UTC),
+             "timestampType": 0, "headers": None} for i in range(3)]
+    write_table(open_catalog(options), "t", rows, {0: 2})
+    assert tables.table_snapshot(catalog, settings, "other") is None
+    snap = tables.table_snapshot(catalog, settings, "t")
+    assert snap is not None and dict(snap.next_offsets) == {0: 2}
+    assert snap.snapshot_id == snap.table.current_snapshot().snapshot_id
+    assert len(snap.files({0: (0, 2)})) == 1
+    table = catalog.load_table(contract.table_identifier(settings, "t"))
+    table.append(pa.Table.from_pylist([dict(rows[2], headers=[])],
+                                      schema=table.schema().as_arrow()),
+                 snapshot_properties={contract.NEXT_OFFSETS: "[1, 2]"})
+    with pytest.raises(tables.TableError, match="weir.next-offsets='\\[1, 2\\]'"):
+        tables.table_snapshot(catalog, settings, "t")

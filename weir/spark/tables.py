@@ -1,62 +1,51 @@
 """The reader's side of the topic-table contract: find a topic's Iceberg table and what it
 holds, without Spark (PyIceberg and the Kafka protocol only).
 
-A topic's table is ``(<weir.iceberg.namespace>, <topic>)`` in the catalog the brokers
-describe with their configs ``weir.iceberg.catalog.type`` (``sql`` or ``rest``),
-``weir.iceberg.catalog.uri`` and ``weir.iceberg.warehouse`` (DescribeConfigs of a BROKER
-resource, KIP-133 style: the reader asks any broker).  The same keys given as read options
-override what the brokers say.  Each snapshot's summary carries ``weir.next-offsets``, a
-JSON object of partition → the first offset not in the table: the table's rows of partition
-``p`` are exactly the log's committed records with ``offset < next-offsets[p]`` (read
-committed: no aborted records, no control records).  See ``docs/spark.md``.
+The contract itself (the ``weir.iceberg.*`` configs, the catalog named ``weir``, the table
+``(<weir.iceberg.namespace>, <topic>)``, the ``weir.next-offsets`` marker of each snapshot)
+lives once, in :mod:`weir.tables.catalog` (its PyIceberg-free part in
+:mod:`weir.tables.settings`), shared with the writer; this module adds what a reader needs:
+asking a broker for its catalog (DescribeConfigs of a BROKER resource, KIP-133 style: the
+reader asks any broker; the same keys given as read options override what the brokers say),
+and pinning a table at one snapshot to plan the Parquet files of offset ranges.  The table's
+rows of partition ``p`` are exactly the log's committed records with
+``offset < next-offsets[p]`` (read committed).  See ``docs/spark.md``.
+
+PyIceberg is imported only when a table is read: ``import weir.spark`` stays light for
+Spark's Python workers.
 """
 
 from __future__ import annotations
 
-import json
-import logging
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-log = logging.getLogger(__name__)
+from weir.tables import settings as contract
+from weir.tables.settings import CATALOG_KEYS, CatalogSettings
 
-CATALOG_TYPE = "weir.iceberg.catalog.type"
-CATALOG_URI = "weir.iceberg.catalog.uri"
-WAREHOUSE = "weir.iceberg.warehouse"
-NAMESPACE = "weir.iceberg.namespace"
-CATALOG_KEYS = (CATALOG_TYPE, CATALOG_URI, WAREHOUSE, NAMESPACE)
-NEXT_OFFSETS = "weir.next-offsets"
+__all__ = ["CATALOG_KEYS", "CatalogSettings", "TableError", "TableSnapshot", "catalog_settings",
+           "committed_offsets", "describe_catalog", "load_catalog", "load_table",
+           "table_snapshot"]
+
 REQUEST_TIMEOUT_S = 30.0
 
 
 class TableError(ValueError):
-    """A topic table that cannot be read as the contract says (bad marker, delete files)."""
-
-
-@dataclass(frozen=True)
-class CatalogSettings:
-    """Where topic tables live."""
-
-    type: str = "sql"
-    uri: str | None = None
-    warehouse: str | None = None
-    namespace: str = "weir"
+    """A topic table that cannot be read as the contract says (bad settings or marker,
+    delete files)."""
 
 
 def catalog_settings(configs: Mapping[str, str | None]) -> CatalogSettings | None:
-    """The settings named by ``configs`` (broker configs or read options); None when they
-    name no catalog (no ``weir.iceberg.catalog.uri``: Apache Kafka, or tables not set up)."""
-    uri = (configs.get(CATALOG_URI) or "").strip()
-    if not uri:
-        return None
-    kind = (configs.get(CATALOG_TYPE) or "sql").strip().lower()
-    if kind not in ("sql", "rest"):
-        raise TableError(f"{CATALOG_TYPE}={kind!r}: must be 'sql' or 'rest'")
-    namespace = (configs.get(NAMESPACE) or "weir").strip()
-    if not namespace or "." in namespace:
-        raise TableError(f"{NAMESPACE}={namespace!r}: a non-empty name without dots")
-    return CatalogSettings(kind, uri, (configs.get(WAREHOUSE) or "").strip() or None, namespace)
+    """The settings named by ``configs`` (broker configs or read options), as the writer
+    reads them (:func:`weir.tables.settings.catalog_settings`); None when they name no
+    catalog (no ``weir.iceberg.catalog.uri``: Apache Kafka, or tables not set up).
+    TableError names an unusable key."""
+    try:
+        settings = contract.catalog_settings(configs)
+    except ValueError as exc:
+        raise TableError(str(exc)) from None
+    return settings if settings.uri else None
 
 
 def describe_catalog(client_conf: Mapping[str, str]) -> CatalogSettings | None:
@@ -74,40 +63,36 @@ def describe_catalog(client_conf: Mapping[str, str]) -> CatalogSettings | None:
 
 
 def load_catalog(settings: CatalogSettings) -> Any:
-    """The PyIceberg catalog of ``settings`` (read only: nothing is created).  It is named
-    ``weir``, as the writer names it: an SQL catalog keeps each table under its catalog's
-    name."""
-    from pyiceberg.catalog import load_catalog as pyiceberg_catalog
+    """The PyIceberg catalog of ``settings``, opened as the writer opens it
+    (:func:`weir.tables.catalog.load_catalog`: named ``weir``, since an SQL catalog keeps
+    each table under its catalog's name)."""
+    from weir.tables import catalog
 
-    props = {"type": settings.type, "uri": settings.uri or ""}
-    if settings.warehouse:
-        warehouse = settings.warehouse
-        props["warehouse"] = warehouse if "://" in warehouse else "file://" + warehouse
-    return pyiceberg_catalog("weir", **props)
+    return catalog.load_catalog(settings)
 
 
 def load_table(catalog: Any, settings: CatalogSettings, topic: str) -> Any | None:
     """The table of ``topic``, or None when there is none."""
     from pyiceberg.exceptions import NoSuchNamespaceError, NoSuchTableError
 
+    from weir.tables.catalog import table_identifier
+
     try:
-        return catalog.load_table((settings.namespace, topic))
+        return catalog.load_table(table_identifier(settings, topic))
     except (NoSuchTableError, NoSuchNamespaceError):
         return None
 
 
-def committed_offsets(snapshot: Any) -> dict[int, int]:
-    """``weir.next-offsets`` of a snapshot: partition → first offset not in the table."""
-    if snapshot is None or snapshot.summary is None:
-        return {}
-    raw = snapshot.summary.additional_properties.get(NEXT_OFFSETS)
-    if raw is None:
-        return {}
+def committed_offsets(table: Any) -> dict[int, int]:
+    """``weir.next-offsets`` of the table's current snapshot (partition → first offset not
+    in the table; :func:`weir.tables.catalog.committed_offsets`).  TableError when the
+    marker is not a JSON object of partition to offset."""
+    from weir.tables import catalog
+
     try:
-        return {int(p): int(o) for p, o in json.loads(raw).items()}
-    except (ValueError, AttributeError, TypeError):
-        raise TableError(f"snapshot {snapshot.snapshot_id}: {NEXT_OFFSETS}={raw!r} is not a"
-                         " JSON object of partition to offset") from None
+        return catalog.committed_offsets(table)
+    except ValueError as exc:
+        raise TableError(f"table {'.'.join(table.name())}: {exc}") from None
 
 
 @dataclass(frozen=True)
@@ -170,6 +155,8 @@ def table_snapshot(catalog: Any, settings: CatalogSettings, topic: str) -> Table
     table = load_table(catalog, settings, topic)
     if table is None:
         return None
+    # A loaded PyIceberg table holds one metadata file: its current snapshot and the marker
+    # read from it are the same snapshot, which the read then keeps (snapshot_id).
     snapshot = table.current_snapshot()
     return TableSnapshot(topic, table, None if snapshot is None else snapshot.snapshot_id,
-                         committed_offsets(snapshot))
+                         committed_offsets(table))
