@@ -43,6 +43,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--disk-faults", action="store_true",
                         help="with the data path: two log dirs per broker, one of which may "
                              "fail on a write, fsync or read (KIP-112; implies --data)")
+    parser.add_argument("--idempotent", action="store_true",
+                        help="with the data path: idempotent producers resending batches "
+                             "across leader changes (weir.sim.idempotent; implies --data)")
     args = parser.parse_args(argv)
     sizes: dict[str, Any] = {key: value for key, value in (
         ("brokers", args.brokers), ("topics", args.topics), ("partitions", args.partitions),
@@ -59,7 +62,10 @@ def main(argv: list[str] | None = None) -> int:
             sizes["groups"] = True
         if args.disk_faults:  # weir.sim.disk
             sizes.update(log_dirs=2, disk_faults=True)
-        config = (data_config(**sizes) if args.data or args.groups or args.disk_faults
+        if args.idempotent:
+            sizes["idempotent_producers"] = True
+        config = (data_config(**sizes)
+                  if args.data or args.groups or args.disk_faults or args.idempotent
                   else dataclasses.replace(SimConfig(), **sizes))
         result = run_seed(seed, config)
         status = "ok" if result.ok else "FAILED"

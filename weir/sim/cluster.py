@@ -94,6 +94,8 @@ class SimConfig:
     disk_faults: bool = False
     disk_fault_every_ms: tuple[int, int] = (300, 1200)
     groups: bool = False  # consumer groups on the data path (weir.sim.groups)
+    # idempotent producers retrying batches across leader changes (weir.sim.idempotent)
+    idempotent_producers: bool = False
 
 
 def _fast_dir() -> str | None:

@@ -40,6 +40,7 @@ from typing import TYPE_CHECKING, Any
 
 from weir.common import TopicPartition
 from weir.protocol.errors import ErrorCode
+from weir.sim.idempotent import IdempotentProducers
 from weir.sim.replica import SimReplicas
 
 if TYPE_CHECKING:
@@ -73,6 +74,10 @@ class DataPlane:
         self.promises: dict[tuple[str, TopicPartition], list[Record]] = {}
         self.forgotten: Counter[str] = Counter()  # topic name -> times forgotten
         self._dying: dict[asyncio.Task[Any], None] = {}  # see bury
+        # Idempotent producers (weir.sim.idempotent): half the produce turns, when enabled.
+        self.idempotent = (IdempotentProducers(
+            self, lambda tp, offset, value: self._promise(ACKNOWLEDGED, tp, offset, value))
+            if self.config.idempotent_producers else None)
         # Every task of the run stays referenced until it finishes: a crashed process's
         # object graph (its tasks included) is dropped at once, and a pending task the
         # garbage collector destroys is reported at a moment that depends on memory, not
@@ -131,6 +136,8 @@ class DataPlane:
         for key in [k for k in self.promises if k[1].topic == topic]:
             del self.promises[key]
         self.forgotten[topic] += 1  # a later topic of that name starts afresh
+        if self.idempotent is not None:
+            self.idempotent.forget_topic(topic)
 
     # -- network -------------------------------------------------------------------------
 
@@ -172,6 +179,9 @@ class DataPlane:
         if not live:
             return
         tp = sim.rng.choice(live)
+        if self.idempotent is not None and sim.rng.random() < 0.5:
+            self.idempotent.produce(tp)  # it finds the leader, and retries, itself
+            return
         leader = sim.zk.states[tp].leader
         if leader < 0 or not sim.nodes[leader].alive:
             return
@@ -234,6 +244,8 @@ class DataPlane:
                 for offset in range(committed, hw):
                     if offset in records:
                         self._promise(COMMITTED, tp, offset, records[offset])
+                        if self.idempotent is not None:
+                            self.idempotent.committed(tp, offset, records[offset])
                 self.committed[tp] = hw
 
     def table(self, what: str) -> dict[TopicPartition, dict[int, bytes]]:

@@ -490,10 +490,15 @@ class SimReplicas:
     # -- produce -----------------------------------------------------------------------
 
     def serve_produce(self, tp: TopicPartition, values: list[bytes], timeout_ms: int,
-                      reply: Callable[[ErrorCode, list[tuple[int, bytes]]], None]) -> None:
-        """An acks=all Produce, by ReplicaManager.append and its produce purgatory."""
+                      reply: Callable[[ErrorCode, list[tuple[int, bytes]]], None],
+                      producer: tuple[int, int, int] | None = None) -> None:
+        """An acks=all Produce, by ReplicaManager.append and its produce purgatory;
+        ``producer``: (producer id, epoch, base sequence) of an idempotent producer's batch.
+        The reply's records carry the offsets the response gave (``base_offset`` on)."""
         async def produce() -> None:
-            batch = build_batch(values, timestamp_ms=self.now)
+            pid, epoch, sequence = producer or (-1, -1, -1)
+            batch = build_batch(values, timestamp_ms=self.now, producer_id=pid,
+                                producer_epoch=epoch, base_sequence=sequence)
             result = (await self.rm.append(-1, timeout_ms, {tp: batch}))[tp]
             records = ([(result.base_offset + i, v) for i, v in enumerate(values)]
                        if result.error == ErrorCode.none else [])
