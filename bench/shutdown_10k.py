@@ -73,9 +73,10 @@ class ShutdownBench(Bench):
             done["exit_s"] = round(time.perf_counter() - t0, 3)
 
         spy = None
-        if profile_to is not None and shutil.which("py-spy"):
+        py_spy = shutil.which("py-spy", path=f"{Path(sys.executable).parent}:{os.environ['PATH']}")
+        if profile_to is not None and py_spy:
             spy = await asyncio.create_subprocess_exec(
-                "py-spy", "record", "-p", str(pids[controller]), "-d", "8", "-r", "100",
+                py_spy, "record", "-p", str(pids[controller]), "-d", "8", "-r", "100",
                 "--nonblocking", "-f", "raw", "-o", str(profile_to),
                 stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.DEVNULL)
             await asyncio.sleep(1.0)  # py-spy attaches before the signal, not a sync point
