@@ -27,8 +27,8 @@ class ControllerSettings:
     ``leader_imbalance_check_interval_seconds``: Kafka's automatic preferred-leader
     rebalancing (the shell ticks, the core decides);
     ``controller_socket_timeout_ms``: the shell's wait for a broker's answer;
-    ``controlled_shutdown_batch``: a controlled shutdown writes its leader elections and ISR
-    shrinks in batches of at most this many partitions (one fenced ZooKeeper multi each,
+    ``controlled_shutdown_batch``: a controlled shutdown writes its leader elections in
+    batches of at most this many partitions (one fenced ZooKeeper multi each,
     ``weir.coordination.fenced.CHUNK``) and sends each batch's LeaderAndIsr/UpdateMetadata
     as soon as it is written (not a Kafka key; see ``IsrManager.controlled_shutdown``).
     """

@@ -180,7 +180,7 @@ def test_controlled_shutdown_answers_before_the_follower_isr_shrinks() -> None:
 
 def test_controlled_shutdown_writes_and_sends_in_batches() -> None:
     """With ``controlled_shutdown_batch`` 2: the 5 led partitions are elected in 3 fenced
-    writes of at most 2 (2, 2, 1), the 4 followed ones shrunk in 2 writes of 2; each
+    writes of at most 2 (2, 2, 1), the 4 followed ones shrunk in one write; each election
     batch's LeaderAndIsr/UpdateMetadata leaves right after its write (before the next),
     naming only that batch; the answer follows the last election write; the shutting-down
     broker's requests all wait for the last batch."""
@@ -191,7 +191,7 @@ def test_controlled_shutdown_writes_and_sends_in_batches() -> None:
     assert reply(effects) == []
     writes = [i for i, e in enumerate(effects) if isinstance(e, ZkUpdatePartitionStates)]
     sizes = [sorted(tp.partition for tp in effects[i].states) for i in writes]
-    assert sizes == [[0, 1], [2, 3], [4], [5, 6], [7, 8]]
+    assert sizes == [[0, 1], [2, 3], [4], [5, 6, 7, 8]]
     sent = [i for i, e in enumerate(effects) if isinstance(e, SendRequests)]
     # one send after each write but the last (that one goes with the event's end)
     assert len(sent) == len(writes)
@@ -206,7 +206,7 @@ def test_controlled_shutdown_writes_and_sends_in_batches() -> None:
     (answer,) = [i for i, e in enumerate(effects) if isinstance(e, Reply)]
     assert writes[2] < answer < writes[3]
     # The shutting-down broker gets the held LeaderAndIsrs (the elections) first in the
-    # last batch, then its StopReplicas (one per shrink batch) for the followed partitions.
+    # last batch, then its StopReplica for the followed partitions.
     last = [r.request for r in effects[sent[-1]].requests if r.broker_id == 1]
     kinds = [type(r).__name__ for r in last]
     assert kinds.index("StopReplicaRequest") > max(
