@@ -85,7 +85,8 @@ class ControllerCore:
         self.partitions = PartitionStateMachine(self.ctx, settings)
         self.replicas = ReplicaStateMachine(self.ctx, settings)
         self.deletion = TopicDeletionManager(self.ctx, self.partitions, self.replicas)
-        self.isr = IsrManager(self.ctx, self.partitions, self.replicas)
+        self.isr = IsrManager(self.ctx, self.partitions, self.replicas,
+                              batch=self.settings.controlled_shutdown_batch)
         self.elections = LeaderElections(self.ctx, self.partitions, settings)
         self.reassignment = ReassignmentManager(self.ctx, self.partitions, self.replicas,
                                                 settings)

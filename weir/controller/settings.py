@@ -26,7 +26,11 @@ class ControllerSettings:
     ``auto_leader_rebalance_enable``, ``leader_imbalance_per_broker_percentage``,
     ``leader_imbalance_check_interval_seconds``: Kafka's automatic preferred-leader
     rebalancing (the shell ticks, the core decides);
-    ``controller_socket_timeout_ms``: the shell's wait for a broker's answer.
+    ``controller_socket_timeout_ms``: the shell's wait for a broker's answer;
+    ``controlled_shutdown_batch``: a controlled shutdown writes its leader elections in
+    batches of at most this many partitions (one fenced ZooKeeper multi each,
+    ``weir.coordination.fenced.CHUNK``) and sends each batch's LeaderAndIsr/UpdateMetadata
+    as soon as it is written (not a Kafka key; see ``IsrManager.controlled_shutdown``).
     """
 
     broker_id: int
@@ -38,6 +42,7 @@ class ControllerSettings:
     leader_imbalance_check_interval_seconds: int = default_value(
         "leader.imbalance.check.interval.seconds")
     controller_socket_timeout_ms: int = default_value("controller.socket.timeout.ms")
+    controlled_shutdown_batch: int = 1000
 
     @classmethod
     def from_config(cls, config: BrokerConfig) -> ControllerSettings:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 from weir.common import TopicPartition
 from weir.controller.effects import (
     Reply,
@@ -21,7 +23,7 @@ from weir.controller.events import (
 from weir.controller.states import PartitionReplica, ReplicaState
 from weir.coordination.codecs import LeaderIsr
 from weir.protocol.errors import ErrorCode
-from weir.protocol.interbroker import LeaderAndIsrRequest
+from weir.protocol.interbroker import LeaderAndIsrRequest, StopReplicaRequest
 
 from .helpers import (
     brokers,
@@ -174,6 +176,54 @@ def test_controlled_shutdown_answers_before_the_follower_isr_shrinks() -> None:
     shrinks = effects[writes[-1]].states
     assert answer < writes[-1] and set(shrinks) == {T1}
     assert zk.states[T1].isr == [2] and zk.states[TopicPartition("u", 0)].leader == 2
+
+
+def test_controlled_shutdown_writes_and_sends_in_batches() -> None:
+    """With ``controlled_shutdown_batch`` 2: the 5 led partitions are elected in 3 fenced
+    writes of at most 2 (2, 2, 1), the 4 followed ones shrunk in one write; each election
+    batch's LeaderAndIsr/UpdateMetadata leaves right after its write (before the next),
+    naming only that batch; the answer follows the last election write; the shutting-down
+    broker's requests all wait for the last batch."""
+    led = {p: [1, 2, 3] for p in range(5)}
+    followed = {p: [2, 1, 3] for p in range(5, 9)}
+    core, zk = started(topics={"t": {**led, **followed}}, controlled_shutdown_batch=2)
+    effects = drive(core, zk, ControlledShutdown(1, 101, reply_to="r"))
+    assert reply(effects) == []
+    writes = [i for i, e in enumerate(effects) if isinstance(e, ZkUpdatePartitionStates)]
+    sizes = [sorted(tp.partition for tp in effects[i].states) for i in writes]
+    assert sizes == [[0, 1], [2, 3], [4], [5, 6, 7, 8]]
+    sent = [i for i, e in enumerate(effects) if isinstance(e, SendRequests)]
+    # one send after each write but the last (that one goes with the event's end)
+    assert len(sent) == len(writes)
+    for write, send in zip(writes, sent, strict=True):
+        assert write < send
+    for k, (write, send) in enumerate(zip(writes[:-1], sent[:-1], strict=True)):
+        assert send < writes[k + 1]
+        named = {tp for r in effects[send].requests if isinstance(r.request, LeaderAndIsrRequest)
+                 for tp in partition_states(r.request)}
+        assert named == set(effects[write].states)
+        assert all(r.broker_id != 1 for r in effects[send].requests)
+    (answer,) = [i for i, e in enumerate(effects) if isinstance(e, Reply)]
+    assert writes[2] < answer < writes[3]
+    # The shutting-down broker gets the held LeaderAndIsrs (the elections) first in the
+    # last batch, then its StopReplica for the followed partitions.
+    last = [r.request for r in effects[sent[-1]].requests if r.broker_id == 1]
+    kinds = [type(r).__name__ for r in last]
+    assert kinds.index("StopReplicaRequest") > max(
+        i for i, k in enumerate(kinds) if k == "LeaderAndIsrRequest")
+    moved = [tp for r in last if isinstance(r, LeaderAndIsrRequest)
+             for tp in partition_states(r)]
+    assert set(moved) == {TopicPartition("t", p) for p in range(5)}
+    stopped = {tp for r in last if isinstance(r, StopReplicaRequest)
+               for tp, s in partition_states(r).items() if not s.delete_partition}
+    assert stopped == {TopicPartition("t", p) for p in range(5, 9)}
+    assert all(zk.states[TopicPartition("t", p)].leader == 2 for p in range(5))
+    assert all(1 not in zk.states[TopicPartition("t", p)].isr for p in range(9))
+
+
+def test_controlled_shutdown_batch_must_be_positive() -> None:
+    with pytest.raises(ValueError, match="at least 1"):
+        started(controlled_shutdown_batch=0)
 
 
 def test_controlled_shutdown_reports_partitions_it_still_leads() -> None:

@@ -7,6 +7,7 @@ import asyncio
 import uuid
 
 from weir.common import TopicPartition
+from weir.protocol.errors import ErrorCode, KafkaError
 from weir.replication.leader_endpoint import BrokerEndPoint
 from weir.replication.partition import LeaderState
 from weir.replication.replica_manager import PartitionStateUpdate, ReplicaManager
@@ -189,4 +190,87 @@ def test_a_cancelled_request_s_logs_are_still_adopted(tmp_path, monkeypatch):
         assert set(results.values()) == {0}
         await rm.close()
         lm.shutdown()
+    asyncio.run(body())
+
+
+def test_sliced_apply_lets_other_requests_run_between_slices(tmp_path):
+    """apply_leader_and_isr_sliced: 20 partitions in slices of 6 (4 slices); a request
+    arriving on another connection once the apply has begun (a task scheduled by the first
+    role change, standing for a client's Metadata) runs after the first slice, while the
+    request is still being applied; the outcome equals the one-go apply's."""
+    async def body():
+        lm, rm = _manager([tmp_path])
+        seen: list[int] = []
+        others: list[asyncio.Future] = []
+
+        async def metadata_request():
+            seen.append(len(rm.partitions))
+
+        def arrives(_tp, _is_leader, _epoch):
+            if not others:
+                others.append(asyncio.ensure_future(metadata_request()))
+        rm.leadership_listeners.append(arrives)
+        try:
+            results, busy_ms, slices = await rm.apply_leader_and_isr_sliced(
+                1, _updates(2, 0), True, LIVE, slice_size=6)
+            await others[0]
+            assert slices == 4 and busy_ms >= 0
+            assert seen == [6]  # it ran between the first and the second slice
+            assert set(results) == set(TPS) and set(results.values()) == {0}
+            assert all(not rm.partitions[tp].is_leader and rm.partitions[tp].leader == 2
+                       for tp in TPS)
+        finally:
+            await rm.close()
+            lm.shutdown()
+    asyncio.run(body())
+
+
+def test_sliced_apply_is_one_at_a_time_and_survives_cancellation(tmp_path):
+    """Two sliced LeaderAndIsrs never interleave (Kafka's replicaStateChangeLock), and a
+    handler cancelled midway (its connection closed) still leaves the whole request
+    applied."""
+    async def body():
+        lm, rm = _manager([tmp_path])
+        order: list[int] = []
+        begun = asyncio.Event()
+
+        def changed(_tp, _leader, epoch):
+            order.append(epoch)
+            begun.set()
+        rm.leadership_listeners.append(changed)
+        try:
+            first = asyncio.ensure_future(rm.apply_leader_and_isr_sliced(
+                1, _updates(2, 0), True, LIVE, slice_size=3))
+            second = asyncio.ensure_future(rm.apply_leader_and_isr_sliced(
+                1, _updates(1, 1), False, LIVE, slice_size=3))
+            await begun.wait()
+            first.cancel()  # between its slices now
+            results, _, _ = await second
+            assert first.cancelled()
+            assert order == [0] * len(TPS) + [1] * len(TPS)  # whole, then the next
+            assert set(results.values()) == {0}  # epoch 1 over a fully applied epoch 0
+            assert all(rm.partitions[tp].is_leader and rm.partitions[tp].leader_epoch == 1
+                       for tp in TPS)
+            assert rm.received_full_leader_and_isr
+        finally:
+            await rm.close()
+            lm.shutdown()
+    asyncio.run(body())
+
+
+def test_sliced_apply_refuses_a_stale_controller_epoch(tmp_path):
+    async def body():
+        lm, rm = _manager([tmp_path])
+        try:
+            await rm.apply_leader_and_isr_sliced(2, _updates(2, 0), True, LIVE)
+            try:
+                await rm.apply_leader_and_isr_sliced(1, _updates(1, 1), False, LIVE)
+            except KafkaError as exc:
+                assert exc.code == ErrorCode.stale_controller_epoch
+            else:
+                raise AssertionError("a stale controller epoch was applied")
+            assert all(rm.partitions[tp].leader_epoch == 0 for tp in TPS)
+        finally:
+            await rm.close()
+            lm.shutdown()
     asyncio.run(body())

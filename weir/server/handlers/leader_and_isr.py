@@ -56,14 +56,16 @@ async def handle(ctx, request) -> Any:
     try:
         await ctx.replica_manager.create_new_logs(int(request.controller_epoch), updates)
         created = time.perf_counter()
-        results = ctx.replica_manager.apply_leader_and_isr(
+        # In slices: the loop answers other connections' requests (a client's Metadata)
+        # between them.
+        results, busy_ms, slices = await ctx.replica_manager.apply_leader_and_isr_sliced(
             int(request.controller_epoch), updates, int(request.type_) == FULL, live_leaders
         )
     except KafkaError as exc:
         return ctx.respond(error_code=exc.code, topics=[])
     log.info("LeaderAndIsr from controller epoch %d: %d partitions applied in %.0f ms "
-             "(new logs created off the event loop first: %.0f ms)",
-             int(request.controller_epoch), len(updates),
+             "(%d slices over %.0f ms; new logs created off the event loop first: %.0f ms)",
+             int(request.controller_epoch), len(updates), busy_ms, slices,
              (time.perf_counter() - created) * 1000, (created - started) * 1000)
     if new_replicas >= gc_tuning.FREEZE_AFTER_NEW_REPLICAS:
         # after the answer is written (the next turn of the loop)
