@@ -82,6 +82,9 @@ _ALL = (
     Benchmark("tables_latency", "cluster",
               "produce latency p50/p99/p99.9 with a topic table on and off; loop lag, worker CPU",
               ("--seconds", "10", "--rounds", "1")),
+    Benchmark("shutdown_10k", "cluster",
+              "controlled shutdown at 10,000 partitions RF 3: exit, new leaders in Metadata, "
+              "broker CPU per 1,000 partitions moved", ("--runs", "1")),
     Benchmark("replication", "cluster",
               "RF 3 ÷ RF 1 acks=all throughput, latency, failover; broker CPU seconds",
               ()),

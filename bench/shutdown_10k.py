@@ -2,9 +2,9 @@
 
 How to run::
 
-    .venv/bin/python bench/shutdown_10k.py                       # 10,000 partitions, 3 runs
-    .venv/bin/python bench/shutdown_10k.py --runs 2 --label after
-    .venv/bin/python bench/shutdown_10k.py --profile             # py-spy on the controller
+    .venv/bin/python -m bench run shutdown_10k                   # 10,000 partitions, 3 runs
+    .venv/bin/python -m bench run shutdown_10k --runs 2 --label after
+    .venv/bin/python -m bench run shutdown_10k --profile         # py-spy on the controller
 
 The cluster and its setup are ``control_plane.py``'s (``LocalCluster``: managed ZooKeeper,
 3 broker processes, 10 topics of 1,000 partitions, RF 3, preferred leaders spread so each
@@ -45,10 +45,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE))
-from control_plane import BROKERS, EVENT_DONE, Bench, cpu_seconds, load_average, until
-from produce_consume import machine
+from bench.control_plane import BROKERS, EVENT_DONE, Bench, cpu_seconds, load_average, until
+from bench.harness import machine, out_dir
 
 
 class ShutdownBench(Bench):
@@ -182,7 +180,7 @@ def main() -> None:
                            "partitions": args.partitions, "label": args.label,
                            "notes": args.note}
     stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
-    out = HERE / "results"
+    out = out_dir()
     profile_dir = out / f"shutdown_10k-profile-{stamp}" if args.profile else None
     if profile_dir:
         profile_dir.mkdir(parents=True, exist_ok=True)
