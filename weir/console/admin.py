@@ -22,7 +22,7 @@ from typing import Any
 from kio.index import load_request_schema
 
 from weir.protocol import codec
-from weir.protocol.client import BrokerConnection
+from weir.protocol.client import BrokerConnections
 from weir.protocol.errors import ErrorCode
 
 METADATA_V = 9
@@ -124,41 +124,21 @@ class ConsoleAdmin:
         self.client_id = client_id
         self.brokers: dict[int, tuple[str, int]] = {}
         self.controller_id: int | None = None
-        self._conns: dict[tuple[str, int], BrokerConnection] = {}
-        self._locks: dict[tuple[str, int], asyncio.Lock] = {}
+        # One connection per broker address, opened on first use, dropped on a failure.
+        self._pool = BrokerConnections(lambda address: address, client_id, security=security,
+                                       connect_timeout_s=timeout_s)
         self._last_good: tuple[str, int] | None = None  # tried first: a frozen broker
         # early in the list would otherwise cost a timeout on every read
 
     # -- connections -------------------------------------------------------------------
-
-    async def _conn(self, address: tuple[str, int]) -> BrokerConnection:
-        async with self._locks.setdefault(address, asyncio.Lock()):
-            conn = self._conns.get(address)
-            if conn is not None and conn.connected:
-                return conn
-            if conn is not None:
-                await conn.close()
-            conn = BrokerConnection(address[0], address[1], client_id=self.client_id,
-                                    security=self.security)
-            try:
-                await conn.connect(timeout_s=self.timeout_s)
-            except BaseException:
-                await conn.close()
-                raise
-            self._conns[address] = conn
-            return conn
 
     async def send(self, address: tuple[str, int], payload: Any,
                    timeout_s: float | None = None) -> Any:
         """One request to ``address``; a failure drops the connection and is raised as
         ConnectionError or TimeoutError."""
         try:
-            conn = await self._conn(address)
-            response = await conn.request(payload, timeout_s=timeout_s or self.timeout_s)
+            response = await self._pool.request(address, payload, timeout_s or self.timeout_s)
         except (ConnectionError, OSError, TimeoutError) as exc:
-            conn = self._conns.pop(address, None)
-            if conn is not None:
-                await conn.close()
             if isinstance(exc, TimeoutError):
                 raise TimeoutError(f"{address[0]}:{address[1]} did not answer within "
                                    f"{timeout_s or self.timeout_s:g} s") from None
@@ -192,9 +172,7 @@ class ConsoleAdmin:
         return await self.send(address, payload, timeout_s)
 
     async def close(self) -> None:
-        conns, self._conns = list(self._conns.values()), {}
-        for conn in conns:
-            await conn.close()
+        await self._pool.close()
 
     # -- metadata --------------------------------------------------------------------------
 
