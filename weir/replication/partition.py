@@ -2,7 +2,7 @@
 
 The leader tracks each follower's log end offset and last caught-up time from its fetches.
 The high watermark is the minimum log end offset over the *maximal* ISR (the committed ISR
-plus additions not yet confirmed, seed 002 / KIP-497) and over live followers outside the ISR
+plus additions not yet confirmed, KIP-497's AlterPartition) and over live followers outside the ISR
 that are caught up (about to join it), as Kafka's ``Partition.maybeIncrementLeaderHW``; it
 never moves backwards, and does not move while the ISR is below the effective
 ``min.insync.replicas``.  Nothing here reads a clock or touches the network: callers pass
@@ -436,8 +436,8 @@ class Partition:
         return out
 
     def low_watermark(self, alive: set[int] | None = None) -> int:
-        """The smallest log start offset over this leader and its (live) followers (seed 002);
-        DeleteRecords completes once it reaches the requested offset."""
+        """The smallest log start offset over this leader and its (live) followers (Kafka's
+        ``Partition.lowWatermarkIfLeader``); DeleteRecords completes once it reaches the requested offset."""
         assert self.log is not None
         low = self.log.log_start_offset
         for replica in self.replicas:

@@ -353,7 +353,8 @@ class ReplicaManager(LocalReads):
             self.fetchers.remove(tp)
             endpoint = live_leaders.get(p.leader)
             if endpoint is None:
-                # Seed 002 / KAFKA-1647: keep the replica, fetch once the leader is alive.
+                # KAFKA-1647 (ReplicaManager.makeFollowers): keep the replica, fetch once the
+                # leader is alive.
                 log.warning("%s: leader %d is not alive; not fetching yet", tp, p.leader)
             else:
                 # Truncation to the divergence point happens in the fetcher (KIP-101/279).

@@ -2,8 +2,8 @@
 
 Every step of a replication round trip (a frame read, a task woken by a purgatory, a
 response written) is a turn of the loop, a handle and a callback: with acks=all, one
-produce takes about 12 turns on the leader and 4 on each follower (docs/perf-history.md,
-session 12). uvloop runs that machinery in C behind the same ``asyncio`` API (tasks,
+produce takes about 12 turns on the leader and 4 on each follower (docs/perf-history.md).
+uvloop runs that machinery in C behind the same ``asyncio`` API (tasks,
 futures, transports, streams, signals, executors). Measured with ``bench/event_loop.py``:
 with 16 KiB batches the RF 3 leader's CPU is 4-5 % lower; with 256 KiB batches the
 difference is within the runs' spread. The broker's code runs on it unchanged, with two
@@ -13,9 +13,8 @@ things uvloop does its own way:
   an ``asyncio.Protocol``; one that is gets a new ``bytes`` per read through
   ``data_received``. The frame readers (:class:`weir.protocol.framing.FrameReceiver`) are
   plain ``BufferedProtocol``s, with :class:`weir.protocol.framing.WriterFlowControl` for
-  their ``StreamWriter`` (until session 13 they were ``StreamReaderProtocol``s too, and
-  copied each read's ``bytes`` into their buffers: two copies of every 256 KiB produce
-  request and Fetch response);
+  their ``StreamWriter`` (as ``StreamReaderProtocol``s they copied each read's ``bytes``
+  into their buffers: two copies of every 256 KiB produce request and Fetch response);
 * there is no ``loop.sendfile``: a file region the socket did not take at once
   (``weir.server.direct_send``) is then sent by ``pread`` and ``write``.
 

@@ -16,7 +16,7 @@ files/s; beside busy Python 76-83/s at 5 ms, about 400/s at 1 ms, about 700/s at
 and the Python thread does 1-7 % less work.  The price is the loop's: every
 forced switch hands the GIL over and waits for the other thread to be scheduled.
 
-In the broker benchmarks a 0.5 ms interval (session 15, alternated runs) left RF 3
+In the broker benchmarks a 0.5 ms interval (alternated runs, docs/perf-history.md) left RF 3
 throughput as it was, made the creation of 10,000 new logs steadier (2.4-2.9 s per broker
 against 2.5-6.3 s), and did not improve what users see: produce p99.9 at 5,000 records/s
 was 9-20 × p50 (median of four runs 16.4 ×) against 12-20 × (13.3 ×) at 5 ms, in

@@ -1,5 +1,5 @@
 """DeleteRecords (21): move log start offsets; answers once every live replica followed
-(the low watermark, seed 002)."""
+(the low watermark, Kafka's DelayedDeleteRecords)."""
 
 from __future__ import annotations
 
