@@ -29,7 +29,7 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
                "weir.verify.cli:add_parser"),
     "audit": ("compare every replica's log below the high watermark",
               "weir.audit.cli:add_parser"),
-    "console": ("serve a read-only web console for a cluster", "weir.console.cli:add_parser"),
+    "console": ("serve the web console (read-only unless --allow-actions)", "weir.console.cli:add_parser"),
     "topic": ("create, list, describe, delete and alter topics", "weir.cli.admin:add_parsers"),
     "group": ("list, describe, delete consumer groups, reset offsets",
               "weir.cli.admin:add_parsers"),

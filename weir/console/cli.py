@@ -23,7 +23,7 @@ def _endpoint(text: str) -> tuple[int, str]:
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("console", help="serve a read-only web console for a cluster",
+    p = sub.add_parser("console", help="serve the web console (read-only unless --allow-actions)",
                        description="A web console: brokers, controller, topics and "
                        "partitions (under-replicated and offline ones highlighted), consumer "
                        "groups with lag, the controller's recent state changes and live "
