@@ -14,6 +14,7 @@ from weir.protocol.errors import ErrorCode, KafkaError
 from weir.records.batch import parse_header
 from weir.records.builder import build_batch
 from weir.storage import checkpoints as cp
+from weir.storage.integrity import read_checkpoint_or_reset
 from weir.storage.log import LogConfig
 from weir.storage.log_manager import LogManager
 
@@ -141,8 +142,8 @@ def test_corrupt_high_watermark_checkpoint_is_treated_as_unknown(crashed_dir, ca
     assert (lg.log_start_offset, lg.high_watermark, lg.log_end_offset) == (4, 4, 20)
     assert warnings_naming(caplog, path)
     assert cp.read_offset_checkpoint(path) == {TP: 4}  # rewritten at once
-    path.write_bytes(b"junk")
-    assert m.read_high_watermarks() == {}
+    path.write_bytes(b"junk")  # read again (the next start): unknown, logged, not fatal
+    assert read_checkpoint_or_reset(path, "no high watermark is known from it") == ({}, True)
     assert m.offline_dirs == {}
 
 
