@@ -66,7 +66,19 @@ def spark(tmp_path_factory):
     session.sparkContext.setLogLevel("ERROR")
     weir.spark.register(session)
     yield session
+    from pyspark import SparkContext
+
+    gateway = SparkContext._gateway
     session.stop()
+    # The py4j gateway JVM outlives stop() until this process exits: stopped by pid here,
+    # so the session ends with no Spark JVM left (tests/process_sweep.py).
+    proc = getattr(gateway, "proc", None)
+    if gateway is not None:
+        gateway.shutdown()
+        SparkContext._gateway = SparkContext._jvm = None
+    if proc is not None:
+        proc.terminate()
+        proc.wait(30)
 
 
 @pytest.fixture
