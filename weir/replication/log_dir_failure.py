@@ -39,10 +39,7 @@ def take_dir_offline(rm: ReplicaManager, mover: LogDirMover | None,
         p = rm.partitions[tp]
         was_leader = p.is_leader
         p.leader = -1
-        rm.produce_purgatory.notify(tp)
-        rm.fetch_purgatory.notify(tp)
-        if was_leader:
-            rm._notify_leadership(tp, False, p.leader_epoch)
+        rm.notifier.leadership_changed(tp, False, p.leader_epoch, tell_listeners=was_leader)
     log.warning("stopped serving %d replicas in failed log dir %s: %s", len(offline), log_dir,
                 [str(tp) for tp in offline])
     return offline

@@ -263,8 +263,7 @@ class LogDirMover:
         if p is not None and p.log is old:
             p.log = self.lm.get_log(tp)
         # Waiters re-check against the new log (nothing changed for them otherwise).
-        self.rm.produce_purgatory.notify(tp)
-        self.rm.fetch_purgatory.notify(tp)
+        self.rm.notifier.log_replaced(tp)
         deletion = asyncio.get_running_loop().create_task(
             asyncio.to_thread(_delete_quietly, old))
         self._deletions.add(deletion)  # a reference until it is done

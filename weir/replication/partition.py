@@ -464,16 +464,3 @@ class Partition:
             return ErrorCode.not_enough_replicas_after_append
         return ErrorCode.none
 
-
-def delayed_produce_status(current: Partition | None, led: Partition, generation: int,
-                           required_offset: int, min_insync_replicas: int | None
-                           ) -> ErrorCode | None:
-    """Kafka's ``DelayedProduce`` check for one partition: None while waiting, else the final
-    error. It asks only that this broker led the partition without interruption since the
-    append (the same ``Partition`` object and leadership generation: after leader ->
-    follower -> leader the records may have been truncated) and that the high watermark
-    passed the offset (``checkEnoughReplicasReachOffset``); a leader-epoch bump that keeps
-    this broker leader does not fail the wait."""
-    if current is not led or current.leadership_generation != generation:
-        return ErrorCode.not_leader_or_follower
-    return current.check_enough_replicas_reach_offset(required_offset, min_insync_replicas)

@@ -4,6 +4,10 @@ A waiter names the keys (partitions) it watches and a ``check`` that says whethe
 complete; :meth:`Purgatory.notify` re-runs the checks of a key's waiters after an append, a
 high-watermark move or a role change.  Timeouts are the caller's ``timeout_s``.
 
+An operation object (:class:`DelayedOperation`, e.g. ``DelayedProduce``) is watched with
+:meth:`Purgatory.watch`, Kafka's ``DelayedOperationPurgatory.tryCompleteElseWatch``: its
+``try_complete`` is the check, its ``on_expire`` runs at the timeout.
+
 A waiter over many keys (a follower's fetch of thousands of partitions) can instead give a
 check that takes the notified key (``per_key``): an append then costs one partition's check,
 not a walk of every partition the waiter watches, as Kafka's ``DelayedFetch.tryComplete``
@@ -15,8 +19,20 @@ from __future__ import annotations
 import asyncio
 from collections import defaultdict
 from collections.abc import Callable, Hashable, Iterable
+from typing import Protocol
 
 from weir.asyncutil import parked
+
+
+class DelayedOperation(Protocol):
+    """Kafka's ``DelayedOperation``: what :meth:`Purgatory.watch` holds."""
+
+    @property
+    def keys(self) -> Iterable[Hashable]: ...
+
+    def try_complete(self) -> bool: ...
+
+    def on_expire(self) -> None: ...
 
 
 class _Waiter:
@@ -49,8 +65,19 @@ class Purgatory:
         has found it not done yet, and at the timeout nothing is checked (False)."""
         if not per_key and check():
             return True
+        return await self._park(keys, check, timeout_s, per_key)
+
+    async def watch(self, op: DelayedOperation, timeout_s: float) -> None:
+        """Kafka's ``tryCompleteElseWatch`` for an operation whose first ``try_complete``
+        the caller has made (it was not complete): held under its keys until a
+        notification completes it, or ``on_expire`` at the timeout."""
+        if not await self._park(op.keys, op.try_complete, timeout_s, False):
+            op.on_expire()
+
+    async def _park(self, keys: Iterable[Hashable], check: Callable[..., bool],
+                    timeout_s: float, per_key: bool) -> bool:
         if timeout_s <= 0:
-            return False
+            return False if per_key else check()
         parked()
         loop = asyncio.get_running_loop()
         waiter = _Waiter(check, loop.create_future(), per_key)

@@ -20,6 +20,7 @@ from weir.common import TopicPartition
 from weir.config import BrokerConfig, default_value
 from weir.protocol.errors import ErrorCode, KafkaError
 from weir.replication.alter_partition import AlterPartitionManager, IsrProposal, IsrResult
+from weir.replication.delayed_produce import DelayedProduce
 from weir.replication.fetcher import (
     Clock,
     EndPointFactory,
@@ -29,7 +30,8 @@ from weir.replication.fetcher import (
 )
 from weir.replication.leader_endpoint import BrokerEndPoint
 from weir.replication.local_reads import READ_COMMITTED, READ_UNCOMMITTED, LocalReads
-from weir.replication.partition import LeaderState, Partition, delayed_produce_status
+from weir.replication.notifier import LeadershipListener, PartitionNotifier
+from weir.replication.partition import LeaderState, Partition
 from weir.replication.purgatory import Purgatory
 from weir.replication.throttle import ReplicationThrottles
 from weir.storage.log import Log, LogConfig
@@ -107,6 +109,9 @@ class ReplicaManager(LocalReads):
         self.partitions: dict[TopicPartition, Partition] = {}
         self.produce_purgatory = Purgatory()
         self.fetch_purgatory = Purgatory()
+        # What a high-watermark, ISR or leadership change wakes (the purgatories' waiters,
+        # the leadership listeners).
+        self.notifier = PartitionNotifier(self.produce_purgatory, self.fetch_purgatory)
         self.controller_epoch = -1
         self.received_full_leader_and_isr = False
         # Kafka's replicaStateChangeLock, for the sliced LeaderAndIsr (one at a time).
@@ -124,7 +129,8 @@ class ReplicaManager(LocalReads):
             quota=self.throttles, clock=clock, endpoint_factory=endpoint_factory)
         # Called as listener(tp, is_leader, leader_epoch) after each role change this broker
         # applies (e.g. the group coordinator loads/unloads __consumer_offsets partitions).
-        self.leadership_listeners: list[Callable[[TopicPartition, bool, int], None]] = []
+        self.leadership_listeners: list[LeadershipListener] = \
+            self.notifier.leadership_listeners
         # Metrics (weir.server.metrics): IsrShrinks/IsrExpands/FailedIsrUpdates counts.
         self.isr_shrinks = self.isr_expands = self.failed_isr_updates = 0
         # Kafka's BrokerTopicMetrics (broker-wide): client appends in, fetched bytes out to
@@ -360,21 +366,12 @@ class ReplicaManager(LocalReads):
                 # Truncation to the divergence point happens in the fetcher (KIP-101/279).
                 self.fetchers.add(tp, endpoint, p.leader_epoch, p.log.log_end_offset)
             log.debug("became follower of %s, leader %d epoch %d", tp, p.leader, p.leader_epoch)
-        self._notify_leadership(tp, p.is_leader, p.leader_epoch)
         # Waiters on this partition complete now: a role change may have fenced them.
-        self.produce_purgatory.notify(tp)
-        self.fetch_purgatory.notify(tp)
+        self.notifier.leadership_changed(tp, p.is_leader, p.leader_epoch)
         return ErrorCode.none
 
     def _broker_alive(self, broker_id: int) -> bool:
         return self.broker_alive(broker_id)
-
-    def _notify_leadership(self, tp: TopicPartition, is_leader: bool, epoch: int) -> None:
-        for listener in self.leadership_listeners:
-            try:
-                listener(tp, is_leader, epoch)
-            except Exception:
-                log.exception("leadership listener failed for %s", tp)
 
     def _remove_strays(self, named: set[TopicPartition]) -> None:
         for tp in list(self.log_manager.all_logs()):
@@ -397,10 +394,8 @@ class ReplicaManager(LocalReads):
             if p is not None:
                 was_leader = p.is_leader
                 p.leader = -1
-                self.produce_purgatory.notify(tp)
-                self.fetch_purgatory.notify(tp)
-                if was_leader:
-                    self._notify_leadership(tp, False, p.leader_epoch)
+                self.notifier.leadership_changed(tp, False, p.leader_epoch,
+                                                 tell_listeners=was_leader)
             if delete:
                 try:
                     self.log_manager.check_online(tp)
@@ -420,27 +415,38 @@ class ReplicaManager(LocalReads):
                      origin: AppendOrigin = AppendOrigin.CLIENT,
                      verification: dict[TopicPartition, object | None] | None = None,
                      ) -> dict[TopicPartition, ProduceResult]:
-        """Kafka's ``ReplicaManager.appendRecords``: ``origin`` CLIENT for Produce,
-        COORDINATOR for the group and transaction coordinators' writes and transaction
-        markers (no sequence checks, control batches allowed).  ``verification``: with
-        transaction verification on (KIP-890), the guard of each partition (None where the
-        producer's transaction is already open there)."""
-        results: dict[TopicPartition, ProduceResult] = {}
-        waiting = self._append_local(acks, entries, origin, verification, results)
-        if waiting:
-            await self._await_replication(waiting, results, timeout_ms)
+        """:meth:`append_now` with its wait awaited: the final results."""
+        results, wait = self.append_now(acks, timeout_ms, entries, origin, verification)
+        if wait is not None:
+            await wait
         return results
 
     def append_now(self, acks: int, timeout_ms: int, entries: dict[TopicPartition, bytes],
                    origin: AppendOrigin = AppendOrigin.CLIENT,
+                   verification: dict[TopicPartition, object | None] | None = None,
                    ) -> tuple[dict[TopicPartition, ProduceResult],
                               Coroutine[Any, Any, None] | None]:
-        """:meth:`append` without a coroutine up to its wait: the results, and None when
-        they are final (``acks`` 0 or 1, or ``acks=all`` already replicated, as with one
-        replica), else the wait for the followers (a coroutine that completes them)."""
+        """Kafka's ``ReplicaManager.appendRecords``: ``origin`` CLIENT for Produce,
+        COORDINATOR for the group and transaction coordinators' writes and transaction
+        markers (no sequence checks, control batches allowed).  ``verification``: with
+        transaction verification on (KIP-890), the guard of each partition (None where the
+        producer's transaction is already open there).
+
+        The results, and None when they are final (``acks`` 0 or 1, or ``acks=all``
+        replicated already, as with one replica); else the wait of the request's
+        :class:`DelayedProduce` in the produce purgatory (a coroutine that completes the
+        results)."""
         results: dict[TopicPartition, ProduceResult] = {}
-        waiting = self._append_local(acks, entries, origin, None, results)
-        return results, self._replication(waiting, results, timeout_ms) if waiting else None
+        waiting = self._append_local(acks, entries, origin, verification, results)
+        if not waiting:
+            return results, None
+        # Kafka's first DelayedProduce.tryComplete, right after the append (this broker
+        # leads each partition in the same leadership: nothing waited in between).
+        op = DelayedProduce(waiting, results, self.partitions,
+                            self.topic_min_isr)
+        if op.try_complete():
+            return results, None
+        return results, self.produce_purgatory.watch(op, timeout_ms / 1000)
 
     def _append_local(self, acks: int, entries: dict[TopicPartition, bytes],
                       origin: AppendOrigin,
@@ -468,7 +474,7 @@ class ReplicaManager(LocalReads):
                     self.bytes_in += len(records)
                     self.messages_in += info.last_offset - info.first_offset + 1
                     p.maybe_increment_high_watermark(now)
-                    self.fetch_purgatory.notify(tp)
+                    self.notifier.records_appended(tp)
                 if acks == -1:
                     waiting[tp] = info.last_offset + 1
             except KafkaError as exc:
@@ -484,56 +490,8 @@ class ReplicaManager(LocalReads):
         return plog.producer_state.maybe_start_verification(producer_id, sequence, epoch,
                                                              self.clock())
 
-    async def _await_replication(self, waiting: dict[TopicPartition, int],
-                                 results: dict[TopicPartition, ProduceResult],
-                                 timeout_ms: int) -> None:
-        later = self._replication(waiting, results, timeout_ms)
-        if later is not None:
-            await later
-
-    def _replication(self, waiting: dict[TopicPartition, int],
-                     results: dict[TopicPartition, ProduceResult],
-                     timeout_ms: int) -> Coroutine[Any, Any, None] | None:
-        """Kafka's DelayedProduce for ``acks=all``, decided now if it can be (the results'
-        errors set, None), else the wait in the produce purgatory (a coroutine that sets
-        them).  The leaderships are those of the moment of the append."""
-        # Decided at once (one replica, or followers already past the offset): each
-        # partition's status computed once.  Right after the append this broker leads each
-        # partition in the same leadership (no wait in between): Kafka's first
-        # DelayedProduce.tryComplete, i.e. the partition's checkEnoughReplicasReachOffset
-        # (with its own min.insync.replicas, that of the topic).
-        partitions = self.partitions
-        codes = [(tp, partitions[tp].check_enough_replicas_reach_offset(offset))
-                 for tp, offset in waiting.items()]
-        if all(code is not None for _tp, code in codes):
-            for tp, code in codes:
-                results[tp].error = code  # type: ignore[assignment]
-            return None
-        leaders = {tp: (partitions[tp], partitions[tp].leadership_generation) for tp in waiting}
-
-        def status(tp: TopicPartition) -> ErrorCode | None:
-            """None while still waiting; else the final error code for this partition."""
-            led, generation = leaders[tp]
-            return delayed_produce_status(self.partitions.get(tp), led, generation, waiting[tp],
-                                          self.topic_min_isr(tp.topic))
-
-        def done() -> bool:
-            return all(status(tp) is not None for tp in waiting)
-
-        def finish() -> None:
-            for tp in waiting:
-                code = status(tp)
-                results[tp].error = ErrorCode.request_timed_out if code is None else code
-
-        async def wait() -> None:
-            await self.produce_purgatory.wait(waiting, done, timeout_ms / 1000)
-            finish()
-
-        return wait()
-
     def on_high_watermark_change(self, tp: TopicPartition) -> None:
-        self.produce_purgatory.notify(tp)
-        self.fetch_purgatory.notify(tp)
+        self.notifier.high_watermark_changed(tp)
 
     # -- delete records ----------------------------------------------------------------
 
@@ -619,7 +577,7 @@ class ReplicaManager(LocalReads):
         start = min(leader_log_start, plog.high_watermark)
         if start > plog.log_start_offset:
             plog.delete_records_before(start)
-        self.fetch_purgatory.notify(tp)
+        self.notifier.records_appended(tp)
 
     # -- ISR changes (leader side) -------------------------------------------------------
 
@@ -657,13 +615,11 @@ class ReplicaManager(LocalReads):
             log.info("%s: ISR is now %s (partition epoch %d)", result.tp, sorted(p.isr),
                      p.partition_epoch)
             # As Kafka's Partition.maybeShrinkIsr/expandIsr: waiting fetches are retried
-            # only if the high watermark moved.  Each retry re-reads every partition of a
-            # follower's fetch, so retrying them for every ISR change made a broker with
-            # thousands of ISR changes quadratic (minutes of event loop at 10,000
-            # partitions).  Waiting produces are cheap and may now fail on min.insync.replicas.
-            if p.maybe_increment_high_watermark(self.clock()):
-                self.fetch_purgatory.notify(result.tp)
-            self.produce_purgatory.notify(result.tp)
+            # only if the high watermark moved (thousands of ISR changes retrying every
+            # parked follower fetch each time took minutes of event loop at 10,000
+            # partitions); waiting produces are cheap and may now fail on min.insync.replicas.
+            self.notifier.isr_changed(result.tp,
+                                      p.maybe_increment_high_watermark(self.clock()))
 
     # -- offsets ---------------------------------------------------------------------
 
