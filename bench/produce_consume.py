@@ -387,7 +387,7 @@ def run_profile(args: argparse.Namespace, work: Path) -> None:
                 stats = pstats.Stats(str(prof), stream=out)
                 stats.sort_stats("tottime").print_stats(25)
                 stats.sort_stats("cumulative").print_callees(
-                    r"network.py:\d+\((dispatch|answer_now)\)")
+                    r"network.py:\d+\((dispatch|begin)\)")
         print(summary.read_text())
         print(f"written: {summary}")
     finally:

@@ -2,7 +2,7 @@
 
 One leader replica (a real ``ReplicaManager`` over a real ``Log`` in a temporary directory)
 takes Produce v9 frames of one 1-KiB-record batch through what the socket server runs for a
-frame: ``Dispatcher.decode`` (header, hand decoder) and ``Dispatcher.answer_now`` (handler,
+frame: ``Dispatcher.begin`` (header, hand decoder, then the handler,
 append: validation, offsets, segment write, HW, acks=all status, response encoding).  What
 it leaves out is the event loop and the socket (bench/produce_cpu.py measures the whole
 broker).  Two figures per configuration:
@@ -71,7 +71,7 @@ class Leader:
         self.dispatcher = Dispatcher(services)  # type: ignore[arg-type]
 
     def handle(self, frame: bytes) -> bytes:
-        answer = self.dispatcher.answer_now(self.dispatcher.decode(frame, "127.0.0.1:1", None))
+        answer = self.dispatcher.begin(frame, "127.0.0.1:1", None)
         assert isinstance(answer, bytes), answer
         return answer
 

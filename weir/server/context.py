@@ -43,11 +43,6 @@ class RawResponse:
     body: bytes | list[bytes | FileRegion]
 
 
-# What a handler module's optional ``handle_now(ctx, request)`` returns when the request
-# cannot be answered without waiting: the socket server then runs its ``handle`` instead.
-NOT_NOW = object()
-
-
 @dataclass(eq=False)
 class BrokerServices:
     """The broker's parts request handlers use, one field each (Kafka's KafkaApis

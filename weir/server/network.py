@@ -1,10 +1,16 @@
 """The socket server: frames in, responses out in request order.
 
 Requests on a connection are handled one at a time, as Kafka does, with one exception:
-consecutive Produce requests are pipelined.  Each one's appends happen before it first waits
-(tasks start in arrival order and run their first step in that order), so the log sees them in
-order, while their waits for replication (``acks=all``) overlap; responses are still written in
-request order.  Any other request waits until everything before it has completed.
+consecutive requests of a pipelined API (a handler module's ``PIPELINED``: Produce) are
+handled without waiting for the responses before them.  Each one's first stage (the
+handler call: a Produce's append) runs in arrival order (on the connection's task, or as
+the first step of tasks started in that order), so the log sees them in order, while their
+second stages (the waits for replication, ``acks=all``) overlap; responses are still written
+in request order.  A pipelined request with nothing ahead of it has its first stage run on
+the connection's task: one the handler answers at once is written in order with no task of
+its own.  Any other request waits until everything before it has completed, then is
+handled as a task (see :class:`Dispatcher` and :mod:`weir.server.handlers` for the
+contract).
 
 Frames are cut from a connection's bytes by :class:`weir.server.frames.FrameProtocol` (the
 size checked against the limits below before the body is read).
@@ -45,6 +51,7 @@ certificate DN, or ANONYMOUS) is in every request's context.
 from __future__ import annotations
 
 import asyncio
+import inspect
 import logging
 import os
 import socket
@@ -52,20 +59,20 @@ import struct
 import time
 import types
 from collections import Counter, deque
-from collections.abc import Coroutine, Mapping
+from collections.abc import Awaitable, Coroutine, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from weir.asyncutil import cancel_and_wait, request_slot
 from weir.config import parse_ip_overrides
-from weir.protocol import codec, produce_request
+from weir.protocol import codec
 from weir.protocol.errors import ErrorCode
 from weir.protocol.fetch_response import FileRegion
 from weir.security.listeners import ListenerSecurity
 from weir.security.session import ConnectionSecurity, Stage
 from weir.security.tls import ssl_principal
 from weir.server import event_loop
-from weir.server.context import NOT_NOW, RawResponse, RequestContext
+from weir.server.context import RawResponse, RequestContext
 from weir.server.direct_send import send_direct
 from weir.server.frames import FrameProtocol
 from weir.server.handlers import REGISTRY
@@ -77,8 +84,9 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 _SIZE = struct.Struct(">i")
 _API_KEY = struct.Struct(">h")
-_PRODUCE = 0
-_COROUTINE = types.CoroutineType  # what a handler's ``handle_now`` returns to go on later
+_COROUTINE = types.CoroutineType  # a request's second stage (Dispatcher.begin)
+# The APIs whose consecutive requests on a connection are pipelined (handlers' PIPELINED).
+_PIPELINED = frozenset(key for key, api in REGISTRY.items() if api.pipelined)
 MAX_IN_FLIGHT = 16  # requests read ahead of their responses on one connection
 # (api key, version) -> (handler, request class, response class, flexible request header):
 # what every request looks up, for the versions the handlers support.
@@ -93,46 +101,44 @@ class CloseConnection(Exception):
     """Raised by dispatch when the connection must be closed (the reason is logged)."""
 
 
-@dataclass(slots=True)
-class Decoded:
-    """A decoded request and the handler it goes to."""
-
-    handler: Any
-    ctx: RequestContext
-    request: Any
+Framed = bytes | list[bytes | FileRegion] | None
+"""A framed response: bytes, or chunks of bytes and file regions (sendfile); None when the
+request gets no response (a Produce with ``acks=0``)."""
 
 
 class Dispatcher:
-    """Decodes a request, runs its handler and frames the response.
+    """Decodes a request, runs its handler and frames the response: the handler contract's
+    two stages (:mod:`weir.server.handlers`) seen from the socket server.
 
-    :meth:`dispatch` is the whole of it, as a coroutine.  The socket server splits it for
-    a Produce with nothing ahead of it on its connection: it calls :meth:`decode` and then
-    :meth:`answer_now`, which runs the handler module's ``handle_now`` inline on the
-    connection's task up to its first wait, so a request that needs none (``acks`` 0 or 1,
-    or ``acks=all`` with one replica) costs no task of its own and no hand-off to the
-    responder; one that must wait (for followers) goes on as a task from where it stopped,
-    and one that says ``NOT_NOW`` as a task (:meth:`complete`), neither decoded again.
+    - :meth:`begin`, the first stage: decode the frame and call the handler.  It gives the
+      framed response when the handler answered at once (a Produce with ``acks`` 0 or 1,
+      or ``acks=all`` replicated already), else a coroutine that finishes the request and
+      returns its framed response (every ``async def`` handler, a Produce waiting for its
+      followers).  The socket server calls it in request order on the connection's task,
+      and runs the coroutine as a task.
+    - :meth:`dispatch`: both stages, as a coroutine (what a caller without a connection,
+      such as a bare SASL token or the simulation, uses).
     """
 
     def __init__(self, services: BrokerServices) -> None:
         self.services = services
 
     async def dispatch(self, frame: bytes | memoryview, peer: str,
-                       security: ConnectionSecurity | None = None
-                       ) -> bytes | list[bytes | FileRegion] | None:
-        decoded = self.decode(frame, peer, security)
-        if isinstance(decoded, bytes):
-            return decoded
-        return await self.complete(decoded)
+                       security: ConnectionSecurity | None = None) -> Framed:
+        answer = self.begin(frame, peer, security)
+        if type(answer) is _COROUTINE:
+            return await answer
+        return answer  # type: ignore[return-value]
 
-    def decode(self, frame: bytes | memoryview, peer: str,
-               security: ConnectionSecurity | None = None) -> Decoded | bytes:
-        """The request, ready for its handler; or bytes, the answer already (ApiVersions at
-        a version it does not know).  Raises :class:`CloseConnection` on bad input.
+    def begin(self, frame: bytes | memoryview, peer: str,
+              security: ConnectionSecurity | None = None
+              ) -> Framed | Coroutine[Any, Any, Framed]:
+        """The first stage (see the class docstring).  Raises :class:`CloseConnection` on
+        bad input.
 
-        A large frame comes as a read-only ``memoryview`` (``FrameProtocol``): the Produce
-        decoder reads it as it is (each partition's records are copied out once); kio's
-        decoder gets ``bytes``."""
+        A large frame comes as a read-only ``memoryview`` (``FrameProtocol``): an API's
+        hand decoder reads it as it is (the Produce decoder copies each partition's
+        records out once); kio's decoder gets ``bytes``."""
         try:
             api_key, version, correlation_id = codec.parse_request_header_prefix(frame)
         except codec.MalformedRequest as exc:
@@ -160,8 +166,9 @@ class Dispatcher:
         try:
             header = codec.parse_request_header(frame, flexible)
             request = None
-            if api_key == _PRODUCE:  # the hot path: read by hand, kio for anything unusual
-                request = produce_request.decode(frame, header.size, version)
+            decode_request = handler.decode_request
+            if decode_request is not None:  # a hot path read by hand, kio for the unusual
+                request = decode_request(frame, header.size, version)
             if request is None:
                 request = codec.decode_body(
                     request_cls, frame if type(frame) is bytes else bytes(frame), header.size)
@@ -172,37 +179,23 @@ class Dispatcher:
             ctx.principal = security.principal
             ctx.listener = security.listener.name
             ctx.security = security
-        return Decoded(handler, ctx, request)
+        answer = handler.handle(ctx, request)
+        t = type(answer)
+        if t is _COROUTINE or (t is not RawResponse and answer is not None
+                               and inspect.isawaitable(answer)):
+            return self._frame_later(handler.api_key, ctx, answer)
+        return self._frame(handler.api_key, ctx, answer)
 
-    def answer_now(self, decoded: Decoded) -> Any:
-        """The framed response of a request answered without waiting; a coroutine that
-        finishes one begun here (it returns the framed response); or :data:`NOT_NOW` (then
-        :meth:`complete` handles it all)."""
-        handle_now = getattr(decoded.handler.module, "handle_now", None)
-        if handle_now is None:
-            return NOT_NOW
-        response = handle_now(decoded.ctx, decoded.request)
-        if response is NOT_NOW:
-            return NOT_NOW
-        if type(response) is _COROUTINE:
-            return self._frame_later(decoded, response)
-        return self._frame(decoded, response)
-
-    async def _frame_later(self, decoded: Decoded, rest: Coroutine[Any, Any, Any]
-                           ) -> bytes | list[bytes | FileRegion] | None:
-        return self._frame(decoded, await rest)
-
-    async def complete(self, decoded: Decoded) -> bytes | list[bytes | FileRegion] | None:
-        return self._frame(decoded, await decoded.handler.module.handle(decoded.ctx,
-                                                                        decoded.request))
+    async def _frame_later(self, api_key: int, ctx: RequestContext,
+                           answer: Awaitable[Any]) -> Framed:
+        return self._frame(api_key, ctx, await answer)
 
     @staticmethod
-    def _frame(decoded: Decoded, response: Any) -> bytes | list[bytes | FileRegion] | None:
+    def _frame(api_key: int, ctx: RequestContext, response: Any) -> Framed:
         if response is None:
             return None
-        ctx = decoded.ctx
         correlation_id = ctx.header.correlation_id
-        flexible = codec.response_header_flexible(decoded.handler.api_key, ctx.response_cls)
+        flexible = codec.response_header_flexible(api_key, ctx.response_cls)
         if not isinstance(response, RawResponse):
             return codec.encode_response_frame(correlation_id, codec.encode_body(response),
                                                flexible)
@@ -450,33 +443,29 @@ class SocketServer:
                     continue
                 size = len(frame)
                 api_key = _API_KEY.unpack_from(frame, 0)[0] if size >= 2 else -1
-                decoded = None
-                if api_key == _PRODUCE:
-                    if not conn.in_flight:
-                        # Nothing ahead of it: handled right here up to its first wait; one
-                        # that needs none is answered in order with no task of its own.
-                        decoded = self.dispatcher.decode(frame, peer, security)
-                        if isinstance(decoded, Decoded):
-                            answer = self.dispatcher.answer_now(decoded)
-                            if type(answer) is _COROUTINE:
-                                decoded = answer  # begun: its wait goes on as a task
-                            elif answer is not NOT_NOW:
-                                if type(answer) is not bytes or not conn.hold(answer):
-                                    await conn.send_now(None if type(answer) is bytes
-                                                        else answer)
-                                continue
-                    elif not conn.only_produce_in_flight():
-                        await conn.wait_until(lambda: not conn.in_flight)
-                else:
+                pipelined = api_key in _PIPELINED
+                begun = None
+                if pipelined and not conn.in_flight:
+                    # Nothing ahead of it: its first stage runs right here (arrival order);
+                    # one answered at once is written in order with no task of its own.
+                    answer = self.dispatcher.begin(frame, peer, security)
+                    if type(answer) is not _COROUTINE:
+                        if type(answer) is not bytes or not conn.hold(answer):
+                            await conn.send_now(None if type(answer) is bytes else answer)
+                        continue
+                    begun = answer  # its second stage goes on as a task
+                elif not pipelined or not conn.only_pipelined_in_flight():
+                    # Everything before it completes first; then all of it runs as a task
+                    # once it has a place in the request queue.
                     await conn.wait_until(lambda: not conn.in_flight)
                 try:
                     await conn.wait_until(lambda: len(conn.in_flight) < MAX_IN_FLIGHT)
                     release = await self.queue.acquire()
                 except BaseException:
-                    if type(decoded) is _COROUTINE:
-                        decoded.close()  # the connection is going: nobody waits for it
+                    if begun is not None:
+                        begun.close()  # the connection is going: nobody waits for it
                     raise
-                conn.start(api_key, self._handle(frame, peer, release, security, decoded))
+                conn.start(pipelined, self._handle(frame, peer, release, security, begun))
         finally:
             conn.flush()
             await conn.close()
@@ -496,19 +485,15 @@ class SocketServer:
 
     async def _handle(self, frame: bytes | memoryview, peer: str, release,
                       security: ConnectionSecurity,
-                      decoded: Decoded | bytes | Coroutine[Any, Any, Any] | None = None
-                      ) -> Any:
-        """The request's task: all of it (``decoded`` None), the handler of a request
-        decoded already, or the rest of one begun inline (a coroutine)."""
+                      begun: Coroutine[Any, Any, Framed] | None = None) -> Framed:
+        """The request's task: all of it (``begun`` None: a pipelined request behind
+        others, its first stage still in arrival order, as tasks start in that order), or
+        the second stage of one begun on the connection's task."""
         token = request_slot.set(release)
         try:
-            if decoded is None:
+            if begun is None:
                 return await self.dispatcher.dispatch(frame, peer, security)
-            if isinstance(decoded, bytes):
-                return decoded
-            if isinstance(decoded, Decoded):
-                return await self.dispatcher.complete(decoded)
-            return await decoded
+            return await begun
         finally:
             release()
             request_slot.reset(token)
@@ -523,15 +508,15 @@ class _Pipeline:
         self.peer = peer
         self.security = security
         self.last_active = time.monotonic()  # last request read or response written
-        self.in_flight: deque[tuple[int, asyncio.Task]] = deque()
+        self.in_flight: deque[tuple[bool, asyncio.Task]] = deque()  # (pipelined, task)
         self._held: list[bytes] = []  # responses of inline requests not yet written
         self._held_bytes = 0
         self._queued = asyncio.Event()
         self._progress = asyncio.Event()
         self._responder = asyncio.create_task(self._respond())
 
-    def only_produce_in_flight(self) -> bool:
-        return all(key == _PRODUCE for key, _ in self.in_flight)
+    def only_pipelined_in_flight(self) -> bool:
+        return all(pipelined for pipelined, _ in self.in_flight)
 
     async def send_now(self, response: bytes | list[bytes | FileRegion] | None) -> None:
         """Write the response of a request handled inline; only when nothing is in flight,
@@ -575,9 +560,9 @@ class _Pipeline:
         if not self.writer.is_closing():
             self.writer.write(data)
 
-    def start(self, api_key: int, coro) -> None:
+    def start(self, pipelined: bool, coro) -> None:
         self.flush()
-        self.in_flight.append((api_key, asyncio.create_task(coro)))
+        self.in_flight.append((pipelined, asyncio.create_task(coro)))
         self._queued.set()
 
     async def wait_until(self, predicate) -> None:

@@ -6,8 +6,7 @@ from __future__ import annotations
 import asyncio
 import struct
 
-from weir.server.context import NOT_NOW
-from weir.server.network import Decoded, SocketServer
+from weir.server.network import SocketServer
 
 
 def _produce(correlation_id: int, acks: int) -> bytes:
@@ -16,38 +15,40 @@ def _produce(correlation_id: int, acks: int) -> bytes:
 
 
 class _Dispatcher:
-    """Stands for the real one: acks=1 answers now, acks=-1 waits for ``released``."""
+    """Stands for the real one: acks=1 answers in the first stage; acks=-1 does all of its
+    work in the second (it waits for ``released``); acks=-2 begins in the first stage and
+    waits for ``released`` in the second."""
 
     def __init__(self) -> None:
         self.released = asyncio.Event()
         self.inline: list[int] = []
         self.tasked: list[int] = []
 
-    def decode(self, frame: bytes, peer: str, security=None) -> Decoded:
+    def begin(self, frame: bytes, peer: str, security=None):
         corr, acks = struct.unpack_from(">ih", frame, 4)
-        return Decoded(None, corr, acks)
-
-    def answer_now(self, decoded: Decoded):
-        if decoded.request == -1:
-            return NOT_NOW
-        self.inline.append(decoded.ctx)
-        if decoded.request == -2:  # begun here, waits for ``released`` in a task
+        if acks == -1:
+            return self._all_later(corr)
+        self.inline.append(corr)
+        if acks == -2:  # begun here, waits for ``released`` in a task
 
             async def rest() -> bytes:
                 await self.released.wait()
-                return _answer(decoded.ctx)
+                return _answer(corr)
 
             return rest()
-        return _answer(decoded.ctx)
+        return _answer(corr)
+
+    async def _all_later(self, corr: int) -> bytes:
+        self.tasked.append(corr)
+        await self.released.wait()
+        return _answer(corr)
 
     async def dispatch(self, frame: bytes, peer: str, security=None):
-        return await self.complete(self.decode(frame, peer, security))
-
-    async def complete(self, decoded: Decoded):
-        self.tasked.append(decoded.ctx)
-        if decoded.request == -1:
+        corr, acks = struct.unpack_from(">ih", frame, 4)
+        self.tasked.append(corr)
+        if acks == -1:
             await self.released.wait()
-        return _answer(decoded.ctx)
+        return _answer(corr)
 
 
 def _answer(corr: int) -> bytes:

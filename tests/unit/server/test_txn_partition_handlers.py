@@ -38,6 +38,10 @@ class _ReplicaManager:
         self.appended.append((entries, origin))
         return {tp: ProduceResult(base_offset=0) for tp in entries}
 
+    def append_now(self, acks, timeout_ms, entries, origin=None, verification=None):
+        self.appended.append((entries, origin))
+        return {tp: ProduceResult(base_offset=0) for tp in entries}, None
+
 
 def _broker(acls=()):
     core = Authorizer(())
@@ -57,7 +61,7 @@ def _call(broker, api_key: int, version: int, principal: str, **fields):
     ctx = RequestContext(broker, header, request_cls, response_cls, "10.1.2.3:5555",
                          principal=principal)
     request = codec.build(request_cls, **fields)
-    return asyncio.run(REGISTRY[api_key].module.handle(ctx, request))
+    return asyncio.run(REGISTRY[api_key].answer(ctx, request))
 
 
 MARKERS = [{"producer_id": 7, "producer_epoch": 0, "transaction_result": True,

@@ -1,18 +1,47 @@
 """One module per Kafka API, and the registry that dispatch and ApiVersions are built from.
 
-Each handler module declares ``API_KEY``, ``MIN_VERSION``, ``MAX_VERSION`` and
-``async def handle(ctx, request) -> response | None`` (``None``: send no response, as for a
-produce with ``acks=0``).  Adding an API is adding a module to ``_MODULES``.
+The handler contract (Redpanda's two stages of ``handler_interface.h``: dispatched, then
+the response).  Each handler module declares ``API_KEY``, ``MIN_VERSION``, ``MAX_VERSION``
+and one function::
+
+    def handle(ctx: RequestContext, request: <the API's request>) -> Answer
+
+Calling it is the first stage: what must happen in request order happens in the call (a
+Produce's append).  It returns the response now (a kio response, a ``RawResponse``, or
+``None`` for no response at all, as for ``acks=0``), or an awaitable of it, the second
+stage, which the socket server completes as a task; an ``async def handle`` is the case of
+a handler that does all of its work in the second stage.  Optional module attributes:
+
+- ``PIPELINED = True``: requests of this API that follow one another on a connection are
+  handled without waiting for the responses before them (their first stages still run in
+  request order); any other request waits until everything before it has completed.
+- ``decode_request(frame, header_size, version)``: a hand decoder for the API's hot path,
+  returning the request or None to leave the frame to kio's decoder.
+
+Adding an API is adding a module to ``_MODULES``.
 """
 
 from __future__ import annotations
 
 import importlib
+import inspect
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from functools import cache
 from types import ModuleType
+from typing import TYPE_CHECKING, Any, TypeAlias
 
 from kio.index import KioIndexError, load_request_schema, load_response_schema
+
+if TYPE_CHECKING:
+    from weir.server.context import RequestContext
+
+Response: TypeAlias = Any
+"""A kio response entity, a ``weir.server.context.RawResponse``, or None (no response)."""
+Answer: TypeAlias = "Response | Awaitable[Response]"
+"""What ``handle`` returns: the response now, or an awaitable of it."""
+Handler: TypeAlias = "Callable[[RequestContext, Any], Answer]"
+Decoder: TypeAlias = Callable[[Any, int, int], Any]
 
 _MODULES = (
     "produce",
@@ -78,9 +107,17 @@ class ApiHandler:
     min_version: int
     max_version: int
     module: ModuleType
+    handle: Handler
+    pipelined: bool = False
+    decode_request: Decoder | None = None
 
     def supports(self, version: int) -> bool:
         return self.min_version <= version <= self.max_version
+
+    async def answer(self, ctx: RequestContext, request: Any) -> Response:
+        """Both stages: the response, once the handler has given it."""
+        answer = self.handle(ctx, request)
+        return await answer if inspect.isawaitable(answer) else answer
 
     def schemas(self, version: int) -> tuple[type, type]:
         return _schemas(self.api_key, version)
@@ -107,7 +144,9 @@ def _load() -> dict[int, ApiHandler]:
             if exc.name == f"{__name__}.{name}":
                 continue  # not written yet
             raise
-        handler = ApiHandler(mod.API_KEY, name, mod.MIN_VERSION, mod.MAX_VERSION, mod)
+        handler = ApiHandler(mod.API_KEY, name, mod.MIN_VERSION, mod.MAX_VERSION, mod,
+                             mod.handle, getattr(mod, "PIPELINED", False),
+                             getattr(mod, "decode_request", None))
         assert handler.api_key not in registry, f"two handlers for API {handler.api_key}"
         registry[handler.api_key] = handler
     return registry

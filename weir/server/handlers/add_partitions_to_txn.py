@@ -8,7 +8,7 @@ OPERATION_NOT_ATTEMPTED, as Kafka's handleAddPartitionsToTxnRequest.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from weir.common import TopicPartition
 from weir.protocol.errors import ErrorCode
@@ -16,6 +16,12 @@ from weir.security.acls import AclOperation, ResourceType
 from weir.server import authz
 from weir.server.handlers._txn import fenced_for_version
 from weir.server.handlers.produce import INTERNAL_TOPICS
+
+if TYPE_CHECKING:
+    from kio.schema.add_partitions_to_txn.v5.request import AddPartitionsToTxnRequest
+
+    from weir.server.context import RequestContext
+    from weir.server.handlers import Response
 
 API_KEY = 24
 MIN_VERSION = 0
@@ -61,7 +67,7 @@ async def _one(ctx, txn_id: str, pid: int, epoch: int, topics, verify_only: bool
     return dict.fromkeys(tps, fenced_for_version(error, ctx.version, 2))
 
 
-async def handle(ctx, request) -> Any:
+async def handle(ctx: RequestContext, request: AddPartitionsToTxnRequest) -> Response:
     if ctx.version <= 3:
         errors = await _one(ctx, request.v3_and_below_transactional_id,
                             int(request.v3_and_below_producer_id),

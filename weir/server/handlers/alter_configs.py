@@ -6,7 +6,7 @@ refused with INVALID_REQUEST, as in Kafka."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING
 
 from weir.protocol.errors import ErrorCode, KafkaError
 from weir.security.acls import AclOperation
@@ -17,12 +17,18 @@ from weir.server.handlers.incremental_alter_configs import (
     repeated_resources,
 )
 
+if TYPE_CHECKING:
+    from kio.schema.alter_configs.v2.request import AlterConfigsRequest
+
+    from weir.server.context import RequestContext
+    from weir.server.handlers import Response
+
 API_KEY = 33
 MIN_VERSION = 0
 MAX_VERSION = 2
 
 
-async def handle(ctx, request) -> Any:
+async def handle(ctx: RequestContext, request: AlterConfigsRequest) -> Response:
     responses = []
     repeated = repeated_resources(request.resources)
     for res in request.resources:

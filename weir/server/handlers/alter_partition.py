@@ -2,17 +2,23 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING
 
 from weir.protocol.errors import ErrorCode, KafkaError
 from weir.server.handlers._controller_requests import cluster_action_refused
+
+if TYPE_CHECKING:
+    from kio.schema.alter_partition.v3.request import AlterPartitionRequest
+
+    from weir.server.context import RequestContext
+    from weir.server.handlers import Response
 
 API_KEY = 56
 MIN_VERSION = 2
 MAX_VERSION = 3
 
 
-async def handle(ctx, request) -> Any:
+async def handle(ctx: RequestContext, request: AlterPartitionRequest) -> Response:
     refused = cluster_action_refused(ctx)
     if refused is not None:
         return ctx.respond(error_code=refused, topics=[])

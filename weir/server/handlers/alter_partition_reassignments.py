@@ -6,12 +6,20 @@ NOT_CONTROLLER.  A partition's ``replicas`` of null cancels its move.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from weir.common import TopicPartition
 from weir.protocol.errors import ErrorCode, KafkaError
 from weir.security.acls import AclOperation
 from weir.server import authz
+
+if TYPE_CHECKING:
+    from kio.schema.alter_partition_reassignments.v0.request import (
+        AlterPartitionReassignmentsRequest,
+    )
+
+    from weir.server.context import RequestContext
+    from weir.server.handlers import Response
 
 API_KEY = 45
 MIN_VERSION = 0
@@ -33,7 +41,7 @@ def _responses(request: Any, outcome: dict[TopicPartition, tuple[ErrorCode, str 
     return out
 
 
-async def handle(ctx, request) -> Any:
+async def handle(ctx: RequestContext, request: AlterPartitionReassignmentsRequest) -> Response:
     controller = ctx.controller
     targets: dict[TopicPartition, tuple[int, ...] | None] = {}
     for topic in request.topics:

@@ -3,7 +3,7 @@ the work is in :mod:`weir.replication.log_dir_mover`."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from weir.common import TopicPartition
 from weir.protocol.errors import ErrorCode
@@ -11,12 +11,18 @@ from weir.replication.log_dir_mover import alter_replica_log_dirs
 from weir.security.acls import AclOperation
 from weir.server import authz
 
+if TYPE_CHECKING:
+    from kio.schema.alter_replica_log_dirs.v2.request import AlterReplicaLogDirsRequest
+
+    from weir.server.context import RequestContext
+    from weir.server.handlers import Response
+
 API_KEY = 34
 MIN_VERSION = 0
 MAX_VERSION = 2
 
 
-async def handle(ctx, request) -> Any:
+async def handle(ctx: RequestContext, request: AlterReplicaLogDirsRequest) -> Response:
     destinations: dict[TopicPartition, str] = {}
     for d in request.dirs:
         for t in d.topics:

@@ -14,12 +14,18 @@ from __future__ import annotations
 
 import asyncio
 from collections import Counter
-from typing import Any
+from typing import TYPE_CHECKING
 
 from weir.protocol.errors import ErrorCode
 from weir.security import scram
 from weir.security.acls import AclOperation
 from weir.server import authz
+
+if TYPE_CHECKING:
+    from kio.schema.alter_user_scram_credentials.v0.request import AlterUserScramCredentialsRequest
+
+    from weir.server.context import RequestContext
+    from weir.server.handlers import Response
 
 API_KEY = 51
 MIN_VERSION = 0
@@ -44,7 +50,7 @@ def _check(name: str, code: int, counts: Counter, iterations: int | None
     return None
 
 
-async def handle(ctx, request) -> Any:
+async def handle(ctx: RequestContext, request: AlterUserScramCredentialsRequest) -> Response:
     if not authz.authorize_cluster(ctx, AclOperation.ALTER):
         # Kafka's handleAlterUserScramCredentialsRequest: ALTER on the cluster.
         users = sorted({d.name for d in request.deletions} | {u.name for u in request.upsertions})

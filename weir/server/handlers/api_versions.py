@@ -2,10 +2,16 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from weir.protocol import codec
 from weir.protocol.errors import ErrorCode
+
+if TYPE_CHECKING:
+    from kio.schema.api_versions.v4.request import ApiVersionsRequest
+
+    from weir.server.context import RequestContext
+    from weir.server.handlers import Response
 
 API_KEY = 18
 MIN_VERSION = 0
@@ -22,5 +28,5 @@ def build_response(response_cls: type, error: ErrorCode = ErrorCode.none) -> Any
     return codec.build(response_cls, error_code=error, api_keys=keys)
 
 
-async def handle(ctx, request) -> Any:
+async def handle(ctx: RequestContext, request: ApiVersionsRequest) -> Response:
     return build_response(ctx.response_cls)

@@ -3,18 +3,24 @@ partitions online."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from weir.protocol.errors import ErrorCode, KafkaError
 from weir.security.acls import AclOperation, ResourceType
 from weir.server import admin, authz
+
+if TYPE_CHECKING:
+    from kio.schema.create_partitions.v3.request import CreatePartitionsRequest
+
+    from weir.server.context import RequestContext
+    from weir.server.handlers import Response
 
 API_KEY = 37
 MIN_VERSION = 0
 MAX_VERSION = 3
 
 
-async def handle(ctx, request) -> Any:
+async def handle(ctx: RequestContext, request: CreatePartitionsRequest) -> Response:
     broker = ctx.services  # admin calls take the broker's services
     timeout_ms = int(request.timeout.total_seconds() * 1000)
     results = []

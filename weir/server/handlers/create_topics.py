@@ -2,19 +2,25 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from weir.config import describe_topic_config
 from weir.protocol.errors import ErrorCode, KafkaError
 from weir.security.acls import AclOperation, ResourceType
 from weir.server import admin, authz
 
+if TYPE_CHECKING:
+    from kio.schema.create_topics.v7.request import CreateTopicsRequest
+
+    from weir.server.context import RequestContext
+    from weir.server.handlers import Response
+
 API_KEY = 19
 MIN_VERSION = 0
 MAX_VERSION = 7
 
 
-async def handle(ctx, request) -> Any:
+async def handle(ctx: RequestContext, request: CreateTopicsRequest) -> Response:
     broker = ctx.services  # admin calls take the broker's services
     timeout_ms = int(request.timeout.total_seconds() * 1000)
     validate_only = bool(getattr(request, "validate_only", False))  # v1+

@@ -2,18 +2,24 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING
 
 from weir.protocol.errors import ErrorCode
 from weir.security.acls import AclOperation
 from weir.server.handlers._acl_requests import filter_of, refusal
+
+if TYPE_CHECKING:
+    from kio.schema.delete_acls.v3.request import DeleteAclsRequest
+
+    from weir.server.context import RequestContext
+    from weir.server.handlers import Response
 
 API_KEY = 31
 MIN_VERSION = 0  # v0 from weir.protocol.legacy (LITERAL patterns only)
 MAX_VERSION = 3
 
 
-async def handle(ctx, request) -> Any:
+async def handle(ctx: RequestContext, request: DeleteAclsRequest) -> Response:
     filters = list(request.filters)
     refused = refusal(ctx, AclOperation.ALTER)
     if refused is not None:

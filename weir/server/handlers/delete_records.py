@@ -3,19 +3,25 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from weir.common import TopicPartition
 from weir.protocol.errors import ErrorCode
 from weir.security.acls import AclOperation, ResourceType
 from weir.server import authz
 
+if TYPE_CHECKING:
+    from kio.schema.delete_records.v2.request import DeleteRecordsRequest
+
+    from weir.server.context import RequestContext
+    from weir.server.handlers import Response
+
 API_KEY = 21
 MIN_VERSION = 0
 MAX_VERSION = 2
 
 
-async def handle(ctx, request) -> Any:
+async def handle(ctx: RequestContext, request: DeleteRecordsRequest) -> Response:
     # Kafka's handleDeleteRecordsRequest: DELETE on each topic.
     allowed, denied = authz.filter_authorized(ctx, AclOperation.DELETE, ResourceType.TOPIC,
                                               request.topics, lambda t: t.name)

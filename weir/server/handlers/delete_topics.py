@@ -3,18 +3,24 @@ removed them from every broker's metadata."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from weir.protocol.errors import ErrorCode, KafkaError
 from weir.security.acls import AclOperation, ResourceType
 from weir.server import admin, authz
+
+if TYPE_CHECKING:
+    from kio.schema.delete_topics.v6.request import DeleteTopicsRequest
+
+    from weir.server.context import RequestContext
+    from weir.server.handlers import Response
 
 API_KEY = 20
 MIN_VERSION = 0
 MAX_VERSION = 6
 
 
-async def handle(ctx, request) -> Any:
+async def handle(ctx: RequestContext, request: DeleteTopicsRequest) -> Response:
     broker = ctx.services  # admin calls take the broker's services
     cache = broker.metadata
     timeout_ms = int(request.timeout.total_seconds() * 1000)

@@ -3,12 +3,18 @@ client's describeCluster asks for them (the same view as Metadata gives)."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING
 
 from weir.protocol.errors import ErrorCode
 from weir.security.acls import AclOperation, ResourceType
 from weir.server import authz
 from weir.server.handlers.metadata import _NO_OPERATIONS, _from_zookeeper
+
+if TYPE_CHECKING:
+    from kio.schema.describe_cluster.v1.request import DescribeClusterRequest
+
+    from weir.server.context import RequestContext
+    from weir.server.handlers import Response
 
 API_KEY = 60
 MIN_VERSION = 0
@@ -17,7 +23,7 @@ MAX_VERSION = 1
 BROKERS_ENDPOINT = 1
 
 
-async def handle(ctx, request) -> Any:
+async def handle(ctx: RequestContext, request: DescribeClusterRequest) -> Response:
     endpoint_type = int(getattr(request, "endpoint_type", BROKERS_ENDPOINT))
     if endpoint_type != BROKERS_ENDPOINT:  # a ZooKeeper-mode broker has no KRaft controllers
         return ctx.respond(error_code=ErrorCode.unsupported_endpoint_type,

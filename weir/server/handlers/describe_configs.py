@@ -4,13 +4,19 @@
 from __future__ import annotations
 
 import asyncio
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from weir.config import describe_broker_config, describe_topic_config
 from weir.protocol.errors import ErrorCode, KafkaError
 from weir.security.acls import AclOperation
 from weir.server import authz
 from weir.server.dynamic_config import check_describe_name, describe_logger_resource
+
+if TYPE_CHECKING:
+    from kio.schema.describe_configs.v4.request import DescribeConfigsRequest
+
+    from weir.server.context import RequestContext
+    from weir.server.handlers import Response
 
 API_KEY = 32
 MIN_VERSION = 0
@@ -22,7 +28,7 @@ BROKER_LOGGER = 8
 DYNAMIC_BROKER_LOGGER_CONFIG = 6  # ConfigSource of a logger's level
 
 
-async def handle(ctx, request) -> Any:
+async def handle(ctx: RequestContext, request: DescribeConfigsRequest) -> Response:
     results = []
     for res in request.resources:
         entry: dict[str, Any] = {"resource_type": res.resource_type,

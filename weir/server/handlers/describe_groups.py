@@ -2,12 +2,18 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from weir.groups.state import GroupState
 from weir.protocol.errors import ErrorCode, KafkaError
 from weir.security.acls import AclOperation, ResourceType
 from weir.server import authz
+
+if TYPE_CHECKING:
+    from kio.schema.describe_groups.v5.request import DescribeGroupsRequest
+
+    from weir.server.context import RequestContext
+    from weir.server.handlers import Response
 
 API_KEY = 15
 MIN_VERSION = 0
@@ -44,7 +50,7 @@ def _describe(ctx, group_id: str) -> dict[str, Any]:
     return entry
 
 
-async def handle(ctx, request) -> Any:
+async def handle(ctx: RequestContext, request: DescribeGroupsRequest) -> Response:
     groups = [_describe(ctx, g) for g in request.groups]
     if getattr(request, "include_authorized_operations", False):  # KIP-430 (v3+)
         for entry in groups:

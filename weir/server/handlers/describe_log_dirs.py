@@ -4,13 +4,19 @@ volume sizes (v4, KIP-827).  Kafka's ``ReplicaManager.describeLogDirs``."""
 from __future__ import annotations
 
 import asyncio
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from weir.common import TopicPartition
 from weir.protocol.errors import ErrorCode, KafkaError
 from weir.security.acls import AclOperation
 from weir.server import authz
 from weir.storage.log_dirs import DiskUsage, disk_usage
+
+if TYPE_CHECKING:
+    from kio.schema.describe_log_dirs.v4.request import DescribeLogDirsRequest
+
+    from weir.server.context import RequestContext
+    from weir.server.handlers import Response
 
 API_KEY = 35
 MIN_VERSION = 0
@@ -19,7 +25,7 @@ MAX_VERSION = 4
 INVALID_OFFSET_LAG = -1
 
 
-async def handle(ctx, request) -> Any:
+async def handle(ctx: RequestContext, request: DescribeLogDirsRequest) -> Response:
     if not authz.authorize_cluster(ctx, AclOperation.DESCRIBE):
         # Kafka's handleDescribeLogDirsRequest: DESCRIBE on the cluster.
         return ctx.respond(error_code=ErrorCode.cluster_authorization_failed, results=[])

@@ -10,19 +10,25 @@ its open transaction (-1 if none).
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from weir.common import TopicPartition
 from weir.protocol.errors import ErrorCode, KafkaError
 from weir.security.acls import AclOperation, ResourceType
 from weir.server import authz
 
+if TYPE_CHECKING:
+    from kio.schema.describe_producers.v0.request import DescribeProducersRequest
+
+    from weir.server.context import RequestContext
+    from weir.server.handlers import Response
+
 API_KEY = 61
 MIN_VERSION = 0
 MAX_VERSION = 0
 
 
-async def handle(ctx, request) -> Any:
+async def handle(ctx: RequestContext, request: DescribeProducersRequest) -> Response:
     topics = []
     for topic in request.topics:
         error = None

@@ -4,11 +4,17 @@ coordinates (DESCRIBE on each transactional id)."""
 from __future__ import annotations
 
 import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from weir.protocol.errors import ErrorCode
 from weir.security.acls import AclOperation, ResourceType
 from weir.server import authz
+
+if TYPE_CHECKING:
+    from kio.schema.describe_transactions.v0.request import DescribeTransactionsRequest
+
+    from weir.server.context import RequestContext
+    from weir.server.handlers import Response
 
 API_KEY = 65
 MIN_VERSION = 0
@@ -24,7 +30,7 @@ def _as_schema(entry: dict[str, Any]) -> dict[str, Any]:
     return entry
 
 
-async def handle(ctx, request) -> Any:
+async def handle(ctx: RequestContext, request: DescribeTransactionsRequest) -> Response:
     states = []
     for txn_id in request.transactional_ids:
         if not authz.authorize(ctx, AclOperation.DESCRIBE, ResourceType.TRANSACTIONAL_ID,

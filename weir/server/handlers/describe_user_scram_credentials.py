@@ -7,11 +7,19 @@ from __future__ import annotations
 
 import asyncio
 from collections import Counter
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from weir.protocol.errors import ErrorCode
 from weir.security.acls import AclOperation
 from weir.server import authz
+
+if TYPE_CHECKING:
+    from kio.schema.describe_user_scram_credentials.v0.request import (
+        DescribeUserScramCredentialsRequest,
+    )
+
+    from weir.server.context import RequestContext
+    from weir.server.handlers import Response
 
 API_KEY = 50
 MIN_VERSION = 0
@@ -20,7 +28,7 @@ MAX_VERSION = 0
 _CODES = {"SCRAM-SHA-256": 1, "SCRAM-SHA-512": 2}
 
 
-async def handle(ctx, request) -> Any:
+async def handle(ctx: RequestContext, request: DescribeUserScramCredentialsRequest) -> Response:
     if not authz.authorize_cluster(ctx, AclOperation.DESCRIBE):
         # Kafka's handleDescribeUserScramCredentialsRequest: DESCRIBE on the cluster.
         refused = ErrorCode.cluster_authorization_failed

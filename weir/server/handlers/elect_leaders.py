@@ -6,12 +6,18 @@ As in ZooKeeper-mode Kafka only the controller answers; other brokers reply NOT_
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from weir.controller.rpc import elect_leaders_partitions
 from weir.protocol.errors import ErrorCode, KafkaError
 from weir.security.acls import AclOperation
 from weir.server import authz
+
+if TYPE_CHECKING:
+    from kio.schema.elect_leaders.v2.request import ElectLeadersRequest
+
+    from weir.server.context import RequestContext
+    from weir.server.handlers import Response
 
 API_KEY = 43
 MIN_VERSION = 0
@@ -31,7 +37,7 @@ def _results(outcome: dict, error: ErrorCode | None = None,
     return [{"topic": topic, "partition_result": parts} for topic, parts in by_topic.items()]
 
 
-async def handle(ctx, request) -> Any:
+async def handle(ctx: RequestContext, request: ElectLeadersRequest) -> Response:
     partitions = elect_leaders_partitions(request)
     election_type = int(getattr(request, "election_type", 0))
     controller = ctx.controller

@@ -3,19 +3,25 @@ PrepareCommit/PrepareAbort is durable in ``__transaction_state``; the markers fo
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING
 
 from weir.protocol.errors import ErrorCode
 from weir.security.acls import AclOperation, ResourceType
 from weir.server import authz
 from weir.server.handlers._txn import fenced_for_version
 
+if TYPE_CHECKING:
+    from kio.schema.end_txn.v4.request import EndTxnRequest
+
+    from weir.server.context import RequestContext
+    from weir.server.handlers import Response
+
 API_KEY = 26
 MIN_VERSION = 0
 MAX_VERSION = 4
 
 
-async def handle(ctx, request) -> Any:
+async def handle(ctx: RequestContext, request: EndTxnRequest) -> Response:
     if not authz.authorize(ctx, AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID,
                            request.transactional_id):
         return ctx.respond(error_code=ErrorCode.transactional_id_authorization_failed)

@@ -16,7 +16,7 @@ from __future__ import annotations
 import asyncio
 import time
 import uuid
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from weir.common import TopicPartition
 from weir.coordination.codecs import topic_id_to_str
@@ -30,6 +30,12 @@ from weir.security.acls import AclOperation, ResourceType
 from weir.server import authz
 from weir.server.context import RawResponse
 from weir.server.fetch_session import PartitionRequest
+
+if TYPE_CHECKING:
+    from kio.schema.fetch.v17.request import FetchRequest
+
+    from weir.server.context import RequestContext
+    from weir.server.handlers import Response
 
 API_KEY = 1
 MIN_VERSION = 0
@@ -72,7 +78,7 @@ def _requested(request, version: int, resolve) -> tuple[list[PartitionRequest],
     return fetch, forgotten
 
 
-async def handle(ctx, request) -> Any:
+async def handle(ctx: RequestContext, request: FetchRequest) -> Response:
     version = ctx.version
     replica_id = _replica_id(request, version)
     consumer = replica_id < 0

@@ -7,11 +7,17 @@ creates the topic (COORDINATOR_NOT_AVAILABLE until it has leaders).
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from weir.protocol.errors import ErrorCode
 from weir.security.acls import AclOperation, ResourceType
 from weir.server import authz
+
+if TYPE_CHECKING:
+    from kio.schema.find_coordinator.v6.request import FindCoordinatorRequest
+
+    from weir.server.context import RequestContext
+    from weir.server.handlers import Response
 
 API_KEY = 10
 MIN_VERSION = 0
@@ -58,7 +64,7 @@ async def _lookup(ctx, key: str, key_type: int) -> dict[str, Any]:
             "error_message": None if error == ErrorCode.none else error.name}
 
 
-async def handle(ctx, request) -> Any:
+async def handle(ctx: RequestContext, request: FindCoordinatorRequest) -> Response:
     key_type = int(getattr(request, "key_type", GROUP_KEY_TYPE))
     if ctx.version >= 4:
         return ctx.respond(coordinators=[await _lookup(ctx, key, key_type)

@@ -16,7 +16,7 @@ from __future__ import annotations
 import asyncio
 import weakref
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from weir.config import (
     BROKER_CONFIG_DEFS,
@@ -29,6 +29,12 @@ from weir.protocol.errors import ErrorCode, KafkaError
 from weir.security.acls import AclOperation
 from weir.server import authz
 from weir.server.dynamic_config import alter_loggers
+
+if TYPE_CHECKING:
+    from kio.schema.incremental_alter_configs.v1.request import IncrementalAlterConfigsRequest
+
+    from weir.server.context import RequestContext
+    from weir.server.handlers import Response
 
 API_KEY = 44
 MIN_VERSION = 0
@@ -59,7 +65,7 @@ def repeated_resources(resources: Any) -> set[tuple[int, str]]:
 REPEATED = (ErrorCode.invalid_request, "Each resource must appear at most once.")
 
 
-async def handle(ctx, request) -> Any:
+async def handle(ctx: RequestContext, request: IncrementalAlterConfigsRequest) -> Response:
     responses = []
     repeated = repeated_resources(request.resources)
     for res in request.resources:

@@ -3,12 +3,18 @@ through the transaction coordinator (epoch bump, fencing, KIP-360 recovery)."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING
 
 from weir.protocol.errors import ErrorCode, KafkaError
 from weir.security.acls import AclOperation, ResourceType
 from weir.server import authz
 from weir.server.handlers._txn import fenced_for_version
+
+if TYPE_CHECKING:
+    from kio.schema.init_producer_id.v5.request import InitProducerIdRequest
+
+    from weir.server.context import RequestContext
+    from weir.server.handlers import Response
 
 API_KEY = 22
 MIN_VERSION = 0
@@ -17,7 +23,7 @@ MAX_VERSION = 5
 _MAX_EPOCH = 32767
 
 
-async def handle(ctx, request) -> Any:
+async def handle(ctx: RequestContext, request: InitProducerIdRequest) -> Response:
     if request.transactional_id is None and not (
             authz.authorize_cluster(ctx, AclOperation.IDEMPOTENT_WRITE, log_if_denied=False)
             or authz.authorize_by_resource_type(ctx, AclOperation.WRITE, ResourceType.TOPIC)):

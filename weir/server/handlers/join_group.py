@@ -6,12 +6,18 @@ Version 4+ gets the KIP-394 round trip (MEMBER_ID_REQUIRED with a fresh member i
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING
 
 from weir.groups.state import JoinRequest
 from weir.protocol.errors import ErrorCode
 from weir.security.acls import AclOperation, ResourceType
 from weir.server import authz
+
+if TYPE_CHECKING:
+    from kio.schema.join_group.v9.request import JoinGroupRequest
+
+    from weir.server.context import RequestContext
+    from weir.server.handlers import Response
 
 API_KEY = 11
 MIN_VERSION = 0
@@ -22,7 +28,7 @@ def client_host(peer: str) -> str:
     return "/" + peer.rsplit(":", 1)[0]
 
 
-async def handle(ctx, request) -> Any:
+async def handle(ctx: RequestContext, request: JoinGroupRequest) -> Response:
     if not authz.authorize(ctx, AclOperation.READ, ResourceType.GROUP, request.group_id):
         return ctx.respond(error_code=ErrorCode.group_authorization_failed, generation_id=-1,
                            protocol_type=None, protocol_name=None if ctx.version >= 7 else "",

@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from weir.common import TopicPartition
 from weir.protocol.errors import ErrorCode, KafkaError
@@ -14,6 +14,11 @@ from weir.replication.partition import LeaderState
 from weir.replication.replica_manager import PartitionStateUpdate
 from weir.server import gc_tuning
 from weir.server.handlers._controller_requests import cluster_action_refused, stale_broker_epoch
+
+if TYPE_CHECKING:
+    from weir.protocol.interbroker.leader_and_isr.v7.request import LeaderAndIsrRequest
+    from weir.server.context import RequestContext
+    from weir.server.handlers import Response
 
 API_KEY = 4
 MIN_VERSION = 7
@@ -42,7 +47,7 @@ def parse_partition_states(request) -> tuple[dict[TopicPartition, PartitionState
     return updates, topic_ids
 
 
-async def handle(ctx, request) -> Any:
+async def handle(ctx: RequestContext, request: LeaderAndIsrRequest) -> Response:
     error = cluster_action_refused(ctx) or await stale_broker_epoch(ctx, request)
     if error is not None:
         return ctx.respond(error_code=error, topics=[])

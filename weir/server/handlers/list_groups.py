@@ -3,18 +3,24 @@ every group here is a "classic" group, as with Kafka's ZooKeeper-mode GroupCoord
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING
 
 from weir.protocol.errors import ErrorCode
 from weir.security.acls import AclOperation, ResourceType
 from weir.server import authz
+
+if TYPE_CHECKING:
+    from kio.schema.list_groups.v5.request import ListGroupsRequest
+
+    from weir.server.context import RequestContext
+    from weir.server.handlers import Response
 
 API_KEY = 16
 MIN_VERSION = 0
 MAX_VERSION = 5
 
 
-async def handle(ctx, request) -> Any:
+async def handle(ctx: RequestContext, request: ListGroupsRequest) -> Response:
     coordinator = ctx.group_coordinator
     wanted = {s.lower() for s in getattr(request, "states_filter", ()) or ()}
     types = {t.lower() for t in getattr(request, "types_filter", ()) or ()}

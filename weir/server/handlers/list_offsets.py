@@ -17,12 +17,18 @@ from __future__ import annotations
 import asyncio
 import os
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from weir.common import TopicPartition
 from weir.protocol.errors import ErrorCode, KafkaError
 from weir.security.acls import AclOperation, ResourceType
 from weir.server import authz
+
+if TYPE_CHECKING:
+    from kio.schema.list_offsets.v9.request import ListOffsetsRequest
+
+    from weir.server.context import RequestContext
+    from weir.server.handlers import Response
 
 API_KEY = 2
 MIN_VERSION = 0
@@ -32,7 +38,7 @@ EARLIEST_LOCAL_TIMESTAMP = -4
 LATEST_TIERED_TIMESTAMP = -5
 
 
-async def handle(ctx, request) -> Any:
+async def handle(ctx: RequestContext, request: ListOffsetsRequest) -> Response:
     rm = ctx.replica_manager
     topics = []
     for topic in request.topics:

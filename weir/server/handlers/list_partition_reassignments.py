@@ -6,19 +6,25 @@ every move; partitions that are not moving are left out, as in Kafka.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from weir.common import TopicPartition
 from weir.protocol.errors import ErrorCode, KafkaError
 from weir.security.acls import AclOperation
 from weir.server import authz
 
+if TYPE_CHECKING:
+    from kio.schema.list_partition_reassignments.v0.request import ListPartitionReassignmentsRequest
+
+    from weir.server.context import RequestContext
+    from weir.server.handlers import Response
+
 API_KEY = 46
 MIN_VERSION = 0
 MAX_VERSION = 0
 
 
-async def handle(ctx, request) -> Any:
+async def handle(ctx: RequestContext, request: ListPartitionReassignmentsRequest) -> Response:
     controller = ctx.controller
     wanted: list[TopicPartition] | None = None
     if request.topics is not None:

@@ -4,17 +4,23 @@ DESCRIBE are listed."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING
 
 from weir.security.acls import AclOperation, ResourceType
 from weir.server import authz
+
+if TYPE_CHECKING:
+    from kio.schema.list_transactions.v1.request import ListTransactionsRequest
+
+    from weir.server.context import RequestContext
+    from weir.server.handlers import Response
 
 API_KEY = 66
 MIN_VERSION = 0
 MAX_VERSION = 1
 
 
-async def handle(ctx, request) -> Any:
+async def handle(ctx: RequestContext, request: ListTransactionsRequest) -> Response:
     error, unknown, found = ctx.txn_coordinator.list_transactions(
         {int(p) for p in request.producer_id_filters}, set(request.state_filters),
         int(getattr(request, "duration_filter", -1)))

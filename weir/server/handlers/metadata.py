@@ -10,7 +10,7 @@ import asyncio
 import dataclasses
 import logging
 import uuid
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from weir.protocol import codec
 from weir.protocol.errors import ErrorCode, KafkaError
@@ -19,6 +19,12 @@ from weir.server import admin, authz, metadata_encoding
 from weir.server.context import RawResponse
 
 log = logging.getLogger(__name__)
+
+if TYPE_CHECKING:
+    from kio.schema.metadata.v12.request import MetadataRequest
+
+    from weir.server.context import RequestContext
+    from weir.server.handlers import Response
 
 API_KEY = 3
 MIN_VERSION = 0
@@ -50,7 +56,7 @@ def _encoded_key(ctx, request) -> tuple[Any, ...] | None:
             bool(getattr(request, "include_cluster_authorized_operations", False)))
 
 
-async def handle(ctx, request) -> Any:
+async def handle(ctx: RequestContext, request: MetadataRequest) -> Response:
     """The answer; one with only known topics, its brokers and controller from the cache,
     is kept encoded until the next UpdateMetadata and sent again as it is (nothing in it
     changes until then; the correlation id is in the frame header)."""

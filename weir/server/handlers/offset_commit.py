@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from weir.common import TopicPartition
 from weir.coordination import paths
@@ -18,12 +18,18 @@ from weir.protocol.errors import ErrorCode
 from weir.security.acls import AclOperation, ResourceType
 from weir.server import authz
 
+if TYPE_CHECKING:
+    from kio.schema.offset_commit.v9.request import OffsetCommitRequest
+
+    from weir.server.context import RequestContext
+    from weir.server.handlers import Response
+
 API_KEY = 8
 MIN_VERSION = 0
 MAX_VERSION = 9
 
 
-async def handle(ctx, request) -> Any:
+async def handle(ctx: RequestContext, request: OffsetCommitRequest) -> Response:
     now = int(time.time() * 1000)
     offsets: dict[TopicPartition, OffsetAndMetadata] = {}
     # Kafka's handleOffsetCommitRequest: READ on the group (else every partition fails),

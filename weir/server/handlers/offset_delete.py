@@ -2,19 +2,25 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from weir.common import TopicPartition
 from weir.protocol.errors import ErrorCode
 from weir.security.acls import AclOperation, ResourceType
 from weir.server import authz
 
+if TYPE_CHECKING:
+    from kio.schema.offset_delete.v0.request import OffsetDeleteRequest
+
+    from weir.server.context import RequestContext
+    from weir.server.handlers import Response
+
 API_KEY = 47
 MIN_VERSION = 0
 MAX_VERSION = 0
 
 
-async def handle(ctx, request) -> Any:
+async def handle(ctx: RequestContext, request: OffsetDeleteRequest) -> Response:
     if not authz.authorize(ctx, AclOperation.DELETE, ResourceType.GROUP, request.group_id):
         return ctx.respond(error_code=ErrorCode.group_authorization_failed, topics=[])
     # Kafka's handleOffsetDeleteRequest: DELETE on the group, READ on each topic.

@@ -3,13 +3,19 @@
 from __future__ import annotations
 
 import asyncio
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from weir.common import TopicPartition
 from weir.coordination import paths
 from weir.protocol.errors import ErrorCode, KafkaError
 from weir.security.acls import AclOperation, ResourceType
 from weir.server import authz
+
+if TYPE_CHECKING:
+    from kio.schema.offset_fetch.v9.request import OffsetFetchRequest
+
+    from weir.server.context import RequestContext
+    from weir.server.handlers import Response
 
 API_KEY = 9
 MIN_VERSION = 0
@@ -72,7 +78,7 @@ def _fetch(ctx, group_id: str, topics: Any,
     return error, [{"name": n, "partitions": parts} for n, parts in by_topic.items()]
 
 
-async def handle(ctx, request) -> Any:
+async def handle(ctx: RequestContext, request: OffsetFetchRequest) -> Response:
     if ctx.version == 0:
         return ctx.respond(topics=await _fetch_from_zookeeper(ctx, request.group_id,
                                                               request.topics))

@@ -2,19 +2,25 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from weir.common import TopicPartition
 from weir.protocol.errors import ErrorCode, KafkaError
 from weir.security.acls import AclOperation, ResourceType
 from weir.server import authz
 
+if TYPE_CHECKING:
+    from kio.schema.offset_for_leader_epoch.v4.request import OffsetForLeaderEpochRequest
+
+    from weir.server.context import RequestContext
+    from weir.server.handlers import Response
+
 API_KEY = 23
 MIN_VERSION = 0
 MAX_VERSION = 4
 
 
-async def handle(ctx, request) -> Any:
+async def handle(ctx: RequestContext, request: OffsetForLeaderEpochRequest) -> Response:
     rm = ctx.replica_manager
     topics = []
     # Kafka's handleOffsetForLeaderEpochRequest: CLUSTER_ACTION (followers) covers every

@@ -12,12 +12,18 @@ from __future__ import annotations
 import asyncio
 import datetime
 import logging
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from weir.protocol.errors import ErrorCode
 from weir.security.plain import PlainError, authenticate_plain
 from weir.security.scram import HASHES, ScramError, ScramServer
 from weir.security.session import Stage
+
+if TYPE_CHECKING:
+    from kio.schema.sasl_authenticate.v2.request import SaslAuthenticateRequest
+
+    from weir.server.context import RequestContext
+    from weir.server.handlers import Response
 
 API_KEY = 36
 MIN_VERSION = 0
@@ -49,7 +55,7 @@ def _done(ctx, principal: str, auth_bytes: bytes) -> Any:
                            milliseconds=security.session_lifetime_ms))
 
 
-async def handle(ctx, request) -> Any:
+async def handle(ctx: RequestContext, request: SaslAuthenticateRequest) -> Response:
     security = ctx.security
     if security is None or not security.listener.sasl or security.stage is not Stage.AUTHENTICATE:
         if security is not None and security.listener.sasl:

@@ -12,17 +12,23 @@ the session's mechanism.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING
 
 from weir.protocol.errors import ErrorCode
 from weir.security.session import Stage
+
+if TYPE_CHECKING:
+    from kio.schema.sasl_handshake.v1.request import SaslHandshakeRequest
+
+    from weir.server.context import RequestContext
+    from weir.server.handlers import Response
 
 API_KEY = 17
 MIN_VERSION = 0
 MAX_VERSION = 1
 
 
-async def handle(ctx, request) -> Any:
+async def handle(ctx: RequestContext, request: SaslHandshakeRequest) -> Response:
     security = ctx.security
     if security is None or not security.listener.sasl:
         return ctx.respond(error_code=ErrorCode.illegal_sasl_state, mechanisms=())

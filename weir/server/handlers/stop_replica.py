@@ -2,18 +2,23 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING
 
 from weir.common import TopicPartition
 from weir.protocol.errors import ErrorCode, KafkaError
 from weir.server.handlers._controller_requests import cluster_action_refused, stale_broker_epoch
+
+if TYPE_CHECKING:
+    from weir.protocol.interbroker.stop_replica.v4.request import StopReplicaRequest
+    from weir.server.context import RequestContext
+    from weir.server.handlers import Response
 
 API_KEY = 5
 MIN_VERSION = 4
 MAX_VERSION = 4
 
 
-async def handle(ctx, request) -> Any:
+async def handle(ctx: RequestContext, request: StopReplicaRequest) -> Response:
     error = cluster_action_refused(ctx) or await stale_broker_epoch(ctx, request)
     if error is not None:
         return ctx.respond(error_code=error, partition_errors=[])

@@ -6,13 +6,19 @@ arrives (WRITE on the transactional id, READ on the group and on each topic)."""
 from __future__ import annotations
 
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from weir.common import TopicPartition
 from weir.groups.codec import OffsetAndMetadata
 from weir.protocol.errors import ErrorCode
 from weir.security.acls import AclOperation, ResourceType
 from weir.server import authz
+
+if TYPE_CHECKING:
+    from kio.schema.txn_offset_commit.v4.request import TxnOffsetCommitRequest
+
+    from weir.server.context import RequestContext
+    from weir.server.handlers import Response
 
 API_KEY = 28
 MIN_VERSION = 0
@@ -27,7 +33,7 @@ def _response(ctx, errors: dict[TopicPartition, ErrorCode]) -> Any:
     return ctx.respond(topics=[{"name": t, "partitions": p} for t, p in by_topic.items()])
 
 
-async def handle(ctx, request) -> Any:
+async def handle(ctx: RequestContext, request: TxnOffsetCommitRequest) -> Response:
     tps = [TopicPartition(t.name, int(p.partition_index)) for t in request.topics
            for p in t.partitions]
     if not authz.authorize(ctx, AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID,

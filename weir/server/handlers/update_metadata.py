@@ -3,12 +3,17 @@
 from __future__ import annotations
 
 import asyncio
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from weir.common import TopicPartition
 from weir.protocol.errors import ErrorCode
 from weir.server.handlers._controller_requests import cluster_action_refused, stale_broker_epoch
 from weir.server.metadata_cache import LEADER_DURING_DELETE, BrokerMeta, PartitionMeta
+
+if TYPE_CHECKING:
+    from weir.protocol.interbroker.update_metadata.v8.request import UpdateMetadataRequest
+    from weir.server.context import RequestContext
+    from weir.server.handlers import Response
 
 API_KEY = 6
 MIN_VERSION = 8
@@ -40,7 +45,7 @@ def parse_request(request, inter_broker: str
     return brokers, partitions
 
 
-async def handle(ctx, request) -> Any:
+async def handle(ctx: RequestContext, request: UpdateMetadataRequest) -> Response:
     error = cluster_action_refused(ctx) or await stale_broker_epoch(ctx, request)
     if error is not None:
         return ctx.respond(error_code=error)

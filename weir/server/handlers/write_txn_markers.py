@@ -20,7 +20,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from weir.common import TopicPartition
 from weir.groups.codec import OFFSETS_TOPIC
@@ -30,6 +30,12 @@ from weir.security.acls import AclOperation
 from weir.server import authz
 from weir.storage.producer_state import AppendOrigin
 
+if TYPE_CHECKING:
+    from kio.schema.write_txn_markers.v1.request import WriteTxnMarkersRequest
+
+    from weir.server.context import RequestContext
+    from weir.server.handlers import Response
+
 API_KEY = 27
 MIN_VERSION = 1
 MAX_VERSION = 1
@@ -38,7 +44,7 @@ DEFAULT_REQUEST_TIMEOUT_MS = 30000
 log = logging.getLogger(__name__)
 
 
-async def handle(ctx, request) -> Any:
+async def handle(ctx: RequestContext, request: WriteTxnMarkersRequest) -> Response:
     allowed = (authz.authorize_cluster(ctx, AclOperation.ALTER, log_if_denied=False)
                or authz.authorize_cluster(ctx, AclOperation.CLUSTER_ACTION))
     if not allowed:
