@@ -17,7 +17,6 @@ is cleared once: records under the high watermark stay committed whatever happen
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import TYPE_CHECKING, Protocol
 
 from weir.common import TopicPartition
@@ -36,17 +35,16 @@ class DelayedProduce:
 
     ``partitions`` is the replica manager's live map of hosted partitions (read at every
     check: a partition removed or re-created since the append is no longer the one the
-    records were appended to); ``min_isr`` gives a topic's ``min.insync.replicas``."""
+    records were appended to).  Each partition's ``min.insync.replicas`` is its topic's,
+    read only when the ISR is not complete (``Partition.effective_min_isr``)."""
 
-    __slots__ = ("_leaders", "_min_isr", "_partitions", "_pending", "results")
+    __slots__ = ("_partitions", "_pending", "results")
 
     def __init__(self, required: dict[TopicPartition, int],
                  results: dict[TopicPartition, _Result],
-                 partitions: dict[TopicPartition, Partition],
-                 min_isr: Callable[[str], int]) -> None:
+                 partitions: dict[TopicPartition, Partition]) -> None:
         self.results = results
         self._partitions = partitions
-        self._min_isr = min_isr
         # Partitions still waiting: (required offset, the Partition appended to, its
         # leadership generation then).  Right after the append this broker leads each one.
         self._pending: dict[TopicPartition, tuple[int, Partition, int]] = {}
@@ -69,7 +67,7 @@ class DelayedProduce:
         current = self._partitions.get(tp)
         if current is not led or current.leadership_generation != generation:
             return ErrorCode.not_leader_or_follower
-        return current.check_enough_replicas_reach_offset(offset, self._min_isr(tp.topic))
+        return current.check_enough_replicas_reach_offset(offset)
 
     def try_complete(self) -> bool:
         """Kafka's ``DelayedProduce.tryComplete``: decide what can be decided; True once

@@ -442,8 +442,7 @@ class ReplicaManager(LocalReads):
             return results, None
         # Kafka's first DelayedProduce.tryComplete, right after the append (this broker
         # leads each partition in the same leadership: nothing waited in between).
-        op = DelayedProduce(waiting, results, self.partitions,
-                            self.topic_min_isr)
+        op = DelayedProduce(waiting, results, self.partitions)
         if op.try_complete():
             return results, None
         return results, self.produce_purgatory.watch(op, timeout_ms / 1000)

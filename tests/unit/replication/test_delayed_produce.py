@@ -28,23 +28,25 @@ def _state(isr=(1, 2), epoch=0, leader=1) -> LeaderState:
                        partition_epoch=epoch, controller_epoch=1)
 
 
-def _leader(tmp_path: Path, tp: TopicPartition) -> Partition:
+def _leader(tmp_path: Path, tp: TopicPartition, min_isr: list[int] | None = None
+            ) -> Partition:
     p = Partition(tp, 1)
+    if min_isr is not None:  # the topic's min.insync.replicas, as the replica manager sets it
+        p.min_insync_replicas = lambda: min_isr[0]
     p.log = Log.open(tmp_path / str(tp), LogConfig.from_dict({}), clean_shutdown=False,
                      now_ms=0)
     p.make_leader(_state(), NOW)
     return p
 
 
-def _appended(partitions: dict[TopicPartition, Partition], min_isr: int = 1
-              ) -> DelayedProduce:
+def _appended(partitions: dict[TopicPartition, Partition]) -> DelayedProduce:
     """One record appended to each partition (acks=all), and the request's operation."""
     results, required = {}, {}
     for tp, p in partitions.items():
         info = p.log.append_as_leader(build_batch([b"v"]), p.leader_epoch, NOW)
         results[tp] = ProduceResult(ErrorCode.none, info.first_offset)
         required[tp] = info.last_offset + 1
-    return DelayedProduce(required, results, partitions, lambda _topic: min_isr)
+    return DelayedProduce(required, results, partitions)
 
 
 def test_completes_once_every_partition_is_replicated(tmp_path):
@@ -92,15 +94,17 @@ def test_a_removed_partition_is_not_the_one_appended_to(tmp_path):
 
 
 def test_the_isr_shrunk_below_min_insync_replicas_after_the_append(tmp_path):
-    partitions = {A: _leader(tmp_path, A)}
-    op = _appended(partitions, min_isr=2)
+    min_isr = [1]
+    partitions = {A: _leader(tmp_path, A, min_isr)}
+    op = _appended(partitions)
     assert not op.try_complete()
     p = partitions[A]
     # The follower is out of the ISR and, past replica.lag.time.max.ms, no longer waited
-    # for: the HW moves on alone (the partition's own min.insync.replicas is 1 here; the
-    # topic's, read by the operation, was raised to 2 meanwhile).
+    # for: the HW moves on alone; then the topic's min.insync.replicas is raised to 2
+    # (a dynamic topic config) before the operation is checked.
     assert p.apply_isr_change(0, [1], 1)
     assert p.maybe_increment_high_watermark(NOW + 60_000)
+    min_isr[0] = 2
     assert op.try_complete()
     assert op.results[A].error == ErrorCode.not_enough_replicas_after_append
 
