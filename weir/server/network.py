@@ -114,10 +114,10 @@ class Dispatcher:
       framed response when the handler answered at once (a Produce with ``acks`` 0 or 1,
       or ``acks=all`` replicated already), else a coroutine that finishes the request and
       returns its framed response (every ``async def`` handler, a Produce waiting for its
-      followers).  The socket server calls it in request order on the connection's task,
-      and runs the coroutine as a task.
-    - :meth:`dispatch`: both stages, as a coroutine (what a caller without a connection,
-      such as a bare SASL token or the simulation, uses).
+      followers).  The socket server calls it on the connection's task for a pipelined
+      request with nothing ahead of it, and runs the coroutine it may give as a task.
+    - :meth:`dispatch`: both stages, as a coroutine: the task of any other request, and
+      what a caller without a connection (a bare SASL token, the simulation) uses.
     """
 
     def __init__(self, services: BrokerServices) -> None:
@@ -128,7 +128,7 @@ class Dispatcher:
         answer = self.begin(frame, peer, security)
         if type(answer) is _COROUTINE:
             return await answer
-        return answer  # type: ignore[return-value]
+        return answer
 
     def begin(self, frame: bytes | memoryview, peer: str,
               security: ConnectionSecurity | None = None
