@@ -31,7 +31,7 @@ from pathlib import Path
 
 from bench.harness import machine, out_dir
 from bench.replication import SESSION_TIMEOUT_MS, create, measured_run
-from weir.cli.cluster import LocalCluster
+from weir.ops.cluster import LocalCluster
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent

@@ -120,7 +120,7 @@ def bootstrap_of(args: argparse.Namespace) -> str:
     """``--bootstrap-server``, else the bootstrap of the cluster recorded in ``--data-dir``."""
     if args.bootstrap_server:
         return str(args.bootstrap_server)
-    from weir.cli.cluster import read_cluster_file
+    from weir.ops.cluster import read_cluster_file
 
     state = read_cluster_file(Path(args.data_dir))
     if not state or not state.get("bootstrap"):
@@ -186,7 +186,7 @@ def client_settings(args: argparse.Namespace) -> dict[str, str]:
         path = found if found.exists() else None
     if path is None:
         return {}
-    from weir.cli.secure import librdkafka_settings  # certificates: a quarter second of imports
+    from weir.ops.secure import librdkafka_settings  # certificates: a quarter second of imports
 
     try:
         settings = librdkafka_settings(path)

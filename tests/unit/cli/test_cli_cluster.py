@@ -13,11 +13,11 @@ from pathlib import Path
 import pytest
 from cli_fakes import FakeZk, FakeZooKeeperServer, broker, fake_broker_command
 
-from weir.cli import cluster as cluster_mod
-from weir.cli import procs
-from weir.cli.cluster import ClusterError, LocalCluster
 from weir.config import BrokerConfig, read_properties
 from weir.coordination import zkserver
+from weir.ops import cluster as cluster_mod
+from weir.ops import procs
+from weir.ops.cluster import ClusterError, LocalCluster
 
 
 @pytest.fixture
