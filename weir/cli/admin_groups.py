@@ -16,7 +16,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from weir.cli.admin import AdminCliError, admin_client, emit, table, wait
+from weir.cli.admin_common import AdminCliError, admin_client, emit, table, wait
 from weir.common import TopicPartition as Tp
 from weir.ops import offset_reset
 
@@ -238,7 +238,7 @@ def _reset_partitions(args: argparse.Namespace, admin: Any,
     if args.all_topics:
         return sorted(committed)
     specs = [offset_reset.parse_topic_partitions(t) for t in args.topics]
-    from weir.cli.admin import _metadata
+    from weir.cli.admin_common import _metadata
 
     md = _metadata(args, admin)
     out: set[tuple[str, int]] = set()

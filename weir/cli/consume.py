@@ -22,7 +22,7 @@ import sys
 import time
 from typing import Any
 
-from weir.cli.admin import (
+from weir.cli.admin_common import (
     AdminCliError,
     _common,
     _key_value,

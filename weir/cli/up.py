@@ -269,7 +269,7 @@ def _status_snapshot(args: argparse.Namespace) -> tuple[Any, dict[int, int | Non
     if args.bootstrap_server:
         from confluent_kafka import KafkaException
 
-        from weir.cli.admin import admin_client, kafka_error_text
+        from weir.cli.admin_common import admin_client, kafka_error_text
         from weir.ops.zkview import snapshot_from_metadata
 
         args.data_dir = args.data_dir or DEFAULT_DATA_DIR
