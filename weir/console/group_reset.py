@@ -17,6 +17,7 @@ from typing import Any
 from aiohttp import web
 
 from weir.common import TopicPartition
+from weir.console.actions import _bad, _failed, _json_body, _refused, _state
 from weir.console.admin import EARLIEST, LATEST, AdminError
 from weir.ops.offset_reset import NEEDS_TIMESTAMP, ResetError, plan_reset, target_time_ms
 
@@ -25,9 +26,11 @@ SCENARIOS = ("to-earliest", "to-latest", "to-offset", "shift-by", "to-datetime",
 INACTIVE = ("Empty", "Dead")
 
 
-async def api_reset_offsets(request: web.Request) -> web.Response:
-    from weir.console.actions import _bad, _failed, _json_body, _refused, _state
+def add_routes(app: web.Application) -> None:
+    app.router.add_post("/api/groups/{group:.+}/reset-offsets", api_reset_offsets)
 
+
+async def api_reset_offsets(request: web.Request) -> web.Response:
     refused = _refused(request)
     if refused is not None:
         return refused
