@@ -37,7 +37,7 @@ from pathlib import Path
 
 from bench.harness import machine, out_dir
 from bench.replication import SESSION_TIMEOUT_MS, VALUE, create, latency, measured_run
-from weir.cli.cluster import LocalCluster
+from weir.ops.cluster import LocalCluster
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent

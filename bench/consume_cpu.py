@@ -42,7 +42,7 @@ from bench.produce_consume import (
     producer_config,
 )
 from bench.produce_cpu import cpu_s, extract, start_tree
-from weir.cli.cluster import LocalCluster
+from weir.ops.cluster import LocalCluster
 
 HERE = Path(__file__).resolve().parent
 FETCH_BYTES = 4 * 1024 * 1024

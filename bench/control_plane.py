@@ -71,9 +71,9 @@ from typing import Any
 
 from kio.schema.metadata.v12.request import MetadataRequest
 
-from weir.cli.cluster import LocalCluster
-from weir.cli.zkview import registered_brokers
 from weir.common import TopicPartition
+from weir.ops.cluster import LocalCluster
+from weir.ops.zkview import registered_brokers
 from weir.protocol.client import BrokerConnection
 from weir.protocol.codec import build
 

@@ -64,12 +64,12 @@ from typing import Any
 
 from kio.schema.metadata.v12.request import MetadataRequest
 
-from weir.cli.cluster import LocalCluster
 from weir.common import TopicPartition
 from weir.controller.service import ControllerService
 from weir.coordination.codecs import BrokerInfo
 from weir.coordination.zk import ZkClient
 from weir.coordination.zkserver import ZooKeeperServer
+from weir.ops.cluster import LocalCluster
 from weir.protocol.client import BrokerConnection
 from weir.protocol.codec import build
 

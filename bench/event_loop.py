@@ -26,7 +26,7 @@ from pathlib import Path
 from bench.harness import machine, out_dir
 from bench.page_cache import described
 from bench.replication import PRODUCERS, SESSION_TIMEOUT_MS, create, measured_run, throughput
-from weir.cli.cluster import LocalCluster
+from weir.ops.cluster import LocalCluster
 
 HERE = Path(__file__).resolve().parent
 RESULTS = out_dir()

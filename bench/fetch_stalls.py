@@ -38,8 +38,8 @@ from bench.produce_consume import (
     producer_config,
 )
 from bench.produce_cpu import extract
-from weir.cli import procs
-from weir.cli.cluster import LocalCluster
+from weir.ops import procs
+from weir.ops.cluster import LocalCluster
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent

@@ -93,7 +93,7 @@ def cluster(data_dir: Path | None, brokers: int = 1, *, timeout_s: float = 90,
                       **kwargs) as local):
             yield local
         return
-    from weir.cli.cluster import LocalCluster
+    from weir.ops.cluster import LocalCluster
 
     local = LocalCluster(data_dir, brokers=brokers, port_base=0, **kwargs)
     local.serve_metrics = serve_metrics

@@ -65,8 +65,8 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from bench.harness import cluster as bench_cluster
 from bench.harness import machine, out_dir
 from bench.page_cache import settle
-from weir.cli.cluster import LocalCluster
 from weir.config import read_properties
+from weir.ops.cluster import LocalCluster
 
 HERE = Path(__file__).resolve().parent
 RESULTS = out_dir()

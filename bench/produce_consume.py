@@ -36,8 +36,8 @@ from confluent_kafka.admin import AdminClient, NewTopic
 
 from bench.harness import machine, out_dir, process_cpu_s
 from bench.page_cache import described, settle
-from weir.cli import procs
-from weir.cli.cluster import LocalCluster
+from weir.ops import procs
+from weir.ops.cluster import LocalCluster
 
 HERE = Path(__file__).resolve().parent
 RESULTS = out_dir()

@@ -47,8 +47,8 @@ from bench.produce_consume import (
     produce,
     producer_config,
 )
-from weir.cli import procs
-from weir.cli.cluster import LocalCluster
+from weir.ops import procs
+from weir.ops.cluster import LocalCluster
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent

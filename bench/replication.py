@@ -44,7 +44,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 
 from bench.harness import machine, out_dir
 from bench.page_cache import described, settle
-from weir.cli.cluster import LocalCluster
+from weir.ops.cluster import LocalCluster
 
 HERE = Path(__file__).resolve().parent
 RESULTS = out_dir()

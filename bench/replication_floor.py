@@ -45,7 +45,7 @@ from bench.harness import machine, out_dir
 from bench.page_cache import described, settle
 from bench.replication import PRODUCERS, SESSION_TIMEOUT_MS, cpu_seconds, create, own_cpu_seconds
 from bench.replication import throughput as produce_throughput
-from weir.cli.cluster import LocalCluster
+from weir.ops.cluster import LocalCluster
 
 HERE = Path(__file__).resolve().parent
 RESULTS = out_dir()

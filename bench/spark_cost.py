@@ -96,7 +96,7 @@ def main() -> None:
     cluster = None
     try:
         if args.weir:
-            from weir.cli.cluster import LocalCluster
+            from weir.ops.cluster import LocalCluster
 
             cluster = LocalCluster(work / "cluster", brokers=1, port_base=0)
             cluster.start(timeout_s=120)

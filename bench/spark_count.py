@@ -130,7 +130,7 @@ def main() -> None:
     work = Path(tempfile.mkdtemp(prefix="weir-spark-bench-"))
     cluster = None
     if args.bootstrap is None:
-        from weir.cli.cluster import LocalCluster
+        from weir.ops.cluster import LocalCluster
 
         cluster = LocalCluster(work / "cluster", brokers=1, port_base=0)
         cluster.start(timeout_s=120)

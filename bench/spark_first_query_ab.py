@@ -36,7 +36,7 @@ def checkout(rev: str) -> None:
 
 def main() -> None:
     from bench import spark_first_query as fq
-    from weir.cli.cluster import LocalCluster
+    from weir.ops.cluster import LocalCluster
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--base", default="901f837")

@@ -87,7 +87,7 @@ def main() -> None:
     if args.bootstrap:
         bootstrap = args.bootstrap
     else:
-        from weir.cli.cluster import LocalCluster
+        from weir.ops.cluster import LocalCluster
 
         cluster = LocalCluster(work / "cluster", brokers=1, port_base=0,
                                overrides={"num.partitions": "1"})

@@ -34,8 +34,8 @@ import numpy as np
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from weir.cli.cluster import LocalCluster
 from weir.config import read_properties
+from weir.ops.cluster import LocalCluster
 from weir.server.metrics import parse
 
 

@@ -71,7 +71,7 @@ def decode_phase(deadline: float, seed: int, stats: Counter, findings: list[str]
 def live_phase(deadline: float, seed: int, stats: Counter, findings: list[str]) -> None:
     from fuzz.live import rss_bytes, run_cases
     from tests.integration.clients import consume_assigned, create_topic, produce
-    from weir.cli.cluster import LocalCluster
+    from weir.ops.cluster import LocalCluster
 
     with tempfile.TemporaryDirectory() as tmp:
         cluster = LocalCluster(Path(tmp), brokers=1, port_base=0)

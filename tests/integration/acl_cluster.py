@@ -13,9 +13,9 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
-from weir.cli.cluster import CHROOT, LocalCluster
 from weir.coordination.zk import ZkClient
 from weir.coordination.zkserver import ZooKeeperServer
+from weir.ops.cluster import CHROOT, LocalCluster
 from weir.security.acl_store import ZkAclStore
 from weir.security.acls import (
     CLUSTER_NAME,

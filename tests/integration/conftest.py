@@ -10,7 +10,7 @@ import uuid
 
 import pytest
 
-from weir.cli.cluster import LocalCluster
+from weir.ops.cluster import LocalCluster
 
 
 def _cluster(tmp_path_factory, brokers: int, **overrides: str) -> LocalCluster:

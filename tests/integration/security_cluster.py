@@ -15,7 +15,7 @@ import struct
 from dataclasses import dataclass
 from pathlib import Path
 
-from weir.cli.cluster import LOOPBACK, LocalCluster, free_port
+from weir.ops.cluster import LOOPBACK, LocalCluster, free_port
 from weir.protocol import codec
 from weir.security.certs import CertificateAuthority
 from weir.security.credentials import ScramCredentialStore

@@ -26,7 +26,7 @@ from confluent_kafka.admin import (
 
 from tests.integration.acl_cluster import AUTHORIZER, eventually
 from tests.integration.clients import raw_request
-from weir.cli.cluster import LOOPBACK, LocalCluster, free_port
+from weir.ops.cluster import LOOPBACK, LocalCluster, free_port
 from weir.protocol.errors import ErrorCode
 
 pytestmark = pytest.mark.integration

@@ -17,7 +17,7 @@ from confluent_kafka.admin import AdminClient
 from tests.conftest import wait_for
 from tests.integration.clients import create_topic, produce
 from tests.integration.conftest import serve_cluster
-from weir.cli.cluster import free_port
+from weir.ops.cluster import free_port
 
 pytestmark = pytest.mark.integration
 

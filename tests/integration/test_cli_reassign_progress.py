@@ -13,7 +13,7 @@ import pytest
 from tests.conftest import wait_for
 from tests.integration.clients import produce
 from tests.integration.replication_checks import partition_leaders
-from weir.cli.cluster import LocalCluster, free_port
+from weir.ops.cluster import LocalCluster, free_port
 
 pytestmark = pytest.mark.integration
 

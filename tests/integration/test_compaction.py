@@ -16,7 +16,7 @@ from confluent_kafka import TopicPartition as CTP
 
 from tests.integration.clients import create_topic, produce
 from tests.integration.conftest import serve_cluster
-from weir.cli.cluster import LocalCluster
+from weir.ops.cluster import LocalCluster
 
 pytestmark = pytest.mark.integration
 

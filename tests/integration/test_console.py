@@ -25,8 +25,8 @@ import pytest
 
 from tests.conftest import wait_for
 from tests.integration.clients import create_topic, produce
-from weir.cli import procs
-from weir.cli.cluster import LocalCluster
+from weir.ops import procs
+from weir.ops.cluster import LocalCluster
 from weir.ports import free_port
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]

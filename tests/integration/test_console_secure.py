@@ -16,10 +16,10 @@ import pytest
 from aiohttp.test_utils import TestClient, TestServer
 
 from tests.conftest import wait_for
-from weir.cli import procs
-from weir.cli.cluster import LocalCluster
-from weir.cli.secure import SecureCluster
 from weir.config import read_properties
+from weir.ops import procs
+from weir.ops.cluster import LocalCluster
+from weir.ops.secure import SecureCluster
 from weir.ports import free_port
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]

@@ -11,7 +11,7 @@ from confluent_kafka import Consumer, KafkaException, TopicPartition
 from tests.conftest import wait_for
 from tests.integration.clients import consume_assigned, create_topic
 from tests.integration.replication_checks import BackgroundProducer, partition_isrs
-from weir.cli.cluster import LocalCluster
+from weir.ops.cluster import LocalCluster
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 

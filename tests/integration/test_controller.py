@@ -22,8 +22,8 @@ from kio.schema.metadata.v12.request import MetadataRequest
 
 from tests.conftest import wait_for
 from tests.integration.clients import create_topic
-from weir.cli.cluster import LocalCluster
 from weir.common import TopicPartition
+from weir.ops.cluster import LocalCluster
 from weir.protocol import codec
 from weir.protocol.client import BrokerConnection
 from weir.protocol.errors import ErrorCode

@@ -7,7 +7,7 @@ import signal
 import pytest
 
 from tests.integration.clients import consume_assigned, create_topic, produce
-from weir.cli.cluster import LocalCluster
+from weir.ops.cluster import LocalCluster
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 

@@ -490,7 +490,7 @@ def test_unclean_election_enabled_as_cluster_default_elects_offline_partition(
     of sync gets it as leader as soon as the default turns true."""
     from tests.integration.replication_checks import partition_leaders
     from tests.integration.test_unclean_election import leave_only_out_of_sync_replica
-    from weir.cli.cluster import LocalCluster
+    from weir.ops.cluster import LocalCluster
 
     cluster = LocalCluster(tmp_path / "data", brokers=2, port_base=0)
     cluster.start(timeout_s=90)

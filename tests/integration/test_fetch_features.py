@@ -14,7 +14,7 @@ from kio.index import load_request_schema
 from tests.conftest import wait_for
 from tests.integration.clients import consume_assigned, create_topic, produce
 from tests.integration.replication_checks import partition_isrs, partition_leaders
-from weir.cli.cluster import LocalCluster
+from weir.ops.cluster import LocalCluster
 from weir.protocol import codec
 from weir.protocol.client import BrokerConnection
 from weir.protocol.errors import ErrorCode

@@ -14,8 +14,8 @@ from kafka import TopicPartition as KpTopicPartition
 
 from tests.integration.clients import create_topic, produce, raw_request
 from tests.integration.replication_checks import partition_leaders, wait_until
-from weir.cli.cluster import LocalCluster
 from weir.config import read_properties
+from weir.ops.cluster import LocalCluster
 from weir.protocol.errors import ErrorCode
 from weir.records.builder import build_batch
 from weir.server.metrics import parse

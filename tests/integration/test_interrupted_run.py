@@ -15,7 +15,7 @@ import pytest
 
 from tests.conftest import wait_for
 from tests.process_sweep import MARK, marked_pids, sweep
-from weir.cli import procs
+from weir.ops import procs
 
 pytestmark = pytest.mark.integration
 

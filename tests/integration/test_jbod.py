@@ -26,7 +26,7 @@ from tests.integration.replication_checks import (
     wait_for_progress,
     wait_until,
 )
-from weir.cli.cluster import LocalCluster
+from weir.ops.cluster import LocalCluster
 from weir.protocol.errors import ErrorCode
 
 pytestmark = [pytest.mark.integration]

@@ -16,7 +16,7 @@ from tests.integration.replication_checks import (
     wait_for_progress,
     wait_until,
 )
-from weir.cli.cluster import LocalCluster
+from weir.ops.cluster import LocalCluster
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 

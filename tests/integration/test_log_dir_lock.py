@@ -12,7 +12,7 @@ import sys
 import pytest
 from confluent_kafka import Producer
 
-from weir.cli.cluster import LocalCluster
+from weir.ops.cluster import LocalCluster
 from weir.storage.checkpoints import CLEAN_SHUTDOWN_FILE
 from weir.storage.dir_lock import LOCK_FILE, is_locked
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 from confluent_kafka.admin import AdminClient
 
-from weir.cli.cluster import ClusterError, LocalCluster
+from weir.ops.cluster import ClusterError, LocalCluster
 from weir.storage.meta_properties import MetaProperties, read
 
 pytestmark = [pytest.mark.integration]

@@ -10,8 +10,8 @@ import pytest
 from tests.conftest import wait_for
 from tests.integration.clients import produce
 from tests.integration.replication_checks import partition_leaders
-from weir.cli.cluster import LocalCluster, free_port
 from weir.config import write_properties
+from weir.ops.cluster import LocalCluster, free_port
 from weir.server.metrics import parse
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]

@@ -25,7 +25,7 @@ from tests.integration.replication_checks import (
     wait_until,
 )
 from weir.cli import main as cli
-from weir.cli.cluster import LocalCluster
+from weir.ops.cluster import LocalCluster
 from weir.verify.replicas import assert_replicas_agree_below_hw
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]

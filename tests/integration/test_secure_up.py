@@ -14,8 +14,8 @@ from confluent_kafka import KafkaException
 
 from tests.conftest import wait_for
 from tests.integration.clients import consume_assigned, produce
-from weir.cli.secure import librdkafka_settings
 from weir.config import read_properties
+from weir.ops.secure import librdkafka_settings
 
 pytestmark = pytest.mark.integration
 

@@ -548,7 +548,7 @@ def test_replication_over_mutual_tls(tmp_path):
     """inter.broker.listener.name=SSL with ssl.client.auth=required: the brokers present
     their own certificates to each other (the inter-broker client's keystore)."""
     from tests.integration.security_cluster import broker_settings, make_material
-    from weir.cli.cluster import LocalCluster
+    from weir.ops.cluster import LocalCluster
 
     certs = tmp_path / "certs"
     certs.mkdir()

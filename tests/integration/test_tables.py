@@ -18,8 +18,8 @@ from confluent_kafka import TopicPartition as KafkaTopicPartition
 from tests.conftest import wait_for
 from tests.integration.clients import create_topic, produce
 from tests.integration.replication_checks import BackgroundProducer, partition_leaders
-from weir.cli.cluster import LocalCluster
 from weir.config import read_properties
+from weir.ops.cluster import LocalCluster
 from weir.server.metrics import parse
 from weir.tables.catalog import catalog_settings, committed_offsets, load_catalog, table_identifier
 

@@ -21,9 +21,9 @@ from tests.integration.clients import (
     wait_topic_deleted,
 )
 from tests.integration.replication_checks import partition_isrs, partition_leaders, wait_until
-from weir.cli.cluster import LocalCluster
 from weir.common import TopicPartition
 from weir.coordination.codecs import topic_id_to_str
+from weir.ops.cluster import LocalCluster
 from weir.protocol.errors import ErrorCode
 from weir.records.batch import iter_headers
 from weir.replication.leader_endpoint import (

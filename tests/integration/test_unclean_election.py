@@ -10,7 +10,7 @@ import pytest
 from tests.conftest import wait_for
 from tests.integration.clients import create_topic, produce
 from tests.integration.replication_checks import partition_isrs, partition_leaders
-from weir.cli.cluster import LocalCluster
+from weir.ops.cluster import LocalCluster
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 

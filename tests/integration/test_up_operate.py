@@ -17,7 +17,7 @@ import pytest
 
 from tests.conftest import wait_for
 from tests.integration.test_cli import WEIR, run
-from weir.cli import procs
+from weir.ops import procs
 
 pytestmark = pytest.mark.integration
 

@@ -17,7 +17,7 @@ import pytest
 pytest.importorskip("pyspark")
 pytest.importorskip("pyarrow")
 
-from weir.cli.cluster import LocalCluster
+from weir.ops.cluster import LocalCluster
 
 RETENTION_CHECK_MS = 300
 

@@ -20,8 +20,8 @@ from weir.audit.replicas import (
     partition_dir,
     read_replica,
 )
-from weir.cli.cluster import LocalCluster
 from weir.cli.main import main
+from weir.ops.cluster import LocalCluster
 
 pytestmark = pytest.mark.integration
 

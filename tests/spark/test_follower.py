@@ -6,7 +6,7 @@ import pytest
 
 from tests.spark.conftest import wait_until
 from tests.spark.helpers import produce
-from weir.cli.cluster import LocalCluster
+from weir.ops.cluster import LocalCluster
 from weir.spark.fetch import FetchClient, _Reader
 from weir.spark.offsets import OffsetRange
 

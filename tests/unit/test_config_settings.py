@@ -176,7 +176,7 @@ def test_coordinator_settings_kafka_defaults() -> None:
 
 
 def test_topic_admin_settings_kafka_defaults() -> None:
-    from weir.coordination.topic_admin import TopicAdminSettings
+    from weir.server.topic_admin import TopicAdminSettings
 
     s = TopicAdminSettings.from_config(make())
     assert (s.num_partitions, s.default_replication_factor, s.delete_topic_enable) == (1, 1, True)

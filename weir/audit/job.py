@@ -29,8 +29,8 @@ REPORT_COLUMNS = ("topic", "partition", "leader", "replicas", "high_watermark",
 
 def local_cluster_dirs(data_dir: str | Path) -> tuple[str, dict[int, list[str]]]:
     """Bootstrap servers and each broker's log dirs of a ``weir up`` data directory."""
-    from weir.cli.cluster import LocalCluster
     from weir.config import effective_value, read_properties
+    from weir.ops.cluster import LocalCluster
 
     cluster = LocalCluster(Path(data_dir))
     if not cluster.brokers:

@@ -17,7 +17,7 @@ import argparse
 import itertools
 from typing import Any
 
-from weir.cli.admin import (
+from weir.cli.admin_common import (
     AdminCliError,
     _common,
     admin_client,

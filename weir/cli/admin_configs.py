@@ -25,7 +25,7 @@ from collections.abc import Callable
 from types import SimpleNamespace
 from typing import Any
 
-from weir.cli.admin import (
+from weir.cli.admin_common import (
     AdminCliError,
     _key_value,
     admin_client,

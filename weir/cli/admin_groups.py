@@ -4,7 +4,7 @@
 offsets) and ListOffsets (log end offsets) into one row per partition with its lag; members
 without partitions get a row of their own.  ``delete`` is DeleteGroups (a group with members
 answers NON_EMPTY_GROUP).  ``reset-offsets`` plans new committed offsets
-(``weir/cli/offset_reset.py``), prints the plan (``--dry-run``, the default) or commits it
+(``weir/ops/offset_reset.py``), prints the plan (``--dry-run``, the default) or commits it
 with ``--execute`` (OffsetCommit as an admin: generation -1, no member), and, as Kafka's tool,
 refuses while the group is not Empty (or Dead: a group that does not exist yet).
 """
@@ -16,9 +16,9 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from weir.cli import offset_reset
-from weir.cli.admin import AdminCliError, admin_client, emit, table, wait
+from weir.cli.admin_common import AdminCliError, admin_client, emit, table, wait
 from weir.common import TopicPartition as Tp
+from weir.ops import offset_reset
 
 # Kafka's spelling of the group states (ConsumerGroupState.toString)
 _STATE_NAMES = {"UNKNOWN": "Unknown", "PREPARING_REBALANCING": "PreparingRebalance",
@@ -238,7 +238,7 @@ def _reset_partitions(args: argparse.Namespace, admin: Any,
     if args.all_topics:
         return sorted(committed)
     specs = [offset_reset.parse_topic_partitions(t) for t in args.topics]
-    from weir.cli.admin import _metadata
+    from weir.cli.admin_common import _metadata
 
     md = _metadata(args, admin)
     out: set[tuple[str, int]] = set()

@@ -5,7 +5,7 @@ The broker process starts through here without importing the rest of the command
 module imported before the broker registers in ZooKeeper is start-up time, which on a
 loaded machine is seconds (Kafka's ``kafka-server-start.sh`` likewise loads only the
 server's classes).  ``python -m weir broker start --config FILE`` (the command line that
-:mod:`weir.cli.procs` and the local clusters use) comes here directly from
+:mod:`weir.ops.procs` and the local clusters use) comes here directly from
 ``weir/__main__.py``; the ``weir`` console script reaches the same function through
 :mod:`weir.cli.main`.
 """

@@ -22,7 +22,7 @@ import sys
 import time
 from typing import Any
 
-from weir.cli.admin import (
+from weir.cli.admin_common import (
     AdminCliError,
     _common,
     _key_value,
@@ -31,8 +31,8 @@ from weir.cli.admin import (
     kafka_name,
     reachable_bootstrap,
 )
-from weir.cli.offset_reset import ResetError, parse_datetime_ms
 from weir.cli.record_format import ENCODINGS, FormatError, Formatter, Record, record_json
+from weir.ops.offset_reset import ResetError, parse_datetime_ms
 
 
 def add_parser(sub: Any) -> None:

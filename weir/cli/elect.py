@@ -18,7 +18,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from weir.cli.admin import AdminCliError, _common, admin_client, kafka_name, wait
+from weir.cli.admin_common import AdminCliError, _common, admin_client, kafka_name, wait
 
 # librdkafka's names where Kafka's differ (the ones ElectLeaders answers with)
 

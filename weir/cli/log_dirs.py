@@ -18,7 +18,7 @@ import asyncio
 import json
 from typing import Any
 
-from weir.cli.admin import AdminCliError, _common, admin_client
+from weir.cli.admin_common import AdminCliError, _common, admin_client
 
 DESCRIBE_LOG_DIRS_VERSION = 4
 ALTER_REPLICA_LOG_DIRS_VERSION = 2

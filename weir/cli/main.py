@@ -189,8 +189,8 @@ def cmd_broker_start(args: argparse.Namespace) -> int:
 
 
 def cmd_broker_stop(args: argparse.Namespace) -> int:
-    from weir.cli import procs
-    from weir.cli.cluster import LocalCluster
+    from weir.ops import procs
+    from weir.ops.cluster import LocalCluster
 
     if args.config is not None:
         pids = procs.find_broker_pids(args.config)
@@ -256,7 +256,7 @@ def _chosen(argv: Sequence[str]) -> str | None:
 def _user_errors() -> tuple[type[BaseException], ...]:
     """Exception types that carry a message for the user, from the modules loaded so far."""
     found: list[type[BaseException]] = [CliError]
-    for module, name in (("weir.cli.cluster", "ClusterError"),
+    for module, name in (("weir.ops.cluster", "ClusterError"),
                          ("weir.cli.reassign", "ReassignError"),
                          ("weir.config", "ConfigError")):
         loaded = sys.modules.get(module)

@@ -17,7 +17,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import IO, Any
 
-from weir.cli.admin import (
+from weir.cli.admin_common import (
     AdminCliError,
     _common,
     _key_value,

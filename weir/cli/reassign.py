@@ -315,7 +315,7 @@ def clear_throttles(zk: Any, brokers: Iterable[int], topics: Iterable[str]) -> b
 def _with_zk(connect: str | None, fn: Any) -> Any:
     if connect is None:
         raise ReassignError("--zookeeper is needed to set or remove replication throttles")
-    from weir.cli.zkview import close_zk, open_zk
+    from weir.ops.zkview import close_zk, open_zk
 
     zk = open_zk(connect)
     try:
@@ -537,7 +537,7 @@ def add_parser(sub: Any) -> None:
 def _local_cluster(args: argparse.Namespace) -> None:
     """Without --bootstrap-server: the brokers (and ZooKeeper, for throttles) that ``weir up``
     recorded in --data-dir (default ./weir-data)."""
-    from weir.cli.cluster import read_cluster_file
+    from weir.ops.cluster import read_cluster_file
 
     data_dir = args.data_dir or "./weir-data"
     state = read_cluster_file(data_dir)

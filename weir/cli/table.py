@@ -15,7 +15,7 @@ import argparse
 import json
 from typing import Any
 
-from weir.cli.admin import (
+from weir.cli.admin_common import (
     AdminCliError,
     _common,
     admin_client,

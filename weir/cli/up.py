@@ -1,4 +1,4 @@
-"""``weir up``, ``weir down`` and ``weir status`` on a local cluster (``weir.cli.cluster``).
+"""``weir up``, ``weir down`` and ``weir status`` on a local cluster (``weir.ops.cluster``).
 
 ``weir up`` checks what it can before writing anything (the data dir is not inside a running
 cluster or a running broker's log dir, the ports are free, the ``--set`` keys are known),
@@ -17,11 +17,12 @@ import time
 from pathlib import Path
 from typing import Any
 
-from weir.cli import DEFAULT_DATA_DIR, procs
+from weir.cli import DEFAULT_DATA_DIR
 from weir.cli.broker_start import EXIT_CONFIG
-from weir.cli.cluster import ClusterError, LocalCluster, read_cluster_file
-from weir.cli.zkview import close_zk, collect_snapshot, open_zk, render_snapshot
 from weir.config import BROKER_CONFIG_DEFS, BrokerConfig, ConfigError
+from weir.ops import procs
+from weir.ops.cluster import ClusterError, LocalCluster, read_cluster_file
+from weir.ops.zkview import close_zk, collect_snapshot, open_zk, render_snapshot
 from weir.storage.dir_lock import LOCK_FILE, is_locked
 
 # -- checks before anything is written -------------------------------------------------------
@@ -109,7 +110,7 @@ def cmd_up(args: argparse.Namespace) -> int:
     # Every broker serves /metrics from its first start, so a console added later (and
     # weir reassign --verify's progress) can read it without a broker restart.
     cluster.serve_metrics = True
-    from weir.cli.secure import SecureCluster
+    from weir.ops.secure import SecureCluster
 
     secure = SecureCluster(cluster.data_dir)
     if args.secure or (secure.dir / "users.json").exists():  # a restart stays secured
@@ -238,7 +239,7 @@ def cmd_down(args: argparse.Namespace) -> int:
 
 
 def cmd_status(args: argparse.Namespace) -> int:
-    from weir.cli.zkview import filter_snapshot, snapshot_json
+    from weir.ops.zkview import filter_snapshot, snapshot_json
 
     snap, processes, console = _status_snapshot(args)
     filtering = args.under_replicated_partitions or args.unavailable_partitions
@@ -268,8 +269,8 @@ def _status_snapshot(args: argparse.Namespace) -> tuple[Any, dict[int, int | Non
     if args.bootstrap_server:
         from confluent_kafka import KafkaException
 
-        from weir.cli.admin import admin_client, kafka_error_text
-        from weir.cli.zkview import snapshot_from_metadata
+        from weir.cli.admin_common import admin_client, kafka_error_text
+        from weir.ops.zkview import snapshot_from_metadata
 
         args.data_dir = args.data_dir or DEFAULT_DATA_DIR
         try:

@@ -13,7 +13,7 @@ import secrets
 import sys
 from typing import Any
 
-from weir.cli.admin import AdminCliError, _common, admin_client, emit, table, wait
+from weir.cli.admin_common import AdminCliError, _common, admin_client, emit, table, wait
 from weir.security.scram import DEFAULT_ITERATIONS, HASHES
 
 MECHANISMS = tuple(HASHES)

@@ -12,6 +12,8 @@ package's modules:
 - ``topic``: topic overrides checked (:func:`validate_topic_configs`), merged with the
   broker's defaults (:func:`topic_config`) and described for DescribeConfigs.
 - ``properties``: ``.properties`` reading and in-place writing.
+- ``security_protocols``: Kafka's security protocols and ``listener.security.protocol.map``,
+  shared with :mod:`weir.security.listeners` (which sits above this package).
 
 The settings objects of the broker's parts are built from a BrokerConfig by their own
 ``from_config`` constructors (``ControllerSettings``, ``LogConfig``, ``CleanerConfig``,

@@ -13,6 +13,7 @@ from typing import Any, NamedTuple
 from weir.config.accessors import BrokerConfigAccessors
 from weir.config.keys import BROKER_CONFIG_DEFS, BROKER_CONFIGS, UNIT_SYNONYMS, resolve
 from weir.config.properties import read_properties
+from weir.config.security_protocols import SecurityConfigError, parse_protocol_map
 from weir.config.validators import LISTENER_RE, ConfigError, check, format_value, parse_value
 
 __all__ = ["BrokerConfig", "Listener", "parse_listener"]
@@ -128,8 +129,6 @@ class BrokerConfig(BrokerConfigAccessors):
     def _check_listener_security(self, explicit: Mapping[str, Any]) -> None:
         """Kafka's listener rules: every listener name has a security protocol, names and
         ports are unique, the inter-broker listener is one of the advertised listeners."""
-        from weir.security.listeners import SecurityConfigError, parse_protocol_map
-
         try:
             self.listener_protocols: dict[str, str] = parse_protocol_map(
                 self._values["listener.security.protocol.map"])

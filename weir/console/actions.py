@@ -34,6 +34,7 @@ from aiohttp import web
 from kio.index import load_request_schema
 
 from weir.console.admin import AdminError, ConsoleAdmin, error_text
+from weir.console.state_key import STATE_KEY
 from weir.protocol import codec
 
 COOKIE = "weir_console_session"
@@ -132,8 +133,6 @@ class Auth:
 
 
 def _state(request: web.Request) -> Any:
-    from weir.console.server import STATE_KEY
-
     return request.app[STATE_KEY]
 
 
@@ -376,8 +375,7 @@ async def api_alter_topic_config(request: web.Request) -> web.Response:
 
 
 def add_routes(app: web.Application) -> None:
-    from weir.console.group_reset import api_reset_offsets
-
+    """The actions' routes (``weir.console.group_reset.add_routes`` adds reset-offsets)."""
     app.router.add_get("/api/session", api_session)
     app.router.add_post("/api/login", api_login)
     app.router.add_post("/api/logout", api_logout)
@@ -386,4 +384,3 @@ def add_routes(app: web.Application) -> None:
     app.router.add_post("/api/topics", api_create_topic)
     app.router.add_post("/api/topics/{name}/delete", api_delete_topic)
     app.router.add_post("/api/topics/{name}/config", api_alter_topic_config)
-    app.router.add_post("/api/groups/{group:.+}/reset-offsets", api_reset_offsets)

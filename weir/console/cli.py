@@ -94,10 +94,10 @@ def client_properties(args: argparse.Namespace) -> dict[str, str]:
 
 
 def cmd_console(args: argparse.Namespace) -> int:
-    from weir.cli.cluster import read_cluster_file
     from weir.console.actions import Auth, is_loopback, read_password_file
     from weir.console.admin import ConsoleAdmin, security_from_properties
     from weir.console.server import ConsoleState, serve
+    from weir.ops.cluster import read_cluster_file
 
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     state_file = read_cluster_file(Path(args.data_dir)) or {}
@@ -122,7 +122,7 @@ def cmd_console(args: argparse.Namespace) -> int:
                                  else None)
     zk = None
     if connect:
-        from weir.cli.zkview import open_zk
+        from weir.ops.zkview import open_zk
 
         try:
             zk = open_zk(connect, timeout_s=10)
@@ -149,7 +149,7 @@ def cmd_console(args: argparse.Namespace) -> int:
         return 1
     finally:
         if zk is not None:
-            from weir.cli.zkview import close_zk
+            from weir.ops.zkview import close_zk
 
             close_zk(zk)
     return 0

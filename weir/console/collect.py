@@ -55,7 +55,7 @@ RATE_SERIES = ("bytesin", "messagesin", "bytesout", "replicationbytesout", "isrs
 def endpoints_from_data_dir(data_dir: str | Path) -> dict[int, str]:
     """``{broker id: base URL}`` of a local cluster's brokers whose ``server.properties``
     sets ``metrics.http.port`` to a fixed port (0 and -1 give no known endpoint)."""
-    from weir.cli.cluster import read_cluster_file
+    from weir.ops.cluster import read_cluster_file
 
     state = read_cluster_file(data_dir) or {}
     out: dict[int, str] = {}
@@ -181,7 +181,7 @@ def group_lag_rows(committed: Mapping[tuple[str, int], int],
 def read_zookeeper(zk: Any) -> dict[str, Any]:
     """``/controller`` (id) and ``/controller_epoch`` through a ZkClient, plus the
     registered brokers (``/brokers/ids``)."""
-    from weir.cli.zkview import registered_brokers
+    from weir.ops.zkview import registered_brokers
 
     epoch = zk.get_controller_epoch()
     return {"controller_id": zk.get_controller_id(),

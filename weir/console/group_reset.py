@@ -1,5 +1,5 @@
 """``POST /api/groups/{group}/reset-offsets``: kafka-consumer-groups.sh ``--reset-offsets``
-for the console, planned by :mod:`weir.cli.offset_reset` (Kafka's rules and warnings).
+for the console, planned by :mod:`weir.ops.offset_reset` (Kafka's rules and warnings).
 
 Body: ``{"topic": str, "partitions": [int] (optional, default all), "scenario":
 "to-earliest" | "to-latest" | "to-offset" | "shift-by" | "to-datetime" | "by-duration",
@@ -16,18 +16,21 @@ from typing import Any
 
 from aiohttp import web
 
-from weir.cli.offset_reset import NEEDS_TIMESTAMP, ResetError, plan_reset, target_time_ms
 from weir.common import TopicPartition
+from weir.console.actions import _bad, _failed, _json_body, _refused, _state
 from weir.console.admin import EARLIEST, LATEST, AdminError
+from weir.ops.offset_reset import NEEDS_TIMESTAMP, ResetError, plan_reset, target_time_ms
 
 SCENARIOS = ("to-earliest", "to-latest", "to-offset", "shift-by", "to-datetime",
              "by-duration")
 INACTIVE = ("Empty", "Dead")
 
 
-async def api_reset_offsets(request: web.Request) -> web.Response:
-    from weir.console.actions import _bad, _failed, _json_body, _refused, _state
+def add_routes(app: web.Application) -> None:
+    app.router.add_post("/api/groups/{group:.+}/reset-offsets", api_reset_offsets)
 
+
+async def api_reset_offsets(request: web.Request) -> web.Response:
     refused = _refused(request)
     if refused is not None:
         return refused

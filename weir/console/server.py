@@ -33,6 +33,7 @@ import aiohttp
 from aiohttp import web
 
 from weir.console import collect, reader
+from weir.console.state_key import STATE_KEY
 
 log = logging.getLogger(__name__)
 
@@ -144,9 +145,6 @@ def with_down_brokers(live: list[dict[str, Any]], known: dict[int, dict[str, Any
     rows = [{**b, "down": False} for b in live]
     rows += [{**b, "down": True} for i, b in known.items() if i not in live_ids]
     return sorted(rows, key=lambda b: b["id"])
-
-
-STATE_KEY = web.AppKey("console", ConsoleState)
 
 
 def _controller_view(metadata_id: int | None, zk_view: dict[str, Any] | None,
@@ -298,7 +296,7 @@ async def api_controller(request: web.Request) -> web.Response:
 
 
 def make_app(state: ConsoleState, interval_s: float = 2.0) -> web.Application:
-    from weir.console import actions
+    from weir.console import actions, group_reset
 
     app = web.Application()
     app[STATE_KEY] = state
@@ -313,6 +311,7 @@ def make_app(state: ConsoleState, interval_s: float = 2.0) -> web.Application:
     app.router.add_get("/api/security", api_security)
     app.router.add_get("/api/controller", api_controller)
     actions.add_routes(app)
+    group_reset.add_routes(app)
     app.router.add_static("/static/", STATIC)
 
     async def poller(app: web.Application):

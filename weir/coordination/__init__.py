@@ -4,8 +4,6 @@
 - :mod:`~weir.coordination.codecs`: pure JSON codecs and the value types
   (:class:`BrokerInfo`, :class:`TopicAssignment`, :class:`LeaderIsr`).
 - :mod:`~weir.coordination.errors`: the layer's errors, each with its Kafka error code.
-- :mod:`~weir.coordination.topic_admin`: :class:`TopicAdmin`, the topic-administration rules
-  (Kafka's ``AdminZkClient``) over a narrow znode interface.
 - :mod:`~weir.coordination.zk`: :class:`ZkClient`, the kazoo adapter (Kafka's
   ``KafkaZkClient``: znode reads and writes, the session, watches; sync, thread-safe).
 - :mod:`~weir.coordination.controller_writes` / :mod:`~weir.coordination.fenced`: controller
@@ -15,7 +13,10 @@
 
 This package's ``__init__`` imports no I/O (no kazoo, no subprocess): importing the codecs or
 paths does not load the ZooKeeper client (an import-linter contract in ``.importlinter``
-checks it).  Import :class:`ZkClient` from :mod:`weir.coordination.zk`.
+checks it).  Import :class:`ZkClient` from :mod:`weir.coordination.zk`.  The topic-administration
+rules over these znodes (Kafka's ``AdminZkClient``) are the broker's: :mod:`weir.server.topic_admin`
+(they need the controller's replica placement and the coordinators' internal topics, which sit
+above this package).
 """
 
 from weir.coordination.codecs import (

@@ -7,7 +7,7 @@ hand the event over (e.g. ``loop.call_soon_threadsafe``) and never call back int
 ZooKeeper from that thread.
 
 What may be written is decided above this class: topic creation, partition additions and
-deletion requests by :class:`weir.coordination.topic_admin.TopicAdmin` (Kafka's
+deletion requests by :class:`weir.server.topic_admin.TopicAdmin` (Kafka's
 ``AdminZkClient``); the controller's writes, each fenced by ``controller_epoch_zk_version``,
 are in :mod:`weir.coordination.controller_writes` (mixed in here) over
 :mod:`weir.coordination.fenced`.  Large batched reads use ZooKeeper's ``multiRead``

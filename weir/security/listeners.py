@@ -18,33 +18,14 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from weir.config.security_protocols import SecurityConfigError
 from weir.security import jaas, tls
 from weir.security.client import InterBrokerSecurity
 
-SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
 MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
 
 Lookup = Callable[[str], Any]
 log = logging.getLogger(__name__)
-
-
-class SecurityConfigError(ValueError):
-    """An unusable security setting; the message names the key."""
-
-
-def parse_protocol_map(text: str) -> dict[str, str]:
-    """``listener.security.protocol.map``: ``NAME:PROTOCOL,...`` (names upper-cased)."""
-    out: dict[str, str] = {}
-    for item in filter(None, (p.strip() for p in text.split(","))):
-        name, sep, protocol = item.partition(":")
-        protocol = protocol.strip().upper()
-        if not sep or not name.strip() or protocol not in SECURITY_PROTOCOLS:
-            raise SecurityConfigError(
-                f"Invalid value {text!r} for configuration listener.security.protocol.map: "
-                f"{item!r} is not NAME:PROTOCOL with PROTOCOL one of "
-                + ", ".join(SECURITY_PROTOCOLS))
-        out[name.strip().upper()] = protocol
-    return out
 
 
 def prefixed(listener: str, key: str) -> str:

@@ -1,4 +1,4 @@
-"""The broker's asyncio shell over :class:`weir.coordination.topic_admin.TopicAdmin`.
+"""The broker's asyncio shell over :class:`weir.server.topic_admin.TopicAdmin`.
 
 CreateTopics, DeleteTopics, CreatePartitions, Metadata's auto-creation and the coordinators'
 internal topics call these with the broker's parts (:class:`AdminServices`: the handlers'
@@ -18,7 +18,8 @@ import uuid
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Protocol
 
-from weir.coordination.topic_admin import (
+from weir.protocol.errors import ErrorCode, KafkaError
+from weir.server.topic_admin import (
     InternalTopic,
     TopicAdmin,
     TopicAdminSettings,
@@ -27,7 +28,6 @@ from weir.coordination.topic_admin import (
     transaction_state_topic,
     validate_topic_name,
 )
-from weir.protocol.errors import ErrorCode, KafkaError
 
 log = logging.getLogger(__name__)
 

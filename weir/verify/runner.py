@@ -72,7 +72,7 @@ class Target:
         self.nemesis: Nemesis | None = None
 
     def start(self) -> None:
-        from weir.cli.cluster import LocalCluster
+        from weir.ops.cluster import LocalCluster
 
         opts = self.opts
         if opts.data_dir is not None:  # attach to a running `weir up` cluster
@@ -87,8 +87,8 @@ class Target:
         self._start_builtin()
 
     def _start_builtin(self) -> None:
-        from weir.cli.cluster import CHROOT, LocalCluster, free_port
         from weir.coordination.zkserver import ZooKeeperServer
+        from weir.ops.cluster import CHROOT, LocalCluster, free_port
         from weir.verify.proxy import ZOOKEEPER, ProxyNet
 
         self.owned = True

@@ -6,6 +6,7 @@ import dataclasses
 import json
 import os
 import signal
+import socket
 import sys
 import time
 from pathlib import Path
@@ -13,11 +14,30 @@ from pathlib import Path
 import pytest
 from cli_fakes import FakeZk, FakeZooKeeperServer, broker, fake_broker_command
 
-from weir.cli import cluster as cluster_mod
-from weir.cli import procs
-from weir.cli.cluster import ClusterError, LocalCluster
 from weir.config import BrokerConfig, read_properties
 from weir.coordination import zkserver
+from weir.ops import cluster as cluster_mod
+from weir.ops import procs
+from weir.ops.cluster import ClusterError, LocalCluster
+from weir.ports import free_port
+
+
+def _free_base(count: int) -> int:
+    """A port base whose ``count`` consecutive loopback ports bind now: Kafka's usual 19092
+    may be held by a developer's cluster or another test run."""
+    def binds(port: int) -> bool:
+        with socket.socket() as sock:
+            try:
+                sock.bind(("127.0.0.1", port))
+            except OSError:
+                return False
+        return True
+
+    for _ in range(100):
+        base = free_port()
+        if all(binds(base + i) for i in range(1, count)):
+            return base
+    pytest.fail(f"no {count} consecutive free loopback ports")
 
 
 @pytest.fixture
@@ -48,25 +68,26 @@ def env(monkeypatch, tmp_path):
 
 
 def test_start_writes_configs_and_cluster_json(env) -> None:
-    c = env(brokers=3, port_base=19092, overrides={"num.partitions": "4"}).start(timeout_s=10)
+    base = _free_base(3)
+    c = env(brokers=3, port_base=base, overrides={"num.partitions": "4"}).start(timeout_s=10)
     data = env.dir.resolve()
     doc = json.loads((data / "cluster.json").read_text())
     assert set(doc) == {"zookeeper", "zookeeper_pid", "bootstrap", "first_broker_id", "brokers"}
     assert doc["first_broker_id"] == 1
     assert doc["zookeeper"].startswith("127.0.0.1:") and doc["zookeeper"].endswith("/weir")
     assert doc["zookeeper_pid"] == os.getpid()  # the fake ZooKeeper "runs" in pytest
-    assert doc["bootstrap"] == "127.0.0.1:19092,127.0.0.1:19093,127.0.0.1:19094"
+    assert doc["bootstrap"] == f"127.0.0.1:{base},127.0.0.1:{base + 1},127.0.0.1:{base + 2}"
     assert c.bootstrap == doc["bootstrap"]
     assert [entry["id"] for entry in doc["brokers"]] == [1, 2, 3]  # ids 1..N
     for i, entry in enumerate(doc["brokers"], start=1):
         assert set(entry) == {"id", "host", "port", "pid", "config", "started"}
         assert entry["started"]  # registered once: its port is settled
-        assert (entry["id"], entry["host"], entry["port"]) == (i, "127.0.0.1", 19092 + i - 1)
+        assert (entry["id"], entry["host"], entry["port"]) == (i, "127.0.0.1", base + i - 1)
         assert entry["config"] == str(data / f"broker-{i}" / "server.properties")
         assert procs.is_broker_process(entry["pid"], entry["config"])
         assert c.broker_pid(i) == entry["pid"]
         cfg = BrokerConfig.from_file(entry["config"])
-        assert cfg.broker_id == i and cfg.listener_port == 19092 + i - 1
+        assert cfg.broker_id == i and cfg.listener_port == base + i - 1
         assert cfg.zookeeper_connect == doc["zookeeper"]
         assert cfg.zookeeper_session_timeout_ms == 6000
         assert cfg.log_dir_paths == [data / f"broker-{i}" / "logs"]
@@ -81,16 +102,17 @@ def test_start_writes_configs_and_cluster_json(env) -> None:
 def test_broker_ids_can_start_at_zero_and_stay_there_on_restart(env) -> None:
     """Kafka's quickstart numbers brokers from 0: ids, ports and a restart without the
     option keep to 0..N-1 (broker 0 is never mistaken for "no broker")."""
-    env.zk.brokers = [broker(i, 19092 + 1) for i in range(3)]
+    base = _free_base(2)
+    env.zk.brokers = [broker(i, base + 1) for i in range(3)]
     env.zk.controller = 0
-    c = env(brokers=2, port_base=19092, first_broker_id=0).start(timeout_s=10)
+    c = env(brokers=2, port_base=base, first_broker_id=0).start(timeout_s=10)
     doc = json.loads((env.dir / "cluster.json").read_text())
     assert doc["first_broker_id"] == 0
-    assert [(e["id"], e["port"]) for e in doc["brokers"]] == [(0, 19092), (1, 19093)]
+    assert [(e["id"], e["port"]) for e in doc["brokers"]] == [(0, base), (1, base + 1)]
     assert BrokerConfig.from_file(c.config_path(0)).broker_id == 0
     assert c.broker_pid(0) is not None and c.controller_id() == 0
     c.stop(timeout_s=5)
-    again = env(brokers=2, port_base=19092).start(timeout_s=10)
+    again = env(brokers=2, port_base=base).start(timeout_s=10)
     assert again.broker_ids == [0, 1] and again.broker_pid(0) is not None
     again.stop(timeout_s=5)
     with pytest.raises(ValueError):

@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 from weir.cli import main as cli
-from weir.cli import procs
-from weir.cli.cluster import LocalCluster
+from weir.ops import procs
+from weir.ops.cluster import LocalCluster
 
 zkserver = pytest.importorskip("weir.coordination.zkserver")
 pytest.importorskip("weir.coordination.zk")

@@ -14,7 +14,7 @@ import pytest
 
 from weir.cli import errors
 from weir.cli import main as cli
-from weir.cli.zkview import BrokerRow, PartitionRow, Snapshot, filter_snapshot, snapshot_json
+from weir.ops.zkview import BrokerRow, PartitionRow, Snapshot, filter_snapshot, snapshot_json
 from weir.ports import free_port
 
 
@@ -191,7 +191,7 @@ def test_group_list_state_filter_takes_kafka_state_names() -> None:
 def test_kafka_tool_help_imports_no_client(module: str) -> None:
     code = (f"import sys\nfrom weir.cli.kafka_tools.{module} import main\n"
             "try:\n    main(['--help'])\nexcept SystemExit:\n    pass\n"
-            "heavy = ['confluent_kafka', 'kio', 'weir.config', 'weir.cli.secure']\n"
+            "heavy = ['confluent_kafka', 'kio', 'weir.config', 'weir.ops.secure']\n"
             "print(sorted(m for m in heavy if sys.modules.get(m) is not None), file=sys.stderr)")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                           timeout=60, check=False)

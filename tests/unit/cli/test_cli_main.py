@@ -9,11 +9,11 @@ import types
 import pytest
 from cli_fakes import FakeZk, FakeZooKeeperServer, broker, fake_broker_command
 
-from weir.cli import cluster as cluster_mod
 from weir.cli import main as cli
-from weir.cli import procs
 from weir.cli import up as up_mod
 from weir.coordination import zkserver
+from weir.ops import cluster as cluster_mod
+from weir.ops import procs
 
 GOOD = "broker.id=0\nzookeeper.connect=127.0.0.1:2181/weir\nlisteners=PLAINTEXT://127.0.0.1:0\n"
 

@@ -11,7 +11,7 @@ import time
 import pytest
 from cli_fakes import fake_broker_command
 
-from weir.cli import procs
+from weir.ops import procs
 
 
 @pytest.fixture

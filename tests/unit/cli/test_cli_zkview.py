@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from cli_fakes import FakeZk, broker, state
 
-from weir.cli.zkview import collect_snapshot, format_table, registered_broker_ids, render_snapshot
 from weir.common import TopicPartition
+from weir.ops.zkview import collect_snapshot, format_table, registered_broker_ids, render_snapshot
 
 
 def cluster_zk() -> FakeZk:

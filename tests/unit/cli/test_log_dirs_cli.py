@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from weir.cli.cluster import LocalCluster
 from weir.cli.log_dirs import _table, describe_document
 from weir.cli.main import main
+from weir.ops.cluster import LocalCluster
 from weir.protocol import codec
 from weir.protocol.errors import ErrorCode
 

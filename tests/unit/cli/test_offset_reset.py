@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from weir.cli.offset_reset import (
+from weir.common import TopicPartition
+from weir.ops.offset_reset import (
     ResetError,
     export_csv,
     parse_datetime_ms,
@@ -14,7 +15,6 @@ from weir.cli.offset_reset import (
     plan_reset,
     target_time_ms,
 )
-from weir.common import TopicPartition
 
 A0, A1 = TopicPartition("a", 0), TopicPartition("a", 1)
 STARTS = {A0: 10, A1: 0}

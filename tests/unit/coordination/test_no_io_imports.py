@@ -1,5 +1,6 @@
-"""Importing the pure parts of weir.coordination does not load the ZooKeeper client (the
-import-linter contract ``coordination-pure`` checks the same statically)."""
+"""Importing the pure parts of weir.coordination, and TopicAdmin (weir.server.topic_admin), does
+not load the ZooKeeper client (the import-linter contract ``coordination-pure`` checks the same
+statically)."""
 
 import subprocess
 import sys
@@ -9,7 +10,7 @@ import pytest
 
 @pytest.mark.parametrize("module", ["weir.coordination", "weir.coordination.codecs",
                                     "weir.coordination.paths",
-                                    "weir.coordination.topic_admin"])
+                                    "weir.server.topic_admin"])
 def test_pure_modules_do_not_import_kazoo(module: str) -> None:
     code = (f"import sys, {module}; "
             "print(sorted(m for m in sys.modules if m.split('.')[0] == 'kazoo' "

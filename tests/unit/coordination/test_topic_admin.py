@@ -12,7 +12,8 @@ import pytest
 
 from weir.coordination.codecs import BrokerInfo, TopicAssignment
 from weir.coordination.errors import ZkVersionMismatchError
-from weir.coordination.topic_admin import (
+from weir.protocol.errors import ErrorCode, KafkaError
+from weir.server.topic_admin import (
     MAX_TOPIC_NAME,
     TopicAdmin,
     TopicAdminSettings,
@@ -21,7 +22,6 @@ from weir.coordination.topic_admin import (
     transaction_state_topic,
     validate_topic_name,
 )
-from weir.protocol.errors import ErrorCode, KafkaError
 
 SETTINGS = TopicAdminSettings(num_partitions=3, default_replication_factor=2,
                               delete_topic_enable=True)

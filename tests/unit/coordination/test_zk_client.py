@@ -15,9 +15,9 @@ from weir.coordination.errors import (
     ZkNoNodeError,
     ZkVersionMismatchError,
 )
-from weir.coordination.topic_admin import TopicAdmin, TopicAdminSettings
 from weir.coordination.zk import ZkClient, split_connect
 from weir.protocol.errors import ErrorCode, KafkaError
+from weir.server.topic_admin import TopicAdmin, TopicAdminSettings
 
 SETTINGS = TopicAdminSettings(num_partitions=1, default_replication_factor=1,
                               delete_topic_enable=True)

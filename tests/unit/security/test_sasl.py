@@ -5,13 +5,13 @@ from __future__ import annotations
 
 import pytest
 
+from weir.config.security_protocols import parse_protocol_map
 from weir.security.jaas import client_jaas_config, parse_jaas_config
 from weir.security.listeners import (
     ListenerSecurity,
     SecurityConfigError,
     inter_broker_client,
     listener_security,
-    parse_protocol_map,
 )
 from weir.security.plain import PlainError, authenticate_plain
 from weir.security.session import ConnectionSecurity, Stage

@@ -59,13 +59,13 @@ def admin_args(args: argparse.Namespace) -> argparse.Namespace:
 
 
 def admin(args: argparse.Namespace) -> Any:
-    from weir.cli.admin import admin_client
+    from weir.cli.admin_common import admin_client
 
     return admin_client(admin_args(args))
 
 
 def wait(future: Any, args: argparse.Namespace, what: str) -> Any:
-    from weir.cli.admin import wait as admin_wait
+    from weir.cli.admin_common import wait as admin_wait
 
     return admin_wait(future, admin_args(args), what)
 

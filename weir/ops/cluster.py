@@ -31,9 +31,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Self
 
-from weir.cli import procs
-from weir.cli.zkview import close_zk, open_zk, registered_brokers
 from weir.config import effective_value, parse_listener, read_properties, write_properties
+from weir.ops import procs
+from weir.ops.zkview import close_zk, open_zk, registered_brokers
 from weir.ports import free_port
 from weir.tables.settings import default_catalog_properties
 
@@ -132,7 +132,7 @@ class LocalCluster:
         self.console_pid = 0
         self.console_port = 0  # kept while the console is down: a restart reuses it
         self._console_died = False  # cluster.json still names a console that has exited
-        self.secure: Any = None  # weir up --secure: a weir.cli.secure.SecureCluster
+        self.secure: Any = None  # weir up --secure: a weir.ops.secure.SecureCluster
         # weir up --port-base given: it re-pins brokers that never started (a failed first
         # start); brokers that did start keep their server.properties' port (notes says so)
         self.port_base_explicit = False
