@@ -209,4 +209,10 @@ def _log_read(spark: Any, given: Mapping[str, str],
     else:  # everything came from tables: an empty read with the right schema
         headers = {k.lower(): v for k, v in given.items()}.get("includeheaders", "false")
         return spark.createDataFrame([], kafka_schema(headers.strip().lower() == "true"))
+    # Registered here, so that weir.spark.read needs no weir.spark.register: registering a
+    # Python data source makes Spark look up the installed ones first (a Python daemon and
+    # worker, once per JVM), a cost a read done on the driver does not pay.
+    from weir.spark.source import WeirDataSource
+
+    spark.dataSource.register(WeirDataSource)
     return spark.read.format("weir").options(**options).load()
