@@ -225,3 +225,34 @@ def test_reader_pins_the_writers_marker_and_names_a_bad_one(tmp_path):
                  snapshot_properties={contract.NEXT_OFFSETS: "[1, 2]"})
     with pytest.raises(tables.TableError, match="weir.next-offsets='\\[1, 2\\]'"):
         tables.table_snapshot(catalog, settings, "t")
+
+
+def test_a_driver_read_reports_lost_records_as_a_task_does(spark, bootstrap, topic_name):
+    """Offsets below the log start: DataLossError with failOnDataLoss=true (raised when the
+    read is planned, since the driver reads then), skipped with false, as format("weir")."""
+    create_topic(bootstrap, topic_name, 1)
+    produce(bootstrap, topic_name, [{"value": b"x%d" % i} for i in range(10)])
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    for future in admin.delete_records([KafkaTP(topic_name, 0, 4)],
+                                       request_timeout=30).values():
+        future.result(30)
+    opts = {"kafka.bootstrap.servers": bootstrap, "subscribe": topic_name,
+            "startingOffsets": json.dumps({topic_name: {"0": 2}}), "history": "log"}
+    with pytest.raises(weir.spark.DataLossError, match="below the log start offset 4"):
+        weir.spark.read(spark, opts)
+    lenient = {**opts, "failOnDataLoss": "false"}
+    small = weir.spark.read(spark, lenient)
+    assert _on_driver(small)
+    assert _rows(small) == _rows(spark.read.format("weir").options(**lenient).load())
+    assert [r["offset"] for r in _rows(small)] == list(range(4, 10))
+
+
+def test_driver_read_limit_option():
+    from weir.spark import driver
+
+    assert driver.max_records({}) == driver.DEFAULT_MAX_RECORDS
+    assert driver.max_records({DRIVER_OPTION.lower(): " 0 "}) == 0
+    for bad in ("-1", "1e3", ""):
+        with pytest.raises(weir.spark.OptionError, match=DRIVER_OPTION):
+            driver.max_records({DRIVER_OPTION.lower(): bad})
+    assert driver.span({TP("a", 0): (5, 9)}, {TP("a", 1): (0, 3), TP("b", 0): (2, 2)}) == 7
