@@ -85,7 +85,9 @@ def read(spark: Any, options: Mapping[str, str] | None = None, /, **more: str) -
     Options are those of ``format("weir")`` plus ``history`` (``table``, the default when a
     subscribed topic has a table, or ``log``) and, to name the catalog instead of asking a
     broker, ``weir.iceberg.catalog.type``, ``weir.iceberg.catalog.uri``,
-    ``weir.iceberg.warehouse`` and ``weir.iceberg.namespace``."""
+    ``weir.iceberg.warehouse`` and ``weir.iceberg.namespace``; and
+    ``weir.driverReadMaxRecords``: a read spanning at most that many offsets (5000) is read
+    on the driver into a local relation (:mod:`weir.spark.driver`), 0 never."""
     given = {str(k): str(v) for k, v in {**(options or {}), **more}.items() if v is not None}
     opts = parse_read_options(given, streaming=False)
     lowered = {k.lower(): v for k, v in given.items()}
