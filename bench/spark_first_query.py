@@ -2,18 +2,25 @@
 ``spark.range(10).count()``.
 
     .venv/bin/python -m bench run spark_first_query [--records 50] [--sessions 3]
-        [--bootstrap host:port]   (default: start a one-broker LocalCluster in a temp dir)
+        [--readers format,read] [--bootstrap host:port]
+        (default: start a one-broker LocalCluster in a temp dir)
 
 Produces ``--records`` records into a fresh topic, then starts fresh Spark sessions (each
 in a new Python process, so a new JVM, new Python workers, nothing imported), in two
 orders that alternate:
 
-* ``weir-first``: ``spark.read.format("weir")...load().count()`` as the session's first
-  query, then a second and third weir count, then ``spark.range(10).count()``;
-* ``range-first``: ``spark.range(10).count()`` first, then the weir count.
+* ``weir-first``: a weir count as the session's first query, then a second and third weir
+  count, then ``spark.range(10).count()``;
+* ``range-first``: ``spark.range(10).count()`` first, then the weir count;
 
-Each session reports the session start, every query's wall time and its Python workers'
-import and compile times (the worker's environment shows in Spark's timings).  The goal: the
+and with each reader of ``--readers``: ``format`` is ``spark.read.format("weir")...load()
+.count()`` (the Python data source), ``read`` is ``weir.spark.read(spark, options).count()``
+(the documented way to read a topic; a read this small is done on the driver,
+:mod:`weir.spark.driver`).
+
+Each session reports the session start, every query's wall time and the CPU seconds of the
+session's whole process tree (driver, JVM, Python daemons and workers, from ``/proc``), and
+how many Python processes Spark had started by the end.  The goal: the
 first weir count of a session costs at most the first ``range(10).count()`` of a session
 plus 2 s.  Results (machine, load average, commit): ``bench/results/spark_first_query.{md,json}``
 (``python -m bench run``; run on its own, the module writes into ``bench/.out/``).
@@ -58,6 +65,29 @@ def cpu_s():
         todo += tree.get(pid, [])
     return total
 
+def spark_pythons():
+    # Python processes in this process tree other than the driver: Spark's daemons, workers
+    me, n = os.getpid(), 0
+    for entry in os.listdir("/proc"):
+        if entry.isdigit() and int(entry) != me:
+            try:
+                cmd = Path(f"/proc/{entry}/cmdline").read_bytes().split(b"\0")
+            except OSError:
+                continue
+            if any(b"pyspark" in part for part in cmd) and b"python" in cmd[0]:
+                pid, seen = int(entry), set()
+                while pid > 1 and pid not in seen:
+                    seen.add(pid)
+                    if pid == me:
+                        n += 1
+                        break
+                    try:
+                        pid = int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1]
+                                  .split()[1])
+                    except OSError:
+                        break
+    return n
+
 t0 = time.perf_counter()
 from pyspark.sql import SparkSession
 import weir.spark
@@ -65,9 +95,9 @@ spark = (SparkSession.builder.master("local[2]").appName("first-query")
          .config("spark.ui.enabled", "false").config("spark.ui.showConsoleProgress", "false")
          .config("spark.sql.shuffle.partitions", "2").getOrCreate())
 spark.sparkContext.setLogLevel("ERROR")
-weir.spark.register(spark)
 out = {"session_start_s": time.perf_counter() - t0}
 bootstrap, topic, order, records = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])
+reader = sys.argv[5]
 
 def timed(name, fn):
     c, t = cpu_s(), time.perf_counter()
@@ -77,8 +107,11 @@ def timed(name, fn):
 
 def weir_count():
     def go():
-        n = (spark.read.format("weir").option("kafka.bootstrap.servers", bootstrap)
-             .option("subscribe", topic).load().count())
+        options = {"kafka.bootstrap.servers": bootstrap, "subscribe": topic}
+        if reader == "read":
+            n = weir.spark.read(spark, options).count()
+        else:
+            n = spark.read.format("weir").options(**options).load().count()
         assert n == records, (n, records)
     return go
 
@@ -87,6 +120,11 @@ def range_count():
         assert spark.range(10).count() == 10
     return go
 
+if reader == "format":
+    # format("weir") needs the source registered; registering makes Spark look up the
+    # installed Python data sources (a Python daemon and worker, once per JVM).
+    # weir.spark.read needs no registration.
+    out["register_s"] = timed("register", lambda: weir.spark.register(spark))
 if order == "weir-first":
     out["weir_1_s"] = timed("weir_1", weir_count())
     out["weir_2_s"] = timed("weir_2", weir_count())
@@ -96,6 +134,7 @@ else:
     out["range_1_s"] = timed("range_1", range_count())
     out["weir_after_range_s"] = timed("weir_after_range", weir_count())
     out["weir_2_s"] = timed("weir_2", weir_count())
+out["spark_pythons"] = spark_pythons()
 spark.stop()
 print("RESULT " + json.dumps(out))
 """
@@ -113,24 +152,29 @@ def produce(bootstrap: str, topic: str, records: int) -> None:
     assert producer.flush(60) == 0
 
 
-def session(python: str, bootstrap: str, topic: str, order: str, records: int) -> dict:
+def session(python: str, bootstrap: str, topic: str, order: str, records: int,
+            reader: str = "format") -> dict:
     env = dict(os.environ, PYSPARK_PYTHON=python, PYSPARK_DRIVER_PYTHON=python)
     start = time.perf_counter()
-    proc = subprocess.run([python, "-c", SESSION, bootstrap, topic, order, str(records)],
+    proc = subprocess.run([python, "-c", SESSION, bootstrap, topic, order, str(records),
+                           reader],
                           env=env, capture_output=True, text=True, timeout=600, check=False)
     wall = time.perf_counter() - start
     lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("RESULT ")]
     if proc.returncode != 0 or not lines:
         raise RuntimeError(f"session failed ({proc.returncode}):\n{proc.stderr[-3000:]}")
     result = json.loads(lines[-1][len("RESULT "):])
-    result.update(order=order, process_wall_s=wall)
+    result.update(order=order, reader=reader, process_wall_s=wall)
     return result
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--records", type=int, default=50)
-    parser.add_argument("--sessions", type=int, default=3, help="sessions of each order")
+    parser.add_argument("--sessions", type=int, default=3,
+                        help="sessions of each order and reader")
+    parser.add_argument("--readers", default="format,read",
+                        help="format: spark.read.format('weir'); read: weir.spark.read")
     parser.add_argument("--bootstrap")
     parser.add_argument("--python", default=sys.executable,
                         help="the Python (venv) of the sessions and their workers")
@@ -152,14 +196,16 @@ def main() -> None:
         topic = f"first-query-{int(time.time())}"
         produce(bootstrap, topic, args.records)
         runs = []
+        readers = [r.strip() for r in args.readers.split(",") if r.strip()]
         for i in range(args.sessions):
             for order in (("weir-first", "range-first") if i % 2 == 0
                           else ("range-first", "weir-first")):
-                load = os.getloadavg()[0]
-                run = session(args.python, bootstrap, topic, order, args.records)
-                run["load_before"] = load
-                runs.append(run)
-                print(json.dumps(run), flush=True)
+                for reader in (readers if i % 2 == 0 else readers[::-1]):
+                    load = os.getloadavg()[0]
+                    run = session(args.python, bootstrap, topic, order, args.records, reader)
+                    run["load_before"] = load
+                    runs.append(run)
+                    print(json.dumps(run), flush=True)
     finally:
         if cluster is not None:
             cluster.stop()
@@ -173,24 +219,37 @@ def _median(values: list[float]) -> float:
 
 
 def report(args: argparse.Namespace, runs: list[dict]) -> None:
-    weir_first = [r["weir_1_s"] for r in runs if r["order"] == "weir-first"]
-    range_first = [r["range_1_s"] for r in runs if r["order"] == "range-first"]
-    summary = {
-        "first weir count (cold session), median s": _median(weir_first),
-        "first range(10).count() (cold session), median s": _median(range_first),
-        "weir count after range, median s": _median(
-            [r["weir_after_range_s"] for r in runs if r["order"] == "range-first"]),
-        "second weir count, median s": _median([r["weir_2_s"] for r in runs]),
+    range_first = [r for r in runs if r["order"] == "range-first"]
+    summary: dict[str, float] = {
+        "first range(10).count() (cold session), median s": _median(
+            [r["range_1_s"] for r in range_first]),
+        "first range(10).count() (cold session), median CPU s": _median(
+            [r["range_1_cpu_s"] for r in range_first]),
     }
-    summary["first weir count (cold session), median CPU s"] = _median(
-        [r["weir_1_cpu_s"] for r in runs if r["order"] == "weir-first"])
-    summary["first range(10).count() (cold session), median CPU s"] = _median(
-        [r["range_1_cpu_s"] for r in runs if r["order"] == "range-first"])
-    summary["weir count after range, median CPU s"] = _median(
-        [r["weir_after_range_cpu_s"] for r in runs if r["order"] == "range-first"])
-    summary["excess over range + 2 s"] = (summary["first weir count (cold session), median s"]
-                                          - summary["first range(10).count() (cold session),"
-                                                    " median s"] - 2.0)
+    for reader in dict.fromkeys(r.get("reader", "format") for r in runs):
+        mine = [r for r in runs if r.get("reader", "format") == reader]
+        cold = [r for r in mine if r["order"] == "weir-first"]
+        warm = [r for r in mine if r["order"] == "range-first"]
+        name = f"{reader}: "
+        summary[name + "first weir count (cold session), median s"] = _median(
+            [r["weir_1_s"] for r in cold])
+        summary[name + "first weir count (cold session), median CPU s"] = _median(
+            [r["weir_1_cpu_s"] for r in cold])
+        summary[name + "weir count after range, median s"] = _median(
+            [r["weir_after_range_s"] for r in warm])
+        summary[name + "weir count after range, median CPU s"] = _median(
+            [r["weir_after_range_cpu_s"] for r in warm])
+        if reader == "format":
+            summary[name + "weir.spark.register, median s"] = _median(
+                [r["register_s"] for r in mine])
+            summary[name + "weir.spark.register, median CPU s"] = _median(
+                [r["register_cpu_s"] for r in mine])
+        summary[name + "second weir count, median s"] = _median([r["weir_2_s"] for r in mine])
+        summary[name + "Python processes Spark started, median"] = _median(
+            [r.get("spark_pythons", float("nan")) for r in mine])
+        summary[name + "excess over range + 2 s"] = (
+            summary[name + "first weir count (cold session), median s"]
+            - summary["first range(10).count() (cold session), median s"] - 2.0)
     commit = checkout_commit()
     result = {"records": args.records, "label": args.label, "commit": commit,
               "python": args.python, "machine": f"{os.cpu_count()} CPUs, {os.uname().release}",
@@ -206,12 +265,13 @@ def report(args: argparse.Namespace, runs: list[dict]) -> None:
              f" {args.label!r}, load average at end {result['load_avg_end']}"), "",
              "| | s |", "|---|---:|"]
     lines += [f"| {k} | {v:.2f} |" for k, v in summary.items()]
-    keys = ("session_start_s", "weir_1_s", "weir_1_cpu_s", "weir_2_s", "range_1_s",
-            "range_1_cpu_s", "weir_after_range_s", "weir_after_range_cpu_s", "load_before")
-    lines += ["", "| order | " + " | ".join(keys) + " |",
-              "|---|" + "---:|" * len(keys)]
+    keys = ("session_start_s", "register_s", "register_cpu_s", "weir_1_s", "weir_1_cpu_s", "weir_2_s", "range_1_s",
+            "range_1_cpu_s", "weir_after_range_s", "weir_after_range_cpu_s", "spark_pythons",
+            "load_before")
+    lines += ["", "| order | reader | " + " | ".join(keys) + " |",
+              "|---|---|" + "---:|" * len(keys)]
     for r in runs:
-        lines.append(f"| {r['order']} | " + " | ".join(
+        lines.append(f"| {r['order']} | {r.get('reader', 'format')} | " + " | ".join(
             "" if r.get(k) is None else f"{r[k]:.2f}" for k in keys) + " |")
     (results / "spark_first_query.md").write_text("\n".join(lines) + "\n")
 

@@ -128,7 +128,9 @@ def run(args: argparse.Namespace, bootstrap: str, work: Path, skip: set[int]) ->
         assert rows.num_rows == args.records
         ends = {r["partition"]: r["end"] for r in
                 log_df.groupBy("partition").agg(F.max("offset").alias("end")).collect()}
-        catalog = catalog_options(work / "iceberg")
+        # The Parquet path is measured, also for a --records small enough that
+        # weir.spark.read would otherwise read it on the driver (weir.spark.driver).
+        catalog = {**catalog_options(work / "iceberg"), "weir.driverReadMaxRecords": "0"}
         write_table(open_catalog(catalog), topic, rows, {p: e + 1 for p, e in ends.items()})
         parquet_path = str(work / "spark.parquet")
         log_df.drop("headers").write.parquet(parquet_path)

@@ -23,6 +23,7 @@ import weir.spark
 from tests.spark.helpers import create_topic, produce
 from tests.spark.tables import catalog_options, open_catalog, write_table
 from weir.common import TopicPartition as TP
+from weir.spark.driver import OPTION as DRIVER_OPTION
 from weir.spark.history import split
 
 PARTITIONS = 2
@@ -60,8 +61,21 @@ def _normalise(rows: list[dict]) -> list[dict]:
     return [dict(r, timestamp=r["timestamp"].timestamp()) for r in rows]
 
 
+# weir.spark.read reads up to this many offsets on the driver (weir.spark.driver): the
+# tests of Spark's own plan turn that off, the driver tests keep the default.
+IN_SPARK = {DRIVER_OPTION: "0"}
+
+
+def _on_driver(df) -> bool:
+    """True when the DataFrame is the driver's Arrow table: a local scan, no data source
+    (so no Python daemon or worker), no Parquet scan."""
+    plan = df._jdf.queryExecution().executedPlan().toString()
+    return ("LocalTableScan" in plan or "Scan ExistingRDD" in plan) and (
+        "BatchScan" not in plan and "parquet" not in plan.lower())
+
+
 def test_history_reads_the_table_and_the_log_above_it(spark, history):
-    df = weir.spark.read(spark, {**history["base"], **history["catalog"]})
+    df = weir.spark.read(spark, {**history["base"], **history["catalog"], **IN_SPARK})
     plan = df._jdf.queryExecution().executedPlan().toString()
     assert "parquet" in plan.lower(), plan  # Spark's own Parquet scan for the table part
     assert "FileScan parquet" in plan and "Batched: true" in plan, plan  # vectorized
@@ -74,7 +88,8 @@ def test_offsets_across_the_table_boundary_equal_a_log_read(spark, history):
     topic = history["topic"]
     bounds = {"startingOffsets": json.dumps({topic: {"0": 20, "1": 3}}),
               "endingOffsets": json.dumps({topic: {"0": 31, "1": -1}})}
-    got = weir.spark.read(spark, {**history["base"], **history["catalog"], **bounds})
+    got = weir.spark.read(spark, {**history["base"], **history["catalog"], **bounds,
+                                  **IN_SPARK})
     want = spark.read.format("weir").options(**history["base"], **bounds).load()
     assert "Filter (" in got._jdf.queryExecution().executedPlan().toString()
     assert _normalise(_rows(got)) == _normalise(_rows(want))
@@ -83,7 +98,8 @@ def test_offsets_across_the_table_boundary_equal_a_log_read(spark, history):
 
 
 def test_history_log_is_format_weir(spark, history):
-    df = weir.spark.read(spark, {**history["base"], **history["catalog"], "history": "log"})
+    df = weir.spark.read(spark, {**history["base"], **history["catalog"], "history": "log",
+                                 **IN_SPARK})
     assert "parquet" not in df._jdf.queryExecution().executedPlan().toString().lower()
     assert _normalise(_rows(df)) == _normalise(history["reference"])
 
@@ -101,6 +117,13 @@ def test_without_a_table_history_reads_the_log(spark, bootstrap, history, topic_
     produce(bootstrap, topic_name, [{"value": b"x%d" % i} for i in range(5)])
     opts = {"kafka.bootstrap.servers": bootstrap, "subscribe": topic_name}
     assert weir.spark.read(spark, {**opts, **history["catalog"]}).count() == 5
+    in_spark = weir.spark.read(spark, {**opts, **history["catalog"], **IN_SPARK})
+    on_driver = weir.spark.read(spark, {**opts, **history["catalog"]})
+    assert _on_driver(on_driver) and not _on_driver(in_spark)
+    assert _rows(on_driver) == _rows(in_spark)
+    empty = {"startingOffsets": json.dumps({topic_name: {"0": 5}})}
+    assert weir.spark.read(spark, {**opts, **empty}).count() == 0
+    assert weir.spark.read(spark, {**opts, **empty, **IN_SPARK}).count() == 0
     # no catalog options: the brokers are asked (DescribeConfigs); no table for it either way
     assert weir.spark.read(spark, opts).count() == 5
     with pytest.raises(weir.spark.OptionError, match="no subscribed topic has a table"):
@@ -116,8 +139,35 @@ def test_records_deleted_from_the_log_are_still_read_from_the_table(spark, boots
         future.result(30)
     log_only = spark.read.format("weir").options(**history["base"]).load()
     assert log_only.count() == PARTITIONS * PER_PARTITION - 20
-    df = weir.spark.read(spark, {**history["base"], **history["catalog"]})
+    df = weir.spark.read(spark, {**history["base"], **history["catalog"], **IN_SPARK})
     assert _normalise(_rows(df)) == _normalise(history["reference"])
+    small = weir.spark.read(spark, {**history["base"], **history["catalog"]})
+    assert _on_driver(small)
+    assert _rows(small) == _rows(df)
+
+
+def test_small_reads_on_the_driver_equal_the_spark_reads(spark, history):
+    """Table + log, offsets across the table's boundary, the log only: the driver's rows,
+    schema and types are those of the same read through Spark's tasks."""
+    topic = history["topic"]
+    bounds = {"startingOffsets": json.dumps({topic: {"0": 20, "1": 3}}),
+              "endingOffsets": json.dumps({topic: {"0": 31, "1": -1}})}
+    for extra in ({}, bounds, {"history": "log"}, {"includeHeaders": "false"},
+                  {**bounds, "history": "log", "includeHeaders": "false"}):
+        opts = {**history["base"], **history["catalog"], **extra}
+        small = weir.spark.read(spark, opts)
+        assert _on_driver(small), extra
+        big = weir.spark.read(spark, {**opts, **IN_SPARK})
+        assert not _on_driver(big), extra
+        assert small.schema == big.schema, extra
+        assert _rows(small) == _rows(big), extra
+        assert small.count() == big.count(), extra
+    # Above the limit the read goes to Spark's tasks.
+    over = weir.spark.read(spark, {**history["base"], **history["catalog"],
+                                   DRIVER_OPTION: str(PARTITIONS * PER_PARTITION - 1)})
+    assert not _on_driver(over)
+    with pytest.raises(weir.spark.OptionError, match=DRIVER_OPTION):
+        weir.spark.read(spark, {**history["base"], DRIVER_OPTION: "many"})
 
 
 def test_split_plans_table_and_log_ranges():
@@ -175,3 +225,34 @@ def test_reader_pins_the_writers_marker_and_names_a_bad_one(tmp_path):
                  snapshot_properties={contract.NEXT_OFFSETS: "[1, 2]"})
     with pytest.raises(tables.TableError, match="weir.next-offsets='\\[1, 2\\]'"):
         tables.table_snapshot(catalog, settings, "t")
+
+
+def test_a_driver_read_reports_lost_records_as_a_task_does(spark, bootstrap, topic_name):
+    """Offsets below the log start: DataLossError with failOnDataLoss=true (raised when the
+    read is planned, since the driver reads then), skipped with false, as format("weir")."""
+    create_topic(bootstrap, topic_name, 1)
+    produce(bootstrap, topic_name, [{"value": b"x%d" % i} for i in range(10)])
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    for future in admin.delete_records([KafkaTP(topic_name, 0, 4)],
+                                       request_timeout=30).values():
+        future.result(30)
+    opts = {"kafka.bootstrap.servers": bootstrap, "subscribe": topic_name,
+            "startingOffsets": json.dumps({topic_name: {"0": 2}}), "history": "log"}
+    with pytest.raises(weir.spark.DataLossError, match="below the log start offset 4"):
+        weir.spark.read(spark, opts)
+    lenient = {**opts, "failOnDataLoss": "false"}
+    small = weir.spark.read(spark, lenient)
+    assert _on_driver(small)
+    assert _rows(small) == _rows(spark.read.format("weir").options(**lenient).load())
+    assert [r["offset"] for r in _rows(small)] == list(range(4, 10))
+
+
+def test_driver_read_limit_option():
+    from weir.spark import driver
+
+    assert driver.max_records({}) == driver.DEFAULT_MAX_RECORDS
+    assert driver.max_records({DRIVER_OPTION.lower(): " 0 "}) == 0
+    for bad in ("-1", "1e3", ""):
+        with pytest.raises(weir.spark.OptionError, match=DRIVER_OPTION):
+            driver.max_records({DRIVER_OPTION.lower(): bad})
+    assert driver.span({TP("a", 0): (5, 9)}, {TP("a", 1): (0, 3), TP("b", 0): (2, 2)}) == 7

@@ -9,6 +9,8 @@
     history = weir.spark.read(spark, {"kafka.bootstrap.servers": "127.0.0.1:9092",
                                       "subscribe": "events"})  # the topic's table + the log
 
+``weir.spark.read`` needs no ``register``; a small read is done on the driver.
+
 Options and schema are those of Spark's Kafka source; see README.md in this package.
 Needs pyspark>=4.2 (the Python Data Source API with admission control), pyarrow and pandas<3.
 """

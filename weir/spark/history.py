@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from weir.common import TopicPartition
-from weir.spark import tables
+from weir.spark import driver, tables
 from weir.spark.metadata import PartitionMetadata
 from weir.spark.options import EARLIEST, OptionError, ReadOptions, parse_read_options
 from weir.spark.schema import kafka_schema
@@ -35,7 +35,8 @@ Range = tuple[int, int]
 # and offsets.
 _PLANNED_KEYS = ("subscribe", "subscribepattern", "assign", "startingoffsets",
                  "endingoffsets", "startingtimestamp", "endingtimestamp",
-                 "startingoffsetsbytimestampstrategy", "history", *tables.CATALOG_KEYS)
+                 "startingoffsetsbytimestampstrategy", "history", driver.OPTION.lower(),
+                 *tables.CATALOG_KEYS)
 
 
 @dataclass
@@ -84,11 +85,14 @@ def read(spark: Any, options: Mapping[str, str] | None = None, /, **more: str) -
     Options are those of ``format("weir")`` plus ``history`` (``table``, the default when a
     subscribed topic has a table, or ``log``) and, to name the catalog instead of asking a
     broker, ``weir.iceberg.catalog.type``, ``weir.iceberg.catalog.uri``,
-    ``weir.iceberg.warehouse`` and ``weir.iceberg.namespace``."""
+    ``weir.iceberg.warehouse`` and ``weir.iceberg.namespace``; and
+    ``weir.driverReadMaxRecords``: a read spanning at most that many offsets (5000) is read
+    on the driver into a local relation (:mod:`weir.spark.driver`), 0 never."""
     given = {str(k): str(v) for k, v in {**(options or {}), **more}.items() if v is not None}
     opts = parse_read_options(given, streaming=False)
     lowered = {k.lower(): v for k, v in given.items()}
-    if opts.history == "log":
+    small = driver.max_records(lowered)
+    if opts.history == "log" and not small:
         return _log_read(spark, given, None)
     meta = PartitionMetadata(opts.client_conf, opts.subscription)
     tps = meta.partitions()
@@ -100,12 +104,16 @@ def read(spark: Any, options: Mapping[str, str] | None = None, /, **more: str) -
         tp = backwards[0]
         raise OptionError(f"starting offset {start[tp]} of {tp} is after its ending offset"
                           f" {end[tp]}")
-    snapshots = _snapshots(opts, lowered, sorted({tp.topic for tp in tps}))
+    snapshots = ({} if opts.history == "log"
+                 else _snapshots(opts, lowered, sorted({tp.topic for tp in tps})))
     if not snapshots:
         if opts.history == "table":
             raise OptionError("history=table: no subscribed topic has a table (no"
                               " weir.iceberg.catalog.uri from the brokers or the options, or"
                               " no table in that catalog)")
+        log_only = {tp: (start[tp], end[tp]) for tp in tps if start[tp] < end[tp]}
+        if small and driver.span(log_only) <= small:
+            return driver.read(spark, opts, meta, {}, {}, log_only)
         return _log_read(spark, given, None)
     earliest = {tp: opts.starting.kind == "earliest" or (
         opts.starting.kind == "specific" and opts.starting.offsets.get(tp) == EARLIEST)
@@ -113,6 +121,9 @@ def read(spark: Any, options: Mapping[str, str] | None = None, /, **more: str) -
     plan = split(start, end, {t: s.next_offsets for t, s in snapshots.items()}, earliest)
     log.info("weir.spark.read: %d partitions from tables, %d from the log", len(plan.table),
              len(plan.log))
+    if small and driver.span(plan.table, plan.log) <= small:
+        # Small enough to read here: no Spark task, so no Python daemon or worker starts.
+        return driver.read(spark, opts, meta, snapshots, plan.table, plan.log)
     parts = []
     if plan.table:
         parts.append(_table_read(spark, opts, snapshots, plan.table))
@@ -185,7 +196,7 @@ def _log_read(spark: Any, given: Mapping[str, str],
     None, else assigned exactly ``ranges``."""
     if ranges is None:
         options = {k: v for k, v in given.items()
-                   if k.lower() not in ("history", *tables.CATALOG_KEYS)}
+                   if k.lower() not in ("history", driver.OPTION.lower(), *tables.CATALOG_KEYS)}
     elif ranges:
         options = {k: v for k, v in given.items() if k.lower() not in _PLANNED_KEYS}
         assigned: dict[str, list[int]] = {}
@@ -200,4 +211,10 @@ def _log_read(spark: Any, given: Mapping[str, str],
     else:  # everything came from tables: an empty read with the right schema
         headers = {k.lower(): v for k, v in given.items()}.get("includeheaders", "false")
         return spark.createDataFrame([], kafka_schema(headers.strip().lower() == "true"))
+    # Registered here, so that weir.spark.read needs no weir.spark.register: registering a
+    # Python data source makes Spark look up the installed ones first (a Python daemon and
+    # worker, once per JVM), a cost a read done on the driver does not pay.
+    from weir.spark.source import WeirDataSource
+
+    spark.dataSource.register(WeirDataSource)
     return spark.read.format("weir").options(**options).load()

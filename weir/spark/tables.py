@@ -110,23 +110,9 @@ class TableSnapshot:
         PyIceberg from the manifests' partition values and column bounds.  TableError when a
         file has delete files: the rows would need merge-on-read, which the Parquet path
         lacks."""
-        from pyiceberg.expressions import (
-            AlwaysFalse,
-            And,
-            EqualTo,
-            GreaterThanOrEqual,
-            LessThan,
-            Or,
-        )
-
         if not ranges or self.snapshot_id is None:
             return []
-        condition: Any = AlwaysFalse()
-        for partition, (lo, hi) in sorted(ranges.items()):
-            condition = Or(condition, And(EqualTo("partition", partition),
-                                          And(GreaterThanOrEqual("offset", lo),
-                                              LessThan("offset", hi))))
-        scan = self.table.scan(row_filter=condition, snapshot_id=self.snapshot_id,
+        scan = self.table.scan(row_filter=_ranges_filter(ranges), snapshot_id=self.snapshot_id,
                                selected_fields=("partition", "offset"))
         specs = self.table.specs()
         found = []
@@ -136,6 +122,41 @@ class TableSnapshot:
                                  " files; read with history=log")
             found.append((task.file.file_path, _kafka_partition(specs, task.file)))
         return found
+
+
+    def rows(self, ranges: Mapping[int, tuple[int, int]], columns: list[str]) -> Any:
+        """The rows of ``{partition: [from, until)}`` as a ``pyarrow.Table`` of ``columns``
+        (the table's own types), read by PyIceberg on this process: for reads small enough
+        to need no Spark task.  TableError on delete files, as :meth:`files`."""
+        if self.snapshot_id is None:
+            raise TableError(f"table of {self.topic} has no snapshot")
+        scan = self.table.scan(row_filter=_ranges_filter(ranges), snapshot_id=self.snapshot_id,
+                               selected_fields=tuple(columns))
+        tasks = list(scan.plan_files())
+        for task in tasks:
+            if task.delete_files:
+                raise TableError(f"table of {self.topic}: {task.file.file_path} has delete"
+                                 " files; read with history=log")
+        return scan.to_arrow().select(columns)
+
+
+def _ranges_filter(ranges: Mapping[int, tuple[int, int]]) -> Any:
+    """A PyIceberg row filter keeping ``{partition: [from, until)}``."""
+    from pyiceberg.expressions import (
+        AlwaysFalse,
+        And,
+        EqualTo,
+        GreaterThanOrEqual,
+        LessThan,
+        Or,
+    )
+
+    condition: Any = AlwaysFalse()
+    for partition, (lo, hi) in sorted(ranges.items()):
+        condition = Or(condition, And(EqualTo("partition", partition),
+                                      And(GreaterThanOrEqual("offset", lo),
+                                          LessThan("offset", hi))))
+    return condition
 
 
 def _kafka_partition(specs: Mapping[int, Any], data_file: Any) -> int | None:
