@@ -45,9 +45,11 @@ class SimZk:
     """The simulated ensemble (see the module docstring)."""
 
     def __init__(self, schedule: Schedule | None = None,
-                 latency: Callable[[], int] = lambda: 1, first_zxid: int = 0) -> None:
+                 latency: Callable[[], int] = lambda: 1,
+                 now_ms: Callable[[], int] = lambda: 0) -> None:
+        self.now_ms = now_ms
+        """The clock of the timestamps the clients write into znodes (virtual time)."""
         self.tree = ZnodeTree(schedule, latency)
-        self.tree.zxid = first_zxid
         self.tree.on_write = self._on_write
         self.on_state_write: Callable[[TopicPartition, LeaderIsr | None, LeaderIsr], None] = (
             lambda tp, old, new: None)
@@ -244,15 +246,14 @@ class SimZkClient(ZkClient):
     """One broker process's ZooKeeper connection: the production ``ZkClient`` on a
     :class:`~weir.sim.znodes.SimKazoo` session of the ensemble."""
 
-    def __init__(self, ensemble: SimZk, broker_id: int,
-                 now_ms: Callable[[], int] = lambda: 0) -> None:
+    def __init__(self, ensemble: SimZk, broker_id: int) -> None:
         self.ensemble = ensemble
         self.broker_id = broker_id
         self.sim_kazoo = SimKazoo(ensemble.tree, writer=broker_id,
                                   closed_error=ClientClosedError,
                                   expired_error=SessionGoneError)
         super().__init__(f"sim:{broker_id}", client=self.sim_kazoo,  # type: ignore[arg-type]
-                         now_ms=now_ms)
+                         now_ms=ensemble.now_ms)
         ensemble.clients.append(self)
 
     @property
