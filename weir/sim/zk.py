@@ -56,6 +56,7 @@ class SimZk:
         """Called with (partition, old state or None, new state) for each state write."""
         self.clients: list[SimZkClient] = []
         self._views: dict[str, tuple[int, Any]] = {}
+        self._nodes_decoded: dict[str, tuple[tuple[int, int], Any]] = {}
         self.admin = SimZkClient(self, -1)
         """The admin tools' session (kafka-topics, the reassignment tool)."""
         self.admin.ensure_paths()
@@ -115,6 +116,16 @@ class SimZk:
         self._views[name] = (self.tree.zxid, value)
         return value
 
+    def _decoded(self, path: str, node: Znode, decode: Callable[[Znode], Any]) -> Any:
+        """``decode(node)``, decoded once per version of the znode."""
+        key = (node.czxid, node.mzxid)
+        cached = self._nodes_decoded.get(path)
+        if cached is not None and cached[0] == key:
+            return cached[1]
+        value = decode(node)
+        self._nodes_decoded[path] = (key, value)
+        return value
+
     def _node(self, path: str) -> Znode | None:
         return self.tree.nodes.get(path)
 
@@ -134,9 +145,10 @@ class SimZk:
         def build() -> dict[str, TopicAssignment]:
             out = {}
             for name in self._children(paths.BROKER_TOPICS):
-                node = self.tree.nodes[paths.topic(name)]
-                out[name] = codecs.decode_topic_assignment(name, node.data,
-                                                           zk_version=node.version)
+                path = paths.topic(name)
+                out[name] = self._decoded(
+                    path, self.tree.nodes[path], lambda node, name=name:
+                    codecs.decode_topic_assignment(name, node.data, zk_version=node.version))
             return out
         return self._view("topics", build)  # type: ignore[no-any-return]
 
@@ -157,9 +169,10 @@ class SimZk:
             for name in self._children(paths.BROKER_TOPICS):
                 for p in self._children(paths.topic_partitions(name)):
                     tp = TopicPartition(name, int(p))
-                    node = self._node(paths.partition_state(*tp))
+                    path = paths.partition_state(*tp)
+                    node = self._node(path)
                     if node is not None:
-                        out[tp] = _decode_state(node)
+                        out[tp] = self._decoded(path, node, _decode_state)
             return out
         return self._view("states", build)  # type: ignore[no-any-return]
 
@@ -184,13 +197,17 @@ class SimZk:
     @property
     def controller(self) -> tuple[int, int] | None:
         """``(broker id, owning session)`` of ``/controller``, or None."""
-        node = self._node(paths.CONTROLLER)
-        return None if node is None else (codecs.decode_controller(node.data), node.owner)
+        def build() -> tuple[int, int] | None:
+            node = self._node(paths.CONTROLLER)
+            return None if node is None else (codecs.decode_controller(node.data), node.owner)
+        return self._view("controller", build)  # type: ignore[no-any-return]
 
     @property
     def controller_epoch(self) -> int:
-        node = self._node(paths.CONTROLLER_EPOCH)
-        return 0 if node is None else codecs.decode_controller_epoch(node.data)
+        def build() -> int:
+            node = self._node(paths.CONTROLLER_EPOCH)
+            return 0 if node is None else codecs.decode_controller_epoch(node.data)
+        return self._view("controller_epoch", build)  # type: ignore[no-any-return]
 
     @property
     def epoch_version(self) -> int:
@@ -223,8 +240,11 @@ class SimZk:
                 or parts[1:3] != ["brokers", "topics"]):
             return
         tp = TopicPartition(parts[3], int(parts[5]))
-        self.on_state_write(tp, None if old is None else _decode_state(old),
-                            _decode_state(new))
+        cached = self._nodes_decoded.get(path)
+        before = (None if old is None else cached[1]
+                  if cached is not None and cached[0] == (old.czxid, old.mzxid)
+                  else _decode_state(old))
+        self.on_state_write(tp, before, self._decoded(path, new, _decode_state))
 
 
 def _decode_state(node: Znode) -> LeaderIsr:
