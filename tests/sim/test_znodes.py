@@ -61,13 +61,14 @@ def test_versions_conditional_writes_and_errors() -> None:
     assert zk.delete("/a", version=1) and zk.exists("/a") is None
 
 
-def test_sequential_nodes_are_numbered_by_the_parents_cversion() -> None:
+def test_sequential_nodes_are_numbered_by_the_children_created_before() -> None:
     zk = SimKazoo(ZnodeTree())
     zk.create("/q")
     zk.create("/q/other")
     assert zk.create("/q/n-", sequence=True) == "/q/n-0000000001"
-    zk.delete("/q/other")
-    assert zk.create("/q/n-", sequence=True) == "/q/n-0000000003"
+    zk.delete("/q/other")  # the parent's cversion moves, the numbering does not
+    assert zk.get("/q")[1].cversion == 3
+    assert zk.create("/q/n-", sequence=True) == "/q/n-0000000002"
 
 
 def test_a_multi_applies_all_or_nothing_with_zookeepers_per_operation_errors() -> None:

@@ -3,8 +3,8 @@ simulation.
 
 :class:`ZnodeTree` is the ensemble: znodes with data and ZooKeeper's ``Stat`` (``czxid``,
 ``mzxid``, ``pzxid``, ``version``, ``cversion``, ``ephemeralOwner``, ...), persistent,
-ephemeral and sequential creates (the sequence number is the parent's ``cversion``, as
-ZooKeeper's ``PrepRequestProcessor`` does), conditional ``setData`` and ``delete``,
+ephemeral and sequential creates (numbered by the children created under the parent so
+far: a real ZooKeeper's deletions move the parent's ``cversion`` but not the numbering), conditional ``setData`` and ``delete``,
 ``check``, and ``multi`` transactions that apply all of their operations or none (a failed
 one answers, as the server does, ``RolledBackError`` for the operations before the one that
 failed, its own error, and ``RuntimeInconsistency`` after it).  Sessions own their
@@ -54,12 +54,15 @@ Watcher = Callable[[WatchedEvent], Any]
 
 class Znode:
     __slots__ = ("children", "cversion", "czxid", "data", "mzxid", "owner", "pzxid",
-                 "version")
+                 "sequence", "version")
 
     def __init__(self, data: bytes, zxid: int, owner: int) -> None:
         self.data = data
         self.czxid = self.mzxid = self.pzxid = zxid
         self.version = self.cversion = 0
+        self.sequence = 0
+        """The next sequential child's number: the children created so far (a deletion
+        moves ``cversion`` but not this, as a real ZooKeeper numbers them)."""
         self.owner = owner
         self.children: set[str] = set()
 
@@ -250,7 +253,7 @@ class ZnodeTree:
         if parent.owner:
             raise NoChildrenForEphemeralsError(parent_path)
         if sequence:
-            path = f"{path}{parent.cversion:010d}"
+            path = f"{path}{parent.sequence:010d}"
         if path in self.nodes:
             raise NodeExistsError(path)
         self.nodes[path] = Znode(data, zxid, session if ephemeral else 0)
@@ -258,12 +261,14 @@ class ZnodeTree:
         old_pzxid = parent.pzxid
         parent.children.add(name)
         parent.cversion += 1
+        parent.sequence += 1
         parent.pzxid = zxid
 
         def uncreate() -> None:
             del self.nodes[path]
             parent.children.discard(name)
             parent.cversion -= 1
+            parent.sequence -= 1
             parent.pzxid = old_pzxid
         undo.append(uncreate)
         changes.append(("created", path, None))
