@@ -40,7 +40,6 @@ class FakeZk(MemoryZk):
     def __init__(self) -> None:
         super().__init__()
         self.epoch_version = EPOCH_ZK_VERSION
-        self.stamp_mzxid = False  # the tests' broker epochs are not this store's zxids
         self.ops: list[ZkOperation] = []
         self.deleted: list[str] = []
         self.preferred_election_deleted = 0
