@@ -14,10 +14,11 @@ import pytest
 from weir.controller import election
 from weir.controller.partition_state_machine import PartitionStateMachine
 from weir.controller.reassignment import ReassignmentManager
+from weir.coordination import codecs, paths
 from weir.coordination.codecs import LeaderIsr
+from weir.coordination.zk import ZkClient
 from weir.sim import SimConfig, run_seed
 from weir.sim import invariants as inv
-from weir.sim.zk import SimZk
 
 SEEDS = range(12)
 
@@ -81,32 +82,43 @@ def test_unclean_election_is_caught(monkeypatch: pytest.MonkeyPatch) -> None:
     assert _caught(inv.CleanLeaderElection)
 
 
-def test_two_controllers_in_one_epoch_are_caught(monkeypatch: pytest.MonkeyPatch) -> None:
-    real = SimZk.try_become_controller
+def _elect(client: ZkClient, broker_id: int, epoch: int | None) -> tuple[int, int] | None:
+    """A planted election: the ephemeral ``/controller`` and, unless ``epoch`` is None,
+    ``/controller_epoch`` set to ``epoch`` in one multi (None: only checked, not bumped)."""
+    found, version = client._read_or_init_controller_epoch()
+    txn = client.kazoo.transaction()
+    txn.create(paths.CONTROLLER, codecs.encode_controller(broker_id, 0), ephemeral=True)
+    if epoch is None:
+        txn.check(paths.CONTROLLER_EPOCH, version)
+    else:
+        txn.set_data(paths.CONTROLLER_EPOCH, codecs.encode_controller_epoch(epoch), version)
+    created, written = txn.commit()
+    if isinstance(created, Exception) or isinstance(written, Exception):
+        return None
+    return (found, version) if epoch is None else (epoch, int(written.version))
 
-    def no_epoch_bump(self, broker_id, session):  # type: ignore[no-untyped-def]
-        won = real(self, broker_id, session)
-        if won is None or self.epoch_version == 1:
-            return won
-        self.controller_epoch -= 1
-        self.epoch_version -= 1  # the election "forgets" to bump /controller_epoch
-        return self.controller_epoch, self.epoch_version
-    monkeypatch.setattr(SimZk, "try_become_controller", no_epoch_bump)
+
+def test_two_controllers_in_one_epoch_are_caught(monkeypatch: pytest.MonkeyPatch) -> None:
+    real = ZkClient.try_become_controller
+
+    def no_epoch_bump(self, broker_id):  # type: ignore[no-untyped-def]
+        found = self.get_controller_epoch()
+        if found is None or found[1] == 0:  # the first election is right
+            return real(self, broker_id)
+        return _elect(self, broker_id, None)  # it "forgets" to bump /controller_epoch
+    monkeypatch.setattr(ZkClient, "try_become_controller", no_epoch_bump)
     assert _caught(inv.OneControllerPerEpoch)
 
 
 def test_controller_epoch_going_back_is_caught(monkeypatch: pytest.MonkeyPatch) -> None:
-    real = SimZk.try_become_controller
     elections = []
 
-    def epoch_wraps(self, broker_id, session):  # type: ignore[no-untyped-def]
-        won = real(self, broker_id, session)
-        if won is None:
-            return won
-        elections.append(broker_id)
-        self.controller_epoch = 2 if len(elections) % 2 else 1  # 2, 1, 2, 1, ...
-        return self.controller_epoch, won[1]
-    monkeypatch.setattr(SimZk, "try_become_controller", epoch_wraps)
+    def epoch_wraps(self, broker_id):  # type: ignore[no-untyped-def]
+        won = _elect(self, broker_id, 2 if len(elections) % 2 == 0 else 1)  # 2, 1, 2, 1, ...
+        if won is not None:
+            elections.append(broker_id)
+        return won
+    monkeypatch.setattr(ZkClient, "try_become_controller", epoch_wraps)
     assert _caught(inv.ControllerEpochMonotonic)
 
 

@@ -1,4 +1,5 @@
-"""The in-memory ZooKeeper store behaves as ZkClient and ZooKeeper do for the controller."""
+"""The simulation's ZooKeeper: the production ZkClient on the znode-level ensemble
+behaves as ZkClient on ZooKeeper does for the controller."""
 
 from __future__ import annotations
 
@@ -40,17 +41,19 @@ def test_writes_are_fenced_by_the_controller_epoch_version() -> None:
     assert client.create_partition_states({T0: state}, version)[T0].zk_version == 0
     other = SimZkClient(zk, 2)
     zk.register_broker(2, other.session)
+    late = SimZkClient(zk, 1)  # a write of broker 1 still on its way in another session
     zk.expire(client.session)  # the controller's session goes: /controller with it
     assert zk.controller is None and 1 not in zk.brokers
     assert other.try_become_controller(2) == (2, 2)
     with pytest.raises(ControllerMovedError):  # the deposed controller: fenced
-        zk.update_partition_states({T0: dataclasses.replace(state, zk_version=0)}, version)
+        late.update_partition_states({T0: dataclasses.replace(state, zk_version=0)}, version)
+    assert zk.states[T0].zk_version == 0  # nothing of it was applied
     with pytest.raises(ControllerMovedError):  # and its session is gone
         client.get_partition_states([T0])
 
 
 def test_states_and_topic_znodes_are_conditional_on_their_versions() -> None:
-    zk, client, version = _elected()
+    _zk, client, version = _elected()
     state = LeaderIsr(1, 0, [1, 2], 1)
     client.create_partition_states({T0: state}, version)
     assert isinstance(client.create_partition_states({T0: state}, version)[T0],
@@ -62,11 +65,11 @@ def test_states_and_topic_znodes_are_conditional_on_their_versions() -> None:
     assert isinstance(stale, ZkVersionMismatchError)
     assert client.update_partition_states({T0: dataclasses.replace(state, zk_version=0)},
                                           version)[T0].zk_version == 1
-    topic = zk.get_topic("t")
+    topic = client.get_topic("t")
     assert topic is not None
     with pytest.raises(ZkVersionMismatchError):
-        zk.set_topic_assignment(topic, topic.zk_version + 1, version)
-    assert zk.set_topic_assignment(topic, topic.zk_version, version) == topic.zk_version + 1
+        client.set_topic_assignment(topic, topic.zk_version + 1, version)
+    assert client.set_topic_assignment(topic, topic.zk_version, version) == topic.zk_version + 1
 
 
 def test_reassignment_operations_run_through_the_one_executor() -> None:
@@ -78,29 +81,30 @@ def test_reassignment_operations_run_through_the_one_executor() -> None:
     moving = ReplicaAssignment((2, 3, 1), adding=(3,), removing=(1,))
     result = executor.execute(client, ZkUpdateTopicAssignments({"t": {0: moving}}, version))
     assert result == {"t": None}
-    topic = zk.get_topic("t")
+    topic = client.get_topic("t")
     assert topic is not None and topic.adding == {0: [3]} and topic.removing == {0: [1]}
     executor.execute(client, ZkSetReassignments({}, version))
-    assert zk.get_reassignments() == {} and zk.data(paths.REASSIGN_PARTITIONS) is None
+    assert client.get_reassignments() == {} and zk.data(paths.REASSIGN_PARTITIONS) is None
     with pytest.raises(ControllerMovedError):
         executor.execute(client, ZkSetReassignments({}, version + 1))
 
 
 def test_watches_fire_at_registration_and_on_change_and_sessions_hear_lost() -> None:
-    zk = SimZk()
-    client = SimZkClient(zk, 1)
+    zk, controller, version = _elected()
+    client = SimZkClient(zk, 2)
     seen: list[object] = []
     states: list[str] = []
     client.add_session_listener(states.append)
     client.watch_children(paths.BROKER_TOPICS, seen.append)
-    watch = client.watch_data(paths.topic("t"), lambda data, _stat: seen.append(data))
-    assert seen == [[], None]
-    zk.create_topic("t", {0: [1]})
-    assert seen[2:] == [b"{}", ["t"]] or seen[2:] == [["t"], b"{}"]
+    watch = client.watch_data(paths.topic("u"), lambda data, _stat: seen.append(data))
+    assert seen == [["t"], None]
+    zk.create_topic("u", {0: [1]})
+    assert len(seen) == 4 and ["t", "u"] in seen[2:] and any(
+        isinstance(s, bytes) and b'"partitions"' in s for s in seen[2:])
     watch.cancel()
-    zk.mark_for_deletion("t")
-    zk.delete_topic_znodes("t", zk.epoch_version)
-    assert seen[-1] == [] and len(seen) == 5
+    zk.mark_for_deletion("u")
+    controller.delete_topic_znodes("u", version)
+    assert seen[-1] == ["t"] and len(seen) == 5
     zk.expire(client.session)
     assert states == ["LOST"]
     client.reconnect()

@@ -13,8 +13,9 @@ as Kafka's ``KafkaZkClient`` does: a deposed controller's write fails with
 :class:`~weir.coordination.errors.ControllerMovedError`.  Partition states and topic
 assignments are also conditional on their own znode versions.
 
-Implementations: :class:`weir.coordination.zk.ZkClient` (kazoo, the real ensemble) and
-:class:`weir.sim.zk.SimZk` (in memory, for the simulation and the unit tests).
+Implementation: :class:`weir.coordination.zk.ZkClient`, on kazoo and a real ensemble or, in
+the simulation, on the znode-level fake of :mod:`weir.sim.znodes`
+(:class:`weir.sim.zk.SimZkClient`).
 """
 
 from __future__ import annotations

@@ -32,7 +32,6 @@ from typing import Any, TypeVar
 from kazoo.client import KazooClient
 from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError
 from kazoo.protocol.states import ZnodeStat
-from kazoo.recipe.watchers import ChildrenWatch, DataWatch
 from kazoo.retry import KazooRetry
 
 from weir.common import TopicPartition
@@ -105,12 +104,19 @@ class ZkClient(ControllerWrites):
         connect: str,
         session_timeout_ms: int = 18000,
         connection_timeout_ms: int = 18000,
+        *,
+        client: KazooClient | None = None,
+        now_ms: Callable[[], int] = _now_ms,
     ) -> None:
+        """``client`` replaces the kazoo client (the simulation's znode-level ensemble,
+        :class:`weir.sim.znodes.SimKazoo`); ``now_ms`` is the clock of the timestamps in
+        the ``/controller`` and ``/brokers/ids/<id>`` JSON."""
         self.connect = connect
         self._hosts, self.chroot = split_connect(connect)
         self._session_timeout_s = session_timeout_ms / 1000
         self._connection_timeout_s = connection_timeout_ms / 1000
-        self._client = KazooClient(hosts=connect, timeout=self._session_timeout_s)
+        self._client = client or KazooClient(hosts=connect, timeout=self._session_timeout_s)
+        self._now_ms = now_ms
         self._retry = KazooRetry(max_tries=5, delay=0.05, max_delay=1.0, ignore_expire=False)
         self._reads = BatchedReader(self._client)
         self._reported: set[tuple[str, str]] = set()
@@ -258,7 +264,7 @@ class ZkClient(ControllerWrites):
     def register_broker(self, info: BrokerInfo) -> int:
         """Create the ephemeral ``/brokers/ids/<id>``; returns the broker epoch (czxid)."""
         path = paths.broker(info.id)
-        data = codecs.encode_broker(info, _now_ms())
+        data = codecs.encode_broker(info, self._now_ms())
         try:
             _, stat = self._client.create(
                 path, data, ephemeral=True, makepath=True, include_data=True
@@ -279,7 +285,7 @@ class ZkClient(ControllerWrites):
         _, stat = self._client.get(path)
         if stat.ephemeralOwner != self.session_id:
             raise BrokerIdInUseError(info.id, stat.ephemeralOwner)
-        self._client.set(path, codecs.encode_broker(info, _now_ms()), version=stat.version)
+        self._client.set(path, codecs.encode_broker(info, self._now_ms()), version=stat.version)
 
     def get_all_brokers(self) -> dict[int, BrokerInfo]:
         """Registered brokers; one with an undecodable registration is left out."""
@@ -342,7 +348,8 @@ class ZkClient(ControllerWrites):
             epoch, version = self._read_or_init_controller_epoch()
             txn = self._client.transaction()
             txn.create(
-                paths.CONTROLLER, codecs.encode_controller(broker_id, _now_ms()), ephemeral=True
+                paths.CONTROLLER, codecs.encode_controller(broker_id, self._now_ms()),
+                ephemeral=True,
             )
             txn.set_data(
                 paths.CONTROLLER_EPOCH, codecs.encode_controller_epoch(epoch + 1), version=version
@@ -628,7 +635,7 @@ class ZkClient(ControllerWrites):
         """
         self._retry(self._client.ensure_path, path)
         watch = Watch(path, lambda children: callback(sorted(children)))
-        ChildrenWatch(self._client, path, watch._on_children)
+        self._client.ChildrenWatch(path, watch._on_children)  # kazoo's recipe
         return watch
 
     def watch_data(
@@ -637,7 +644,7 @@ class ZkClient(ControllerWrites):
         """``callback(data, stat)`` now and on every change, creation and deletion
         (``(None, None)`` while the node does not exist)."""
         watch = Watch(path, callback)
-        DataWatch(self._client, path, watch._on_data)
+        self._client.DataWatch(path, watch._on_data)  # kazoo's recipe
         return watch
 
     def watch_broker(self, broker_id: int, callback: Callable[[], None]) -> Watch:
@@ -657,7 +664,7 @@ class ZkClient(ControllerWrites):
     def watch_exists(self, path: str, callback: Callable[[ZnodeStat | None], None]) -> Watch:
         """``callback(stat or None)`` now and whenever ``path`` appears, changes or goes."""
         watch = Watch(path, lambda _data, stat: callback(stat))
-        DataWatch(self._client, path, watch._on_data)
+        self._client.DataWatch(path, watch._on_data)  # kazoo's recipe
         return watch
 
 

@@ -18,7 +18,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import contextvars
-import dataclasses
 import logging
 import os
 import random
@@ -39,6 +38,7 @@ from weir.coordination.codecs import LeaderIsr
 from weir.protocol import codec
 from weir.protocol.errors import ErrorCode, KafkaError
 from weir.protocol.interbroker import INTERBROKER_SCHEMAS
+from weir.sim.config import SimConfig, data_config
 from weir.sim.data import DataPlane
 from weir.sim.disk import DiskFaults
 from weir.sim.group_invariants import GroupInvariants
@@ -55,60 +55,10 @@ from weir.sim.zk import SimZk
 
 __all__ = ["SimConfig", "SimResult", "Simulation", "data_config"]
 
-@dataclass(frozen=True)
-class SimConfig:
-    """Knobs of one run (times in simulated milliseconds)."""
-
-    brokers: int = 4
-    topics: int = 3
-    partitions: int = 4
-    replication: int = 3
-    fault_ms: int = 6000
-    settle_ms: int = 4000
-    session_timeout_ms: int = 150
-    fault_every_ms: tuple[int, int] = (80, 400)
-    isr_tick_ms: int = 40
-    rebalance_interval_s: int = 1  # leader.imbalance.check.interval.seconds
-    controller_socket_timeout_ms: int = 3000  # controller.socket.timeout.ms
-    converge_ms: int = 6000  # after settle_ms: how long convergence may still take
-    max_steps: int = 2_000_000
-    reassignments: bool = True  # inject reassignments (an ISR change can then complete one)
-    # -- the data path (weir.sim.data); off: the controller-only simulation -----------------
-    data: bool = False
-    min_insync_replicas: int = 2
-    power_loss_ratio: float = 0.5  # of broker kills, those that also lose unflushed bytes
-    flush_every_ms: tuple[int, int] = (40, 250)  # OS writeback + checkpoint files
-    data_drop_ratio: float = 0.01  # data-path messages lost outright
-    fetch_timeout_ms: int = 150
-    fetch_backoff_ms: int = 40
-    data_duplicate_ratio: float = 0.01  # fetcher requests delivered twice
-    data_reorder_ratio: float = 0.02  # data-path messages overtaking earlier ones on a link
-    fetch_max_wait_ms: int = 20  # replica.fetch.wait.max.ms: the fetch purgatory's long poll
-    fetch_max_bytes: int = 400
-    produce_every_ms: tuple[int, int] = (2, 10)
-    produce_timeout_ms: int = 600
-    replica_lag_time_max_ms: int = 300
-    data_dir: str | None = None  # where the runs' log directories go (default: a temp dir)
-    # -- disk errors (weir.sim.disk; with data): log dirs per broker, and the faults ---------
-    log_dirs: int = 1
-    disk_faults: bool = False
-    disk_fault_every_ms: tuple[int, int] = (300, 1200)
-    groups: bool = False  # consumer groups on the data path (weir.sim.groups)
-    # idempotent producers retrying batches across leader changes (weir.sim.idempotent)
-    idempotent_producers: bool = False
-
-
 def _fast_dir() -> str | None:
     """A RAM-backed directory if there is one (fsync is then nearly free)."""
     shm = Path("/dev/shm")
     return str(shm) if shm.is_dir() and os.access(shm, os.W_OK) else None
-
-
-def data_config(**overrides: Any) -> SimConfig:
-    """The configuration of data-path runs: a smaller cluster, real logs, producers."""
-    base = SimConfig(data=True, topics=2, partitions=2, fault_ms=3000, settle_ms=3000,
-                     fault_every_ms=(30, 150), flush_every_ms=(100, 800))
-    return dataclasses.replace(base, **overrides)
 
 
 @dataclass
@@ -161,7 +111,8 @@ class Simulation:
         self._links: dict[tuple[int, int], int] = {}
         self.data: DataPlane | None = None
         self.disks: DiskFaults | None = None  # the disk errors (SimConfig.disk_faults)
-        self.zk = SimZk(schedule=self.schedule, latency=self.zk_latency)
+        self.zk = SimZk(schedule=self.schedule, latency=self.zk_latency,
+                        now_ms=self.loop.now_ms)
         self.zk.on_state_write = self._check_write
         settings = {b: ControllerSettings(
             broker_id=b, leader_imbalance_check_interval_seconds=self.config.rebalance_interval_s,
@@ -220,7 +171,7 @@ class Simulation:
             delay += self.rng.randint(50, 250)  # a lost packet, resent after a timeout
         return delay
 
-    def _deliver(self, src: int, dst: int, fn: Callable[[], object]) -> None:
+    def deliver(self, src: int, dst: int, fn: Callable[[], object]) -> None:
         """FIFO per link, like one TCP connection."""
         at = max(self.now + self.net_delay(), self._links.get((src, dst), 0))
         self._links[(src, dst)] = at
@@ -260,13 +211,13 @@ class Simulation:
             except TimeoutError:  # the controller did not answer within its socket timeout
                 value = ErrorCode.request_timed_out
             if target.alive and target.incarnation == target_incarnation:
-                self._deliver(target.id, source.id, lambda: back(value))
+                self.deliver(target.id, source.id, lambda: back(value))
 
         def arrive() -> None:
             if target.alive and target.incarnation == target_incarnation \
                     and target.service is not None:
                 target.spawn(serve())
-        self._deliver(source.id, target.id, arrive)
+        self.deliver(source.id, target.id, arrive)
 
     def send_alter_partition(self, node: SimNode, topic_id: uuid.UUID, tp: TopicPartition,
                              change: IsrChange, token: int) -> None:
@@ -345,11 +296,11 @@ class Simulation:
         if roll < 0.2 and alive:
             node = self.rng.choice(alive)
             if self.data is not None and self.rng.random() < self.config.power_loss_ratio:
-                self._kill(node, "power loss of", lose_unflushed=True)
+                self.kill(node, "power loss of", lose_unflushed=True)
             else:
-                self._kill(node, "kill")
+                self.kill(node, "kill")
         elif roll < 0.28 and controller is not None:
-            self._kill(controller, "kill controller")
+            self.kill(controller, "kill controller")
         elif roll < 0.36 and alive:
             node = self.rng.choice(alive)
             self.faults.append(f"{self.now}: controlled shutdown of {node.id}")
@@ -369,7 +320,7 @@ class Simulation:
         elif roll < 0.7 and alive:
             self._preferred_election(self.rng.choice(alive))
         elif dead:
-            self._restart(self.rng.choice(dead))
+            self.restart(self.rng.choice(dead))
         self.schedule(self.rng.randint(*self.config.fault_every_ms), self._fault)
 
     def delete_topic(self, topic: str) -> None:
@@ -398,7 +349,7 @@ class Simulation:
         """Topics a deletion may pick: not the internal ones (Kafka refuses to delete them)."""
         return sorted(t for t in self.zk.topics if not t.startswith("__"))
 
-    def _kill(self, node: SimNode, what: str, lose_unflushed: bool = False) -> None:
+    def kill(self, node: SimNode, what: str, lose_unflushed: bool = False) -> None:
         self.faults.append(f"{self.now}: {what} {node.id}")
         session = node.session
         node.crash(lose_unflushed)
@@ -412,14 +363,20 @@ class Simulation:
         self.schedule(self.zk_latency() + 5,
                       lambda: node.incarnation == incarnation and node.session_expired())
 
-    def _restart(self, node: SimNode) -> None:
+    def restart(self, node: SimNode) -> None:
         if node.alive:
             return
         if node.id in self.zk.brokers:  # the old session has not expired yet
-            self.schedule(50, lambda: self._restart(node))
+            self.schedule(50, lambda: self.restart(node))
             return
         self.faults.append(f"{self.now}: restart {node.id}")
         node.start()
+
+
+    # The broker side (weir.sim.node, weir.sim.replica) calls these by their old names.
+    _deliver = deliver
+    _kill = kill
+    _restart = restart
 
     def _request_shutdown(self, node: SimNode, attempt: int) -> None:
         """ControlledShutdown (Kafka's KafkaServer.controlledShutdown: retried while the
@@ -435,7 +392,7 @@ class Simulation:
             node.crash()
             self.zk.expire(session)  # a clean stop closes the session at once
             if self.now >= self.config.fault_ms:
-                self.schedule(10, lambda: self._restart(node))
+                self.schedule(10, lambda: self.restart(node))
         else:
             self.schedule(30, lambda: self._request_shutdown(node, attempt + 1))
 
@@ -671,7 +628,7 @@ class Simulation:
     def _restart_all(self) -> None:
         for node in self.nodes.values():
             if not node.alive:
-                self._restart(node)
+                self.restart(node)
 
     def _stop_ticking(self) -> None:
         self.ticking = False

@@ -44,8 +44,9 @@ from weir.sim.idempotent import IdempotentProducers
 from weir.sim.replica import SimReplicas
 
 if TYPE_CHECKING:
-    from weir.sim.cluster import SimConfig, Simulation
+    from weir.sim.config import SimConfig
     from weir.sim.node import SimNode
+    from weir.sim.world import World
 
 __all__ = ["ACKNOWLEDGED", "COMMITTED", "DataPlane"]
 
@@ -58,7 +59,7 @@ Record = tuple[int, bytes]
 class DataPlane:
     """Data-path state of a whole simulated cluster."""
 
-    def __init__(self, sim: Simulation, root: Path) -> None:
+    def __init__(self, sim: World, root: Path) -> None:
         self.sim = sim
         self.config: SimConfig = sim.config
         self.root = root
@@ -160,7 +161,7 @@ class DataPlane:
                 self.stats["reordered_messages"] += 1
                 self.sim.schedule(self.sim.net_delay(), arrive)
             else:
-                self.sim._deliver(src_id, dst.id, arrive)
+                self.sim.deliver(src_id, dst.id, arrive)
         self.stats["duplicated_messages"] += copies - 1
 
     # -- producers -----------------------------------------------------------------------

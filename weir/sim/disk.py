@@ -33,7 +33,7 @@ from weir.sim.invariants import Invariant
 from weir.storage import file_io
 
 if TYPE_CHECKING:
-    from weir.sim.cluster import Simulation
+    from weir.sim.world import World
 
 __all__ = ["OPERATIONS", "DiskFaults", "FaultyDisks", "OfflineReplicasFenced"]
 
@@ -43,7 +43,7 @@ OPERATIONS = ("write", "fsync", "read")
 class FaultyDisks:
     """The segments' :class:`~weir.storage.file_io.FileIo` under simulation."""
 
-    def __init__(self, sim: Simulation) -> None:
+    def __init__(self, sim: World) -> None:
         self.sim = sim
         self.armed: dict[Path, tuple[int, str]] = {}  # log dir -> (broker, operation)
         self.broken: dict[Path, int] = {}  # log dir -> broker
@@ -96,7 +96,7 @@ class OfflineReplicasFenced(Invariant):
 
     name = "offline replicas fenced"
 
-    def check(self, sim: Simulation) -> list[str]:
+    def check(self, sim: World) -> list[str]:
         out = []
         for node in sim.nodes.values():
             replicas = node.replicas
@@ -120,7 +120,7 @@ class OfflineReplicasFenced(Invariant):
 class DiskFaults:
     """Injects disk errors and checks :class:`OfflineReplicasFenced` (module docstring)."""
 
-    def __init__(self, sim: Simulation) -> None:
+    def __init__(self, sim: World) -> None:
         if sim.config.log_dirs < 2:
             raise ValueError("disk faults need SimConfig.log_dirs >= 2 (JBOD)")
         self.sim = sim
@@ -165,5 +165,5 @@ class DiskFaults:
         for node in sim.nodes.values():
             if node.alive and node.replicas is not None \
                     and node.replicas.log_manager.offline_dirs:
-                sim._kill(node, "restart with its failed disk back:")
-                sim.schedule(sim.config.session_timeout_ms + 1, lambda n=node: sim._restart(n))
+                sim.kill(node, "restart with its failed disk back:")
+                sim.schedule(sim.config.session_timeout_ms + 1, lambda n=node: sim.restart(n))

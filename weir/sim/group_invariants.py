@@ -44,8 +44,8 @@ from weir.protocol.errors import KafkaError
 from weir.sim.invariants import Invariant
 
 if TYPE_CHECKING:
-    from weir.sim.cluster import Simulation
     from weir.sim.groups import CommitAttempt, FetchObservation, GroupPlane
+    from weir.sim.world import World
 
 __all__ = ["AcknowledgedCommitsFetched", "DeletedTopicOffsetsRemoved", "GenerationsNeverGoBack",
            "GroupInvariants", "OneAssignmentPerGeneration", "group_invariants"]
@@ -57,7 +57,7 @@ class _EachOffsetFetch(Invariant):
     def __init__(self) -> None:
         self._seen = 0
 
-    def after_step(self, sim: Simulation) -> Iterable[str]:
+    def after_step(self, sim: World) -> Iterable[str]:
         plane = sim.groups
         if plane is None or len(plane.fetches) == self._seen:
             return []
@@ -88,7 +88,7 @@ class AcknowledgedCommitsFetched(_EachOffsetFetch):
                            f"{obs.served_at}: {message}")
         return out
 
-    def at_end(self, sim: Simulation) -> Iterable[str]:
+    def at_end(self, sim: World) -> Iterable[str]:
         plane = sim.groups
         if plane is None:
             return []
@@ -187,7 +187,7 @@ class DeletedTopicOffsetsRemoved(_EachOffsetFetch):
                            f"at {obs.served_at}: {message}")
         return out
 
-    def at_end(self, sim: Simulation) -> Iterable[str]:
+    def at_end(self, sim: World) -> Iterable[str]:
         plane = sim.groups
         if plane is None:
             return []
@@ -245,7 +245,7 @@ class OneAssignmentPerGeneration(Invariant):
         for key in [k for k in self._nonces if k[0] == group]:
             del self._nonces[key]
 
-    def after_step(self, sim: Simulation) -> Iterable[str]:
+    def after_step(self, sim: World) -> Iterable[str]:
         plane = sim.groups
         if plane is None:
             return []
@@ -296,7 +296,7 @@ class GenerationsNeverGoBack(Invariant):
     def _forget(self, group: str) -> None:
         self._synced.pop(group, None)
 
-    def after_step(self, sim: Simulation) -> Iterable[str]:
+    def after_step(self, sim: World) -> Iterable[str]:
         plane = sim.groups
         if plane is None:
             return []
@@ -347,13 +347,13 @@ class GroupInvariants(Invariant):
     def __init__(self, parts: list[Invariant] | None = None) -> None:
         self.parts = group_invariants() if parts is None else parts
 
-    def after_step(self, sim: Simulation) -> Iterable[str]:
+    def after_step(self, sim: World) -> Iterable[str]:
         if sim.groups is None:
             return []
         return [f"{part.name}: {message}" for part in self.parts
                 for message in part.after_step(sim)]
 
-    def at_end(self, sim: Simulation) -> Iterable[str]:
+    def at_end(self, sim: World) -> Iterable[str]:
         if sim.groups is None:
             return []
         return [f"{part.name}: {message}" for part in self.parts

@@ -47,9 +47,9 @@ from weir.records.records import iter_records
 from weir.server.handlers.update_metadata import remove_deleted_offsets
 
 if TYPE_CHECKING:
-    from weir.sim.cluster import Simulation
     from weir.sim.data import DataPlane
     from weir.sim.node import PartitionView, SimNode
+    from weir.sim.world import World
 
 __all__ = ["CommitAttempt", "DeletionApplied", "FetchObservation", "GroupPlane", "SimMember",
            "SimMetadataView", "SyncObservation", "groups_config"]
@@ -63,7 +63,7 @@ HEARTBEAT_MS = 60
 REQUEST_TIMEOUT_MS = 1000  # the client's request.timeout.ms (JoinGroup: + rebalance timeout)
 COMMIT_TIMEOUT_MS = 600  # offsets.commit.timeout.ms
 LEADER_DURING_DELETE = -2
-# The latest a message can arrive (weir.sim.cluster.Simulation.net_delay: 8 ms + a 250 ms
+# The latest a message can arrive (World.net_delay: 8 ms + a 250 ms
 # resend; FIFO links never hold one longer than the slowest message sent before it).  A
 # commit whose answer never came was written, if ever, within this long of being sent.
 MAX_DELIVERY_MS = 300
@@ -72,7 +72,7 @@ CLIENT_LINK_BASE = 1000  # members' network addresses (brokers are 1..n, produce
 
 def groups_config(**overrides: Any) -> Any:
     """A data-path configuration with consumer groups."""
-    from weir.sim.cluster import data_config
+    from weir.sim.config import data_config
 
     return data_config(**{"groups": True, **overrides})
 
@@ -130,7 +130,7 @@ def _meta(view: PartitionView) -> _PartitionMeta:
 
 
 class _VirtualClock:
-    def __init__(self, sim: Simulation) -> None:
+    def __init__(self, sim: World) -> None:
         self.sim = sim
 
     def now_ms(self) -> int:
@@ -224,7 +224,7 @@ class GroupPlane:
     """The group side of a simulated cluster: coordinators per broker incarnation, members,
     and the histories the invariants read."""
 
-    sim: Simulation
+    sim: World
     data: DataPlane
     coordinators: dict[int, tuple[int, GroupCoordinator]] = field(default_factory=dict)
     members: list[SimMember] = field(default_factory=list)
@@ -491,7 +491,7 @@ class GroupPlane:
         if sim.rng.random() < config.data_reorder_ratio:
             sim.schedule(sim.net_delay(), deliver)
         else:
-            sim._deliver(src, dst, deliver)
+            sim.deliver(src, dst, deliver)
 
 
 _RETRY_COORDINATOR = frozenset({ErrorCode.not_coordinator, ErrorCode.coordinator_not_available})
@@ -513,7 +513,7 @@ class SimMember:
         self.assigned: list[TopicPartition] = []
 
     @property
-    def sim(self) -> Simulation:
+    def sim(self) -> World:
         return self.plane.sim
 
     async def _sleep(self, ms: int) -> None:

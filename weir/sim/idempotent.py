@@ -18,15 +18,15 @@ as it happens (:meth:`IdempotentProducers.answer`) and on what the consumer read
 from __future__ import annotations
 
 import itertools
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import Any, Protocol
 
 from weir.common import TopicPartition
 from weir.protocol.errors import ErrorCode
-
-if TYPE_CHECKING:
-    from weir.sim.data import DataPlane
+from weir.sim.config import SimConfig
+from weir.sim.world import World
 
 __all__ = ["PREFIX", "IdempotentProducers"]
 
@@ -42,10 +42,21 @@ class _Batch:
     attempts: int = 0
 
 
+class Plane(Protocol):
+    """What the producers use of the data path (:class:`weir.sim.data.DataPlane`)."""
+
+    sim: World
+    config: SimConfig
+    stats: Counter[str]
+
+    def send(self, src_id: int, dst: Any, fn: Callable[[Any], object],
+             may_duplicate: bool = False) -> None: ...
+
+
 class IdempotentProducers:
     """One idempotent producer per partition, driven by the simulation's clock."""
 
-    def __init__(self, plane: DataPlane,
+    def __init__(self, plane: Plane,
                  promise: Callable[[TopicPartition, int, bytes], None]) -> None:
         self.plane = plane
         self.sim = plane.sim

@@ -27,7 +27,7 @@ from weir.common import TopicPartition
 from weir.coordination.codecs import LeaderIsr
 
 if TYPE_CHECKING:
-    from weir.sim.cluster import Simulation
+    from weir.sim.world import World
 
 __all__ = [
     "AcknowledgedWritesKept",
@@ -55,22 +55,22 @@ class Invariant:
 
     name = "invariant"
 
-    def on_state_write(self, sim: Simulation, tp: TopicPartition, old: LeaderIsr | None,
+    def on_state_write(self, sim: World, tp: TopicPartition, old: LeaderIsr | None,
                        new: LeaderIsr, writer: int, epoch_version: int) -> Iterable[str]:
         return ()
 
-    def on_broker_leader_epoch(self, sim: Simulation, broker: int, tp: TopicPartition,
+    def on_broker_leader_epoch(self, sim: World, broker: int, tp: TopicPartition,
                                old: int | None, new: int) -> Iterable[str]:
         return ()
 
-    def after_step(self, sim: Simulation) -> Iterable[str]:
+    def after_step(self, sim: World) -> Iterable[str]:
         return ()
 
-    def at_end(self, sim: Simulation) -> Iterable[str]:
+    def at_end(self, sim: World) -> Iterable[str]:
         return ()
 
 
-def _key(sim: Simulation, tp: TopicPartition) -> tuple[Any, int]:
+def _key(sim: World, tp: TopicPartition) -> tuple[Any, int]:
     """A partition of one topic incarnation (a recreated name is another topic)."""
     topic = sim.zk.topics.get(tp.topic)
     return (topic.topic_id if topic is not None else tp.topic), tp.partition
@@ -86,13 +86,13 @@ class OneControllerPerEpoch(Invariant):
     def __init__(self) -> None:
         self._writers: dict[int, int] = {}
 
-    def on_state_write(self, sim: Simulation, tp: TopicPartition, old: LeaderIsr | None,
+    def on_state_write(self, sim: World, tp: TopicPartition, old: LeaderIsr | None,
                        new: LeaderIsr, writer: int, epoch_version: int) -> Iterable[str]:
         if self._writers.setdefault(epoch_version, writer) != writer:
             yield (f"brokers {self._writers[epoch_version]} and {writer} both wrote at "
                    f"controller epoch version {epoch_version}")
 
-    def after_step(self, sim: Simulation) -> Iterable[str]:
+    def after_step(self, sim: World) -> Iterable[str]:
         epochs = [n.controller_epoch for n in sim.nodes.values() if n.active]
         if len(epochs) != len(set(epochs)):
             yield f"two active controllers share an epoch: {sorted(epochs)}"
@@ -107,7 +107,7 @@ class ControllerEpochMonotonic(Invariant):
         self._zk = 0
         self._brokers: dict[tuple[int, int], int] = {}
 
-    def after_step(self, sim: Simulation) -> Iterable[str]:
+    def after_step(self, sim: World) -> Iterable[str]:
         epoch = sim.zk.controller_epoch
         if epoch < self._zk:
             yield f"/controller_epoch went back {self._zk} -> {epoch}"
@@ -127,7 +127,7 @@ class IsrSubsetOfReplicas(Invariant):
 
     name = "ISR subset of replicas"
 
-    def on_state_write(self, sim: Simulation, tp: TopicPartition, old: LeaderIsr | None,
+    def on_state_write(self, sim: World, tp: TopicPartition, old: LeaderIsr | None,
                        new: LeaderIsr, writer: int, epoch_version: int) -> Iterable[str]:
         topic = sim.zk.topics.get(tp.topic)
         replicas = topic.partitions.get(tp.partition, []) if topic is not None else []
@@ -140,7 +140,7 @@ class LeaderInIsr(Invariant):
 
     name = "leader in ISR"
 
-    def on_state_write(self, sim: Simulation, tp: TopicPartition, old: LeaderIsr | None,
+    def on_state_write(self, sim: World, tp: TopicPartition, old: LeaderIsr | None,
                        new: LeaderIsr, writer: int, epoch_version: int) -> Iterable[str]:
         if new.leader >= 0 and new.leader not in new.isr:
             yield f"{tp}: leader {new.leader} not in ISR {new.isr}"
@@ -152,7 +152,7 @@ class LeaderEpochMonotonic(Invariant):
 
     name = "leader epochs monotonic"
 
-    def on_state_write(self, sim: Simulation, tp: TopicPartition, old: LeaderIsr | None,
+    def on_state_write(self, sim: World, tp: TopicPartition, old: LeaderIsr | None,
                        new: LeaderIsr, writer: int, epoch_version: int) -> Iterable[str]:
         if old is None:
             return
@@ -161,7 +161,7 @@ class LeaderEpochMonotonic(Invariant):
         elif new.leader != old.leader and new.leader_epoch == old.leader_epoch:
             yield f"{tp}: leader {old.leader} -> {new.leader} without a new leader epoch"
 
-    def on_broker_leader_epoch(self, sim: Simulation, broker: int, tp: TopicPartition,
+    def on_broker_leader_epoch(self, sim: World, broker: int, tp: TopicPartition,
                                old: int | None, new: int) -> Iterable[str]:
         if old is not None and new < old:
             yield f"broker {broker}: leader epoch of {tp} went back {old} -> {new}"
@@ -175,7 +175,7 @@ class AtMostOneLeaderPerEpoch(Invariant):
     def __init__(self) -> None:
         self._leaders: dict[tuple[Any, int, int], int] = {}
 
-    def on_state_write(self, sim: Simulation, tp: TopicPartition, old: LeaderIsr | None,
+    def on_state_write(self, sim: World, tp: TopicPartition, old: LeaderIsr | None,
                        new: LeaderIsr, writer: int, epoch_version: int) -> Iterable[str]:
         if new.leader < 0:
             return
@@ -190,7 +190,7 @@ class CleanLeaderElection(Invariant):
 
     name = "clean leader election"
 
-    def on_state_write(self, sim: Simulation, tp: TopicPartition, old: LeaderIsr | None,
+    def on_state_write(self, sim: World, tp: TopicPartition, old: LeaderIsr | None,
                        new: LeaderIsr, writer: int, epoch_version: int) -> Iterable[str]:
         if old is not None and new.leader >= 0 and new.leader != old.leader \
                 and new.leader not in old.isr:
@@ -228,7 +228,7 @@ class ReassignmentsResolve(Invariant):
         self.acknowledged.pop(tp, None)
         self._superseded[tp] = self.version(tp) + 1
 
-    def at_end(self, sim: Simulation) -> Iterable[str]:
+    def at_end(self, sim: World) -> Iterable[str]:
         zk = sim.zk
         if zk.reassignments:
             yield f"/admin/reassign_partitions still holds {sorted(zk.reassignments)}"
@@ -272,7 +272,7 @@ class _PromisesKept(Invariant):
     def __init__(self) -> None:
         self._seen: dict[TopicPartition, tuple[Any, int]] = {}
 
-    def after_step(self, sim: Simulation) -> Iterable[str]:
+    def after_step(self, sim: World) -> Iterable[str]:
         plane = sim.data
         if plane is None:
             return []
@@ -328,7 +328,7 @@ class HighWatermarkMonotonic(Invariant):
     def __init__(self) -> None:
         self._seen: dict[TopicPartition, tuple[int, int, int, int, int]] = {}
 
-    def after_step(self, sim: Simulation) -> Iterable[str]:
+    def after_step(self, sim: World) -> Iterable[str]:
         if sim.data is None:
             return []
         out = []
@@ -354,7 +354,7 @@ class ReplicasAgreeBelowHighWatermark(Invariant):
     def __init__(self) -> None:
         self._checked: dict[tuple[TopicPartition, int], tuple[Any, int]] = {}
 
-    def after_step(self, sim: Simulation) -> Iterable[str]:
+    def after_step(self, sim: World) -> Iterable[str]:
         from weir.replication.fetcher import ReplicaState
         from weir.sim.replica import read_all
 
@@ -395,7 +395,7 @@ class ReplicasConverge(Invariant):
 
     name = "replicas converge"
 
-    def at_end(self, sim: Simulation) -> Iterable[str]:
+    def at_end(self, sim: World) -> Iterable[str]:
         from weir.sim.replica import read_all
 
         if sim.data is None:
@@ -434,13 +434,13 @@ class DataPathInvariants(Invariant):
     def __init__(self, parts: list[Invariant] | None = None) -> None:
         self.parts = data_invariants() if parts is None else parts
 
-    def after_step(self, sim: Simulation) -> Iterable[str]:
+    def after_step(self, sim: World) -> Iterable[str]:
         if sim.data is None:
             return []
         sim.data.observe()
         return [f"{part.name}: {message}" for part in self.parts
                 for message in part.after_step(sim)]
 
-    def at_end(self, sim: Simulation) -> Iterable[str]:
+    def at_end(self, sim: World) -> Iterable[str]:
         return [f"{part.name}: {message}" for part in self.parts
                 for message in part.at_end(sim)]

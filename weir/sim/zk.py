@@ -1,454 +1,295 @@
-"""An in-memory ZooKeeper for the controller: the simulation's ensemble and the unit
-tests' store.
+"""The simulation's ZooKeeper: the production :class:`~weir.coordination.zk.ZkClient` over
+the znode-level ensemble of :mod:`weir.sim.znodes`.
 
-:class:`SimZk` holds the znodes the controller uses as plain data and implements
-:class:`~weir.controller.store.ControllerStore` as the real
-:class:`~weir.coordination.zk.ZkClient` does: every controller write is fenced by
-``/controller_epoch``'s znode version (:class:`ControllerMovedError` otherwise), partition
-states and topic assignments are conditional on their own versions (each write bumps it),
-reassignments (``/admin/reassign_partitions``), preferred elections and log dir event
-notifications included.  Sessions own the ephemeral nodes (``/brokers/ids/<id>``,
-``/controller``); expiring a session removes them.
+Nothing of the controller's ZooKeeper layer is restated here: a broker's connection,
+:class:`SimZkClient`, *is* a ``ZkClient`` whose kazoo client is a
+:class:`~weir.sim.znodes.SimKazoo` session, so the codecs, the fenced multi-ops of
+:mod:`weir.coordination.fenced`, the controller writes of
+:mod:`weir.coordination.controller_writes`, the batched ``multiRead`` reads, the election
+multi and kazoo's watch recipes run under every seed.
 
-:class:`SimZkClient` is one broker process's connection (Kafka's ``KafkaZkClient``): it
-implements :class:`~weir.controller.store.ControllerZk` for the production
-:class:`~weir.controller.service.ControllerService` — election, watches (called once at
-registration, as kazoo's recipes do, then after a simulated latency on every change) and
-session listeners (``LOST`` on expiry, ``CONNECTED`` after :meth:`SimZkClient.reconnect`).
+:class:`SimZk` holds the tree and what the simulation does from outside the brokers:
+
+- the admin tools' writes (``kafka-topics --create/--delete``, the old
+  ``kafka-reassign-partitions`` and ``kafka-preferred-replica-election`` znodes) through
+  an admin ``ZkClient`` session of its own, as ``AdminZkClient`` would;
+- session expiry (the nemesis): the session's ephemeral nodes go, its clients hear
+  ``LOST``;
+- read-only views for the invariants (``topics``, ``states``, ``brokers``, ``controller``,
+  ...), decoded from the znodes with the production codecs and cached until the next write;
+- ``on_state_write``: every committed partition-state write, decoded, with
+  :attr:`SimZk.writer` (the broker whose session made it).
 """
 
 from __future__ import annotations
 
-import dataclasses
 import uuid
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
+from kazoo.exceptions import ConnectionClosedError, SessionExpiredError
+
 from weir.common import TopicPartition
-from weir.coordination import paths
+from weir.coordination import codecs, paths
 from weir.coordination.codecs import BrokerInfo, LeaderIsr, TopicAssignment
-from weir.coordination.errors import (
-    ControllerMovedError,
-    ZkNodeExistsError,
-    ZkNoNodeError,
-    ZkVersionMismatchError,
-)
-from weir.protocol.errors import ErrorCode, KafkaError
+from weir.coordination.errors import ControllerMovedError
+from weir.coordination.zk import ZkClient
+from weir.sim.znodes import Schedule, SimKazoo, Znode, ZnodeTree
 
 __all__ = ["SimZk", "SimZkClient"]
 
-Schedule = Callable[[int, Callable[[], None]], None]
-"""``schedule(delay_ms, fn)``: run ``fn`` later (the simulation's clock)."""
-
-
-class _Watch:
-    __slots__ = ("callback", "cancelled", "client", "kind", "path")
-
-    def __init__(self, client: SimZkClient | None, kind: str, path: str,
-                 callback: Callable[..., None]) -> None:
-        self.client, self.kind, self.path, self.callback = client, kind, path, callback
-        self.cancelled = False
-
-    def cancel(self) -> None:
-        self.cancelled = True
+_STATE_PATH_PARTS = 7  # "", brokers, topics, <topic>, partitions, <partition>, state
 
 
 class SimZk:
-    """The simulated ensemble (one consistent store; latency lives in ``schedule``)."""
+    """The simulated ensemble (see the module docstring)."""
 
     def __init__(self, schedule: Schedule | None = None,
-                 latency: Callable[[], int] = lambda: 1) -> None:
-        self.zxid = 0
-        self.sessions: dict[int, bool] = {}
-        self.brokers: dict[int, tuple[BrokerInfo, int]] = {}
-        self.controller: tuple[int, int] | None = None
-        self.controller_epoch = 0
-        self.epoch_version = 0
-        self.topics: dict[str, TopicAssignment] = {}
-        self.configs: dict[str, dict[str, str]] = {}
-        self.states: dict[TopicPartition, LeaderIsr] = {}
-        self.to_delete: set[str] = set()
-        self.reassignments: dict[TopicPartition, list[int]] = {}
-        self.preferred: set[TopicPartition] = set()
-        self.log_dir_events: dict[str, int] = {}
-        self._log_dir_event_seq = 0  # the sequential znodes' counter
+                 latency: Callable[[], int] = lambda: 1,
+                 now_ms: Callable[[], int] = lambda: 0) -> None:
+        self.now_ms = now_ms
+        """The clock of the timestamps the clients write into znodes (virtual time)."""
+        self.tree = ZnodeTree(schedule, latency)
+        self.tree.on_write = self._on_write
         self.on_state_write: Callable[[TopicPartition, LeaderIsr | None, LeaderIsr], None] = (
             lambda tp, old, new: None)
-        """Called with (partition, old state or None, new state) before each state write."""
-        self.writer = -1
-        """The broker whose client made the current write (-1: not through a client)."""
-        self.stamp_mzxid = True
-        """Whether state znodes carry their write's zxid (False: -1, "not read from
-        ZooKeeper", for tests whose broker epochs are not zxids of this store)."""
-        self._schedule = schedule
-        self._latency = latency
-        self._next_session = 1
-        self._watches: list[_Watch] = []
+        """Called with (partition, old state or None, new state) for each state write."""
         self.clients: list[SimZkClient] = []
+        self._views: dict[str, tuple[int, Any]] = {}
+        self._nodes_decoded: dict[str, tuple[tuple[int, int], Any]] = {}
+        self.admin = SimZkClient(self, -1)
+        """The admin tools' session (kafka-topics, the reassignment tool)."""
+        self.admin.ensure_paths()
 
-    def _tick(self) -> int:
-        self.zxid += 1
-        return self.zxid
+    @property
+    def writer(self) -> int:
+        """The broker whose session made the current write (-1: an admin tool)."""
+        return self.tree.writer
 
-    def _mzxid(self) -> int:
-        zxid = self._tick()
-        return zxid if self.stamp_mzxid else -1
-
-    def _fence(self, controller_epoch_zk_version: int | None) -> None:
-        if (controller_epoch_zk_version is not None
-                and controller_epoch_zk_version != self.epoch_version):
-            raise ControllerMovedError(f"controller epoch version {controller_epoch_zk_version}"
-                                       f" != {self.epoch_version}")
-
-    # -- watches ---------------------------------------------------------------------------
-
-    def watch(self, client: SimZkClient | None, kind: str, path: str,
-              callback: Callable[..., None]) -> _Watch:
-        """Register a ``data`` or ``children`` watch; ``callback`` is called now."""
-        watch = _Watch(client, kind, path, callback)
-        self._watches.append(watch)
-        self._call(watch)
-        return watch
-
-    def _call(self, watch: _Watch) -> None:
-        if watch.cancelled or (watch.client is not None and not watch.client.connected):
-            return
-        if watch.kind == "children":
-            watch.callback(self.children(watch.path))
-        else:
-            watch.callback(self.data(watch.path), None)
-
-    def _changed(self, path: str, children_of: str | None = None) -> None:
-        """``path``'s data changed (and, with ``children_of``, that node's children)."""
-        self._watches = [w for w in self._watches if not w.cancelled]
-        for watch in self._watches:
-            if (watch.kind == "data" and watch.path == path) or (
-                    watch.kind == "children" and watch.path == children_of):
-                if self._schedule is None:
-                    self._call(watch)
-                else:
-                    self._schedule(self._latency(), lambda w=watch: self._call(w))
-
-    def children(self, path: str) -> list[str]:
-        if path == paths.BROKER_IDS:
-            return [str(b) for b in sorted(self.brokers)]
-        if path == paths.BROKER_TOPICS:
-            return sorted(self.topics)
-        if path == paths.DELETE_TOPICS:
-            return sorted(self.to_delete)
-        if path == paths.LOG_DIR_EVENT_NOTIFICATION:
-            return sorted(self.log_dir_events)
-        return []  # /config/changes: no dynamic config changes are simulated
-
-    def data(self, path: str) -> bytes | None:
-        """The znode's data for a watch (non-empty bytes while it exists), or None."""
-        exists = {
-            paths.CONTROLLER: self.controller is not None,
-            paths.REASSIGN_PARTITIONS: bool(self.reassignments),
-            paths.PREFERRED_REPLICA_ELECTION: bool(self.preferred),
-        }.get(path)
-        if exists is None and path.startswith(paths.BROKER_TOPICS + "/"):
-            exists = path.rpartition("/")[2] in self.topics
-        return b"{}" if exists else None
-
-    # -- sessions and ephemeral nodes ------------------------------------------------------
-
-    def open_session(self) -> int:
-        session = self._next_session
-        self._next_session += 1
-        self.sessions[session] = True
-        return session
+    # -- sessions --------------------------------------------------------------------------
 
     def alive(self, session: int) -> bool:
-        return bool(self.sessions.get(session))
+        return self.tree.alive(session)
 
     def expire(self, session: int) -> None:
         """Expire a session: its ephemeral nodes go, its clients hear ``LOST``."""
-        if not self.sessions.get(session):
+        if not self.tree.expire(session):
             return
-        self.sessions[session] = False
-        gone = [b for b, (_, owner) in self.brokers.items() if owner == session]
-        for b in gone:
-            del self.brokers[b]
-        if gone:
-            self._changed(paths.broker(gone[0]), children_of=paths.BROKER_IDS)
-        if self.controller is not None and self.controller[1] == session:
-            self.controller = None
-            self._changed(paths.CONTROLLER)
-        for client in self.clients:
+        for client in list(self.clients):
             if client.session == session:
                 client.session_event("LOST")
 
     def register_broker(self, broker_id: int, session: int) -> int:
-        """Create ``/brokers/ids/<id>``; returns the broker epoch (the czxid)."""
-        if broker_id in self.brokers or not self.alive(session):
-            raise ZkNodeExistsError(paths.broker(broker_id))
-        epoch = self._tick()
-        info = BrokerInfo(id=broker_id, host="sim", port=9000 + broker_id, rack=None,
-                          epoch=epoch)
-        self.brokers[broker_id] = (info, session)
-        self._changed(paths.broker(broker_id), children_of=paths.BROKER_IDS)
-        return epoch
-
-    def live_brokers(self) -> dict[int, BrokerInfo]:
-        return {b: info for b, (info, _) in sorted(self.brokers.items())}
-
-    def try_become_controller(self, broker_id: int, session: int) -> tuple[int, int] | None:
-        """Ephemeral ``/controller`` plus the epoch bump, in one multi."""
-        if self.controller is not None or not self.alive(session):
-            return None
-        self.controller = (broker_id, session)
-        self.controller_epoch += 1
-        self.epoch_version += 1
-        self._tick()
-        self._changed(paths.CONTROLLER)
-        return self.controller_epoch, self.epoch_version
-
-    def resign_controller(self, broker_id: int, session: int) -> None:
-        if self.controller == (broker_id, session):
-            self.controller = None
-            self._changed(paths.CONTROLLER)
+        """The broker's registration through its own session's ``ZkClient``; the broker
+        epoch (the registration's czxid)."""
+        client = next(c for c in self.clients if c.session == session)
+        return client.register_broker(BrokerInfo(id=broker_id, host="sim",
+                                                 port=9000 + broker_id, rack=None))
 
     # -- admin side (what kafka-topics / kafka-reassign-partitions write) ------------------
 
     def create_topic(self, name: str, partitions: Mapping[int, list[int]],
                      configs: Mapping[str, str] | None = None,
                      topic_id: uuid.UUID | None = None) -> TopicAssignment:
-        zxid = self._tick()
-        assignment = TopicAssignment(
-            name=name, topic_id=topic_id or uuid.UUID(int=len(name) * 7919 + zxid),
-            partitions={p: list(r) for p, r in partitions.items()}, zk_version=0)
-        self.topics[name] = assignment
-        self.configs[name] = dict(configs or {})
-        self._changed(paths.topic(name), children_of=paths.BROKER_TOPICS)
-        return assignment
+        topic_id = topic_id or uuid.UUID(int=len(name) * 7919 + self.tree.zxid + 1)
+        self.admin.create_topic(name, partitions, dict(configs or {}), topic_id)
+        return self.topics[name]
 
     def mark_for_deletion(self, name: str) -> None:
-        if name in self.topics and name not in self.to_delete:
-            self.to_delete.add(name)
-            self._changed(paths.delete_topic(name), children_of=paths.DELETE_TOPICS)
+        if name in self.topics:
+            self.admin.mark_topic_for_deletion(name)
 
     def create_reassignments(self, reassignment: Mapping[TopicPartition, list[int]]) -> None:
         """``/admin/reassign_partitions`` (REASSIGNMENT_IN_PROGRESS while one exists)."""
-        if self.reassignments:
-            raise KafkaError(ErrorCode.reassignment_in_progress,
-                             "a partition reassignment is in progress")
-        self.reassignments = {tp: list(r) for tp, r in reassignment.items()}
-        self._tick()
-        self._changed(paths.REASSIGN_PARTITIONS)
+        self.admin.create_reassignments(reassignment)
 
     def create_preferred_election(self, partitions: Iterable[TopicPartition]) -> None:
-        if self.preferred:
-            raise KafkaError(ErrorCode.unknown_server_error,
-                             "a preferred replica election is in progress")
-        self.preferred = set(partitions)
-        self._tick()
-        self._changed(paths.PREFERRED_REPLICA_ELECTION)
+        self.admin.create_preferred_election(partitions)
 
-    # -- ControllerStore: reads ------------------------------------------------------------
+    # -- views for the invariants (decoded with the production codecs) ---------------------
 
-    def get_all_brokers(self) -> dict[int, BrokerInfo]:
-        return self.live_brokers()
+    def _view(self, name: str, build: Callable[[], Any]) -> Any:
+        cached = self._views.get(name)
+        if cached is not None and cached[0] == self.tree.zxid:
+            return cached[1]
+        value = build()
+        self._views[name] = (self.tree.zxid, value)
+        return value
 
-    def get_controller_id(self) -> int | None:
-        return None if self.controller is None else self.controller[0]
+    def _decoded(self, path: str, node: Znode, decode: Callable[[Znode], Any]) -> Any:
+        """``decode(node)``, decoded once per version of the znode."""
+        key = (node.czxid, node.mzxid)
+        cached = self._nodes_decoded.get(path)
+        if cached is not None and cached[0] == key:
+            return cached[1]
+        value = decode(node)
+        self._nodes_decoded[path] = (key, value)
+        return value
 
-    def get_topic_names(self) -> list[str]:
-        return sorted(self.topics)
+    def _node(self, path: str) -> Znode | None:
+        return self.tree.nodes.get(path)
 
-    def get_topic(self, name: str) -> TopicAssignment | None:
-        return self.topics.get(name)
+    def _children(self, path: str) -> list[str]:
+        node = self.tree.nodes.get(path)
+        return [] if node is None else sorted(node.children)
 
-    def get_topics(self, names: Iterable[str]) -> dict[str, TopicAssignment]:
-        return {n: self.topics[n] for n in names if n in self.topics}
+    def data(self, path: str) -> bytes | None:
+        node = self._node(path)
+        return None if node is None else node.data
 
-    def get_topic_configs(self, names: Iterable[str]) -> dict[str, dict[str, str]]:
-        return {n: dict(self.configs.get(n, {})) for n in names}
+    def children(self, path: str) -> list[str]:
+        return self._children(path)
 
-    def get_partition_states(self, partitions: Iterable[TopicPartition]
-                             ) -> dict[TopicPartition, LeaderIsr]:
-        return {tp: self.states[tp] for tp in partitions if tp in self.states}
+    @property
+    def topics(self) -> dict[str, TopicAssignment]:
+        def build() -> dict[str, TopicAssignment]:
+            out = {}
+            for name in self._children(paths.BROKER_TOPICS):
+                path = paths.topic(name)
+                out[name] = self._decoded(
+                    path, self.tree.nodes[path], lambda node, name=name:
+                    codecs.decode_topic_assignment(name, node.data, zk_version=node.version))
+            return out
+        return self._view("topics", build)  # type: ignore[no-any-return]
 
-    def get_topics_to_delete(self) -> list[str]:
-        return sorted(self.to_delete)
+    @property
+    def configs(self) -> dict[str, dict[str, str]]:
+        def build() -> dict[str, dict[str, str]]:
+            out = {}
+            for name in self.topics:
+                node = self._node(paths.topic_config(name))
+                out[name] = {} if node is None else codecs.decode_config(node.data)
+            return out
+        return self._view("configs", build)  # type: ignore[no-any-return]
 
-    def get_reassignments(self) -> dict[TopicPartition, list[int]]:
-        return {tp: list(r) for tp, r in self.reassignments.items()}
+    @property
+    def states(self) -> dict[TopicPartition, LeaderIsr]:
+        def build() -> dict[TopicPartition, LeaderIsr]:
+            out = {}
+            for name in self._children(paths.BROKER_TOPICS):
+                for p in self._children(paths.topic_partitions(name)):
+                    tp = TopicPartition(name, int(p))
+                    path = paths.partition_state(*tp)
+                    node = self._node(path)
+                    if node is not None:
+                        out[tp] = self._decoded(path, node, _decode_state)
+            return out
+        return self._view("states", build)  # type: ignore[no-any-return]
 
-    def get_preferred_election(self) -> set[TopicPartition]:
-        return set(self.preferred)
+    @property
+    def to_delete(self) -> set[str]:
+        return self._view("to_delete",  # type: ignore[no-any-return]
+                          lambda: set(self._children(paths.DELETE_TOPICS)))
 
-    def get_log_dir_events(self) -> dict[str, int]:
-        return dict(self.log_dir_events)
+    @property
+    def brokers(self) -> dict[int, BrokerInfo]:
+        def build() -> dict[int, BrokerInfo]:
+            out = {}
+            for name in self._children(paths.BROKER_IDS):
+                node = self.tree.nodes[paths.broker(int(name))]
+                out[int(name)] = codecs.decode_broker(int(name), node.data, epoch=node.czxid)
+            return dict(sorted(out.items()))
+        return self._view("brokers", build)  # type: ignore[no-any-return]
 
-    def get_children(self, path: str) -> list[str]:
-        return self.children(path)
+    def live_brokers(self) -> dict[int, BrokerInfo]:
+        return self.brokers
 
-    def get_data(self, path: str) -> tuple[bytes, Any] | None:
-        data = self.data(path)
-        return None if data is None else (data, None)
+    @property
+    def controller(self) -> tuple[int, int] | None:
+        """``(broker id, owning session)`` of ``/controller``, or None."""
+        def build() -> tuple[int, int] | None:
+            node = self._node(paths.CONTROLLER)
+            return None if node is None else (codecs.decode_controller(node.data), node.owner)
+        return self._view("controller", build)  # type: ignore[no-any-return]
 
-    # -- ControllerStore: fenced writes ----------------------------------------------------
+    @property
+    def controller_epoch(self) -> int:
+        def build() -> int:
+            node = self._node(paths.CONTROLLER_EPOCH)
+            return 0 if node is None else codecs.decode_controller_epoch(node.data)
+        return self._view("controller_epoch", build)  # type: ignore[no-any-return]
 
-    def create_partition_states(self, states: Mapping[TopicPartition, LeaderIsr],
-                                controller_epoch_zk_version: int
-                                ) -> dict[TopicPartition, LeaderIsr | Exception]:
-        self._fence(controller_epoch_zk_version)
-        return {tp: self._create_state(tp, s) for tp, s in states.items()}
+    @property
+    def epoch_version(self) -> int:
+        """``/controller_epoch``'s znode version (what every controller write is fenced by)."""
+        node = self._node(paths.CONTROLLER_EPOCH)
+        return 0 if node is None else node.version
 
-    def update_partition_states(self, states: Mapping[TopicPartition, LeaderIsr],
-                                controller_epoch_zk_version: int
-                                ) -> dict[TopicPartition, LeaderIsr | Exception]:
-        self._fence(controller_epoch_zk_version)
-        return {tp: self._update_state(tp, s) for tp, s in states.items()}
+    @property
+    def reassignments(self) -> dict[TopicPartition, list[int]]:
+        node = self._node(paths.REASSIGN_PARTITIONS)
+        return {} if node is None or not node.data else codecs.decode_reassignment(node.data)
 
-    def _create_state(self, tp: TopicPartition, state: LeaderIsr) -> LeaderIsr | Exception:
-        if tp.topic not in self.topics:
-            return ZkNoNodeError(paths.partition_state(*tp))
-        if tp in self.states:
-            return ZkNodeExistsError(paths.partition_state(*tp))
-        new = dataclasses.replace(state, zk_version=0, mzxid=self._mzxid())
-        self.on_state_write(tp, None, new)
-        self.states[tp] = new
-        return new
+    @property
+    def preferred(self) -> set[TopicPartition]:
+        node = self._node(paths.PREFERRED_REPLICA_ELECTION)
+        return (set() if node is None or not node.data
+                else codecs.decode_preferred_election(node.data))
 
-    def _update_state(self, tp: TopicPartition, state: LeaderIsr) -> LeaderIsr | Exception:
-        current = self.states.get(tp)
-        if current is None:
-            return ZkNoNodeError(paths.partition_state(*tp))
-        if current.zk_version != state.zk_version:
-            return ZkVersionMismatchError(paths.partition_state(*tp), state.zk_version)
-        new = dataclasses.replace(state, zk_version=current.zk_version + 1,
-                                  mzxid=self._mzxid())
-        self.on_state_write(tp, current, new)
-        self.states[tp] = new
-        return new
+    @property
+    def log_dir_events(self) -> dict[str, int]:
+        return {name: codecs.decode_log_dir_event(
+                    self.tree.nodes[f"{paths.LOG_DIR_EVENT_NOTIFICATION}/{name}"].data)
+                for name in self._children(paths.LOG_DIR_EVENT_NOTIFICATION)}
 
-    def set_topic_assignment(self, assignment: TopicAssignment, expected_version: int = -1,
-                             controller_epoch_zk_version: int | None = None) -> int:
-        self._fence(controller_epoch_zk_version)
-        current = self.topics.get(assignment.name)
-        if current is None:
-            raise ZkNoNodeError(paths.topic(assignment.name))
-        if expected_version != -1 and expected_version != current.zk_version:
-            raise ZkVersionMismatchError(paths.topic(assignment.name), expected_version)
-        version = current.zk_version + 1
-        self.topics[assignment.name] = dataclasses.replace(assignment, zk_version=version)
-        self._tick()
-        self._changed(paths.topic(assignment.name))
-        return version
+    # -- the state-write hook --------------------------------------------------------------
 
-    def delete_topic_znodes(self, name: str, controller_epoch_zk_version: int) -> None:
-        self._fence(controller_epoch_zk_version)
-        self.topics.pop(name, None)
-        self.configs.pop(name, None)
-        self.to_delete.discard(name)
-        for tp in [tp for tp in self.states if tp.topic == name]:
-            del self.states[tp]
-        self._tick()
-        self._changed(paths.topic(name), children_of=paths.BROKER_TOPICS)
-        self._changed(paths.delete_topic(name), children_of=paths.DELETE_TOPICS)
-
-    def delete_preferred_election(self, controller_epoch_zk_version: int) -> None:
-        self._fence(controller_epoch_zk_version)
-        if self.preferred:
-            self.preferred = set()
-            self._tick()
-            self._changed(paths.PREFERRED_REPLICA_ELECTION)
-
-    def propagate_log_dir_event(self, broker_id: int) -> str:
-        """A broker's log dir failed (Kafka's ``KafkaZkClient.propagateLogDirEvent``): a
-        persistent sequential ``log_dir_event_<seq>`` znode naming it; returns its path."""
-        name = f"log_dir_event_{self._log_dir_event_seq:010d}"
-        self._log_dir_event_seq += 1
-        self.log_dir_events[name] = broker_id
-        self._tick()
-        self._changed(f"{paths.LOG_DIR_EVENT_NOTIFICATION}/{name}",
-                      children_of=paths.LOG_DIR_EVENT_NOTIFICATION)
-        return f"{paths.LOG_DIR_EVENT_NOTIFICATION}/{name}"
-
-    def delete_log_dir_events(self, names: Iterable[str],
-                              controller_epoch_zk_version: int) -> None:
-        self._fence(controller_epoch_zk_version)
-        for name in names:
-            if self.log_dir_events.pop(name, None) is not None:
-                self._changed(f"{paths.LOG_DIR_EVENT_NOTIFICATION}/{name}",
-                              children_of=paths.LOG_DIR_EVENT_NOTIFICATION)
-
-    def set_reassignments(self, reassignment: Mapping[TopicPartition, list[int]],
-                          controller_epoch_zk_version: int) -> None:
-        self._fence(controller_epoch_zk_version)
-        self.reassignments = {tp: list(r) for tp, r in reassignment.items()}
-        self._tick()
-        self._changed(paths.REASSIGN_PARTITIONS)
+    def _on_write(self, path: str, old: Znode | None, new: Znode) -> None:
+        parts = path.split("/")
+        if (len(parts) != _STATE_PATH_PARTS or parts[-1] != "state"
+                or parts[1:3] != ["brokers", "topics"]):
+            return
+        tp = TopicPartition(parts[3], int(parts[5]))
+        cached = self._nodes_decoded.get(path)
+        before = (None if old is None else cached[1]
+                  if cached is not None and cached[0] == (old.czxid, old.mzxid)
+                  else _decode_state(old))
+        self.on_state_write(tp, before, self._decoded(path, new, _decode_state))
 
 
-class SimZkClient:
-    """One broker process's ZooKeeper connection (see the module docstring)."""
+def _decode_state(node: Znode) -> LeaderIsr:
+    return codecs.decode_leader_isr(node.data, zk_version=node.version, mzxid=node.mzxid)
+
+
+class SessionGoneError(ControllerMovedError, SessionExpiredError):
+    """kazoo's ``SessionExpiredError`` that the controller shell reads as
+    :class:`ControllerMovedError`: a call on an expired session fails, and a controller
+    resigns, as Kafka's does on its ZooKeeper session's expiry."""
+
+
+class ClientClosedError(ControllerMovedError, ConnectionClosedError):
+    """kazoo's ``ConnectionClosedError`` on a dead process's client (its controller is
+    gone with it)."""
+
+
+class SimZkClient(ZkClient):
+    """One broker process's ZooKeeper connection: the production ``ZkClient`` on a
+    :class:`~weir.sim.znodes.SimKazoo` session of the ensemble."""
 
     def __init__(self, ensemble: SimZk, broker_id: int) -> None:
         self.ensemble = ensemble
         self.broker_id = broker_id
-        self.session = ensemble.open_session()
-        self.closed = False
-        self._listeners: list[Callable[[str], None]] = []
+        self.sim_kazoo = SimKazoo(ensemble.tree, writer=broker_id,
+                                  closed_error=ClientClosedError,
+                                  expired_error=SessionGoneError)
+        super().__init__(f"sim:{broker_id}", client=self.sim_kazoo,  # type: ignore[arg-type]
+                         now_ms=ensemble.now_ms)
         ensemble.clients.append(self)
 
     @property
-    def connected(self) -> bool:
-        return not self.closed and self.ensemble.alive(self.session)
+    def session(self) -> int:
+        return self.sim_kazoo.session
 
     def close(self) -> None:
-        """The process died: no more callbacks, every call fails."""
-        self.closed = True
+        """The process died: no more callbacks, every call fails (the session stays until
+        ZooKeeper expires it)."""
+        self.sim_kazoo.close()
         if self in self.ensemble.clients:
             self.ensemble.clients.remove(self)
 
     def reconnect(self) -> None:
         """After an expiry: a new session (the broker re-registers), then ``CONNECTED``."""
-        self.session = self.ensemble.open_session()
+        self.sim_kazoo.new_session()
 
     def session_event(self, state: str) -> None:
-        if not self.closed:
-            for listener in list(self._listeners):
-                listener(state)
-
-    def _live(self) -> SimZk:
-        if not self.connected:
-            raise ControllerMovedError(f"broker {self.broker_id}: ZooKeeper session expired")
-        self.ensemble.writer = self.broker_id
-        return self.ensemble
-
-    # -- ControllerZk ----------------------------------------------------------------------
-
-    def add_session_listener(self, callback: Callable[[str], None]) -> None:
-        self._listeners.append(callback)
-
-    def watch_children(self, path: str, callback: Callable[[list[str]], None]) -> _Watch:
-        return self.ensemble.watch(self, "children", path, callback)
-
-    def watch_data(self, path: str, callback: Callable[[Any, Any], None]) -> _Watch:
-        return self.ensemble.watch(self, "data", path, callback)
-
-    def watch_broker(self, broker_id: int, callback: Callable[[], None]) -> _Watch:
-        """Simulated brokers never rewrite their registration: nothing to watch."""
-        return _Watch(self, "data", paths.broker(broker_id), callback)
-
-    def try_become_controller(self, broker_id: int) -> tuple[int, int] | None:
-        return self._live().try_become_controller(broker_id, self.session)
-
-    def resign_controller(self, broker_id: int) -> None:
-        self._live().resign_controller(broker_id, self.session)
-
-    def __getattr__(self, name: str) -> Any:
-        """The reads and fenced writes of :class:`SimZk`, on a live session only."""
-        if not name.startswith(("get_", "create_partition_states", "update_partition_states",
-                                "set_", "delete_", "propagate_log_dir_event")) \
-                or not hasattr(self.ensemble, name):
-            raise AttributeError(name)
-
-        def call(*args: Any, **kwargs: Any) -> Any:
-            # The session is checked, and the writer noted, when the call runs (the
-            # executor may take the bound method well before).
-            return getattr(self._live(), name)(*args, **kwargs)
-        return call
+        self.sim_kazoo.session_event(state)

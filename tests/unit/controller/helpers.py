@@ -8,6 +8,7 @@ import uuid
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from tests.unit.controller.memstore import MemoryZk
 from weir.common import TopicPartition
 from weir.controller import executor
 from weir.controller.core import ControllerCore
@@ -17,7 +18,6 @@ from weir.controller.requests import OutboundRequest
 from weir.controller.settings import ControllerSettings
 from weir.coordination.codecs import BrokerInfo, TopicAssignment
 from weir.protocol.interbroker import LeaderAndIsrRequest, StopReplicaRequest, UpdateMetadataRequest
-from weir.sim.zk import SimZk
 
 CONTROLLER_ID = 1
 EPOCH_ZK_VERSION = 7
@@ -32,15 +32,14 @@ def brokers(*ids: int) -> dict[int, BrokerInfo]:
     return {i: broker(i) for i in ids}
 
 
-class FakeZk(SimZk):
-    """The in-memory store (:class:`~weir.sim.zk.SimZk`, fenced at
+class FakeZk(MemoryZk):
+    """The in-memory store (:class:`~tests.unit.controller.memstore.MemoryZk`, fenced at
     :data:`EPOCH_ZK_VERSION`) running the core's operations through the one executor,
     recording them."""
 
     def __init__(self) -> None:
         super().__init__()
         self.epoch_version = EPOCH_ZK_VERSION
-        self.stamp_mzxid = False  # the tests' broker epochs are not this store's zxids
         self.ops: list[ZkOperation] = []
         self.deleted: list[str] = []
         self.preferred_election_deleted = 0
