@@ -18,6 +18,7 @@ from typing import Any, TypeVar
 from weir.common import TopicPartition
 from weir.controller.context import ControllerContext
 from weir.controller.effects import (
+    FlushRequests,
     Log,
     Reply,
     ZkReadPartitionStates,
@@ -215,6 +216,11 @@ class IsrManager:
             # answered, and a follower made early would truncate every partition it led in
             # the meantime.
             scope.send_now(hold=ctx.shutting_down)
+            # The answer and the last new leaders' requests leave before the shrinks are
+            # computed and written: on the controller's broker that work (the core's, then
+            # the ZooKeeper client's encoding) would otherwise hold the event loop, and the
+            # GIL, while these wait for it (a third of an event of 6,667 shrinks).
+            yield FlushRequests()
         # The ISR shrinks stay one write (the client pipelines its multis): batched like
         # the elections they cost a ZooKeeper round trip (and a log sync) per batch, ~2x
         # the wall time of the whole at 6,667 partitions, and nothing waits for them the

@@ -21,6 +21,7 @@ from weir.coordination.codecs import LeaderIsr, TopicAssignment
 
 __all__ = [
     "Effect",
+    "FlushRequests",
     "Log",
     "Reply",
     "SendRequests",
@@ -92,6 +93,18 @@ class ZkOperation:
     """Base of the ZooKeeper operations whose result the core waits for."""
 
     __slots__ = ()
+
+
+@dataclass(frozen=True, slots=True)
+class FlushRequests(ZkOperation):
+    """Not a ZooKeeper operation but a pause of the event, driven the same way: the shell
+    hands the requests sent so far (the step's :class:`SendRequests`) to the brokers'
+    connections before the core goes on, so that the CPU work of the event's next step
+    (the core's and the ZooKeeper client's) does not delay them.  Kafka's controller
+    thread hands its batches to the ``RequestSendThread`` of each broker, which send them
+    while the controller goes on; on a broker's single event loop the next step would
+    run first.  Result: ignored (``None``).
+    """
 
 
 @dataclass(frozen=True, slots=True)

@@ -14,6 +14,7 @@ from typing import Any
 
 from weir.controller.context import ReplicaAssignment
 from weir.controller.effects import (
+    FlushRequests,
     TopicsRead,
     ZkCreatePartitionStates,
     ZkDeletePreferredElection,
@@ -50,6 +51,8 @@ def znodes(op: ZkOperation) -> int:
 
 def execute(store: ControllerStore, op: ZkOperation) -> Any:
     """Run one ZooKeeper operation on ``store`` (blocking); its result for the core."""
+    if isinstance(op, FlushRequests):
+        return None  # nothing to do in ZooKeeper (the asyncio shell awaits its channels)
     if isinstance(op, ZkCreatePartitionStates):
         return store.create_partition_states(dict(op.states), op.epoch_zk_version)
     if isinstance(op, ZkUpdatePartitionStates):

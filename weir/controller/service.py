@@ -29,6 +29,7 @@ from weir.controller.context import ReplicaAssignment
 from weir.controller.core import ControllerCore
 from weir.controller.effects import (
     Effect,
+    FlushRequests,
     Log,
     Reply,
     SendRequests,
@@ -72,6 +73,8 @@ log = logging.getLogger(__name__)
 
 STATE_CHANGE_HISTORY = 200
 """Entries of the controller's state-change log kept in memory (for the metrics endpoint)."""
+FLUSH_WAIT_S = 0.5
+"""The longest an event pauses for its requests to be written (:class:`FlushRequests`)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -547,6 +550,12 @@ class ControllerService:
                     await self._apply(effect)
             if op is None:
                 return
+            if isinstance(op, FlushRequests):
+                await self._flush_requests()
+                t0 = time.perf_counter()
+                effects = self.core.complete(None, self._now_ms())
+                self._add_core_time(t0)
+                continue
             try:
                 result = await self._run_zk(op)
             except ControllerMovedError:
@@ -560,6 +569,16 @@ class ControllerService:
             t0 = time.perf_counter()
             effects = self.core.complete(result, self._now_ms())
             self._add_core_time(t0)
+
+    async def _flush_requests(self) -> None:
+        """Let the channels write what was sent so far (:class:`FlushRequests`), for at most
+        ``FLUSH_WAIT_S`` (a broker being reconnected to must not hold the event)."""
+        if self._channels is None:
+            return
+        t0 = time.perf_counter()
+        await self._channels.written(FLUSH_WAIT_S)
+        if self._timing is not None:
+            self._timing.send_ms += (time.perf_counter() - t0) * 1000
 
     def _add_core_time(self, t0: float) -> None:
         if self._timing is not None:

@@ -6,9 +6,11 @@ import pytest
 
 from weir.common import TopicPartition
 from weir.controller.effects import (
+    FlushRequests,
     Reply,
     SendRequests,
     ZkDeletePreferredElection,
+    ZkOperation,
     ZkUpdatePartitionStates,
 )
 from weir.controller.events import (
@@ -176,6 +178,26 @@ def test_controlled_shutdown_answers_before_the_follower_isr_shrinks() -> None:
     shrinks = effects[writes[-1]].states
     assert answer < writes[-1] and set(shrinks) == {T1}
     assert zk.states[T1].isr == [2] and zk.states[TopicPartition("u", 0)].leader == 2
+
+
+def test_controlled_shutdown_hands_out_the_answer_and_new_leaders_before_the_shrinks() -> None:
+    """The step that answers ends in a pause for the shell to write the new leaders'
+    requests (:class:`FlushRequests`): the ISR shrinks are computed only when it resumes."""
+    core, zk = started(topics={"t": {0: [1, 2, 3], 1: [2, 1, 3], 2: [3, 1, 2]}})
+    steps = [core.handle(ControlledShutdown(1, 101, reply_to="r"), 0)]
+    while steps[-1] and isinstance(steps[-1][-1], ZkOperation):
+        steps.append(core.complete(zk.execute(steps[-1][-1]), 0))
+    (answering,) = [i for i, step in enumerate(steps) if any(isinstance(e, Reply) for e in step)]
+    step = steps[answering]
+    assert isinstance(step[-1], FlushRequests)
+    (sent,) = [e for e in step if isinstance(e, SendRequests)]
+    assert {r.broker_id for r in sent.requests} == {2, 3}
+    assert leader_and_isr_states(list(step))[2][T0].leader == 2
+    # resumed: the shrinks of the partitions broker 1 follows, in one write
+    shrinks = steps[answering + 1][-1]
+    assert isinstance(shrinks, ZkUpdatePartitionStates)
+    assert set(shrinks.states) == {T1, TopicPartition("t", 2)}
+    assert zk.execute(FlushRequests()) is None and not core.awaiting_result
 
 
 def test_controlled_shutdown_writes_and_sends_in_batches() -> None:
