@@ -188,12 +188,11 @@ class IsrManager:
         # LeaderAndIsr/UpdateMetadata leaves as soon as it is written: the survivors apply
         # the first new leaders, and clients find them, while the next batch is being
         # written.  The shutting-down broker's part is held back (below).
-        led_batches = _batches(led, self._batch)
-        for i, part in enumerate(led_batches):
-            yield from self._partitions.handle_state_changes(
-                scope, part, PartitionState.ONLINE, ElectionKind.CONTROLLED_SHUTDOWN)
-            if i < len(led_batches) - 1:
-                scope.send_now(hold=ctx.shutting_down)
+        # All batches are computed first and their writes pipelined
+        # (PartitionStateMachine.elect_in_batches).
+        yield from self._partitions.elect_in_batches(
+            scope, _batches(led, self._batch), ElectionKind.CONTROLLED_SHUTDOWN,
+            between=lambda: scope.send_now(hold=ctx.shutting_down))
         # The follower step below changes no leader: what the broker still leads is known.
         remaining = sorted(tp for tp in replicated
                            if tp in ctx.leadership and ctx.leadership[tp].leader == broker_id)

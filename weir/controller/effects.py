@@ -123,11 +123,18 @@ class ZkCreatePartitionStates(ZkOperation):
 class ZkUpdatePartitionStates(ZkOperation):
     """Conditionally update state znodes (each state carries the *expected* zk version).
 
-    Result: ``dict[TopicPartition, LeaderIsr | Exception]``.
+    ``pipelined``: the writes the core yields next, in this order, whatever this one's
+    result (other partitions, states computed already): a shell may send them now, each
+    fenced on its own, and answer those operations when they come with the results it got
+    (Kafka's controller sends a state machine's whole batch of ``setData`` requests
+    asynchronously, ``KafkaZkClient.retryRequestsUntilConnected``).  A shell that ignores
+    it runs them one after the other.  Result: ``dict[TopicPartition, LeaderIsr |
+    Exception]``.
     """
 
     states: Mapping[TopicPartition, LeaderIsr]
     epoch_zk_version: int
+    pipelined: tuple[Mapping[TopicPartition, LeaderIsr], ...] = ()
 
 
 @dataclass(frozen=True, slots=True)

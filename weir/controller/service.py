@@ -36,6 +36,7 @@ from weir.controller.effects import (
     UnwatchTopics,
     WatchTopics,
     ZkOperation,
+    ZkUpdatePartitionStates,
 )
 from weir.controller.events import (
     AlterReassignments,
@@ -194,6 +195,9 @@ class ControllerService:
         ``RateAndTimeMs`` timers (weir.controller.stats), for the broker's ``/metrics``."""
         self._timing: EventTiming | None = None
         """The breakdown of the item being handled (None between items)."""
+        self._ahead: dict[int, tuple[Any, asyncio.Future]] = {}
+        """State writes started ahead of the core's asking (``pipelined``), by the id of
+        their states (kept, so the id stays theirs)."""
 
     @property
     def event_queue_size(self) -> int:
@@ -536,6 +540,7 @@ class ControllerService:
             self._add_core_time(t0)
             await self._process_effects(effects)
         finally:
+            self._drop_writes_ahead()
             self.events_by_type[self.current_event] += 1
             self.current_event = None
             self.events_processed += 1
@@ -569,6 +574,21 @@ class ControllerService:
             t0 = time.perf_counter()
             effects = self.core.complete(result, self._now_ms())
             self._add_core_time(t0)
+
+    def _start_write(self, op: ZkUpdatePartitionStates) -> asyncio.Future:
+        task = asyncio.ensure_future(executor.run(self._zk, op, self._run_blocking))
+        # an error of a write the core never awaited (its event ended first) is dropped
+        task.add_done_callback(lambda t: t.cancelled() or t.exception())
+        return task
+
+    def _drop_writes_ahead(self) -> None:
+        """At an event's end: writes started ahead that the core did not ask for (it must
+        ask for each; they still land in ZooKeeper, and a later conditional write of
+        those partitions fails and re-reads them)."""
+        if self._ahead:
+            log.warning("controller %d: %d pipelined state writes were not awaited by %s",
+                        self.broker_id, len(self._ahead), self.current_event)
+            self._ahead.clear()
 
     async def _flush_requests(self) -> None:
         """Let the channels write what was sent so far (:class:`FlushRequests`), for at most
@@ -629,10 +649,25 @@ class ControllerService:
         return callback
 
     async def _run_zk(self, op: ZkOperation) -> Any:
-        """Run one ZooKeeper operation off the loop (:func:`weir.controller.executor.run`)."""
+        """Run one ZooKeeper operation off the loop (:func:`weir.controller.executor.run`).
+
+        The writes a state update names as ``pipelined`` start now, each on its own worker
+        thread (each one's fenced multis in flight together, as for one large write); the
+        core yields them next and gets the results they got."""
         t0 = time.perf_counter()
         try:
-            return await executor.run(self._zk, op, self._run_blocking)
+            if not isinstance(op, ZkUpdatePartitionStates):
+                return await executor.run(self._zk, op, self._run_blocking)
+            started = self._ahead.pop(id(op.states), None)
+            if started is not None and started[0] is op.states:
+                task = started[1]
+            else:
+                task = self._start_write(op)
+            for later in op.pipelined:
+                if id(later) not in self._ahead:
+                    self._ahead[id(later)] = (later, self._start_write(
+                        ZkUpdatePartitionStates(later, op.epoch_zk_version)))
+            return await task
         finally:
             if self._timing is not None:
                 self._timing.zk_ms += (time.perf_counter() - t0) * 1000

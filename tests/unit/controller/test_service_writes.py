@@ -63,3 +63,49 @@ def test_a_fenced_update_fails_with_controller_moved() -> None:
     with pytest.raises(ControllerMovedError):
         asyncio.run(service._run_zk(ZkUpdatePartitionStates(_states(3000), 7)))
     assert zk.calls == [3000]
+
+
+class GatedZk(ChunkRecordingZk):
+    """Holds every write until told; records the order the writes reached it."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.release = threading.Event()
+        self.entered: list[int] = []
+        self.all_entered = threading.Event()
+
+    def update_partition_states(self, states: dict, epoch_zk_version: int) -> dict:
+        with self.lock:
+            self.entered.append(min(tp.partition for tp in states))
+            if len(self.entered) == 3:
+                self.all_entered.set()
+        assert self.release.wait(10)
+        return super().update_partition_states(states, epoch_zk_version)
+
+
+def test_pipelined_writes_are_in_flight_together_and_answer_their_own_operations() -> None:
+    """A state update's ``pipelined`` writes start with it, each on its own thread: all
+    are in ZooKeeper's hands before the first answer; the core's next operations (the same
+    states) get their results without a second write."""
+    zk = GatedZk()
+    service = ControllerService(1, zk)
+    batches = [{TopicPartition("t", p): LeaderIsr(1, 3, [1, 2], 1, zk_version=p)
+                for p in range(start, start + 3)} for start in (0, 3, 6)]
+
+    async def scenario() -> list[dict]:
+        first = asyncio.ensure_future(service._run_zk(
+            ZkUpdatePartitionStates(batches[0], 7, (batches[1], batches[2]))))
+        # every write reaches the store before any is answered
+        assert await asyncio.to_thread(zk.all_entered.wait, 10)
+        assert not first.done()
+        zk.release.set()
+        results = [await first]
+        for i, states in enumerate(batches[1:], 1):
+            results.append(await service._run_zk(
+                ZkUpdatePartitionStates(states, 7, tuple(batches[i + 1:]))))
+        return results
+
+    results = asyncio.run(scenario())
+    assert sorted(zk.entered) == [0, 3, 6] and sorted(zk.calls) == [3, 3, 3]
+    assert [set(r) for r in results] == [set(b) for b in batches]
+    assert not service._ahead
