@@ -184,12 +184,12 @@ class IsrManager:
                      if ctx.leadership[tp].leader != broker_id]
         # Kafka's doControlledShutdown elects every led partition in one state machine call
         # (one pipelined ZooKeeper batch), then sends.  Here the elections are written in
-        # batches of at most ``batch`` partitions (one fenced multi each) and each batch's
-        # LeaderAndIsr/UpdateMetadata leaves as soon as it is written: the survivors apply
-        # the first new leaders, and clients find them, while the next batch is being
-        # written.  The shutting-down broker's part is held back (below).
-        # All batches are computed first and their writes pipelined
-        # (PartitionStateMachine.elect_in_batches).
+        # batches of at most ``batch`` partitions (one fenced multi each), all computed
+        # first and all in flight at once (PartitionStateMachine.elect_in_batches), and
+        # each batch's LeaderAndIsr/UpdateMetadata leaves as soon as its write lands: the
+        # survivors apply the first new leaders, and clients find them, while the later
+        # batches are still being written.  The shutting-down broker's part is held back
+        # (below).
         yield from self._partitions.elect_in_batches(
             scope, _batches(led, self._batch), ElectionKind.CONTROLLED_SHUTDOWN,
             between=lambda: scope.send_now(hold=ctx.shutting_down))
