@@ -575,12 +575,6 @@ class ControllerService:
             effects = self.core.complete(result, self._now_ms())
             self._add_core_time(t0)
 
-    def _start_write(self, op: ZkUpdatePartitionStates) -> asyncio.Future:
-        task = asyncio.ensure_future(executor.run(self._zk, op, self._run_blocking))
-        # an error of a write the core never awaited (its event ended first) is dropped
-        task.add_done_callback(lambda t: t.cancelled() or t.exception())
-        return task
-
     def _drop_writes_ahead(self) -> None:
         """At an event's end: writes started ahead that the core did not ask for (it must
         ask for each; they still land in ZooKeeper, and a later conditional write of
@@ -651,23 +645,22 @@ class ControllerService:
     async def _run_zk(self, op: ZkOperation) -> Any:
         """Run one ZooKeeper operation off the loop (:func:`weir.controller.executor.run`).
 
-        The writes a state update names as ``pipelined`` start now, each on its own worker
-        thread (each one's fenced multis in flight together, as for one large write); the
-        core yields them next and gets the results they got."""
+        The writes a state update names as ``pipelined`` start now with it, from one worker
+        thread (:func:`weir.controller.executor.start_writes`); the core yields them next and
+        gets the results they got."""
         t0 = time.perf_counter()
         try:
             if not isinstance(op, ZkUpdatePartitionStates):
                 return await executor.run(self._zk, op, self._run_blocking)
             started = self._ahead.pop(id(op.states), None)
             if started is not None and started[0] is op.states:
-                task = started[1]
-            else:
-                task = self._start_write(op)
-            for later in op.pipelined:
-                if id(later) not in self._ahead:
-                    self._ahead[id(later)] = (later, self._start_write(
-                        ZkUpdatePartitionStates(later, op.epoch_zk_version)))
-            return await task
+                return await started[1]
+            later = [states for states in op.pipelined if id(states) not in self._ahead]
+            futures = executor.start_writes(self._zk, [op.states, *later],
+                                            op.epoch_zk_version, self._run_blocking)
+            for states, future in zip(later, futures[1:], strict=True):
+                self._ahead[id(states)] = (states, future)
+            return await futures[0]
         finally:
             if self._timing is not None:
                 self._timing.zk_ms += (time.perf_counter() - t0) * 1000
