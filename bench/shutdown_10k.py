@@ -13,14 +13,17 @@ cluster settles (logs quiet, no small-file writes pending), then SIGTERM to the 
 that is not the controller with the highest id; measured from the signal:
 
 * ``exit_s``: the victim's process has exited;
+* ``first_s``: the first Metadata answer of either survivor naming a new leader for some of
+  the partitions it led;
 * ``moved_s``: both survivors' Metadata name another leader for every partition it led
   (each survivor asked on its own, again every 100 ms as a client does; ``moved_each_s``);
 * CPU seconds (user + system, ``/proc/<pid>/stat``) of each broker process over the run:
   the controller's and the other survivor's until the controller logged the end of its
   ControlledShutdown event, the victim's until its exit (last sample before it was gone);
   ``cpu_per_1000_s`` is their sum per 1,000 partitions moved;
-* the load average before the run, and the controller's own breakdown of the event (the
-  "ControlledShutdown took N ms" line: ZooKeeper and core time);
+* the load average before the run, the controller's own breakdown of the event (the
+  "ControlledShutdown took N ms" line: ZooKeeper and core time) and the victim's of its
+  stop (``victim_stop``: waiting for the controller's answer, then the logs' shutdown);
 * with ``--profile``, a py-spy profile (raw, ``--nonblocking``, every thread) of the
   controller broker over the last run (marked ``profiled``; leave it out of medians).
 
@@ -97,6 +100,13 @@ class ShutdownBench(Bench):
             return None
         with contextlib.suppress(TimeoutError):
             await until(event_line, 15, "the controller's event line", 0.05)
+
+        def victim_stop() -> str | None:
+            text = self.cluster.log_path(victim).read_bytes()[marks[victim]:].decode(
+                errors="replace")
+            found = [ln for ln in text.splitlines() if "stopped cleanly in" in ln]
+            return found[-1][found[-1].find("stopped cleanly"):] if found else None
+        first = [answered for _, answered, _, unmoved in probes if unmoved < len(led)]
         cpu1 = {b: cpu_seconds(pids[b]) for b in survivors}
         cpu1[victim] = victim_cpu[0]
         if spy is not None:
@@ -104,7 +114,8 @@ class ShutdownBench(Bench):
         cpu = {str(b): round((cpu1[b] or 0) - (cpu0[b] or 0), 2) for b in BROKERS}
         total = sum(cpu.values())
         return {"profiled": spy is not None, "victim": victim, "controller": controller, "partitions_led": len(led),
-                **done, "cpu_s": cpu, "cpu_total_s": round(total, 2),
+                **done, "first_s": min(first) if first else None,
+                "victim_stop": victim_stop(), "cpu_s": cpu, "cpu_total_s": round(total, 2),
                 "cpu_per_1000_s": round(total / (len(led) / 1000), 3),
                 "load_before": load, "controller_event": event_line(),
                 "logs": self.read_logs(marks, time.time() - (time.perf_counter() - t0)),
@@ -138,19 +149,25 @@ def report(doc: dict[str, Any]) -> str:
              f"{' (' + doc['label'] + ')' if doc['label'] else ''}"), "",
              (f"Machine: {doc['machine']}; load average at start {doc['load_start']}, "
              f"end {doc['load_end']}."), "",
-             ("| run | load before | leads | exit s | moved s (each) | CPU s: controller / "
-             "other survivor / victim | CPU s per 1,000 moved | controller's event |"),
-             "|---|---|---|---|---|---|---|---|"]
+             ("| run | load before | leads | exit s | first new leaders s | moved s (each) | "
+              "CPU s: controller / other survivor / victim | CPU s per 1,000 moved | "
+              "controller's event | victim's stop |"),
+             "|---|---|---|---|---|---|---|---|---|---|"]
     for i, r in enumerate(runs, 1):
         c, v = str(r["controller"]), str(r["victim"])
         other = next(str(b) for b in BROKERS if str(b) not in (c, v))
         each = ", ".join(f"{b}: {t}" for b, t in r["moved_each_s"].items())
+        first = "-" if r.get("first_s") is None else f"{r['first_s']:.2f}"
         lines.append(f"| {i} | {r['load_before'][0]} | {r['partitions_led']} | "
-                     f"{r['exit_s']:.2f} | {r['moved_s']:.2f} ({each}) | "
+                     f"{r['exit_s']:.2f} | {first} | {r['moved_s']:.2f} ({each}) | "
                      f"{r['cpu_s'][c]} / {r['cpu_s'][other]} / {r['cpu_s'][v]} | "
-                     f"{r['cpu_per_1000_s']} | {r['controller_event'] or '-'} |")
+                     f"{r['cpu_per_1000_s']} | {r['controller_event'] or '-'} | "
+                     f"{r.get('victim_stop') or '-'} |")
     if runs:
+        firsts = [r["first_s"] for r in runs if r.get("first_s") is not None]
         lines += ["", (f"Medians: exit {statistics.median(r['exit_s'] for r in runs):.2f} s, "
+                  f"first new leaders "
+                  f"{statistics.median(firsts) if firsts else float('nan'):.2f} s, "
                   f"moved {statistics.median(r['moved_s'] for r in runs):.2f} s, "
                   f"CPU per 1,000 partitions moved "
                   f"{statistics.median(r['cpu_per_1000_s'] for r in runs):.3f} s.")]

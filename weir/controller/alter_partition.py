@@ -18,6 +18,7 @@ from typing import Any, TypeVar
 from weir.common import TopicPartition
 from weir.controller.context import ControllerContext
 from weir.controller.effects import (
+    FlushRequests,
     Log,
     Reply,
     ZkReadPartitionStates,
@@ -183,16 +184,15 @@ class IsrManager:
                      if ctx.leadership[tp].leader != broker_id]
         # Kafka's doControlledShutdown elects every led partition in one state machine call
         # (one pipelined ZooKeeper batch), then sends.  Here the elections are written in
-        # batches of at most ``batch`` partitions (one fenced multi each) and each batch's
-        # LeaderAndIsr/UpdateMetadata leaves as soon as it is written: the survivors apply
-        # the first new leaders, and clients find them, while the next batch is being
-        # written.  The shutting-down broker's part is held back (below).
-        led_batches = _batches(led, self._batch)
-        for i, part in enumerate(led_batches):
-            yield from self._partitions.handle_state_changes(
-                scope, part, PartitionState.ONLINE, ElectionKind.CONTROLLED_SHUTDOWN)
-            if i < len(led_batches) - 1:
-                scope.send_now(hold=ctx.shutting_down)
+        # batches of at most ``batch`` partitions (one fenced multi each), all computed
+        # first and all in flight at once (PartitionStateMachine.elect_in_batches), and
+        # each batch's LeaderAndIsr/UpdateMetadata leaves as soon as its write lands: the
+        # survivors apply the first new leaders, and clients find them, while the later
+        # batches are still being written.  The shutting-down broker's part is held back
+        # (below).
+        yield from self._partitions.elect_in_batches(
+            scope, _batches(led, self._batch), ElectionKind.CONTROLLED_SHUTDOWN,
+            between=lambda: scope.send_now(hold=ctx.shutting_down))
         # The follower step below changes no leader: what the broker still leads is known.
         remaining = sorted(tp for tp in replicated
                            if tp in ctx.leadership and ctx.leadership[tp].leader == broker_id)
@@ -215,6 +215,11 @@ class IsrManager:
             # answered, and a follower made early would truncate every partition it led in
             # the meantime.
             scope.send_now(hold=ctx.shutting_down)
+            # The answer and the last new leaders' requests leave before the shrinks are
+            # computed and written: on the controller's broker that work (the core's, then
+            # the ZooKeeper client's encoding) would otherwise hold the event loop, and the
+            # GIL, while these wait for it (a third of an event of 6,667 shrinks).
+            yield FlushRequests()
         # The ISR shrinks stay one write (the client pipelines its multis): batched like
         # the elections they cost a ZooKeeper round trip (and a log sync) per batch, ~2x
         # the wall time of the whole at 6,667 partitions, and nothing waits for them the

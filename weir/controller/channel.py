@@ -179,7 +179,22 @@ class _BrokerSender:
         self.queue: asyncio.Queue[tuple[OutboundRequest, SharedBodies | None, float]] = (
             asyncio.Queue())
         self._conn: Any = None
+        self.unwritten = 0
+        """Requests queued and not yet handed to the connection (encoded and written)."""
+        self.all_written = asyncio.Event()
+        self.all_written.set()
         self.task = asyncio.create_task(self._run(), name=f"controller-channel-{info.id}")
+
+    def put(self, entry: tuple[OutboundRequest, SharedBodies | None, float]) -> None:
+        self.unwritten += 1
+        self.all_written.clear()
+        self.queue.put_nowait(entry)
+
+    def _handed(self) -> None:
+        self.unwritten -= 1
+        if self.unwritten <= 0:
+            self.unwritten = 0
+            self.all_written.set()
 
     async def _run(self) -> None:
         try:
@@ -222,6 +237,7 @@ class _BrokerSender:
         at a time.
         """
         backoff = self._manager.backoff_ms / 1000
+        handed: set[int] = set()  # written once (a retry writes again: not counted again)
         bodies: dict[int, bytes] = {}
         encode_ms: dict[int, float] = {}
         first = 0
@@ -255,6 +271,9 @@ class _BrokerSender:
                     # Tasks start in creation order and write their request at their
                     # first step: the requests leave in the group's order.
                     in_flight.append((i, asyncio.ensure_future(call), started))
+                    if i not in handed:
+                        handed.add(i)
+                        self._handed()
                 while in_flight:
                     i, answer, started = in_flight[0]
                     response = await answer
@@ -345,7 +364,21 @@ class ControllerChannelManager:
                 log.debug("dropping %s for unknown broker %d", type(item.request).__name__,
                           item.broker_id)
                 continue
-            sender.queue.put_nowait((item, shared, queued_at))
+            sender.put((item, shared, queued_at))
+
+    async def written(self, timeout_s: float) -> bool:
+        """Wait until every request queued so far has been encoded and handed to its
+        broker's connection (not answered), for at most ``timeout_s``; whether it was."""
+        waits = [s.all_written.wait() for s in self._senders.values()
+                 if not s.all_written.is_set()]
+        if not waits:
+            return True
+        try:
+            await asyncio.wait_for(asyncio.gather(*waits), timeout_s)
+        except TimeoutError:
+            return False
+        await asyncio.sleep(0)  # the connections' write tasks take their first step
+        return True
 
     async def close(self) -> None:
         """Stop every sender and drop everything queued."""

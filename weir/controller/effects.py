@@ -21,6 +21,7 @@ from weir.coordination.codecs import LeaderIsr, TopicAssignment
 
 __all__ = [
     "Effect",
+    "FlushRequests",
     "Log",
     "Reply",
     "SendRequests",
@@ -95,6 +96,18 @@ class ZkOperation:
 
 
 @dataclass(frozen=True, slots=True)
+class FlushRequests(ZkOperation):
+    """Not a ZooKeeper operation but a pause of the event, driven the same way: the shell
+    hands the requests sent so far (the step's :class:`SendRequests`) to the brokers'
+    connections before the core goes on, so that the CPU work of the event's next step
+    (the core's and the ZooKeeper client's) does not delay them.  Kafka's controller
+    thread hands its batches to the ``RequestSendThread`` of each broker, which send them
+    while the controller goes on; on a broker's single event loop the next step would
+    run first.  Result: ignored (``None``).
+    """
+
+
+@dataclass(frozen=True, slots=True)
 class ZkCreatePartitionStates(ZkOperation):
     """Create ``.../partitions/<p>/state`` znodes, fenced by the controller epoch's version.
 
@@ -110,11 +123,18 @@ class ZkCreatePartitionStates(ZkOperation):
 class ZkUpdatePartitionStates(ZkOperation):
     """Conditionally update state znodes (each state carries the *expected* zk version).
 
-    Result: ``dict[TopicPartition, LeaderIsr | Exception]``.
+    ``pipelined``: the writes the core yields next, in this order, whatever this one's
+    result (other partitions, states computed already): a shell may send them now, each
+    fenced on its own, and answer those operations when they come with the results it got
+    (Kafka's controller sends a state machine's whole batch of ``setData`` requests
+    asynchronously, ``KafkaZkClient.retryRequestsUntilConnected``).  A shell that ignores
+    it runs them one after the other.  Result: ``dict[TopicPartition, LeaderIsr |
+    Exception]``.
     """
 
     states: Mapping[TopicPartition, LeaderIsr]
     epoch_zk_version: int
+    pipelined: tuple[Mapping[TopicPartition, LeaderIsr], ...] = ()
 
 
 @dataclass(frozen=True, slots=True)

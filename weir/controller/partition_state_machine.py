@@ -21,12 +21,17 @@ epoch bump per partition instead of two.
 from __future__ import annotations
 
 import enum
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 
 from weir.common import TopicPartition
 from weir.controller import election
 from weir.controller.context import ControllerContext
-from weir.controller.effects import Log, ZkCreatePartitionStates
+from weir.controller.effects import (
+    Log,
+    ZkCreatePartitionStates,
+    ZkReadPartitionStates,
+    ZkUpdatePartitionStates,
+)
 from weir.controller.election import ElectionResult
 from weir.controller.scope import EventScope, ZkSteps, update_leader_isr
 from weir.controller.settings import ControllerSettings
@@ -182,6 +187,71 @@ class PartitionStateMachine:
             self.record_election(scope, tp, leader_isr, elections[tp].recipients,
                                          log=not quiet)
         return written
+
+    def elect_in_batches(self, scope: EventScope, batches: Sequence[Sequence[TopicPartition]],
+                         kind: ElectionKind, between: Callable[[], None]
+                         ) -> ZkSteps[dict[TopicPartition, LeaderIsr]]:
+        """Online/Offline -> Online for ``batches`` of partitions, one conditional write per
+        batch, all elections computed first: each write names the ones after it
+        (``ZkUpdatePartitionStates.pipelined``), so the shell has them all in flight while
+        the core records each batch's elections as its write lands and calls ``between``
+        (after every batch but the last; the caller sends the batch's requests there).
+
+        The selectors' inputs (live and shutting-down brokers, ISRs) do not change within
+        the event, so a batch's elections are the same computed before the earlier
+        batches' writes landed.  Partitions whose write failed (their state znode changed
+        meanwhile) are re-read and elected again at the end, as :meth:`_elect` retries.
+        """
+        ctx = self._ctx
+        planned: list[tuple[dict[TopicPartition, ElectionResult],
+                            dict[TopicPartition, LeaderIsr]]] = []
+        for part in batches:
+            elections: dict[TopicPartition, ElectionResult] = {}
+            updates: dict[TopicPartition, LeaderIsr] = {}
+            for tp in self._valid(scope, part, PartitionState.ONLINE):
+                current = ctx.leadership.get(tp)
+                if current is None or ctx.partition_states.get(tp) is PartitionState.NEW:
+                    scope.log(Log.error(f"No leader/ISR state for {tp}; cannot elect"))
+                    continue
+                result = self._run_selector(scope, kind, tp, current, report=True)
+                if result is not None:
+                    elections[tp] = result
+                    updates[tp] = self._elected_state(current, result)
+            planned.append((elections, updates))
+        writes = [updates for _, updates in planned if updates]
+        elected: dict[TopicPartition, LeaderIsr] = {}
+        failed: list[TopicPartition] = []
+        written_so_far = 0
+        for i, (elections, updates) in enumerate(planned):
+            if updates:
+                written_so_far += 1
+                ahead = tuple(writes[written_so_far:])
+                results = yield ZkUpdatePartitionStates(updates, ctx.epoch_zk_version, ahead)
+                written = {tp: res for tp in updates
+                           if isinstance(res := results.get(tp), LeaderIsr)}
+                failed.extend(tp for tp in updates if tp not in written)
+                quiet = len(written) > _LOG_EACH_UP_TO
+                if quiet:
+                    scope.log(Log.info(f"{len(written)} partitions elected a leader "
+                                       f"({kind.value} election)"))
+                for tp, leader_isr in written.items():
+                    ctx.leadership[tp] = leader_isr
+                    self.record_election(scope, tp, leader_isr, elections[tp].recipients,
+                                         log=not quiet)
+                elected.update(written)
+            if i < len(planned) - 1:
+                between()
+        if failed:
+            fresh = yield ZkReadPartitionStates(frozenset(failed))
+            for tp in failed:
+                if tp in fresh:
+                    ctx.leadership[tp] = fresh[tp]
+                else:
+                    scope.log(Log.error(f"Leader/ISR state of {tp} vanished"))
+            again = [tp for tp in failed if tp in fresh]
+            if again:
+                elected.update((yield from self._elect(scope, again, kind)))
+        return elected
 
     def _run_selector(self, scope: EventScope, kind: ElectionKind, tp: TopicPartition,
                       current: LeaderIsr, report: bool) -> ElectionResult | None:

@@ -29,12 +29,14 @@ from weir.controller.context import ReplicaAssignment
 from weir.controller.core import ControllerCore
 from weir.controller.effects import (
     Effect,
+    FlushRequests,
     Log,
     Reply,
     SendRequests,
     UnwatchTopics,
     WatchTopics,
     ZkOperation,
+    ZkUpdatePartitionStates,
 )
 from weir.controller.events import (
     AlterReassignments,
@@ -72,6 +74,8 @@ log = logging.getLogger(__name__)
 
 STATE_CHANGE_HISTORY = 200
 """Entries of the controller's state-change log kept in memory (for the metrics endpoint)."""
+FLUSH_WAIT_S = 0.5
+"""The longest an event pauses for its requests to be written (:class:`FlushRequests`)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -191,6 +195,9 @@ class ControllerService:
         ``RateAndTimeMs`` timers (weir.controller.stats), for the broker's ``/metrics``."""
         self._timing: EventTiming | None = None
         """The breakdown of the item being handled (None between items)."""
+        self._ahead: dict[int, tuple[Any, asyncio.Future]] = {}
+        """State writes started ahead of the core's asking (``pipelined``), by the id of
+        their states (kept, so the id stays theirs)."""
 
     @property
     def event_queue_size(self) -> int:
@@ -533,6 +540,7 @@ class ControllerService:
             self._add_core_time(t0)
             await self._process_effects(effects)
         finally:
+            self._drop_writes_ahead()
             self.events_by_type[self.current_event] += 1
             self.current_event = None
             self.events_processed += 1
@@ -547,6 +555,12 @@ class ControllerService:
                     await self._apply(effect)
             if op is None:
                 return
+            if isinstance(op, FlushRequests):
+                await self._flush_requests()
+                t0 = time.perf_counter()
+                effects = self.core.complete(None, self._now_ms())
+                self._add_core_time(t0)
+                continue
             try:
                 result = await self._run_zk(op)
             except ControllerMovedError:
@@ -560,6 +574,25 @@ class ControllerService:
             t0 = time.perf_counter()
             effects = self.core.complete(result, self._now_ms())
             self._add_core_time(t0)
+
+    def _drop_writes_ahead(self) -> None:
+        """At an event's end: writes started ahead that the core did not ask for (it must
+        ask for each; they still land in ZooKeeper, and a later conditional write of
+        those partitions fails and re-reads them)."""
+        if self._ahead:
+            log.warning("controller %d: %d pipelined state writes were not awaited by %s",
+                        self.broker_id, len(self._ahead), self.current_event)
+            self._ahead.clear()
+
+    async def _flush_requests(self) -> None:
+        """Let the channels write what was sent so far (:class:`FlushRequests`), for at most
+        ``FLUSH_WAIT_S`` (a broker being reconnected to must not hold the event)."""
+        if self._channels is None:
+            return
+        t0 = time.perf_counter()
+        await self._channels.written(FLUSH_WAIT_S)
+        if self._timing is not None:
+            self._timing.send_ms += (time.perf_counter() - t0) * 1000
 
     def _add_core_time(self, t0: float) -> None:
         if self._timing is not None:
@@ -610,10 +643,24 @@ class ControllerService:
         return callback
 
     async def _run_zk(self, op: ZkOperation) -> Any:
-        """Run one ZooKeeper operation off the loop (:func:`weir.controller.executor.run`)."""
+        """Run one ZooKeeper operation off the loop (:func:`weir.controller.executor.run`).
+
+        The writes a state update names as ``pipelined`` start now with it, from one worker
+        thread (:func:`weir.controller.executor.start_writes`); the core yields them next and
+        gets the results they got."""
         t0 = time.perf_counter()
         try:
-            return await executor.run(self._zk, op, self._run_blocking)
+            if not isinstance(op, ZkUpdatePartitionStates):
+                return await executor.run(self._zk, op, self._run_blocking)
+            started = self._ahead.pop(id(op.states), None)
+            if started is not None and started[0] is op.states:
+                return await started[1]
+            later = [states for states in op.pipelined if id(states) not in self._ahead]
+            futures = executor.start_writes(self._zk, [op.states, *later],
+                                            op.epoch_zk_version, self._run_blocking)
+            for states, future in zip(later, futures[1:], strict=True):
+                self._ahead[id(states)] = (states, future)
+            return await futures[0]
         finally:
             if self._timing is not None:
                 self._timing.zk_ms += (time.perf_counter() - t0) * 1000

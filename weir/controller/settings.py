@@ -29,8 +29,9 @@ class ControllerSettings:
     ``controller_socket_timeout_ms``: the shell's wait for a broker's answer;
     ``controlled_shutdown_batch``: a controlled shutdown writes its leader elections in
     batches of at most this many partitions (one fenced ZooKeeper multi each,
-    ``weir.coordination.fenced.CHUNK``) and sends each batch's LeaderAndIsr/UpdateMetadata
-    as soon as it is written (not a Kafka key; see ``IsrManager.controlled_shutdown``).
+    ``weir.coordination.fenced.CHUNK``, all in flight at once) and sends each batch's
+    LeaderAndIsr/UpdateMetadata as soon as it is written (not a Kafka key; see
+    ``IsrManager.controlled_shutdown``).
     """
 
     broker_id: int

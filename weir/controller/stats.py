@@ -127,7 +127,8 @@ class EventTiming:
     zk_znodes: int = 0
     """Partition states (or other znodes) the ZooKeeper operations named."""
     send_ms: float = 0.0
-    """Handing request batches to the channels (their encoding happens in the senders)."""
+    """Handing request batches to the channels (their encoding happens in the senders), and
+    waiting for them to be written where the event pauses for it (``FlushRequests``)."""
     sends: list[tuple[float, int]] = field(default_factory=list)
     """(ms since dequeued, requests) for each batch handed to the channels."""
 

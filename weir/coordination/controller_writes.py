@@ -67,6 +67,13 @@ class ControllerWrites:
         A stale version gives that partition a :class:`ZkVersionMismatchError` without
         failing the others; a missing znode a :class:`ZkNoNodeError`.
         """
+        return self.start_partition_state_updates(states, controller_epoch_zk_version)()
+
+    def start_partition_state_updates(
+        self, states: Mapping[TopicPartition, LeaderIsr], controller_epoch_zk_version: int
+    ) -> Callable[[], dict[TopicPartition, LeaderIsr | KafkaError]]:
+        """:meth:`update_partition_states` in two halves (:func:`fenced.start_fenced`): the
+        writes are sent now, the function returned waits for their results."""
         tps = list(states)
         ops = [
             fenced.set_data(
@@ -76,14 +83,17 @@ class ControllerWrites:
             )
             for tp in tps
         ]
-        results = fenced.run_fenced(self._client, ops, controller_epoch_zk_version)
-        out: dict[TopicPartition, LeaderIsr | KafkaError] = {}
-        for tp, op, result in zip(tps, ops, results, strict=True):
-            if isinstance(result, Exception):
-                out[tp] = fenced.to_kafka_error(op, result)
-            else:
-                out[tp] = _with_version(states[tp], int(result.version))
-        return out
+        finish = fenced.start_fenced(self._client, ops, controller_epoch_zk_version)
+
+        def results() -> dict[TopicPartition, LeaderIsr | KafkaError]:
+            out: dict[TopicPartition, LeaderIsr | KafkaError] = {}
+            for tp, op, result in zip(tps, ops, finish(), strict=True):
+                if isinstance(result, Exception):
+                    out[tp] = fenced.to_kafka_error(op, result)
+                else:
+                    out[tp] = _with_version(states[tp], int(result.version))
+            return out
+        return results
 
     # -- topic deletion ------------------------------------------------------------------
 

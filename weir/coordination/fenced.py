@@ -12,7 +12,7 @@ operation, after a batched re-read that weeds out every other operation whose ex
 version is already stale.
 """
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -82,11 +82,25 @@ def run_fenced(client: KazooClient, ops: Sequence[Op], epoch_zk_version: int | N
     ``epoch_zk_version`` None means unfenced (admin writes).  Raises
     :class:`ControllerMovedError` when the epoch check fails.
     """
-    results: list[Any] = [None] * len(ops)
+    return start_fenced(client, ops, epoch_zk_version)()
+
+
+def start_fenced(client: KazooClient, ops: Sequence[Op], epoch_zk_version: int | None
+                 ) -> Callable[[], list[Any]]:
+    """:func:`run_fenced` in two halves: the multis are sent now (behind any sent before on
+    the session, which ZooKeeper applies in order), the function returned waits for their
+    results (and retries a chunk that failed as a whole), blocking.  One thread can so keep
+    several writes in flight (Kafka's controller pipelines its async ZooKeeper requests)."""
     chunks = [list(range(start, min(start + CHUNK, len(ops))))
               for start in range(0, len(ops), CHUNK)]
     pending = [_commit_async(client, [ops[i] for i in indexes], epoch_zk_version)
                for indexes in chunks]
+    return lambda: _finish(client, ops, epoch_zk_version, chunks, pending)
+
+
+def _finish(client: KazooClient, ops: Sequence[Op], epoch_zk_version: int | None,
+            chunks: list[list[int]], pending: list[Any]) -> list[Any]:
+    results: list[Any] = [None] * len(ops)
     retry = []
     moved: ControllerMovedError | None = None
     for indexes, result in zip(chunks, pending, strict=True):

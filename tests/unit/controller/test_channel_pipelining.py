@@ -8,7 +8,7 @@ import asyncio
 from typing import Any, ClassVar
 
 from weir.common import TopicPartition
-from weir.controller.channel import ControllerChannelManager
+from weir.controller.channel import PIPELINE_DEPTH, ControllerChannelManager
 from weir.controller.events import StopReplicaResult
 from weir.controller.requests import OutboundRequest
 from weir.protocol import codec
@@ -139,3 +139,47 @@ def test_work_ready_before_a_batch_runs_before_its_encoding() -> None:
 
     asyncio.run(scenario())
     assert order[0] == "answer"
+
+
+def test_written_waits_for_every_queued_request_to_be_handed_to_its_connection() -> None:
+    """``written`` returns once each request queued so far was written to its broker's
+    connection, answered or not; a broker that takes nothing bounds it by the timeout."""
+    async def scenario() -> tuple[bool, list[tuple[int, int]], bool]:
+        PipeConnection.written = []
+        PipeConnection.connections = 0
+        PipeConnection.release = asyncio.Event()  # never set: no answers
+        PipeConnection.three_written = asyncio.Event()
+        manager = ControllerChannelManager(lambda _e: None, connect=PipeConnection)
+        await manager.update_brokers({2: broker(2)})
+        assert await manager.written(0.01)  # nothing queued
+        manager.send([OutboundRequest(2, _stop(p)) for p in range(PIPELINE_DEPTH + 2)])
+        done = await manager.written(5)
+        seen = list(PipeConnection.written)
+        # the depth is reached and the sender waits for answers: the rest are not written
+        PipeConnection.written = []
+        stuck = await manager.written(0.05)
+        await manager.close()
+        return done, seen, stuck
+
+    done, seen, stuck = asyncio.run(scenario())
+    assert not done and not stuck
+    assert seen == [(1, p) for p in range(PIPELINE_DEPTH)]
+
+
+def test_written_is_true_once_all_are_written() -> None:
+    async def scenario() -> tuple[bool, int]:
+        PipeConnection.written = []
+        PipeConnection.connections = 0
+        PipeConnection.release = asyncio.Event()
+        PipeConnection.three_written = asyncio.Event()
+        manager = ControllerChannelManager(lambda _e: None, connect=PipeConnection)
+        await manager.update_brokers({2: broker(2), 3: broker(3)})
+        manager.send([OutboundRequest(b, _stop(p)) for b in (2, 3) for p in (0, 1)])
+        done = await manager.written(5)
+        count = len(PipeConnection.written)
+        PipeConnection.release.set()
+        await manager.close()
+        return done, count
+
+    done, count = asyncio.run(scenario())
+    assert done and count == 4

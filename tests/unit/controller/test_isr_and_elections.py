@@ -6,9 +6,12 @@ import pytest
 
 from weir.common import TopicPartition
 from weir.controller.effects import (
+    FlushRequests,
     Reply,
     SendRequests,
     ZkDeletePreferredElection,
+    ZkOperation,
+    ZkReadPartitionStates,
     ZkUpdatePartitionStates,
 )
 from weir.controller.events import (
@@ -178,6 +181,26 @@ def test_controlled_shutdown_answers_before_the_follower_isr_shrinks() -> None:
     assert zk.states[T1].isr == [2] and zk.states[TopicPartition("u", 0)].leader == 2
 
 
+def test_controlled_shutdown_hands_out_the_answer_and_new_leaders_before_the_shrinks() -> None:
+    """The step that answers ends in a pause for the shell to write the new leaders'
+    requests (:class:`FlushRequests`): the ISR shrinks are computed only when it resumes."""
+    core, zk = started(topics={"t": {0: [1, 2, 3], 1: [2, 1, 3], 2: [3, 1, 2]}})
+    steps = [core.handle(ControlledShutdown(1, 101, reply_to="r"), 0)]
+    while steps[-1] and isinstance(steps[-1][-1], ZkOperation):
+        steps.append(core.complete(zk.execute(steps[-1][-1]), 0))
+    (answering,) = [i for i, step in enumerate(steps) if any(isinstance(e, Reply) for e in step)]
+    step = steps[answering]
+    assert isinstance(step[-1], FlushRequests)
+    (sent,) = [e for e in step if isinstance(e, SendRequests)]
+    assert {r.broker_id for r in sent.requests} == {2, 3}
+    assert leader_and_isr_states(list(step))[2][T0].leader == 2
+    # resumed: the shrinks of the partitions broker 1 follows, in one write
+    shrinks = steps[answering + 1][-1]
+    assert isinstance(shrinks, ZkUpdatePartitionStates)
+    assert set(shrinks.states) == {T1, TopicPartition("t", 2)}
+    assert zk.execute(FlushRequests()) is None and not core.awaiting_result
+
+
 def test_controlled_shutdown_writes_and_sends_in_batches() -> None:
     """With ``controlled_shutdown_batch`` 2: the 5 led partitions are elected in 3 fenced
     writes of at most 2 (2, 2, 1), the 4 followed ones shrunk in one write; each election
@@ -219,6 +242,36 @@ def test_controlled_shutdown_writes_and_sends_in_batches() -> None:
     assert stopped == {TopicPartition("t", p) for p in range(5, 9)}
     assert all(zk.states[TopicPartition("t", p)].leader == 2 for p in range(5))
     assert all(1 not in zk.states[TopicPartition("t", p)].isr for p in range(9))
+
+
+def test_controlled_shutdown_pipelines_its_election_writes() -> None:
+    """Every election batch is computed before the first write, which names the others
+    (``pipelined``); the core then asks for exactly those, in order.  A partition whose
+    write failed (its znode changed meanwhile) is re-read and elected again at the end."""
+    led = {p: [1, 2, 3] for p in range(5)}
+    core, zk = started(topics={"t": {**led, 5: [2, 1, 3]}}, controlled_shutdown_batch=2)
+    steps = [core.handle(ControlledShutdown(1, 101, reply_to="r"), 0)]
+    while steps[-1] and isinstance(steps[-1][-1], ZkOperation):
+        op = steps[-1][-1]
+        if isinstance(op, ZkUpdatePartitionStates) and TopicPartition("t", 3) in op.states \
+                and len(op.states) == 2:
+            zk.bump(TopicPartition("t", 3), isr=[1, 3, 2])  # someone wrote it meanwhile
+        steps.append(core.complete(zk.execute(op), 0))
+    ops = [step[-1] for step in steps if step and isinstance(step[-1], ZkOperation)]
+    writes = [op for op in ops if isinstance(op, ZkUpdatePartitionStates)]
+    first, second, third = writes[:3]
+    assert first.pipelined == (second.states, third.states)
+    assert second.pipelined == (third.states,) and third.pipelined == ()
+    assert [sorted(tp.partition for tp in w.states) for w in writes[:3]] == [[0, 1], [2, 3], [4]]
+    # the conflict: re-read, elected again from the fresh state, before the shrinks
+    reads = [i for i, op in enumerate(ops) if isinstance(op, ZkReadPartitionStates)]
+    assert reads and set(ops[reads[0]].partitions) == {TopicPartition("t", 3)}
+    again = ops[reads[0] + 1]
+    assert isinstance(again, ZkUpdatePartitionStates)
+    assert set(again.states) == {TopicPartition("t", 3)}
+    assert again.states[TopicPartition("t", 3)].isr == [3, 2]
+    assert all(zk.states[TopicPartition("t", p)].leader != 1 for p in range(5))
+    assert reply([e for step in steps for e in step]) == []
 
 
 def test_controlled_shutdown_batch_must_be_positive() -> None:

@@ -129,6 +129,22 @@ def test_create_and_update_partition_states(zk) -> None:
     assert zk.get_partition_states([tp(0), tp(1)]) == {tp(0): state(2, 1), tp(1): state(1, 0)}
 
 
+def test_state_updates_sent_together_and_awaited_in_turn(zk) -> None:
+    """start_partition_state_updates sends now; its result waits: two writes in flight at
+    once from one thread, each with its own results (a stale version stays its own)."""
+    zk.create_topic("t", {p: [1, 2] for p in range(4)}, {})
+    _, epoch_version = zk.try_become_controller(1)
+    zk.create_partition_states({tp(p): state(1) for p in range(4)}, epoch_version)
+    first = zk.start_partition_state_updates({tp(0): state(2, 0), tp(1): state(2, 0)},
+                                             epoch_version)
+    second = zk.start_partition_state_updates({tp(2): state(2, 0), tp(3): state(2, 7)},
+                                              epoch_version)
+    assert first() == {tp(0): state(2, 1), tp(1): state(2, 1)}
+    later = second()
+    assert later[tp(2)] == state(2, 1) and isinstance(later[tp(3)], ZkVersionMismatchError)
+    assert zk.get_partition_states([tp(3)]) == {tp(3): state(1, 0)}
+
+
 def test_partial_failures_across_chunks(zk, monkeypatch) -> None:
     monkeypatch.setattr(fenced, "CHUNK", 2)
     zk.create_topic("t", {p: [1] for p in range(5)}, {})
