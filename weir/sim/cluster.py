@@ -480,6 +480,10 @@ class Simulation:
         self.faults.append(f"{self.now}: AlterPartitionReassignments {tp} -> "
                            f"{'cancel' if target is None else list(target)} via {admin.id}")
 
+        # Sent, the request may be applied even if its answer never comes back (its sender
+        # dies): it replaces the promise of any earlier acknowledged move.
+        if self.reassignments is not None:
+            self.reassignments.supersede(tp)
         version = self.reassignments.version(tp) if self.reassignments is not None else 0
 
         def answer(value: Any) -> None:

@@ -17,11 +17,14 @@ from typing import TYPE_CHECKING, Any
 from weir.common import TopicPartition
 from weir.controller.channel import ControllerChannelManager
 from weir.controller.events import IsrChange
+from weir.controller.rpc import ALTER_PARTITION_KEY
 from weir.controller.service import ControllerService
 from weir.controller.settings import ControllerSettings
 from weir.protocol import codec
-from weir.protocol.errors import ErrorCode
+from weir.protocol.client import FrameConnection
+from weir.protocol.errors import ErrorCode, KafkaError
 from weir.protocol.interbroker import (
+    INTERBROKER_SCHEMAS,
     LeaderAndIsrRequest,
     LeaderAndIsrResponse,
     StopReplicaRequest,
@@ -187,6 +190,69 @@ class SimNode:
     def _connect(self, host: str, port: int) -> SimConnection:
         return SimConnection(self.sim, self, port - SIM_PORT_BASE)
 
+    def connect_frames(self, host: str, port: int) -> FrameConnection:
+        """This incarnation's connection to the broker listening on ``port``: encoded
+        request frames cross the simulated network (FIFO per link, delayed), the receiver
+        decodes them with the production codec, and its encoded answer comes back to be
+        decoded by :class:`~weir.protocol.client.FrameConnection`, the client's code.  A
+        request to a process that dies, or from one, gets no answer (the client's timeout
+        fires, as a socket's would)."""
+        sim, source = self.sim, self
+        incarnation = self.incarnation
+
+        async def open_call() -> Any:
+            await asyncio.sleep(sim.net_delay() / 1000)
+            target = sim.nodes.get(port - SIM_PORT_BASE)
+            if target is None or not target.alive:
+                raise ConnectionRefusedError(f"no broker listens on port {port}")
+            target_incarnation = target.incarnation
+
+            def reachable() -> bool:
+                return (target.alive and target.incarnation == target_incarnation
+                        and source.alive and source.incarnation == incarnation)
+
+            async def call(frame: bytes) -> bytes:
+                answer: asyncio.Future[bytes] = asyncio.get_running_loop().create_future()
+
+                async def serve() -> None:
+                    response = await target.serve_frame(frame)
+                    if reachable():
+                        sim._deliver(target.id, source.id,
+                                     lambda: answer.done() or answer.set_result(response))
+
+                def arrive() -> None:
+                    if reachable():
+                        target.spawn(serve())
+                sim._deliver(source.id, target.id, arrive)
+                return await answer
+            return call
+        return FrameConnection(open_call, client_id=f"broker-{self.id}")
+
+    async def serve_frame(self, frame: bytes) -> bytes:
+        """A request frame reaching this broker's inter-broker listener, decoded and answered
+        by the production codecs.  AlterPartition goes to this process's
+        :class:`ControllerService` as the AlterPartition handler hands it over
+        (NOT_CONTROLLER unless it is the active controller)."""
+        api_key, version, _correlation = codec.parse_request_header_prefix(frame)
+        request_cls, response_cls = INTERBROKER_SCHEMAS[api_key][version]
+        header = codec.parse_request_header(frame, bool(request_cls.__flexible__))
+        request = codec.decode_body(request_cls, frame, header.size)
+        if api_key != ALTER_PARTITION_KEY:
+            raise ValueError(f"no simulated handler for API key {api_key}")
+        if self.sim.data is not None:
+            self.sim.data.stats["isr_proposals"] += sum(len(t.partitions)
+                                                        for t in request.topics)
+        service = self.service
+        try:
+            if service is None or not service.is_active:
+                raise KafkaError(ErrorCode.not_controller, "not the active controller")
+            response = await service.on_alter_partition(request)
+        except KafkaError as exc:
+            response = codec.build(response_cls, error_code=exc.code, topics=[])
+        flexible = codec.response_header_flexible(api_key, response_cls)
+        return codec.encode_response_frame(header.correlation_id, codec.encode_body(response),
+                                           flexible)[4:]
+
     def crash(self, lose_unflushed: bool = False) -> None:
         """The process dies (a kill: no shutdown code of it runs); its session expires
         later (the simulation schedules it).  With ``lose_unflushed`` the machine loses
@@ -277,8 +343,8 @@ class SimNode:
     def propose_isr_changes(self) -> None:
         """As a partition leader: shrink/expand ISRs via AlterPartition to the controller."""
         sim = self.sim
-        if self.replicas is not None:  # the data path: Partition's own proposals
-            self.replicas.propose_shrinks(sim.config.replica_lag_time_max_ms)
+        if self.replicas is not None:  # the data path: Partition's own proposals, sent by
+            self.run(self.replicas.propose_shrinks)  # this process's AlterPartitionManager
             return
         for tp, view in sorted(self.broker.hosted.items()):
             if view.leader != self.id or tp in self.broker.alter_in_flight:
@@ -301,8 +367,6 @@ class SimNode:
         if self.broker.alter_in_flight.get(tp) != token:
             return
         del self.broker.alter_in_flight[tp]
-        if self.replicas is not None:
-            self.replicas.isr_answer(tp, outcome)
         view = self.broker.hosted.get(tp)
         if view is None or not hasattr(outcome, "isr"):
             return
