@@ -89,7 +89,7 @@ class ReplicationSettings:
                    fetcher=FetcherSettings.from_config(config, security))
 
 
-class ReplicaManager(LocalReads):
+class ReplicaManager:
     def __init__(self, broker_id: int, log_manager: LogManager,
                  topic_log_config: Callable[[str], LogConfig],
                  topic_min_isr: Callable[[str], int],
@@ -137,10 +137,13 @@ class ReplicaManager(LocalReads):
         self.leadership_listeners: list[Callable[[TopicPartition, bool, int], None]] = []
         # Metrics (weir.server.metrics): IsrShrinks/IsrExpands/FailedIsrUpdates counts.
         self.isr_shrinks = self.isr_expands = self.failed_isr_updates = 0
-        # Kafka's BrokerTopicMetrics (broker-wide): client appends in, fetched bytes out to
-        # consumers and, separately, to follower replicas.  Read by weir.server.metrics.
+        # Kafka's BrokerTopicMetrics (broker-wide): client appends in (bytes out: self.reads).
         self.bytes_in = self.messages_in = 0
-        self.bytes_out = self.replication_bytes_out = 0
+        # Reads of the local logs for Fetch (consumers and followers), with the purgatory.
+        self.reads = LocalReads(
+            broker_id, self.partitions, self.partition, log_manager, self.throttles,
+            self.fetch_purgatory, clock, on_high_watermark_change=self.on_high_watermark_change,
+            propose_isr=self._submit, delete_records_waiting=self._delete_records_waiting)
         self.broker_alive: Callable[[int], bool] = broker_alive or (lambda _broker_id: True)
 
     # -- lookups ---------------------------------------------------------------------

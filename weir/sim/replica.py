@@ -175,7 +175,7 @@ class SimLeaderEndPoint:
                     for tp, p in partitions.items()]
 
         async def serve(rm: ReplicaManager) -> FetchAnswer:
-            results = await rm.fetch(params.replica_id, params.max_wait_ms, params.min_bytes,
+            results = await rm.reads.fetch(params.replica_id, params.max_wait_ms, params.min_bytes,
                                      params.max_bytes, requests)
             return FetchAnswer({tp: FetchedPartition(
                 error=r.error, high_watermark=r.high_watermark,
