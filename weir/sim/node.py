@@ -21,7 +21,11 @@ from weir.controller.rpc import ALTER_PARTITION_KEY
 from weir.controller.service import ControllerService
 from weir.controller.settings import ControllerSettings
 from weir.protocol import codec
-from weir.protocol.client import FrameConnection
+from weir.protocol.client import (
+    FrameConnection,
+    decode_response_frame,
+    encode_request_frame,
+)
 from weir.protocol.errors import ErrorCode, KafkaError
 from weir.protocol.interbroker import (
     INTERBROKER_SCHEMAS,
@@ -32,6 +36,7 @@ from weir.protocol.interbroker import (
     UpdateMetadataRequest,
     UpdateMetadataResponse,
 )
+from weir.server.handlers._controller_requests import broker_epoch_is_stale
 from weir.sim import process
 from weir.sim.process import SimProcess
 from weir.sim.zk import SimZkClient
@@ -79,12 +84,15 @@ class _ControllerConfig:
 class SimConnection:
     """The controller channel's transport to one simulated broker (what
     :class:`~weir.protocol.client.BrokerConnection` is over TCP): requests and answers
-    cross the simulated network in order; a dead or restarted broker resets it."""
+    cross the simulated network in order, as frames the production codecs encode and
+    decode (the client's on this side, :meth:`SimNode.receive_frame` on the broker's); a
+    dead or restarted broker resets it."""
 
     def __init__(self, sim: Simulation, source: SimNode, target_id: int) -> None:
         self.sim, self.source, self.target = sim, source, sim.nodes[target_id]
         self._incarnation = source.incarnation
         self._target_incarnation = -1
+        self._correlation_id = 0
         self.connected = False
 
     def _reachable(self) -> bool:
@@ -111,16 +119,24 @@ class SimConnection:
                 if not answer.done():
                     answer.set_exception(ConnectionResetError("broker went away"))
                 return
-            response = self.target.run(self.target.receive, self.source.id, request)
+            response = self.target.run(self.target.receive_frame, self.source.id, frame)
             self.sim._deliver(self.target.id, self.source.id,
                               lambda: answer.done() or answer.set_result(response))
 
+        self._correlation_id = (self._correlation_id + 1) & 0x7FFFFFFF
+        correlation_id = self._correlation_id
+        frame = encode_request_frame(request, correlation_id, f"controller-{self.source.id}")
         self.sim._deliver(self.source.id, self.target.id, arrive)
         try:
-            return await asyncio.wait_for(answer, timeout_s)
+            answered_frame = await asyncio.wait_for(answer, timeout_s)
         except TimeoutError:
             self.connected = False
             raise
+        answered_id, response = decode_response_frame(type(request), answered_frame)
+        if answered_id != correlation_id:
+            self.connected = False
+            raise ConnectionError(f"answer to request {answered_id}, not {correlation_id}")
+        return response
 
     async def close(self) -> None:
         self.connected = False
@@ -281,6 +297,19 @@ class SimNode:
 
     # -- the broker side -------------------------------------------------------------------
 
+    def receive_frame(self, controller_id: int, frame: bytes) -> bytes:
+        """A controller request frame (LeaderAndIsr, UpdateMetadata, StopReplica) decoded
+        by the production codec, applied by :meth:`receive`, and its answer encoded (the
+        frame without its size prefix)."""
+        api_key, version, _correlation = codec.parse_request_header_prefix(frame)
+        request_cls, response_cls = INTERBROKER_SCHEMAS[api_key][version]
+        header = codec.parse_request_header(frame, bool(request_cls.__flexible__))
+        response = self.receive(controller_id,
+                                codec.decode_body(request_cls, frame, header.size))
+        return codec.encode_response_frame(
+            header.correlation_id, codec.encode_body(response),
+            codec.response_header_flexible(api_key, response_cls))[4:]
+
     def receive(self, controller_id: int, request: Any) -> Any:
         """Apply a controller request and answer it as a broker does (Kafka's
         ReplicaManager: a stale controller epoch gets STALE_CONTROLLER_EPOCH, a request
@@ -288,7 +317,7 @@ class SimNode:
         state = self.broker
         if request.controller_epoch < state.controller_epoch:
             return _answer(request, ErrorCode.stale_controller_epoch)
-        if request.broker_epoch not in (-1, self.epoch):
+        if broker_epoch_is_stale(request.broker_epoch, self.epoch):
             return _answer(request, ErrorCode.stale_broker_epoch)
         state.controller_epoch = request.controller_epoch
         errors: dict[TopicPartition, ErrorCode] = {}
