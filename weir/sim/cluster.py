@@ -569,10 +569,10 @@ class Simulation:
             for node in self.nodes.values():
                 if not node.alive:
                     continue
-                seen = node.broker.metadata.get(tp)
-                if seen is None or (seen.leader, seen.leader_epoch, seen.isr,
+                seen = node.broker.metadata.partition(tp)
+                if seen is None or (seen.leader, seen.leader_epoch, list(seen.isr),
                                     seen.partition_epoch) != (
-                        state.leader, state.leader_epoch, state.isr, state.zk_version):
+                        state.leader, state.leader_epoch, list(state.isr), state.zk_version):
                     out.append(f"broker {node.id} metadata of {tp} is {seen}, "
                                f"ZooKeeper has {state}")
                 hosted = node.broker.hosted.get(tp)

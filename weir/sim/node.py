@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import asyncio
 import functools
-import uuid
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -36,7 +35,9 @@ from weir.protocol.interbroker import (
     UpdateMetadataRequest,
     UpdateMetadataResponse,
 )
+from weir.server.handlers import update_metadata
 from weir.server.handlers._controller_requests import broker_epoch_is_stale
+from weir.server.metadata_cache import MetadataCache
 from weir.sim import process
 from weir.sim.process import SimProcess
 from weir.sim.zk import SimZkClient
@@ -47,6 +48,7 @@ if TYPE_CHECKING:
 
 __all__ = ["PartitionView", "SimConnection", "SimNode"]
 
+INTER_BROKER_LISTENER = "PLAINTEXT"
 SIM_PORT_BASE = 9000
 """Simulated brokers listen on ``SIM_PORT_BASE + broker id`` (see :class:`SimZk`)."""
 
@@ -68,10 +70,11 @@ class BrokerState:
 
     controller_epoch: int = 0
     hosted: dict[TopicPartition, PartitionView] = field(default_factory=dict)
-    metadata: dict[TopicPartition, PartitionView] = field(default_factory=dict)
+    # The broker's metadata cache (Kafka's MetadataCache), as the UpdateMetadata handler
+    # fills it: its parse step and MetadataCache.update.
+    metadata: MetadataCache = field(default_factory=MetadataCache)
     follower_epochs: dict[TopicPartition, int] = field(default_factory=dict)
     alter_in_flight: dict[TopicPartition, int] = field(default_factory=dict)
-    topic_ids: dict[str, uuid.UUID] = field(default_factory=dict)  # from UpdateMetadata
 
 
 @dataclass(frozen=True)
@@ -324,12 +327,9 @@ class SimNode:
         if isinstance(request, LeaderAndIsrRequest):
             errors = self._leader_and_isr(request)
         elif isinstance(request, UpdateMetadataRequest):
-            for topic in request.topic_states:
-                state.topic_ids[topic.topic_name] = topic.topic_id
-                for p in topic.partition_states:
-                    tp = TopicPartition(topic.topic_name, p.partition_index)
-                    state.metadata[tp] = PartitionView(p.leader, p.leader_epoch, list(p.isr),
-                                                       p.zk_version, tuple(p.replicas))
+            brokers, partitions = update_metadata.parse_request(request, INTER_BROKER_LISTENER)
+            state.metadata.update(request.controller_id, request.controller_epoch, brokers,
+                                  partitions)
             if self.sim.groups is not None:
                 # The broker's own step after its metadata cache: deleted partitions (leader
                 # -2) lose their committed offsets (the UpdateMetadata handler's code).

@@ -117,7 +117,7 @@ def _converged(sim: Simulation, stopping: int = -1) -> bool:
         want = (state.leader, state.leader_epoch)
         replicas = topics[tp.topic].partitions[tp.partition]
         for node in live:
-            seen = node.broker.metadata.get(tp)
+            seen = node.broker.metadata.partition(tp)
             if seen is None or (seen.leader, seen.leader_epoch, seen.partition_epoch) != (
                     *want, state.zk_version):
                 return False
