@@ -61,9 +61,10 @@ def test_invariants_catch_high_watermark_truncation(monkeypatch: pytest.MonkeyPa
     from weir.replication.partition import Partition
     monkeypatch.setattr(Partition, "waits_for_replica_to_join_isr", lambda *_args: False)
     # Which seeds expose it depends on the whole trajectory: look through the first few
-    # dozen (with the real rule every one of them passes, see the test above and the CLI).
+    # dozen (with the real rule every one of them passes, see the test above and the CLI;
+    # seed 40 is the first that shows both today).
     lost = diverged = False
-    for seed in range(40):
+    for seed in range(60):
         violations = run_seed(seed, data_config()).violations
         lost = lost or any("acknowledged offset" in v and "is not in the log" in v
                            for v in violations)
