@@ -98,14 +98,11 @@ class ReplicaManager:
                  endpoint_factory: EndPointFactory | None = None,
                  isr_changes: IsrChangesFactory | None = None,
                  broker_alive: Callable[[int], bool] | None = None) -> None:
-        """``clock`` (milliseconds) and ``endpoint_factory`` (how a fetcher reaches a leader
-        broker; default: over the network) are injected so the simulation can run this
-        manager on virtual time and a simulated network.  ``isr_changes`` builds the
-        :class:`AlterPartitionManager` that sends the ISR proposals to the controller (given
-        where its answers go; None: proposals stay local, as in tests of one broker).
-        ``broker_alive``: whether a broker is alive (the broker's metadata cache): a
-        caught-up follower outside the ISR holds the high watermark back only while it is
-        (Kafka's isReplicaIsrEligible in ZooKeeper mode); default: every broker is."""
+        """``clock`` (ms) and ``endpoint_factory`` (how a fetcher reaches a leader; default:
+        the network) let the simulation run this manager on virtual time and network.
+        ``isr_changes(on_result)`` builds the AlterPartitionManager (None: proposals stay
+        local).  ``broker_alive`` (the metadata cache's; default: all are): a caught-up
+        follower outside the ISR holds the HW back only while alive (isReplicaIsrEligible)."""
         self.broker_id = broker_id
         self.clock = clock
         self.settings = settings or ReplicationSettings()
