@@ -53,20 +53,20 @@ def _manager(path: Path, n: int) -> tuple[ReplicaManager, list[TopicPartition]]:
 
 async def _measure(rm: ReplicaManager, tps: list[TopicPartition], cycles: int) -> dict:
     reads = 0
-    read_one = rm._read_for_follower  # one partition of a follower's fetch
+    read_one = rm.reads._read_for_follower  # one partition of a follower's fetch
 
     def counting(*args, **kwargs):
         nonlocal reads
         reads += 1
         return read_one(*args, **kwargs)
 
-    rm._read_for_follower = counting  # type: ignore[method-assign]
+    rm.reads._read_for_follower = counting  # type: ignore[method-assign]
     requests = [FetchPartition(tp, 0, 1 << 20) for tp in tps]
     idle_s, idle_reads = [], []
     for _ in range(cycles):
         reads = 0
         start = time.perf_counter()
-        await rm.fetch(2, 20, 1, 1 << 20, requests)  # nothing new: waits 20 ms
+        await rm.reads.fetch(2, 20, 1, 1 << 20, requests)  # nothing new: waits 20 ms
         idle_s.append(time.perf_counter() - start - 0.020)
         idle_reads.append(reads)
     batch = build_batch([b"x" * 100])
@@ -74,7 +74,7 @@ async def _measure(rm: ReplicaManager, tps: list[TopicPartition], cycles: int) -
     for i in range(cycles):
         for r in requests:  # the follower is at the log end again
             r.fetch_offset = rm.partitions[r.tp].log.log_end_offset
-        fetch = asyncio.create_task(rm.fetch(2, 5000, 1 << 30, 1 << 20, requests))
+        fetch = asyncio.create_task(rm.reads.fetch(2, 5000, 1 << 30, 1 << 20, requests))
         await asyncio.sleep(0)
         reads = 0
         start = time.perf_counter()

@@ -297,3 +297,73 @@ class BrokerConnections:
             return None if found is None else (found.host, found.port)
 
         return cls(endpoint, client_id, security=security, connect=connect)
+
+
+def encode_request_frame(payload: Any, correlation_id: int, client_id: str) -> bytes:
+    """A request's frame as a broker reads it: header and body, without the size prefix."""
+    cls = type(payload)
+    header = codec.encode_request_header(int(cls.__api_key__), int(cls.__version__),
+                                         correlation_id, client_id, bool(cls.__flexible__))
+    return header + codec.encode_body(payload)
+
+
+def decode_response_frame(request_cls: type, frame: bytes) -> tuple[int, Any]:
+    """(correlation id, decoded response) of a response frame without its size prefix;
+    raises ``ConnectionError`` for a frame that does not decode (as a broken connection)."""
+    resp_cls = response_class_for(request_cls)
+    (correlation_id,) = _SIZE.unpack_from(frame, 0)
+    flexible = codec.response_header_flexible(int(request_cls.__api_key__), resp_cls)
+    try:
+        pos = codec.skip_tagged_fields(frame, 4) if flexible else 4
+        return correlation_id, codec.decode_body(resp_cls, frame, pos)
+    except codec.MalformedRequest as exc:
+        raise ConnectionError(str(exc)) from exc
+
+
+FrameCall = Callable[[bytes], Any]
+"""Delivers a request frame and returns (awaitably) the response frame without its size
+prefix, or raises ``ConnectionError``."""
+
+
+class FrameConnection:
+    """A connection whose bytes travel by ``call`` (an in-process transport, the
+    simulation's network) instead of a socket: requests are encoded and responses decoded
+    exactly as :class:`BrokerConnection` does, one request at a time."""
+
+    takes_encoded_body = False
+
+    def __init__(self, open_call: Callable[[], Any], client_id: str = "weir") -> None:
+        """``open_call()``: awaitable, connects and returns the :data:`FrameCall` of this
+        connection (raises ``ConnectionError`` when the peer is not there)."""
+        self._open_call = open_call
+        self.client_id = client_id
+        self._call: FrameCall | None = None
+        self._ids = itertools.count(1)
+
+    @property
+    def connected(self) -> bool:
+        return self._call is not None
+
+    async def connect(self, timeout_s: float = 10.0) -> None:
+        async with asyncio.timeout(timeout_s):
+            self._call = await self._open_call()
+
+    async def request(self, payload: Any, timeout_s: float | None = 30.0, **_: Any) -> Any:
+        if self._call is None:
+            raise ConnectionError("not connected")
+        correlation_id = next(self._ids) & 0x7FFFFFFF
+        frame = encode_request_frame(payload, correlation_id, self.client_id)
+        try:
+            async with asyncio.timeout(timeout_s):
+                answer = await self._call(frame)
+        except BaseException:
+            self._call = None
+            raise
+        answered_id, response = decode_response_frame(type(payload), answer)
+        if answered_id != correlation_id:
+            self._call = None
+            raise ConnectionError(f"answer to request {answered_id}, not {correlation_id}")
+        return response
+
+    async def close(self) -> None:
+        self._call = None

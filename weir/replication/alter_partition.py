@@ -44,15 +44,27 @@ class IsrResult:
     partition_epoch: int = -1
 
 
+ConnectionFactory = Callable[[str, int], Any]
+"""(host, port) -> a connection with ``connect(timeout_s)``, ``connected``,
+``request(request, timeout_s)`` and ``close()`` (:class:`BrokerConnection` over TCP; the
+simulation's connection delivers encoded frames to the controller's request handlers)."""
+
+
 class AlterPartitionManager:
-    """Sends queued ISR proposals to the controller; hands the answers to ``on_result``."""
+    """Sends queued ISR proposals to the controller; hands the answers to ``on_result``
+    (Kafka's ``DefaultAlterPartitionManager``)."""
 
     def __init__(self, broker_id: int, broker_epoch: Callable[[], int],
                  controller: Callable[[], tuple[int, str, int] | None],
                  on_result: Callable[[IsrResult], None], backoff_ms: int = 200,
-                 timeout_ms: int = 30000, security: Any = None) -> None:
+                 timeout_ms: int = 30000, security: Any = None,
+                 connect: ConnectionFactory | None = None) -> None:
+        """``connect``: how the controller is reached (default: a :class:`BrokerConnection`
+        on the inter-broker listener with ``security``, its TLS/SASL)."""
         self.broker_id = broker_id
-        self.security = security  # the inter-broker listener's TLS/SASL
+        self.connect: ConnectionFactory = connect or (
+            lambda host, port: BrokerConnection(host, port, client_id=f"broker-{broker_id}",
+                                                security=security))
         self.broker_epoch = broker_epoch
         self.controller = controller  # (id, host, port) of the active controller, or None
         self.on_result = on_result
@@ -61,7 +73,7 @@ class AlterPartitionManager:
         self._queue: dict[TopicPartition, IsrProposal] = {}
         self._wakeup = asyncio.Event()
         self._task: asyncio.Task | None = None
-        self._conn: BrokerConnection | None = None
+        self._conn: Any = None
         self._conn_target: tuple[int, str, int] | None = None
 
     def submit(self, proposal: IsrProposal) -> None:
@@ -103,9 +115,8 @@ class AlterPartitionManager:
             raise ConnectionError("no controller known")
         if self._conn is None or not self._conn.connected or self._conn_target != target:
             await self._drop()
-            conn = BrokerConnection(target[1], target[2], client_id=f"broker-{self.broker_id}",
-                                    security=self.security)
-            await conn.connect()
+            conn = self.connect(target[1], target[2])
+            await conn.connect(self.timeout_ms / 1000)
             self._conn, self._conn_target = conn, target
         by_topic: dict[uuid.UUID, list[dict[str, Any]]] = {}
         names: dict[uuid.UUID, str] = {}

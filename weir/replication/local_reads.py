@@ -1,11 +1,14 @@
 """Reads of the local logs for Fetch: Kafka's ``ReplicaManager.fetchMessages`` and
 ``readFromLocalLog``, with ``DelayedFetch``'s long polling in the fetch purgatory.
 
-:class:`LocalReads` is a part of :class:`~weir.replication.replica_manager.ReplicaManager`
-(its base class), kept apart for size: a consumer reads up to the high watermark (or the
-last stable offset, KIP-98), from the leader or, KIP-392, from a follower; a follower reads
-to the log end, and its fetch moves its position, the ISR and the high watermark. It uses
-the replica manager's partitions, log manager, throttles, clock and fetch purgatory.
+:class:`LocalReads` is a component the :class:`~weir.replication.replica_manager.ReplicaManager`
+builds and holds (``replica_manager.reads``; the Fetch handler calls it): a consumer reads up
+to the high watermark (or the last stable offset, KIP-98), from the leader or, KIP-392, from
+a follower; a follower reads to the log end, and its fetch moves its position, the ISR and
+the high watermark.  Its dependencies come in through its constructor: the partitions and
+their lookup, the log manager, the throttles, the clock, the fetch purgatory, and the
+replica manager's reactions to a follower's fetch (a high-watermark change, an ISR
+expansion proposal).
 """
 
 from __future__ import annotations
@@ -60,25 +63,31 @@ class FetchResult:
 class LocalReads:
     """The Fetch half of the replica manager (see the module's docstring)."""
 
-    # the replica manager's, set in its __init__
-    broker_id: int
-    partitions: dict[TopicPartition, Partition]
-    log_manager: LogManager
-    throttles: ReplicationThrottles
-    fetch_purgatory: Purgatory
-    clock: Callable[[], int]
-    bytes_out: int
-    replication_bytes_out: int
-    _delete_records_waiting: dict
-
-    def partition(self, tp: TopicPartition) -> Partition:
-        raise NotImplementedError
-
-    def on_high_watermark_change(self, tp: TopicPartition) -> None:
-        raise NotImplementedError
-
-    def _submit(self, p: Partition, isr: frozenset[int] | None) -> None:
-        raise NotImplementedError
+    def __init__(self, broker_id: int, partitions: dict[TopicPartition, Partition],
+                 partition: Callable[[TopicPartition], Partition], log_manager: LogManager,
+                 throttles: ReplicationThrottles, fetch_purgatory: Purgatory,
+                 clock: Callable[[], int], *,
+                 on_high_watermark_change: Callable[[TopicPartition], None],
+                 propose_isr: Callable[[Partition, frozenset[int] | None], None],
+                 delete_records_waiting: set[TopicPartition]) -> None:
+        """``partitions``: the replica manager's own map (read, never changed here);
+        ``partition(tp)``: the hosted partition or UNKNOWN_TOPIC_OR_PARTITION /
+        KAFKA_STORAGE_ERROR; ``propose_isr``: sends an ISR expansion a follower's fetch
+        made (KIP-497); ``delete_records_waiting``: partitions whose DeleteRecords waits for
+        the followers' log start offsets."""
+        self.broker_id = broker_id
+        self.partitions = partitions
+        self.partition = partition
+        self.log_manager = log_manager
+        self.throttles = throttles
+        self.fetch_purgatory = fetch_purgatory
+        self.clock = clock
+        self.on_high_watermark_change = on_high_watermark_change
+        self._submit = propose_isr
+        self._delete_records_waiting = delete_records_waiting
+        # Kafka's BrokerTopicMetrics (broker-wide): fetched bytes out to consumers and,
+        # separately, to follower replicas.  Read by weir.server.metrics.
+        self.bytes_out = self.replication_bytes_out = 0
 
     async def fetch(self, replica_id: int, max_wait_ms: int, min_bytes: int, max_bytes: int,
                     requests: list[FetchPartition],

@@ -45,6 +45,8 @@ EARLIEST_TIMESTAMP = -2
 LATEST_TIMESTAMP = -1
 MAX_TIMESTAMP = -3
 CONSUMER_REPLICA_ID = -1
+IsrChangesFactory = Callable[[Callable[[IsrResult], None]], AlterPartitionManager]
+"""Builds a replica manager's AlterPartitionManager, given where the answers go."""
 LEADER_AND_ISR_SLICE = 500
 """Partitions of a LeaderAndIsr applied per turn of the event loop (~20-40 ms of it on
 this machine class): see :meth:`ReplicaManager.apply_leader_and_isr_sliced`."""
@@ -89,20 +91,25 @@ class ReplicationSettings:
                    fetcher=FetcherSettings.from_config(config, security))
 
 
-class ReplicaManager(LocalReads):
+class ReplicaManager:
     def __init__(self, broker_id: int, log_manager: LogManager,
                  topic_log_config: Callable[[str], LogConfig],
                  topic_min_isr: Callable[[str], int],
                  settings: ReplicationSettings | None = None, *,
                  clock: Clock = wall_clock_ms,
-                 endpoint_factory: EndPointFactory | None = None) -> None:
-        """``clock`` (milliseconds) and ``endpoint_factory`` (how a fetcher reaches a leader
-        broker; default: over the network) are injected so the simulation can run this
-        manager on virtual time and a simulated network."""
+                 endpoint_factory: EndPointFactory | None = None,
+                 isr_changes: IsrChangesFactory | None = None,
+                 broker_alive: Callable[[int], bool] | None = None) -> None:
+        """``clock`` (ms) and ``endpoint_factory`` (how a fetcher reaches a leader; default:
+        the network) let the simulation run this manager on virtual time and network.
+        ``isr_changes(on_result)`` builds the AlterPartitionManager (None: proposals stay
+        local).  ``broker_alive`` (the metadata cache's; default: all are): a caught-up
+        follower outside the ISR holds the HW back only while alive (isReplicaIsrEligible)."""
         self.broker_id = broker_id
         self.clock = clock
         self.settings = settings or ReplicationSettings()
-        self.alter_partition: AlterPartitionManager | None = None
+        self.alter_partition: AlterPartitionManager | None = (
+            None if isr_changes is None else isr_changes(self.on_isr_result))
         self.log_manager = log_manager
         self.topic_log_config = topic_log_config
         self.topic_min_isr = topic_min_isr
@@ -133,13 +140,14 @@ class ReplicaManager(LocalReads):
             self.notifier.leadership_listeners
         # Metrics (weir.server.metrics): IsrShrinks/IsrExpands/FailedIsrUpdates counts.
         self.isr_shrinks = self.isr_expands = self.failed_isr_updates = 0
-        # Kafka's BrokerTopicMetrics (broker-wide): client appends in, fetched bytes out to
-        # consumers and, separately, to follower replicas.  Read by weir.server.metrics.
+        # Kafka's BrokerTopicMetrics (broker-wide): client appends in (bytes out: self.reads).
         self.bytes_in = self.messages_in = 0
-        self.bytes_out = self.replication_bytes_out = 0
-        # Whether a broker is alive (the broker sets it from its metadata cache): a caught-up
-        # follower outside the ISR holds the high watermark back only while it is alive.
-        self.broker_alive: Callable[[int], bool] = lambda _broker_id: True
+        # Reads of the local logs for Fetch (consumers and followers), with the purgatory.
+        self.reads = LocalReads(
+            broker_id, self.partitions, self.partition, log_manager, self.throttles,
+            self.fetch_purgatory, clock, on_high_watermark_change=self.on_high_watermark_change,
+            propose_isr=self._submit, delete_records_waiting=self._delete_records_waiting)
+        self.broker_alive: Callable[[int], bool] = broker_alive or (lambda _broker_id: True)
 
     # -- lookups ---------------------------------------------------------------------
 
@@ -172,12 +180,6 @@ class ReplicaManager(LocalReads):
                 f"controller epoch {controller_epoch} is older than {self.controller_epoch}",
             )
         self.controller_epoch = controller_epoch
-
-    def start_isr_changes(self, broker_epoch: Callable[[], int],
-                          controller: Callable[[], tuple[int, str, int] | None]) -> None:
-        """Enable AlterPartition (needs the broker epoch and the controller's endpoint)."""
-        self.alter_partition = AlterPartitionManager(
-            self.broker_id, broker_epoch, controller, self.on_isr_result)
 
     async def close(self) -> None:
         await self.fetchers.close()

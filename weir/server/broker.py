@@ -14,52 +14,22 @@ clean-shutdown marker, close the session.
 from __future__ import annotations
 
 import asyncio
-import functools
 import logging
 import os
 import sys
 import time
-from pathlib import Path
 from typing import Any
 
-from weir.asyncutil import cancel_and_wait
 from weir.config import BrokerConfig
 from weir.coordination.zk import ZkClient
-from weir.coordinator_runtime import ReplicaManagerLog
-from weir.groups.coordinator import GroupCoordinator, GroupCoordinatorSettings
-from weir.protocol.client import BrokerConnection
-from weir.replication.log_dir_failure import handle_log_dir_failure
-from weir.replication.log_dir_mover import CopyQuota, LogDirMover
-from weir.replication.replica_manager import ReplicaManager, ReplicationSettings
-from weir.security.credentials import ScramCredentialStore
-from weir.server import admin, event_loop, gc_tuning, gil_tuning, listeners, malloc_tuning, signals
-from weir.server.authz import create_authorizer
-from weir.server.config_changes import ConfigChangeListener
-from weir.server.context import BrokerServices
-from weir.server.controlled_shutdown import ControlledShutdown
-from weir.server.dynamic_config import DynamicBrokerConfigs
-from weir.server.fetch_session import FetchSessionCache
-from weir.server.metadata_cache import MetadataCache
+from weir.server import event_loop, gc_tuning, gil_tuning, listeners, malloc_tuning, signals
+from weir.server.broker_core import BrokerCore
 from weir.server.metrics import MetricsServer, MetricsSource, broker_state
 from weir.server.network import ListenerBindError
-from weir.server.producer_ids import ProducerIdManager
-from weir.server.reconfigurables import broker_reconfigurables
-from weir.server.registration import BrokerRegistration
 from weir.server.scheduler import Scheduler
-from weir.server.topic_configs import TopicConfigs
-from weir.server.txn_verification import TxnVerifier
 from weir.storage import meta_properties
 from weir.storage.checkpoints import RECOVERY_POINT_CHECKPOINT, REPLICATION_OFFSET_CHECKPOINT
 from weir.storage.dir_lock import LogDirLockedError
-from weir.storage.log import LogConfig
-from weir.storage.log_cleaner import CleanerConfig, LogCleaner
-from weir.storage.log_manager import LogManager
-from weir.tables.service import TableService
-from weir.transactions.coordinator import (
-    TransactionCoordinator,
-    TransactionCoordinatorSettings,
-)
-from weir.transactions.markers import MarkerSender
 
 log = logging.getLogger(__name__)
 
@@ -85,114 +55,53 @@ def _now_ms() -> int:
 
 
 class Broker:
+    """The broker process's shell: the ZooKeeper session, the listeners, the periodic jobs
+    and the order of start and stop around one :class:`~weir.server.broker_core.BrokerCore`
+    (its parts, built whole)."""
+
     def __init__(self, config: BrokerConfig) -> None:
-        self.config = config  # the effective configuration (dynamic configs replace it)
-        self.broker_id: int = config.broker_id
-        self.zk = ZkClient(
+        zk = ZkClient(
             config.zookeeper_connect,
             session_timeout_ms=config.zookeeper_session_timeout_ms,
             connection_timeout_ms=config.get("zookeeper.connection.timeout.ms")
             or config.zookeeper_session_timeout_ms,
         )
-        # Listeners and security (weir.server.listeners): the inter-broker client's TLS/SASL,
-        # brokers' host/port read from ZooKeeper on the inter-broker listener, SCRAM users.
-        self.inter_broker_security = listeners.inter_broker_security(config)
-        self.zk.inter_broker_listener = config.inter_broker_listener_name
-        self.scram_credentials = ScramCredentialStore(self.zk)
-        self.metadata = MetadataCache()
-        self.log_manager = LogManager(config.log_dir_paths,
-                                      LogConfig.from_config(config))
-        # Topic overrides and effective topic configs (weir.server.topic_configs).
-        self.topic_configs = TopicConfigs(lambda: self.config, self.zk, self.log_manager)
-        self.log_manager.dir_failure_listeners.append(self._on_log_dir_failure)
-        # Log compaction (weir.storage.log_cleaner): Kafka's LogCleaner and its threads.
-        self.log_cleaner = LogCleaner(self.log_manager, CleanerConfig.from_config(config))
-        self.topic_configs.log_cleaner = self.log_cleaner
-        self.replica_manager = ReplicaManager(
-            self.broker_id, self.log_manager, self.topic_configs.log_config,
-            self.topic_configs.min_isr,
-            ReplicationSettings.from_config(config, self.inter_broker_security),
-        )
-        # A caught-up follower outside the ISR holds the high watermark back only while its
-        # broker is alive (Kafka's isReplicaIsrEligible in ZooKeeper mode).
-        self.replica_manager.broker_alive = lambda broker_id: broker_id in self.metadata.brokers
-        # Replication throttles (reassignment): static rates now, dynamic ones from
-        # /config/brokers when they change.
-        self.replica_manager.throttles.configure(
-            config.leader_replication_throttled_rate, config.follower_replication_throttled_rate,
-            self.topic_configs.topic_config)
-        # Incremental fetch sessions (KIP-227), Kafka's FetchManager.
-        self.fetch_sessions = FetchSessionCache(
-            max_entries=config.get("max.incremental.fetch.session.cache.slots"))
-        self.producer_ids = ProducerIdManager(self.zk, self.broker_id)
-        # The coordinators of __consumer_offsets (Kafka's GroupCoordinator) and of
-        # __transaction_state (KIP-98) follow leadership of their topic's partitions.
-        coordinator_log = ReplicaManagerLog(self.replica_manager)
-        self.group_coordinator = GroupCoordinator(
-            GroupCoordinatorSettings.from_config(config), self.metadata, coordinator_log,
-            create_offsets_topic=lambda: admin.create_offsets_topic(self.services))
-        self.replica_manager.leadership_listeners.append(self.group_coordinator.on_leadership)
-        self.txn_coordinator = TransactionCoordinator(
-            TransactionCoordinatorSettings.from_config(config), self.metadata, coordinator_log,
-            self.producer_ids,
-            MarkerSender(self.broker_id, self.metadata, config.inter_broker_listener_name,
-                         self.inter_broker_security),
-            create_topic=lambda: admin.create_transaction_state_topic(self.services))
-        self.replica_manager.leadership_listeners.append(self.txn_coordinator.on_leadership)
-        # KIP-890: partition leaders verify transactional appends with the coordinator.
-        self.txn_verifier = TxnVerifier(
-            self.broker_id, self.metadata, config.inter_broker_listener_name,
-            self.txn_coordinator.partition_for, self.inter_broker_security)
-        # JBOD (KIP-113): replica moves between this broker's log dirs; a future log left
-        # on disk resumes copying once LeaderAndIsr brings its partition online.
-        self.log_dir_mover = LogDirMover(self.replica_manager, self.log_manager, CopyQuota(
-            config.get("replica.alter.log.dirs.io.max.bytes.per.second")))
-        self.replica_manager.leadership_listeners.append(
-            lambda tp, _leader, _epoch: self.log_dir_mover.start(tp))
-        # Topic tables (weir.tables, docs/tables.md): each led partition of a topic with
-        # weir.iceberg.mode=key_value is appended to its Iceberg table by a worker process.
-        self.tables = TableService(self.replica_manager.partitions,
-                                   self.topic_configs.topic_config, lambda: self.config)
-        self.replica_manager.leadership_listeners.append(self.tables.on_leadership)
+        zk.inter_broker_listener = config.inter_broker_listener_name
+        self.core = core = BrokerCore(config, zk, now_ms=_now_ms, halt=lambda: halt(1),
+                                      socket_servers=lambda: self.socket_servers)
+        self.broker_id: int = core.broker_id
+        # The parts, by name (read-only aliases of the core's).
+        self.zk = zk
+        self.inter_broker_security = core.inter_broker_security
+        self.scram_credentials = core.scram_credentials
+        self.metadata = core.metadata
+        self.log_manager = core.log_manager
+        self.topic_configs = core.topic_configs
+        self.log_cleaner = core.log_cleaner
+        self.replica_manager = core.replica_manager
+        self.fetch_sessions = core.fetch_sessions
+        self.producer_ids = core.producer_ids
+        self.group_coordinator = core.group_coordinator
+        self.txn_coordinator = core.txn_coordinator
+        self.txn_verifier = core.txn_verifier
+        self.log_dir_mover = core.log_dir_mover
+        self.tables = core.tables
+        self.authorizer = core.authorizer
+        self.dynamic_configs = core.dynamic_configs
+        self.config_changes = core.config_changes
+        self.registration = core.registration
+        self.controlled_shutdown = core.controlled_shutdown
+        self.services = core.services
         self.metrics_server: MetricsServer | None = None  # when metrics.http.port is set
-        # ACL authorizer (weir.server.authz): None unless authorizer.class.name is set.
-        self.authorizer = create_authorizer(config, self.zk)
-        # Dynamic broker configs (/config/brokers/<id> and <default>): keep self.config at the
-        # effective configuration and reconfigure the running parts.
-        self.dynamic_configs = DynamicBrokerConfigs(
-            self.broker_id, self.zk, lambda: self.config, self._publish_config,
-            broker_reconfigurables(
-                topic_configs=self.topic_configs, throttles=self.replica_manager.throttles,
-                servers=lambda: self.socket_servers,
-                alter_log_dirs_quota=self.log_dir_mover.quota, cleaner=self.log_cleaner,
-                controller=lambda: self.controller, registration=lambda: self.registration))
-        self.config_changes = ConfigChangeListener(
-            self.zk, self.dynamic_configs, self.topic_configs, self.scram_credentials)
-        self.registration = BrokerRegistration(
-            self.zk, self.broker_id, config.zookeeper_session_timeout_ms,
-            lambda: listeners.registration(self.config, self.socket_servers, self.broker_id))
-        self.controlled_shutdown = ControlledShutdown(
-            self.broker_id, broker_epoch=lambda: self.registration.broker_epoch,
-            live_brokers=lambda: set(self.metadata.brokers),
-            controller_endpoint=self._controller_endpoint,
-            max_retries=config.controlled_shutdown_max_retries,
-            retry_backoff_ms=config.controlled_shutdown_retry_backoff_ms,
-            socket_timeout_ms=config.controller_socket_timeout_ms,
-            security=self.inter_broker_security)
         self.scheduler = Scheduler()
-        self.services = BrokerServices(
-            broker_id=self.broker_id, config_source=lambda: self.config, metadata=self.metadata,
-            replica_manager=self.replica_manager, log_manager=self.log_manager,
-            log_dir_mover=self.log_dir_mover, topic_configs=self.topic_configs,
-            dynamic_configs=self.dynamic_configs, group_coordinator=self.group_coordinator,
-            txn_coordinator=self.txn_coordinator, txn_verifier=self.txn_verifier,
-            producer_ids=self.producer_ids, fetch_sessions=self.fetch_sessions,
-            scram_credentials=self.scram_credentials, authorizer=self.authorizer,
-            registration=self.registration, zk=self.zk)
         self.socket_servers = listeners.socket_servers(self.services, config)  # per listener
         self.socket_server = self.socket_servers[0]
         self._stopping = asyncio.Event()
-        self._background: set[asyncio.Task] = set()  # log dir failure notifications
+
+    @property
+    def config(self) -> BrokerConfig:
+        """The effective configuration (dynamic configs replace it)."""
+        return self.core.config
 
     @property
     def broker_epoch(self) -> int:
@@ -259,22 +168,10 @@ class Broker:
                  steps[-1][1] - _PROCESS_START, ", ".join(
                      f"{name} {end - begin:.2f} s" for (_, begin), (name, end)
                      in zip([("", _PROCESS_START), *steps], steps, strict=False)))
-        self.replica_manager.start_isr_changes(lambda: self.registration.broker_epoch,
-                                               self._controller_endpoint)
-        self.replica_manager.alter_partition.security = self.inter_broker_security
         self.zk.add_session_listener(
             lambda state: loop.call_soon_threadsafe(self.registration.on_session_state, state))
         self.config_changes.start()
-        from weir.controller.channel import ControllerChannelManager
-        from weir.controller.service import ControllerService
-
-        self.services.controller = ControllerService(
-            self.broker_id, self.zk, self.config,
-            channel_factory=functools.partial(
-                ControllerChannelManager,
-                connect=functools.partial(BrokerConnection,
-                                          security=self.inter_broker_security)))
-        await self.controller.start()
+        await self.core.start_controller()
         self.group_coordinator.start()  # the group coordinator's clock
         self.txn_coordinator.start()  # transaction timeouts and id expiry
         self._schedule_jobs()
@@ -314,44 +211,12 @@ class Broker:
                       cfg.get("producer.id.expiration.check.interval.ms"),
                       lambda: lm.remove_expired_producers(_now_ms(), expiration_ms))
 
-    def _controller_endpoint(self) -> tuple[int, str, int] | None:
-        controller = self.metadata.brokers.get(self.metadata.controller_id)
-        if controller is None:
-            return None
-        return controller.id, controller.host, controller.port
-
     async def run_until_stopped(self) -> None:
         await self._stopping.wait()
 
     def request_stop(self) -> None:
         self.registration.stopping()
         self._stopping.set()
-
-    def _publish_config(self, config: BrokerConfig) -> None:
-        """The effective configuration after a dynamic config change."""
-        self.config = config
-
-    def _on_log_dir_failure(self, log_dir: Path, reason: str) -> None:
-        """Kafka's ``ReplicaManager.handleLogDirFailure`` (weir.replication.log_dir_failure):
-        JBOD (KIP-112) takes the dir's replicas offline and tells the controller; a broker
-        with no log dir left halts."""
-        handle_log_dir_failure(self.replica_manager, self.log_dir_mover, log_dir, reason,
-                               notify_controller=self._notify_log_dir_event,
-                               halt=lambda: halt(1))
-
-    def _notify_log_dir_event(self) -> None:
-        task = asyncio.get_running_loop().create_task(self._propagate_log_dir_event())
-        self._background.add(task)
-        task.add_done_callback(self._background.discard)
-
-    async def _propagate_log_dir_event(self) -> None:
-        """``/log_dir_event_notification/log_dir_event_<seq>`` for the controller (Kafka's
-        ``KafkaZkClient.propagateLogDirEvent``)."""
-        try:
-            path = await asyncio.to_thread(self.zk.propagate_log_dir_event, self.broker_id)
-            log.info("log dir failure notification %s written", path)
-        except Exception:
-            log.exception("could not write the log dir failure notification")
 
     async def stop(self) -> None:
         log.info("broker %d shutting down", self.broker_id)
@@ -363,7 +228,7 @@ class Broker:
         await self.scheduler.stop()
         await self.registration.stop()
         await self.config_changes.stop()
-        await cancel_and_wait(*self._background)
+        await self.core.stop_background()
         if self.controller is not None:
             await self.controller.stop()
         await self.group_coordinator.stop()

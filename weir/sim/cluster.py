@@ -437,6 +437,10 @@ class Simulation:
         self.faults.append(f"{self.now}: AlterPartitionReassignments {tp} -> "
                            f"{'cancel' if target is None else list(target)} via {admin.id}")
 
+        # Sent, the request may be applied even if its answer never comes back (its sender
+        # dies): it replaces the promise of any earlier acknowledged move.
+        if self.reassignments is not None:
+            self.reassignments.supersede(tp)
         version = self.reassignments.version(tp) if self.reassignments is not None else 0
 
         def answer(value: Any) -> None:
@@ -522,10 +526,10 @@ class Simulation:
             for node in self.nodes.values():
                 if not node.alive:
                     continue
-                seen = node.broker.metadata.get(tp)
-                if seen is None or (seen.leader, seen.leader_epoch, seen.isr,
+                seen = node.broker.metadata.partition(tp)
+                if seen is None or (seen.leader, seen.leader_epoch, list(seen.isr),
                                     seen.partition_epoch) != (
-                        state.leader, state.leader_epoch, state.isr, state.zk_version):
+                        state.leader, state.leader_epoch, list(state.isr), state.zk_version):
                     out.append(f"broker {node.id} metadata of {tp} is {seen}, "
                                f"ZooKeeper has {state}")
                 hosted = node.broker.hosted.get(tp)

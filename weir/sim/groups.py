@@ -47,8 +47,9 @@ from weir.records.records import iter_records
 from weir.server.handlers.update_metadata import remove_deleted_offsets
 
 if TYPE_CHECKING:
+    from weir.server.metadata_cache import PartitionMeta
     from weir.sim.data import DataPlane
-    from weir.sim.node import PartitionView, SimNode
+    from weir.sim.node import SimNode
     from weir.sim.world import World
 
 __all__ = ["CommitAttempt", "DeletionApplied", "FetchObservation", "GroupPlane", "SimMember",
@@ -102,11 +103,9 @@ class SimMetadataView:
 
     @property
     def topics(self) -> Mapping[str, Mapping[int, Any]]:
-        out: dict[str, dict[int, _PartitionMeta]] = {}
-        for tp, view in sorted(self.node.broker.metadata.items()):
-            if view.leader != LEADER_DURING_DELETE:
-                out.setdefault(tp.topic, {})[tp.partition] = _meta(view)
-        return out
+        cache = self.node.broker.metadata
+        return {topic: {p: _meta(meta) for p, meta in sorted(parts.items())}
+                for topic, parts in sorted(cache.topics.items())}
 
     @property
     def brokers(self) -> Mapping[int, Any]:
@@ -115,8 +114,8 @@ class SimMetadataView:
         return {b: _BrokerMeta(b, f"broker-{b}", 9092) for b in sorted(self.node.sim.zk.brokers)}
 
     def partition(self, tp: TopicPartition) -> Any:
-        view = self.node.broker.metadata.get(tp)
-        return None if view is None or view.leader == LEADER_DURING_DELETE else _meta(view)
+        meta = self.node.broker.metadata.partition(tp)
+        return None if meta is None else _meta(meta)
 
     def has_topic(self, topic: str) -> bool:
         return topic in self.topics
@@ -125,7 +124,7 @@ class SimMetadataView:
         return self.brokers.get(broker_id)
 
 
-def _meta(view: PartitionView) -> _PartitionMeta:
+def _meta(view: PartitionMeta) -> _PartitionMeta:
     return _PartitionMeta(view.leader, view.leader_epoch, tuple(view.isr), view.replicas)
 
 
@@ -668,7 +667,7 @@ class SimMember:
             view = SimMetadataView(node)
             for tp, attempt in attempts.items():
                 if view.partition(tp) is not None:
-                    attempt.topic_id = node.broker.topic_ids.get(tp.topic)
+                    attempt.topic_id = node.broker.metadata.topic_ids.get(tp.topic)
             return c.commit_offsets(self.group, member_id, None, generation, offsets)
         answer = await self.plane.call(self, self.coordinator, serve, REQUEST_TIMEOUT_MS)
         for tp, attempt in attempts.items():

@@ -10,18 +10,24 @@ from __future__ import annotations
 
 import asyncio
 import functools
-import uuid
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from weir.common import TopicPartition
 from weir.controller.channel import ControllerChannelManager
 from weir.controller.events import IsrChange
+from weir.controller.rpc import ALTER_PARTITION_KEY
 from weir.controller.service import ControllerService
 from weir.controller.settings import ControllerSettings
 from weir.protocol import codec
-from weir.protocol.errors import ErrorCode
+from weir.protocol.client import (
+    FrameConnection,
+    decode_response_frame,
+    encode_request_frame,
+)
+from weir.protocol.errors import ErrorCode, KafkaError
 from weir.protocol.interbroker import (
+    INTERBROKER_SCHEMAS,
     LeaderAndIsrRequest,
     LeaderAndIsrResponse,
     StopReplicaRequest,
@@ -29,6 +35,9 @@ from weir.protocol.interbroker import (
     UpdateMetadataRequest,
     UpdateMetadataResponse,
 )
+from weir.server.handlers import update_metadata
+from weir.server.handlers._controller_requests import broker_epoch_is_stale
+from weir.server.metadata_cache import MetadataCache
 from weir.sim import process
 from weir.sim.process import SimProcess
 from weir.sim.zk import SimZkClient
@@ -39,6 +48,7 @@ if TYPE_CHECKING:
 
 __all__ = ["PartitionView", "SimConnection", "SimNode"]
 
+INTER_BROKER_LISTENER = "PLAINTEXT"
 SIM_PORT_BASE = 9000
 """Simulated brokers listen on ``SIM_PORT_BASE + broker id`` (see :class:`SimZk`)."""
 
@@ -60,10 +70,11 @@ class BrokerState:
 
     controller_epoch: int = 0
     hosted: dict[TopicPartition, PartitionView] = field(default_factory=dict)
-    metadata: dict[TopicPartition, PartitionView] = field(default_factory=dict)
+    # The broker's metadata cache (Kafka's MetadataCache), as the UpdateMetadata handler
+    # fills it: its parse step and MetadataCache.update.
+    metadata: MetadataCache = field(default_factory=MetadataCache)
     follower_epochs: dict[TopicPartition, int] = field(default_factory=dict)
     alter_in_flight: dict[TopicPartition, int] = field(default_factory=dict)
-    topic_ids: dict[str, uuid.UUID] = field(default_factory=dict)  # from UpdateMetadata
 
 
 @dataclass(frozen=True)
@@ -76,12 +87,15 @@ class _ControllerConfig:
 class SimConnection:
     """The controller channel's transport to one simulated broker (what
     :class:`~weir.protocol.client.BrokerConnection` is over TCP): requests and answers
-    cross the simulated network in order; a dead or restarted broker resets it."""
+    cross the simulated network in order, as frames the production codecs encode and
+    decode (the client's on this side, :meth:`SimNode.receive_frame` on the broker's); a
+    dead or restarted broker resets it."""
 
     def __init__(self, sim: Simulation, source: SimNode, target_id: int) -> None:
         self.sim, self.source, self.target = sim, source, sim.nodes[target_id]
         self._incarnation = source.incarnation
         self._target_incarnation = -1
+        self._correlation_id = 0
         self.connected = False
 
     def _reachable(self) -> bool:
@@ -108,16 +122,24 @@ class SimConnection:
                 if not answer.done():
                     answer.set_exception(ConnectionResetError("broker went away"))
                 return
-            response = self.target.run(self.target.receive, self.source.id, request)
+            response = self.target.run(self.target.receive_frame, self.source.id, frame)
             self.sim._deliver(self.target.id, self.source.id,
                               lambda: answer.done() or answer.set_result(response))
 
+        self._correlation_id = (self._correlation_id + 1) & 0x7FFFFFFF
+        correlation_id = self._correlation_id
+        frame = encode_request_frame(request, correlation_id, f"controller-{self.source.id}")
         self.sim._deliver(self.source.id, self.target.id, arrive)
         try:
-            return await asyncio.wait_for(answer, timeout_s)
+            answered_frame = await asyncio.wait_for(answer, timeout_s)
         except TimeoutError:
             self.connected = False
             raise
+        answered_id, response = decode_response_frame(type(request), answered_frame)
+        if answered_id != correlation_id:
+            self.connected = False
+            raise ConnectionError(f"answer to request {answered_id}, not {correlation_id}")
+        return response
 
     async def close(self) -> None:
         self.connected = False
@@ -187,6 +209,69 @@ class SimNode:
     def _connect(self, host: str, port: int) -> SimConnection:
         return SimConnection(self.sim, self, port - SIM_PORT_BASE)
 
+    def connect_frames(self, host: str, port: int) -> FrameConnection:
+        """This incarnation's connection to the broker listening on ``port``: encoded
+        request frames cross the simulated network (FIFO per link, delayed), the receiver
+        decodes them with the production codec, and its encoded answer comes back to be
+        decoded by :class:`~weir.protocol.client.FrameConnection`, the client's code.  A
+        request to a process that dies, or from one, gets no answer (the client's timeout
+        fires, as a socket's would)."""
+        sim, source = self.sim, self
+        incarnation = self.incarnation
+
+        async def open_call() -> Any:
+            await asyncio.sleep(sim.net_delay() / 1000)
+            target = sim.nodes.get(port - SIM_PORT_BASE)
+            if target is None or not target.alive:
+                raise ConnectionRefusedError(f"no broker listens on port {port}")
+            target_incarnation = target.incarnation
+
+            def reachable() -> bool:
+                return (target.alive and target.incarnation == target_incarnation
+                        and source.alive and source.incarnation == incarnation)
+
+            async def call(frame: bytes) -> bytes:
+                answer: asyncio.Future[bytes] = asyncio.get_running_loop().create_future()
+
+                async def serve() -> None:
+                    response = await target.serve_frame(frame)
+                    if reachable():
+                        sim._deliver(target.id, source.id,
+                                     lambda: answer.done() or answer.set_result(response))
+
+                def arrive() -> None:
+                    if reachable():
+                        target.spawn(serve())
+                sim._deliver(source.id, target.id, arrive)
+                return await answer
+            return call
+        return FrameConnection(open_call, client_id=f"broker-{self.id}")
+
+    async def serve_frame(self, frame: bytes) -> bytes:
+        """A request frame reaching this broker's inter-broker listener, decoded and answered
+        by the production codecs.  AlterPartition goes to this process's
+        :class:`ControllerService` as the AlterPartition handler hands it over
+        (NOT_CONTROLLER unless it is the active controller)."""
+        api_key, version, _correlation = codec.parse_request_header_prefix(frame)
+        request_cls, response_cls = INTERBROKER_SCHEMAS[api_key][version]
+        header = codec.parse_request_header(frame, bool(request_cls.__flexible__))
+        request = codec.decode_body(request_cls, frame, header.size)
+        if api_key != ALTER_PARTITION_KEY:
+            raise ValueError(f"no simulated handler for API key {api_key}")
+        if self.sim.data is not None:
+            self.sim.data.stats["isr_proposals"] += sum(len(t.partitions)
+                                                        for t in request.topics)
+        service = self.service
+        try:
+            if service is None or not service.is_active:
+                raise KafkaError(ErrorCode.not_controller, "not the active controller")
+            response = await service.on_alter_partition(request)
+        except KafkaError as exc:
+            response = codec.build(response_cls, error_code=exc.code, topics=[])
+        flexible = codec.response_header_flexible(api_key, response_cls)
+        return codec.encode_response_frame(header.correlation_id, codec.encode_body(response),
+                                           flexible)[4:]
+
     def crash(self, lose_unflushed: bool = False) -> None:
         """The process dies (a kill: no shutdown code of it runs); its session expires
         later (the simulation schedules it).  With ``lose_unflushed`` the machine loses
@@ -215,6 +300,19 @@ class SimNode:
 
     # -- the broker side -------------------------------------------------------------------
 
+    def receive_frame(self, controller_id: int, frame: bytes) -> bytes:
+        """A controller request frame (LeaderAndIsr, UpdateMetadata, StopReplica) decoded
+        by the production codec, applied by :meth:`receive`, and its answer encoded (the
+        frame without its size prefix)."""
+        api_key, version, _correlation = codec.parse_request_header_prefix(frame)
+        request_cls, response_cls = INTERBROKER_SCHEMAS[api_key][version]
+        header = codec.parse_request_header(frame, bool(request_cls.__flexible__))
+        response = self.receive(controller_id,
+                                codec.decode_body(request_cls, frame, header.size))
+        return codec.encode_response_frame(
+            header.correlation_id, codec.encode_body(response),
+            codec.response_header_flexible(api_key, response_cls))[4:]
+
     def receive(self, controller_id: int, request: Any) -> Any:
         """Apply a controller request and answer it as a broker does (Kafka's
         ReplicaManager: a stale controller epoch gets STALE_CONTROLLER_EPOCH, a request
@@ -222,19 +320,16 @@ class SimNode:
         state = self.broker
         if request.controller_epoch < state.controller_epoch:
             return _answer(request, ErrorCode.stale_controller_epoch)
-        if request.broker_epoch not in (-1, self.epoch):
+        if broker_epoch_is_stale(request.broker_epoch, self.epoch):
             return _answer(request, ErrorCode.stale_broker_epoch)
         state.controller_epoch = request.controller_epoch
         errors: dict[TopicPartition, ErrorCode] = {}
         if isinstance(request, LeaderAndIsrRequest):
             errors = self._leader_and_isr(request)
         elif isinstance(request, UpdateMetadataRequest):
-            for topic in request.topic_states:
-                state.topic_ids[topic.topic_name] = topic.topic_id
-                for p in topic.partition_states:
-                    tp = TopicPartition(topic.topic_name, p.partition_index)
-                    state.metadata[tp] = PartitionView(p.leader, p.leader_epoch, list(p.isr),
-                                                       p.zk_version, tuple(p.replicas))
+            brokers, partitions = update_metadata.parse_request(request, INTER_BROKER_LISTENER)
+            state.metadata.update(request.controller_id, request.controller_epoch, brokers,
+                                  partitions)
             if self.sim.groups is not None:
                 # The broker's own step after its metadata cache: deleted partitions (leader
                 # -2) lose their committed offsets (the UpdateMetadata handler's code).
@@ -277,8 +372,8 @@ class SimNode:
     def propose_isr_changes(self) -> None:
         """As a partition leader: shrink/expand ISRs via AlterPartition to the controller."""
         sim = self.sim
-        if self.replicas is not None:  # the data path: Partition's own proposals
-            self.replicas.propose_shrinks(sim.config.replica_lag_time_max_ms)
+        if self.replicas is not None:  # the data path: Partition's own proposals, sent by
+            self.run(self.replicas.propose_shrinks)  # this process's AlterPartitionManager
             return
         for tp, view in sorted(self.broker.hosted.items()):
             if view.leader != self.id or tp in self.broker.alter_in_flight:
@@ -301,8 +396,6 @@ class SimNode:
         if self.broker.alter_in_flight.get(tp) != token:
             return
         del self.broker.alter_in_flight[tp]
-        if self.replicas is not None:
-            self.replicas.isr_answer(tp, outcome)
         view = self.broker.hosted.get(tp)
         if view is None or not hasattr(outcome, "isr"):
             return

@@ -13,8 +13,10 @@ the wiring to the simulated world:
   ``ReplicaManager`` (``fetch`` as a follower, ``leader_log`` + the epoch cache as the
   OffsetForLeaderEpoch handler answers, ``list_offset``), and a lost message shows as the
   request timing out, as a socket timeout would;
-* :class:`SimAlterPartition`, the manager's ``AlterPartitionManager``: proposals travel to
-  the active controller as AlterPartition requests (broker epochs -1, as Kafka's);
+* the production :class:`~weir.replication.alter_partition.AlterPartitionManager`, built by
+  the replica manager itself, reaches the controller through
+  :meth:`~weir.sim.node.SimNode.connect_frames`: its AlterPartition requests travel as
+  encoded frames and its answers are decoded by the client's own code;
 * :class:`SimDeferredWriter`, the log manager's storage thread (leader-epoch checkpoints,
   partition.metadata) made deterministic: jobs are written a random simulated time later,
   and a crash loses those still pending, as a process death would.
@@ -34,13 +36,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from weir.common import TopicPartition
-from weir.controller.events import IsrChange
 from weir.coordination.errors import ControllerMovedError
 from weir.protocol.errors import ErrorCode, KafkaError
 from weir.protocol.fetch_response import FileRegion
 from weir.records.builder import build_batch
 from weir.records.records import iter_records
-from weir.replication.alter_partition import IsrProposal, IsrResult
+from weir.replication.alter_partition import AlterPartitionManager, IsrResult
 from weir.replication.fetcher import FetcherSettings, PartitionFetchState
 from weir.replication.leader_endpoint import (
     BrokerEndPoint,
@@ -58,6 +59,7 @@ from weir.replication.replica_manager import (
     ReplicaManager,
     ReplicationSettings,
 )
+from weir.sim.node import SIM_PORT_BASE
 from weir.storage.log import Log, LogConfig, parse_topic_partition
 from weir.storage.log_manager import LogManager
 
@@ -68,7 +70,8 @@ if TYPE_CHECKING:
 __all__ = ["LOG_CONFIG", "SimLeaderEndPoint", "SimReplicas", "read_all"]
 
 LOG_CONFIG = LogConfig.from_dict({"segment.bytes": 1200})  # small: rolls, multi-segment cuts
-UNKNOWN_BROKER_EPOCH = -1  # what AlterPartitionManager sends
+ALTER_PARTITION_TIMEOUT_MS = 500
+"""How long the simulated AlterPartitionManager waits for the controller's answer."""
 EARLIEST_TIMESTAMP, LATEST_TIMESTAMP = -2, -1
 
 
@@ -122,39 +125,6 @@ class SimDeferredWriter:
         self.drain()
 
 
-class SimAlterPartition:
-    """``ReplicaManager.alter_partition``: ISR proposals as AlterPartition requests."""
-
-    def __init__(self, replicas: SimReplicas) -> None:
-        self.replicas = replicas
-        self.proposals: dict[TopicPartition, IsrProposal] = {}  # the latest of each
-
-    def retry(self, tp: TopicPartition) -> bool:
-        """No answer came in time: send the same proposal again, as the production
-        ``AlterPartitionManager`` requeues a failed request (Kafka's channel resends it; a
-        retried change the controller already wrote is answered with the current state)."""
-        proposal = self.proposals.get(tp)
-        if proposal is None:
-            return False
-        self.replicas.plane.stats["isr_proposals_retried"] += 1
-        self.submit(proposal)
-        return True
-
-    def submit(self, proposal: IsrProposal) -> None:
-        self.proposals[proposal.tp] = proposal
-        node, sim = self.replicas.node, self.replicas.plane.sim
-        members = tuple(sorted(proposal.isr))
-        self.replicas.plane.stats["isr_proposals"] += 1
-        change = IsrChange(proposal.leader_epoch, proposal.partition_epoch, members,
-                           tuple(UNKNOWN_BROKER_EPOCH for _ in members))
-        token = sim.next_token()
-        node.broker.alter_in_flight[proposal.tp] = token
-        sim.send_alter_partition(node, proposal.topic_id, proposal.tp, change, token)
-
-    async def close(self) -> None:
-        return None
-
-
 class SimLeaderEndPoint:
     """A fetcher's leader broker, reached through the simulated network."""
 
@@ -205,7 +175,7 @@ class SimLeaderEndPoint:
                     for tp, p in partitions.items()]
 
         async def serve(rm: ReplicaManager) -> FetchAnswer:
-            results = await rm.fetch(params.replica_id, params.max_wait_ms, params.min_bytes,
+            results = await rm.reads.fetch(params.replica_id, params.max_wait_ms, params.min_bytes,
                                      params.max_bytes, requests)
             return FetchAnswer({tp: FetchedPartition(
                 error=r.error, high_watermark=r.high_watermark,
@@ -273,8 +243,7 @@ class SimReplicas:
         # One log dir, or several (JBOD, KIP-112) for runs with disk faults (weir.sim.disk).
         self.log_dirs = [root] if config.log_dirs == 1 else [
             root / f"dir-{i}" for i in range(config.log_dirs)]
-        self.log_manager = LogManager(self.log_dirs, LOG_CONFIG)
-        self.log_manager.deferred = self.deferred  # type: ignore[assignment]
+        self.log_manager = LogManager(self.log_dirs, LOG_CONFIG, deferred=self.deferred)
         settings = ReplicationSettings(
             replica_lag_time_max_ms=config.replica_lag_time_max_ms,
             fetcher=FetcherSettings(replica_id=node.id, max_wait_ms=config.fetch_max_wait_ms,
@@ -285,10 +254,24 @@ class SimReplicas:
         self.rm = ReplicaManager(node.id, self.log_manager, lambda _topic: LOG_CONFIG,
                                  lambda _topic: config.min_insync_replicas, settings,
                                  clock=lambda: plane.sim.now,
-                                 endpoint_factory=lambda b: SimLeaderEndPoint(self, b.broker_id))
-        self.alter = SimAlterPartition(self)
-        self.rm.alter_partition = self.alter  # type: ignore[assignment]
+                                 endpoint_factory=lambda b: SimLeaderEndPoint(self, b.broker_id),
+                                 isr_changes=self._alter_partition_manager)
         self.log_manager.dir_failure_listeners.append(self._on_log_dir_failure)
+
+    def _alter_partition_manager(self, on_result: Callable[[IsrResult], None]
+                                 ) -> AlterPartitionManager:
+        """The production AlterPartitionManager (KIP-497), over the simulated network to
+        whichever broker ZooKeeper names as controller; an answer not back in time sends
+        the proposals again, as a socket timeout would."""
+        node, sim = self.node, self.plane.sim
+
+        def controller() -> tuple[int, str, int] | None:
+            holder = sim.zk.controller
+            return None if holder is None else (
+                holder[0], f"broker-{holder[0]}", SIM_PORT_BASE + holder[0])
+        return AlterPartitionManager(node.id, lambda: node.epoch, controller, on_result,
+                                     backoff_ms=20, timeout_ms=ALTER_PARTITION_TIMEOUT_MS,
+                                     connect=node.connect_frames)
 
     @property
     def now(self) -> int:
@@ -505,21 +488,7 @@ class SimReplicas:
             reply(result.error, records)
         self.spawn(produce())
 
-    # -- ISR changes -------------------------------------------------------------------
+    # -- ISR changes ------------------------------------------------------------------
 
-    def propose_shrinks(self, _max_lag_ms: int) -> None:
+    def propose_shrinks(self) -> None:
         self.rm.maybe_shrink_isr()
-
-    def isr_answer(self, tp: TopicPartition, outcome: Any) -> None:
-        """The controller's AlterPartition answer (``outcome`` None: no answer in time, the
-        proposal goes again)."""
-        if outcome is None and self.alter.retry(tp):
-            return
-        self.alter.proposals.pop(tp, None)
-        if hasattr(outcome, "isr"):
-            result = IsrResult(tp, ErrorCode.none, outcome.leader_epoch, tuple(outcome.isr),
-                               outcome.zk_version)
-        else:
-            error = outcome if isinstance(outcome, ErrorCode) else ErrorCode.request_timed_out
-            result = IsrResult(tp, error)
-        self.rm.on_isr_result(result)

@@ -117,7 +117,7 @@ def _converged(sim: Simulation, stopping: int = -1) -> bool:
         want = (state.leader, state.leader_epoch)
         replicas = topics[tp.topic].partitions[tp.partition]
         for node in live:
-            seen = node.broker.metadata.get(tp)
+            seen = node.broker.metadata.partition(tp)
             if seen is None or (seen.leader, seen.leader_epoch, seen.partition_epoch) != (
                     *want, state.zk_version):
                 return False
@@ -238,7 +238,8 @@ def _measure(sim: _ScaleSimulation, runner: _Runner, scenario: str,
     brokers_cpu = _Meter()
     core_cpu = _Meter()
     for n in sim.nodes.values():
-        n.receive = brokers_cpu.wrap(n.receive)  # type: ignore[method-assign]
+        # The brokers' side: decoding the frame, applying it, encoding the answer.
+        n.receive_frame = brokers_cpu.wrap(n.receive_frame)  # type: ignore[method-assign]
     service = controller.service
     assert service is not None
     service.core.handle = core_cpu.wrap(service.core.handle)  # type: ignore[method-assign]

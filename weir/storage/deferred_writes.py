@@ -195,6 +195,22 @@ def _renamed_or_failed(job: Flushable, p: PreparedWrite, exc: OSError, *,
     return 1
 
 
+class DeferredWrites(Protocol):
+    """What the log manager asks of its storage thread (:class:`DeferredWriter`; the
+    simulation's writer is deterministic and dies with its process)."""
+
+    def submit(self, jobs: list[Flushable] | tuple[Flushable, ...]) -> None: ...
+
+    def discard(self, jobs: list[Flushable]) -> None: ...
+
+    @property
+    def pending(self) -> int: ...
+
+    def drain(self, timeout_s: float | None = None) -> bool: ...
+
+    def close(self, timeout_s: float = 30.0) -> None: ...
+
+
 class DeferredWriter:
     """Pending small-file writes and the one thread that performs them."""
 

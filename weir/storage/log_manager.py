@@ -41,7 +41,7 @@ from weir.storage.checkpoints import (
     write_offset_checkpoint,
 )
 from weir.storage.config import LogConfig
-from weir.storage.deferred_writes import DeferredWriter, PartitionMetadataWrite
+from weir.storage.deferred_writes import DeferredWriter, DeferredWrites, PartitionMetadataWrite
 from weir.storage.dir_lock import DirLock
 from weir.storage.integrity import read_checkpoint_or_reset
 from weir.storage.log import Log
@@ -76,7 +76,10 @@ def _fsync_dir(path: Path) -> None:
 class LogManager:
     """Creates, loads, checkpoints and retires the logs of one broker."""
 
-    def __init__(self, log_dirs: list[Path], default_config: LogConfig) -> None:
+    def __init__(self, log_dirs: list[Path], default_config: LogConfig, *,
+                 deferred: DeferredWrites | None = None) -> None:
+        """``deferred``: the storage thread of small-file writes (default: a
+        :class:`DeferredWriter`; the simulation injects a deterministic one)."""
         if not log_dirs:
             raise ValueError("at least one log dir is required")
         self.log_dirs = [Path(d) for d in log_dirs]
@@ -102,7 +105,7 @@ class LogManager:
         # is aborted and paused while a log is deleted or swapped with its future log.
         self.cleaner: Any = None
         # The storage thread: partition.metadata and deferred leader-epoch checkpoints.
-        self.deferred = DeferredWriter()
+        self.deferred: DeferredWrites = deferred or DeferredWriter()
         self._locks: list[DirLock] = []
 
     def lock_dirs(self) -> None:

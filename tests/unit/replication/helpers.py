@@ -13,10 +13,12 @@ from weir.storage.log_manager import LogManager
 TP = TopicPartition("t", 0)
 
 
-def make_rm(tmp_path, min_isr: int = 1) -> ReplicaManager:
+def make_rm(tmp_path, min_isr: int = 1, **kwargs) -> ReplicaManager:
+    """``kwargs``: ReplicaManager's keyword arguments (``clock``...)."""
     lm = LogManager([tmp_path], LogConfig.from_dict({}))
     lm.startup(0)
-    return ReplicaManager(1, lm, lambda _t: LogConfig.from_dict({}), lambda _t: min_isr)
+    return ReplicaManager(1, lm, lambda _t: LogConfig.from_dict({}), lambda _t: min_isr,
+                          **kwargs)
 
 
 def lead(rm, replicas=(1,), isr=(1,), epoch=0, leader=1, tp=TP):

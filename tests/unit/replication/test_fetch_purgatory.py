@@ -68,18 +68,18 @@ def test_parked_follower_fetch_probes_only_the_appended_partition(tmp_path):
     for tp in tps:
         lead(rm, replicas=(1, 2), isr=(1, 2), tp=tp)
     probed: list[TopicPartition] = []
-    read_one = rm._read_for_follower  # one partition of a follower's fetch
+    read_one = rm.reads._read_for_follower  # one partition of a follower's fetch
 
     def counting(replica_id, req, *args, **kwargs):
         probed.append(req.tp)
         return read_one(replica_id, req, *args, **kwargs)
 
-    rm._read_for_follower = counting
+    rm.reads._read_for_follower = counting
     batch = build_batch([b"x" * 100])
 
     async def scenario():
         requests = [FetchPartition(tp, 0, 1 << 20) for tp in tps]
-        fetch = asyncio.create_task(rm.fetch(2, 5000, 2 * len(batch), 1 << 20, requests))
+        fetch = asyncio.create_task(rm.reads.fetch(2, 5000, 2 * len(batch), 1 << 20, requests))
         await asyncio.sleep(0)
         assert not fetch.done() and len(probed) == len(tps)  # the first read only
         probed.clear()
@@ -99,7 +99,7 @@ def test_parked_fetch_answers_at_once_when_a_partition_fails(tmp_path):
     lead(rm, tp=other)
 
     async def scenario():
-        fetch = asyncio.create_task(rm.fetch(-1, 5000, 1 << 20, 1 << 20, [
+        fetch = asyncio.create_task(rm.reads.fetch(-1, 5000, 1 << 20, 1 << 20, [
             FetchPartition(TP, 0, 1 << 20), FetchPartition(other, 0, 1 << 20)]))
         await asyncio.sleep(0)
         lead(rm, tp=other, leader=3, epoch=1)  # no longer the leader here
@@ -134,7 +134,7 @@ def test_append_now_acks_all_returns_the_wait_for_followers(tmp_path):
         waiting = asyncio.create_task(wait)
         await asyncio.sleep(0)
         assert not waiting.done()
-        await rm.fetch(2, 0, 1, 1 << 20, [FetchPartition(TP, 1, 1 << 20)])  # caught up
+        await rm.reads.fetch(2, 0, 1, 1 << 20, [FetchPartition(TP, 1, 1 << 20)])  # caught up
         await asyncio.wait_for(waiting, 2)
         return results
 
@@ -208,16 +208,16 @@ def test_parked_follower_fetch_of_one_byte_completes_on_append_without_a_probe(t
     rm = make_rm(tmp_path)
     lead(rm, replicas=(1, 2), isr=(1, 2))
     reads: list[int] = []
-    read_one = rm._read_for_follower
+    read_one = rm.reads._read_for_follower
 
     def counting(replica_id, req, *args, **kwargs):
         reads.append(req.fetch_offset)
         return read_one(replica_id, req, *args, **kwargs)
 
-    rm._read_for_follower = counting
+    rm.reads._read_for_follower = counting
 
     async def scenario():
-        fetch = asyncio.create_task(rm.fetch(2, 5000, 1, 1 << 20,
+        fetch = asyncio.create_task(rm.reads.fetch(2, 5000, 1, 1 << 20,
                                              [FetchPartition(TP, 0, 1 << 20)]))
         await asyncio.sleep(0)
         assert not fetch.done() and len(reads) == 1  # parked after its first read
@@ -241,10 +241,10 @@ def test_a_throttled_follower_stays_parked_when_an_append_brings_it_nothing(tmp_
 
     async def scenario():
         await rm.append(1, 1000, {TP: build_batch([b"x" * 1000] * 5)})
-        first = await rm.fetch(3, 0, 1, 1 << 20, [FetchPartition(TP, 0, 1 << 20)])
+        first = await rm.reads.fetch(3, 0, 1, 1 << 20, [FetchPartition(TP, 0, 1 << 20)])
         assert first[TP].size > 0 and rm.throttles.leader.exceeded(rm.clock())
         end = rm.partitions[TP].log.log_end_offset
-        fetch = asyncio.create_task(rm.fetch(3, 300, 1, 1 << 20,
+        fetch = asyncio.create_task(rm.reads.fetch(3, 300, 1, 1 << 20,
                                              [FetchPartition(TP, end, 1 << 20)]))
         await asyncio.sleep(0)
         await rm.append(1, 1000, {TP: build_batch([b"y" * 100])})

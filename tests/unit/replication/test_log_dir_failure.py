@@ -136,12 +136,12 @@ def test_a_follower_fetch_of_a_log_whose_io_failed_is_a_storage_error(setup, dis
         lead(rm, replicas=(1, 2), isr=(1, 2), tp=TP)
         lead(rm, replicas=(1, 2), isr=(1, 2), tp=TP1)
         requests = [FetchPartition(TP, 0, 1 << 20), FetchPartition(TP1, 0, 1 << 20)]
-        ok = await rm.fetch(2, 0, 1, 1 << 20, requests)
+        ok = await rm.reads.fetch(2, 0, 1, 1 << 20, requests)
         assert {tp: r.error for tp, r in ok.items()} == {TP: ErrorCode.none,
                                                          TP1: ErrorCode.none}
         failed_dir = rm.log_manager.log_dir_of(TP)
         rm.partitions[TP].log.offline_reason = "simulated I/O error"
-        out = await rm.fetch(2, 0, 1, 1 << 20, requests)
+        out = await rm.reads.fetch(2, 0, 1, 1 << 20, requests)
         assert out[TP].error == ErrorCode.kafka_storage_error
         assert rm.log_manager.offline_dirs.keys() == {failed_dir}
         assert events == [f"notify {failed_dir.name}"]

@@ -25,7 +25,7 @@ def test_produce_then_consume_below_high_watermark(tmp_path):
     assert lead(rm) == {TP: ErrorCode.none}
     res = run(rm.append(1, 1000, {TP: build_batch([b"a", b"b", b"c"])}))
     assert (res[TP].error, res[TP].base_offset) == (ErrorCode.none, 0)
-    out = run(rm.fetch(-1, 0, 1, 1 << 20, [FetchPartition(TP, 0, 1 << 20)]))
+    out = run(rm.reads.fetch(-1, 0, 1, 1 << 20, [FetchPartition(TP, 0, 1 << 20)]))
     assert out[TP].error == ErrorCode.none and out[TP].high_watermark == 3
     region = out[TP].records  # a slice of the segment file, sent with sendfile
     assert isinstance(region, FileRegion) and region.size == out[TP].size > 0
@@ -38,11 +38,11 @@ def test_fetch_beyond_log_end_is_out_of_range_and_at_end_is_empty(tmp_path):
     rm = make_rm(tmp_path)
     lead(rm)
     run(rm.append(1, 1000, {TP: build_batch([b"a"])}))
-    out = run(rm.fetch(-1, 0, 1, 1 << 20, [FetchPartition(TP, 1, 1 << 20),
+    out = run(rm.reads.fetch(-1, 0, 1, 1 << 20, [FetchPartition(TP, 1, 1 << 20),
                                            FetchPartition(TopicPartition("t", 9), 0, 100)]))
     assert out[TP].error == ErrorCode.none and out[TP].records == b""
     assert out[TopicPartition("t", 9)].error == ErrorCode.unknown_topic_or_partition
-    out = run(rm.fetch(-1, 0, 1, 1 << 20, [FetchPartition(TP, 5, 1 << 20)]))
+    out = run(rm.reads.fetch(-1, 0, 1, 1 << 20, [FetchPartition(TP, 5, 1 << 20)]))
     assert out[TP].error == ErrorCode.offset_out_of_range
 
 
@@ -51,7 +51,7 @@ def test_long_poll_fetch_wakes_on_append(tmp_path):
     lead(rm)
 
     async def scenario():
-        fetch = asyncio.create_task(rm.fetch(-1, 5000, 1, 1 << 20, [FetchPartition(TP, 0, 1 << 20)]))
+        fetch = asyncio.create_task(rm.reads.fetch(-1, 5000, 1, 1 << 20, [FetchPartition(TP, 0, 1 << 20)]))
         await asyncio.sleep(0)  # let the fetch park in the purgatory
         assert not fetch.done()
         await rm.append(1, 1000, {TP: build_batch([b"x"])})
@@ -72,7 +72,7 @@ def test_acks_all_waits_for_followers_and_times_out(tmp_path):
         await asyncio.sleep(0)
         assert not produce.done()
         # follower 2 fetches up to the end: the high watermark passes the batch
-        await rm.fetch(2, 0, 1, 1 << 20, [FetchPartition(TP, 2, 1 << 20)])
+        await rm.reads.fetch(2, 0, 1, 1 << 20, [FetchPartition(TP, 2, 1 << 20)])
         return await asyncio.wait_for(produce, 2)
 
     res = run(scenario())
@@ -111,9 +111,9 @@ def test_stale_epochs_are_fenced(tmp_path):
     lead(rm, epoch=5)
     assert lead(rm, epoch=4) == {TP: ErrorCode.stale_controller_epoch}
     run(rm.append(1, 1000, {TP: build_batch([b"a"])}))
-    out = run(rm.fetch(-1, 0, 1, 100, [FetchPartition(TP, 0, 100, current_leader_epoch=4)]))
+    out = run(rm.reads.fetch(-1, 0, 1, 100, [FetchPartition(TP, 0, 100, current_leader_epoch=4)]))
     assert out[TP].error == ErrorCode.fenced_leader_epoch
-    out = run(rm.fetch(-1, 0, 1, 100, [FetchPartition(TP, 0, 100, current_leader_epoch=6)]))
+    out = run(rm.reads.fetch(-1, 0, 1, 100, [FetchPartition(TP, 0, 100, current_leader_epoch=6)]))
     assert out[TP].error == ErrorCode.unknown_leader_epoch
     with pytest.raises(KafkaError, match="controller epoch"):
         rm.check_controller_epoch(0)
@@ -161,7 +161,7 @@ def test_delete_records_waits_for_the_low_watermark(tmp_path):
     rm = make_rm(tmp_path)
     lead(rm, replicas=(1, 2), isr=(1, 2))
     run(rm.append(1, 1000, {TP: build_batch([b"a", b"b", b"c"])}))
-    run(rm.fetch(2, 0, 1, 1 << 20, [FetchPartition(TP, 3, 1 << 20, log_start_offset=0)]))
+    run(rm.reads.fetch(2, 0, 1, 1 << 20, [FetchPartition(TP, 3, 1 << 20, log_start_offset=0)]))
     assert rm.partitions[TP].log.high_watermark == 3
     # follower 2 has not moved its log start yet: times out with the low watermark 0
     res = run(rm.delete_records({TP: 2}, 50, lambda: {1, 2}))
@@ -172,7 +172,7 @@ def test_delete_records_waits_for_the_low_watermark(tmp_path):
         pending = asyncio.create_task(rm.delete_records({TP: -1}, 5000, lambda: {1, 2}))
         await asyncio.sleep(0)
         assert not pending.done()
-        await rm.fetch(2, 0, 1, 1 << 20, [FetchPartition(TP, 3, 1 << 20, log_start_offset=3)])
+        await rm.reads.fetch(2, 0, 1, 1 << 20, [FetchPartition(TP, 3, 1 << 20, log_start_offset=3)])
         return await asyncio.wait_for(pending, 2)
 
     assert run(scenario())[TP] == (ErrorCode.none, 3)

@@ -39,7 +39,7 @@ def test_acks_all_survives_an_epoch_bump_that_keeps_this_broker_leader(tmp_path)
     async def scenario():
         produce = asyncio.create_task(rm.append(-1, 5000, {TP: build_batch([b"a"])}))
         await asyncio.sleep(0)
-        await rm.fetch(2, 0, 1, 1 << 20, [FetchPartition(TP, 1, 1 << 20)])  # 2 has it
+        await rm.reads.fetch(2, 0, 1, 1 << 20, [FetchPartition(TP, 1, 1 << 20)])  # 2 has it
         assert not produce.done()  # 3 is still in the ISR and has not fetched
         apply(rm, state(epoch=1, isr=(1, 2)))  # 3 leaves the ISR: epoch 1, same leader
         return await asyncio.wait_for(produce, 2)
@@ -60,8 +60,8 @@ def test_acks_all_fails_after_leader_follower_leader_during_the_wait(tmp_path):
         apply(rm, state(leader=2, epoch=1))
         apply(rm, state(leader=1, epoch=2))
         # every follower catches up in the new epoch: the HW passes the offset
-        await rm.fetch(2, 0, 1, 1 << 20, [FetchPartition(TP, 1, 1 << 20)])
-        await rm.fetch(3, 0, 1, 1 << 20, [FetchPartition(TP, 1, 1 << 20)])
+        await rm.reads.fetch(2, 0, 1, 1 << 20, [FetchPartition(TP, 1, 1 << 20)])
+        await rm.reads.fetch(3, 0, 1, 1 << 20, [FetchPartition(TP, 1, 1 << 20)])
         return await asyncio.wait_for(produce, 2)
 
     assert run(scenario())[TP].error == ErrorCode.not_leader_or_follower
@@ -128,7 +128,7 @@ def test_fetch_with_a_diverging_epoch_is_answered_without_waiting(tmp_path):
     async def timed():
         loop = asyncio.get_running_loop()
         start = loop.time()
-        out = await rm.fetch(2, 5000, 1, 1 << 20, [req])
+        out = await rm.reads.fetch(2, 5000, 1, 1 << 20, [req])
         return out, loop.time() - start
 
     out, elapsed = run(timed())
@@ -145,12 +145,12 @@ def test_preferred_read_replica_must_have_the_fetch_offset(tmp_path):
     apply(rm, state(epoch=0))
     run(rm.append(1, 1000, {TP: build_batch([b"a", b"b", b"c"])}))
     racks = {1: "a", 2: "b", 3: "b"}
-    run(rm.fetch(2, 0, 1, 1 << 20, [FetchPartition(TP, 1, 1 << 20, log_start_offset=0)]))
-    run(rm.fetch(3, 0, 1, 1 << 20, [FetchPartition(TP, 3, 1 << 20, log_start_offset=2)]))
-    assert rm.preferred_read_replica(TP, 1, racks, "b") == 2  # 3 starts at 2
-    assert rm.preferred_read_replica(TP, 3, racks, "b") == 3  # 2 ends at 1
-    assert rm.preferred_read_replica(TP, 0, {1: "a", 2: "b", 3: "c"}, "c") == -1
-    assert rm.preferred_read_replica(TP, 1, racks, "a") == -1  # the leader's rack
+    run(rm.reads.fetch(2, 0, 1, 1 << 20, [FetchPartition(TP, 1, 1 << 20, log_start_offset=0)]))
+    run(rm.reads.fetch(3, 0, 1, 1 << 20, [FetchPartition(TP, 3, 1 << 20, log_start_offset=2)]))
+    assert rm.reads.preferred_read_replica(TP, 1, racks, "b") == 2  # 3 starts at 2
+    assert rm.reads.preferred_read_replica(TP, 3, racks, "b") == 3  # 2 ends at 1
+    assert rm.reads.preferred_read_replica(TP, 0, {1: "a", 2: "b", 3: "c"}, "c") == -1
+    assert rm.reads.preferred_read_replica(TP, 1, racks, "a") == -1  # the leader's rack
 
 
 def test_delete_records_answers_not_leader_when_leadership_moves(tmp_path):
@@ -159,7 +159,7 @@ def test_delete_records_answers_not_leader_when_leadership_moves(tmp_path):
     rm = make_rm(tmp_path)
     apply(rm, state(epoch=0, replicas=(1, 2), isr=(1, 2)))
     run(rm.append(1, 1000, {TP: build_batch([b"a", b"b", b"c"])}))
-    run(rm.fetch(2, 0, 1, 1 << 20, [FetchPartition(TP, 3, 1 << 20, log_start_offset=0)]))
+    run(rm.reads.fetch(2, 0, 1, 1 << 20, [FetchPartition(TP, 3, 1 << 20, log_start_offset=0)]))
 
     async def scenario():
         pending = asyncio.create_task(rm.delete_records({TP: 2}, 5000, lambda: {1, 2}))

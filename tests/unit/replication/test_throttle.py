@@ -79,7 +79,7 @@ def test_leader_serves_nothing_to_throttled_follower_while_quota_exceeded(tmp_pa
     rm.throttles.configure(10, None, lambda _t: {LEADER_REPLICAS: ["*"]})
 
     def fetch(replica_id: int, offset: int = 0):
-        return asyncio.run(rm.fetch(replica_id, 0, 1, 1 << 20,
+        return asyncio.run(rm.reads.fetch(replica_id, 0, 1, 1 << 20,
                                     [FetchPartition(TP, offset, 1 << 20)]))[TP]
 
     first = fetch(3)  # under the quota: served, and accounted

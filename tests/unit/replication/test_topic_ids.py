@@ -150,7 +150,7 @@ def test_a_fetch_naming_another_topic_id_is_refused(old_topic_dir, topic_id, err
     p.log.update_high_watermark(3)
 
     async def fetch():
-        return await rm.fetch(replica_id, 0, 1, 1 << 20,
+        return await rm.reads.fetch(replica_id, 0, 1, 1 << 20,
                               [FetchPartition(TP, 0, 1 << 20, topic_id=topic_id)])
     results = asyncio.run(fetch())
     assert results[TP].error == error

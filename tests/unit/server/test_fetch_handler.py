@@ -103,8 +103,7 @@ def test_idle_incremental_fetches_answer_only_what_changed(tmp_path):
 
 def test_a_parked_follower_fetch_records_its_position_when_it_arrives(tmp_path):
     now = [1_000]
-    rm = make_rm(tmp_path)
-    rm.clock = lambda: now[0]
+    rm = make_rm(tmp_path, clock=lambda: now[0])
     lead(rm, replicas=(1, 2), isr=(1, 2))
     p = rm.partitions[TPS[0]]
     cache = FetchSessionCache()

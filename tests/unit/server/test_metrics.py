@@ -296,14 +296,14 @@ def test_bytes_in_and_out_are_counted_by_the_replica_manager(tmp_path):
 
     async def scenario():
         await rm.append(1, 1000, {A0: batch})
-        consumer = await rm.fetch(-1, 0, 1, 1 << 20, [FetchPartition(A0, 0, 1 << 20)])
-        follower = await rm.fetch(2, 0, 1, 1 << 20, [FetchPartition(A0, 0, 1 << 20)])
+        consumer = await rm.reads.fetch(-1, 0, 1, 1 << 20, [FetchPartition(A0, 0, 1 << 20)])
+        follower = await rm.reads.fetch(2, 0, 1, 1 << 20, [FetchPartition(A0, 0, 1 << 20)])
         return consumer, follower
 
     consumer, follower = asyncio.run(scenario())
     assert (rm.bytes_in, rm.messages_in) == (len(batch), 3)
-    assert rm.bytes_out == consumer[A0].size == len(batch)
-    assert rm.replication_bytes_out == follower[A0].size == len(batch)
+    assert rm.reads.bytes_out == consumer[A0].size == len(batch)
+    assert rm.reads.replication_bytes_out == follower[A0].size == len(batch)
     s = parse(render(collect(fake_broker(rm))))
     assert value(s, "kafka_server_brokertopicmetrics_bytesin_total") == len(batch)
     assert value(s, "kafka_server_brokertopicmetrics_messagesin_total") == 3

@@ -33,6 +33,13 @@ async def stale_broker_epoch(ctx, request) -> ErrorCode | None:
     epoch = int(request.broker_epoch)
     if epoch == -1:
         return ErrorCode.stale_broker_epoch if early else None
-    if epoch < ctx.registration.broker_epoch:
+    if broker_epoch_is_stale(epoch, ctx.registration.broker_epoch):
         return ErrorCode.stale_broker_epoch
     return None
+
+
+def broker_epoch_is_stale(request_epoch: int, registered_epoch: int) -> bool:
+    """Kafka's ``KafkaApis.isBrokerEpochStale`` (KIP-380) for a registered broker: a request
+    naming an older broker epoch than this incarnation's is stale; -1 (the sender does not
+    know it) and newer epochs are not.  The simulated broker applies the same rule."""
+    return request_epoch != -1 and request_epoch < registered_epoch

@@ -110,7 +110,7 @@ async def handle(ctx: RequestContext, request: FetchRequest) -> Response:
     max_wait_ms = int(request.max_wait.total_seconds() * 1000)
     max_bytes = int(getattr(request, "max_bytes", 0x7FFFFFFF))
     redirected = _preferred_read_replicas(ctx, request, wanted) if consumer else {}
-    results = await ctx.replica_manager.fetch(
+    results = await ctx.replica_manager.reads.fetch(
         replica_id, max_wait_ms, int(request.min_bytes), max_bytes,
         [w for w in wanted if w.tp not in redirected] if redirected else wanted,
         followers_serve_consumers=consumer and version >= 11,
@@ -278,7 +278,7 @@ def _preferred_read_replicas(ctx, request, wanted: list[FetchPartition]) -> dict
     racks = {b.id: b.rack for b in ctx.metadata.brokers.values()}
     out = {}
     for w in wanted:
-        chosen = ctx.replica_manager.preferred_read_replica(w.tp, w.fetch_offset, racks,
+        chosen = ctx.replica_manager.reads.preferred_read_replica(w.tp, w.fetch_offset, racks,
                                                                client_rack)
         if chosen >= 0 and chosen != ctx.broker_id:
             out[w.tp] = chosen

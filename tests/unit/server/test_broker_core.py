@@ -1,0 +1,66 @@
+"""BrokerCore: the broker's parts built whole from an injected ZooKeeper client, clock and
+transport; requests reach its handlers as encoded frames through its Dispatcher."""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+
+import pytest
+
+from weir.common import TopicPartition
+from weir.config import BrokerConfig
+from weir.protocol.client import FrameConnection
+from weir.replication.alter_partition import IsrProposal
+from weir.server.broker_core import BrokerCore
+from weir.server.metadata_cache import BrokerMeta
+
+
+class _NoZooKeeper:
+    """Building the parts must not talk to ZooKeeper (only starting them does)."""
+
+    inter_broker_listener = "PLAINTEXT"
+
+    def __getattr__(self, name: str):
+        raise AssertionError(f"ZooKeeper used while building the broker: {name}")
+
+
+def _core(broker_id: int, root, connect, clock) -> BrokerCore:
+    config = BrokerConfig({"broker.id": str(broker_id), "zookeeper.connect": "127.0.0.1:1",
+                           "log.dirs": str(root / f"b{broker_id}")})
+    return BrokerCore(config, _NoZooKeeper(), now_ms=clock, connect=connect)
+
+
+def test_the_core_is_built_whole_and_serves_frames_from_an_injected_transport(tmp_path):
+    async def scenario() -> None:
+        cores: dict[int, BrokerCore] = {}
+        reached: list[tuple[str, int]] = []
+
+        def connect(host: str, port: int) -> FrameConnection:
+            reached.append((host, port))
+
+            async def open_call():
+                target = cores[port]
+                return lambda frame: target.serve_frame(frame, f"broker-{port}")
+            return FrameConnection(open_call, client_id="test")
+
+        def clock() -> int:
+            return 42
+
+        a, b = (_core(i, tmp_path, connect, clock) for i in (1, 2))
+        cores.update({1: a, 2: b})
+        rm = a.replica_manager
+        # Nothing set after construction: the injected clock and transport are the parts'.
+        assert rm.clock is clock and rm.fetchers.clock is clock
+        assert rm.alter_partition is not None and rm.alter_partition.connect is connect
+        assert a.services.replica_manager is rm and a.dispatcher.services is a.services
+        assert not rm.broker_alive(2)  # from the metadata cache: broker 2 not known yet
+        a.metadata.update(2, 1, [BrokerMeta(2, "b", 2, None, (("PLAINTEXT", "b", 2),))], [])
+        assert rm.broker_alive(2) and a.controller_endpoint() == (2, "b", 2)
+        # An ISR proposal goes to broker 2 as an encoded AlterPartition frame, through its
+        # Dispatcher and AlterPartition handler; broker 2 is no controller and says so.
+        proposal = IsrProposal(TopicPartition("t", 0), uuid.uuid4(), 3, 5, frozenset({1}))
+        with pytest.raises(ConnectionError, match="(?i)not_controller"):
+            await rm.alter_partition._send([proposal])
+        assert reached == [("b", 2)]
+    asyncio.run(scenario())
