@@ -152,6 +152,25 @@ def test_list_offsets_earliest_latest_and_by_time(cluster1, topic_name):
         consumer.close()
 
 
+
+def test_list_offsets_max_timestamp_is_the_record_in_its_batch(cluster1, topic_name):
+    """KIP-734 ListOffsets MAX_TIMESTAMP (-3): the offset of the record holding the largest
+    timestamp, also inside a batch (Kafka 3.8+: RecordBatch.offsetOfMaxTimestamp, the fix of
+    KAFKA-16310), not the batch's base offset (librdkafka's 0081_admin ListOffsets)."""
+    from confluent_kafka import Producer
+    from confluent_kafka.admin import OffsetSpec
+
+    create_topic(cluster1.bootstrap, topic_name)
+    producer = Producer({"bootstrap.servers": cluster1.bootstrap, "linger.ms": 1000})
+    for ts in (10_000_100, 10_000_400, 10_000_250):  # one batch: offsets 0, 1, 2
+        producer.produce(topic_name, b"m", partition=0, timestamp=ts)
+    assert producer.flush(30) == 0
+    admin = AdminClient({"bootstrap.servers": cluster1.bootstrap})
+    tp = CkTopicPartition(topic_name, 0)
+    found = admin.list_offsets({tp: OffsetSpec.max_timestamp()},
+                               request_timeout=30)[tp].result(timeout=30)
+    assert (found.offset, found.timestamp) == (1, 10_000_400)
+
 def test_auto_create_topic_on_produce(cluster1, topic_name):
     acked = produce(cluster1.bootstrap, topic_name, [b"auto"])
     assert acked[0][1] == 0

@@ -175,3 +175,36 @@ def test_kafka_consumer_groups(cluster) -> None:
               ).stdout == "Deletion of requested consumer groups ('kgroup') was successful.\n"
     failed(tool(cluster, "kafka-consumer-groups.sh", "--describe", "--group", "kgroup"),
            "Error: ", "GROUP_ID_NOT_FOUND")
+
+
+def test_kafka_configs_scram_users(cluster) -> None:
+    """KIP-554: ConfigCommand's --entity-type users with SCRAM credentials over
+    --bootstrap-server (the form kafkajs' createScramCredentials.sh uses)."""
+    from confluent_kafka.admin import AdminClient
+
+    assert ok(tool(cluster, "kafka-configs.sh", "--alter", "--entity-type", "users",
+                   "--entity-name", "kcu", "--add-config",
+                   "SCRAM-SHA-256=[iterations=8192,password=pw=256],"
+                   "SCRAM-SHA-512=[password=pw=512]")).stdout == \
+        "Completed updating config for user kcu.\n"
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
+    described = admin.describe_user_scram_credentials(["kcu"])["kcu"].result(timeout=30)
+    assert sorted((str(i.mechanism.name), i.iterations)
+                  for i in described.scram_credential_infos) == [
+        ("SCRAM_SHA_256", 8192), ("SCRAM_SHA_512", 4096)]
+    assert ok(tool(cluster, "kafka-configs.sh", "--describe", "--user", "kcu")).stdout == (
+        "SCRAM credential configs for user-principal 'kcu' are "
+        "SCRAM-SHA-256=iterations=8192, SCRAM-SHA-512=iterations=4096\n")
+    assert ok(tool(cluster, "kafka-configs.sh", "--alter", "--user", "kcu",
+                   "--delete-config", "SCRAM-SHA-512")).stdout == \
+        "Completed updating config for user kcu.\n"
+    assert ok(tool(cluster, "kafka-configs.sh", "--describe", "--entity-type", "users")
+              ).stdout == ("SCRAM credential configs for user-principal 'kcu' are "
+                           "SCRAM-SHA-256=iterations=8192\n")
+    failed(tool(cluster, "kafka-configs.sh", "--alter", "--user", "kcu", "--add-config",
+                "SCRAM-SHA-256=[iterations=100,password=x]"),
+           "Error while executing config command : ", "Iterations 100 is less than the "
+           "minimum 4096 required for SCRAM-SHA-256")
+    failed(tool(cluster, "kafka-configs.sh", "--alter", "--user", "kcu", "--add-config",
+                "retention.ms=1"),
+           "Error while executing config command : ", "Unexpected config names: retention.ms")

@@ -399,12 +399,19 @@ class Log:
 
     @storage_op
     def max_timestamp_and_offset(self) -> tuple[int, int] | None:
-        """(offset, timestamp) of the batch with the largest timestamp (ListOffsets -3)."""
-        best: tuple[int, int] | None = None
-        for seg in self._segments:
-            if seg.max_timestamp >= 0 and (best is None or seg.max_timestamp > best[1]):
-                best = (max(seg.offset_of_max_timestamp, self._log_start), seg.max_timestamp)
-        return best
+        """(offset, timestamp) of the record with the largest timestamp (ListOffsets -3):
+        in its batch, the first record with it (Kafka 3.8+'s RecordBatch.offsetOfMaxTimestamp)."""
+        best = max((s for s in self._segments if s.max_timestamp >= 0), default=None,
+                   key=lambda s: s.max_timestamp)  # the first of equals, as Kafka's maxBy
+        if best is None:
+            return None
+        stamp = best.max_timestamp
+        header = best.find_by_timestamp(stamp)
+        if header is not None and header.timestamp_type != 1:
+            for record in iter_records(best.read_bytes(header.position, header.size)):
+                if record.timestamp == stamp:
+                    return max(record.offset, self._log_start), stamp
+        return max(best.offset_of_max_timestamp, self._log_start), stamp
 
     # -- truncation and deletion -------------------------------------------------------
     @storage_op

@@ -1,5 +1,5 @@
-"""``kafka-configs.sh``: Kafka 3.x's ConfigCommand for topics, brokers, the broker default
-and broker loggers, over the Kafka protocol.
+"""``kafka-configs.sh``: Kafka 3.x's ConfigCommand for topics, brokers, the broker default,
+broker loggers and users' SCRAM credentials, over the Kafka protocol.
 
 ``--describe`` prints ConfigCommand's block per entity (``Dynamic configs for topic t
 are:``, ``All configs ...`` with ``--all``, ``Default configs for brokers in the cluster
@@ -7,7 +7,8 @@ are:``), one ``  name=value sensitive=false synonyms={SOURCE:name=value, ...}`` 
 key; ``--alter`` applies ``--add-config k1=v1,k2=[a,b]`` and ``--delete-config k1,k2``
 through IncrementalAlterConfigs and prints ``Completed updating config for topic t.``.
 Broker requests go through :mod:`weir.cli.admin_configs` (every synonym, the default
-resource and BROKER_LOGGER, which librdkafka lacks).
+resource and BROKER_LOGGER, which librdkafka lacks); users' SCRAM credentials through
+:mod:`weir.cli.kafka_tools.configs_users` (KIP-554).
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from weir.cli.kafka_tools import common
 from weir.cli.kafka_tools.common import ToolError
 
 PROG = "kafka-configs.sh"
-ENTITY_TYPES = ("topics", "brokers", "broker-loggers")
+ENTITY_TYPES = ("topics", "brokers", "broker-loggers", "users")
 _SOURCES = {0: "UNKNOWN", 1: "DYNAMIC_TOPIC_CONFIG", 2: "DYNAMIC_BROKER_CONFIG",
             3: "DYNAMIC_DEFAULT_BROKER_CONFIG", 4: "STATIC_BROKER_CONFIG",
             5: "DEFAULT_CONFIG", 6: "DYNAMIC_BROKER_LOGGER_CONFIG"}
@@ -29,12 +30,12 @@ _DYNAMIC = {"topics": {1}, "brokers": {2}, "broker-default": {3}, "broker-logger
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = common.parser(PROG, "Add, remove or describe configs of topics, brokers and "
-                            "broker loggers.")
+    p = common.parser(PROG, "Add, remove or describe configs of topics, brokers, "
+                            "broker loggers and users (SCRAM credentials).")
     p.add_argument("--describe", action="store_true", help="List configs for the entity.")
     p.add_argument("--alter", action="store_true", help="Alter the configs of the entity.")
     p.add_argument("--entity-type", choices=ENTITY_TYPES, default=None,
-                   help="topics, brokers or broker-loggers")
+                   help="topics, brokers, broker-loggers or users")
     p.add_argument("--entity-name", default=None, metavar="NAME",
                    help="Name of the entity (topic name, broker id); default with "
                         "--describe: every entity of the type")
@@ -48,6 +49,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="The same as --entity-type brokers --entity-default")
     p.add_argument("--broker-logger", default=None, metavar="ID",
                    help="The same as --entity-type broker-loggers --entity-name ID")
+    p.add_argument("--user", default=None, metavar="PRINCIPAL",
+                   help="The same as --entity-type users --entity-name PRINCIPAL")
     p.add_argument("--add-config", dest="add_configs", action="append", default=[],
                    metavar="K1=V1,K2=[V1,V2]", help="Configs to set (--alter)")
     p.add_argument("--delete-config", dest="delete_configs", action="append", default=[],
@@ -66,11 +69,11 @@ def _entity(p: argparse.ArgumentParser, args: argparse.Namespace) -> tuple[str, 
     shortcuts = [(t, n) for t, n in (
         ("topics", args.topic), ("brokers", args.broker),
         ("brokers", "" if args.broker_defaults else None),
-        ("broker-loggers", args.broker_logger)) if n is not None]
+        ("broker-loggers", args.broker_logger), ("users", args.user)) if n is not None]
     if shortcuts:
         if len(shortcuts) > 1 or args.entity_type or args.entity_name or args.entity_default:
-            p.error("give one entity: --topic, --broker, --broker-defaults, --broker-logger "
-                    "or --entity-type with --entity-name/--entity-default")
+            p.error("give one entity: --topic, --broker, --broker-defaults, --broker-logger, "
+                    "--user or --entity-type with --entity-name/--entity-default")
         return shortcuts[0]
     if args.entity_type is None:
         p.error("Missing required argument \"[entity-type]\"")
@@ -90,6 +93,16 @@ def _main(argv: Sequence[str]) -> int:
         if kind.startswith(what) and value and not value.strip().isdigit():
             raise ToolError(f"The entity name for {kind} must be a valid integer broker id, "
                             f"but it is: {value}", name="INVALID_ARGUMENT")
+    if kind == "users":
+        from weir.cli.kafka_tools import configs_users
+
+        if action == "alter":
+            if not name:
+                p.error("--alter needs an entity name")
+            return configs_users.alter(args, name)
+        if args.add_configs or args.delete_configs:
+            p.error("--add-config and --delete-config go with --alter")
+        return configs_users.describe(args, name)
     if action == "alter":
         if name is None:
             p.error("--alter needs an entity name (or --entity-default)")
