@@ -369,12 +369,15 @@ class ControllerChannelManager:
     async def written(self, timeout_s: float) -> bool:
         """Wait until every request queued so far has been encoded and handed to its
         broker's connection (not answered), for at most ``timeout_s``; whether it was."""
-        waits = [s.all_written.wait() for s in self._senders.values()
-                 if not s.all_written.is_set()]
-        if not waits:
+        pending = [s.all_written for s in self._senders.values() if not s.all_written.is_set()]
+        if not pending:
             return True
+        # One deadline for all, awaited in turn: no helper tasks that a crash of this
+        # process (or a cancelled caller) would leave with an unretrieved result.
         try:
-            await asyncio.wait_for(asyncio.gather(*waits), timeout_s)
+            async with asyncio.timeout(timeout_s):
+                for event in pending:
+                    await event.wait()
         except TimeoutError:
             return False
         await asyncio.sleep(0)  # the connections' write tasks take their first step
