@@ -1,12 +1,17 @@
-"""Idempotent producers in the simulation (weir.sim.idempotent): batches resent unchanged
+"""Idempotent producers in the simulation (weir.sim.idempotent), modelled on librdkafka (up
+to five requests in flight per partition, answered in order; drain and retry on an error;
+implicit acknowledgement of earlier batches by a later success): batches resent unchanged
 across leader changes, crashes, lost answers and power loss must be acknowledged with the
 offsets they were first written at, and written once (Kafka's ProducerStateEntry keeps a
 producer's last batches, rebuilt on followers as they replicate)."""
 
 from __future__ import annotations
 
+import functools
+
 import pytest
 
+from weir.protocol.errors import ErrorCode, KafkaError
 from weir.sim import run_seed
 from weir.sim.cluster import data_config
 from weir.storage.log import Log
@@ -19,9 +24,15 @@ def _config():
     return data_config(idempotent_producers=True)
 
 
+@functools.cache
+def _clean_run(seed: int):
+    """One unplanted run per seed, shared by the tests that only read its result."""
+    return run_seed(seed, _config())
+
+
 @pytest.mark.parametrize("seed", SEEDS)
 def test_retried_batches_keep_their_offsets_and_are_written_once(seed: int) -> None:
-    result = run_seed(seed, _config())
+    result = _clean_run(seed)
     assert result.ok, "\n".join(result.violations + ["faults:"] + result.faults)
     stats = result.data_stats
     assert stats["idempotent_acked"] > 0 and stats["idempotent_retries"] > 0
@@ -81,3 +92,33 @@ def test_catches_a_new_leader_that_forgot_the_producers_batches(
 
     monkeypatch.setattr(Log, "append_as_follower", forgetful)
     assert _violations("written twice")
+
+
+def test_pipelined_requests_meet_the_answers_that_make_librdkafka_ack_without_offsets() -> None:
+    """Kafka-conformant answers do lead librdkafka to acknowledge without an offset: an
+    earlier request refused or timed out in the produce purgatory, a later request of the
+    same producer appended and acknowledged (rd_kafka_dr_implicit_ack).  The seeds reach
+    that path, with every explicit acknowledgement carrying its offsets."""
+    implicit = 0
+    for seed in SEEDS:
+        result = _clean_run(seed)
+        assert result.ok, "\n".join(result.violations)
+        implicit += result.data_stats.get("idempotent_implicit_acks", 0)
+    assert implicit > 0
+
+
+def test_catches_duplicate_sequence_number_answers(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Plant a leader answering a retried batch it holds with DUPLICATE_SEQUENCE_NUMBER (as
+    Kafka 0.11 did for a batch older than its cache): librdkafka takes that for success,
+    with no offset.  Kafka 3.x answers the original offsets, or OUT_OF_ORDER_SEQUENCE_NUMBER
+    for a batch no longer among the producer's last five."""
+    original = Log.append_as_leader
+
+    def duplicate_sequence(self, *args, **kwargs):
+        result = original(self, *args, **kwargs)
+        if result.duplicate:
+            raise KafkaError(ErrorCode.duplicate_sequence_number, "a duplicate")
+        return result
+
+    monkeypatch.setattr(Log, "append_as_leader", duplicate_sequence)
+    assert _violations("acknowledged without its offsets: duplicate_sequence_number")

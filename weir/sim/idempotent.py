@@ -1,7 +1,27 @@
 """Idempotent producers in the simulation (``enable.idempotence``, ``acks=all``), as
-librdkafka and the Java client behave: per partition one batch in flight, resent unchanged
-(same producer id, epoch and base sequence) after an error or a lost answer, to whichever
-broker leads the partition by then, until it is acknowledged.
+librdkafka behaves: per partition up to five Produce requests in flight on one connection to
+the leader (``max.in.flight.requests.per.connection``), answered in request order; a batch
+keeps its producer id, epoch and base sequence on every retry, to whichever broker leads
+the partition by then, until it is acknowledged.
+
+librdkafka's rules for the answers (``rdkafka_request.c``,
+``rd_kafka_msgbatch_handle_Produce_result``), which this model follows:
+
+* a retriable error (NOT_LEADER_OR_FOLLOWER, NOT_ENOUGH_REPLICAS, REQUEST_TIMED_OUT, a lost
+  request...) puts the batch back in the partition's queue, in sequence order, and *drains*:
+  no request is sent until every one in flight is answered; then the queue is resent;
+* a success for a batch while an earlier batch of the partition waits in the queue for its
+  retry acknowledges that earlier batch too (``rd_kafka_dr_implicit_ack``: the broker only
+  takes sequences in order, so the earlier batch is written) - **without an offset**;
+* DUPLICATE_SEQUENCE_NUMBER is taken for success, also without an offset;
+* OUT_OF_ORDER_SEQUENCE_NUMBER for the head of the line (no earlier batch unacknowledged) is
+  a fatal sequence desynchronisation (a new producer starts); for a later batch (an earlier
+  one failed) a retry.
+
+Kafka itself answers so that librdkafka acknowledges without an offset: an earlier request
+refused (NOT_ENOUGH_REPLICAS, NOT_LEADER_OR_FOLLOWER) or timed out in the produce purgatory
+(REQUEST_TIMED_OUT) and a later one of the same producer appended and acknowledged.  Those
+implicit acknowledgements are counted (``idempotent_implicit_acks``), not violations.
 
 A batch a broker already wrote must be answered, on a retry, with the offsets it was first
 written at - by the old leader and by a new one alike, which rebuilt the producer's last
@@ -9,7 +29,8 @@ batches while it followed (Kafka's ``ProducerStateEntry``/``BatchMetadata``).  S
 as it happens (:meth:`IdempotentProducers.answer`) and on what the consumer reads
 (:meth:`IdempotentProducers.committed`):
 
-* **every acknowledgement carries its offsets** (a client told "written" must learn where);
+* **every explicit acknowledgement carries its offsets** (a client told "written" must
+  learn where): never DUPLICATE_SEQUENCE_NUMBER, never a success without offsets;
 * the acknowledged offsets hold the batch's values (the data plane's ``acknowledged``
   promises, checked by the durability invariants);
 * **no batch is written twice**: a value of an idempotent producer is at one offset only.
@@ -17,10 +38,11 @@ as it happens (:meth:`IdempotentProducers.answer`) and on what the consumer read
 
 from __future__ import annotations
 
+import bisect
 import itertools
 from collections import Counter
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from weir.common import TopicPartition
@@ -33,6 +55,8 @@ __all__ = ["PREFIX", "IdempotentProducers"]
 PREFIX = b"idem:"  # the values these producers write
 PRODUCER_ID = 7000  # producer ids PRODUCER_ID + n: one producer per partition
 RETRY_BACKOFF_MS = (5, 40)
+MAX_IN_FLIGHT = 5  # librdkafka's cap with idempotence
+MAX_QUEUED = 8  # batches a partition's producer holds before it skips a produce turn
 
 
 @dataclass
@@ -40,6 +64,26 @@ class _Batch:
     sequence: int
     values: list[bytes]
     attempts: int = 0
+    error: ErrorCode = ErrorCode.none  # the last attempt's
+
+
+@dataclass
+class _Request:
+    batch: _Batch
+    answer: tuple[ErrorCode, list[tuple[int, bytes]]] | None = None
+
+
+@dataclass
+class _Partition:
+    """librdkafka's per-partition producer state (``rktp_msgq``, ``rktp_xmit_msgq``)."""
+
+    queue: list[_Batch] = field(default_factory=list)  # unsent or to retry, sequence order
+    in_flight: list[_Request] = field(default_factory=list)  # request order
+    broker: tuple[int, int] = (-1, -1)  # the connection: broker id and incarnation
+    broken: bool = False  # a request on it was lost: so is every later one (TCP)
+    wire: list[Callable[[], None]] = field(default_factory=list)  # sent, not yet arrived
+    draining: bool = False  # an error: nothing new is sent until in_flight is empty
+    retry_scheduled: bool = False
 
 
 class Plane(Protocol):
@@ -63,83 +107,165 @@ class IdempotentProducers:
         self._promise = promise  # an acknowledged (offset, value), for the invariants
         self._ids: dict[TopicPartition, int] = {}
         self._next_sequence: dict[TopicPartition, int] = {}
-        self._pending: dict[TopicPartition, _Batch] = {}
+        self._parts: dict[TopicPartition, _Partition] = {}
         self._written: dict[tuple[TopicPartition, bytes], int] = {}  # acked or read: offset
         self._values = itertools.count()
+        self._fresh = 0  # producers started after a fatal error
 
     # -- sending -----------------------------------------------------------------------
 
     def produce(self, tp: TopicPartition) -> None:
-        """A new batch for ``tp`` unless one is still in flight there."""
-        if tp in self._pending:
+        """A new batch for ``tp`` (unless its producer already holds enough)."""
+        part = self._parts.setdefault(tp, _Partition())
+        if len(part.queue) + len(part.in_flight) >= MAX_QUEUED:
             return
         count = self.sim.rng.randint(1, 3)
         sequence = self._next_sequence.get(tp, 0)
         self._next_sequence[tp] = sequence + count
         values = [PREFIX + f"{tp}#{next(self._values)}".encode() for _ in range(count)]
-        self._pending[tp] = _Batch(sequence, values)
+        part.queue.append(_Batch(sequence, values))
         self.plane.stats["idempotent_produced"] += count
-        self._send(tp)
+        self._pump(tp)
 
-    def _send(self, tp: TopicPartition) -> None:
-        batch = self._pending.get(tp)
+    def _pump(self, tp: TopicPartition) -> None:
+        """Send what the queue holds, up to MAX_IN_FLIGHT requests on the connection."""
+        part = self._parts.get(tp)
         sim = self.sim
-        if batch is None:
+        if part is None or part.draining:
             return
         if tp.topic in sim.zk.to_delete or tp.topic not in sim.zk.topics:
-            del self._pending[tp]  # the topic is going: nothing more to deliver
+            del self._parts[tp]  # the topic is going: nothing more to deliver
             return
-        batch.attempts += 1
-        attempt = batch.attempts
-        if attempt > 1:
-            self.plane.stats["idempotent_retries"] += 1
         state = sim.zk.states.get(tp)
         leader = -1 if state is None else state.leader
         if leader < 0 or not sim.nodes[leader].alive:
-            self._retry_later(tp, batch)
+            if part.queue:
+                self._retry_later(tp, part)
             return
+        node = sim.nodes[leader]
+        if part.in_flight and part.broker != (leader, node.incarnation):
+            return  # librdkafka lets the old connection's requests finish before moving
+        if not part.in_flight:  # a new connection
+            part.broker, part.broken, part.wire = (leader, node.incarnation), False, []
+        while part.queue and len(part.in_flight) < MAX_IN_FLIGHT:
+            batch = part.queue.pop(0)
+            batch.attempts += 1
+            if batch.attempts > 1:
+                self.plane.stats["idempotent_retries"] += 1
+            request = _Request(batch)
+            part.in_flight.append(request)
+            self._send(tp, part, request, leader)
+
+    def _send(self, tp: TopicPartition, part: _Partition, request: _Request,
+              leader: int) -> None:
+        sim, batch = self.sim, request.batch
         producer = (self._ids.setdefault(tp, PRODUCER_ID + len(self._ids)), 0, batch.sequence)
         timeout_ms = self.plane.config.produce_timeout_ms
-        self.plane.send(0, sim.nodes[leader], lambda r: r.serve_produce(
-            tp, batch.values, timeout_ms,
-            lambda code, records: self.answer(tp, batch, code, records), producer=producer))
-        # No answer (a lost message, a dead broker): the client's request timeout, a resend.
-        sim.schedule(2 * timeout_ms + 50, lambda: self._resend_if_unanswered(tp, batch,
-                                                                             attempt))
+        node = sim.nodes[leader]
+        incarnation = node.incarnation
 
-    def _resend_if_unanswered(self, tp: TopicPartition, batch: _Batch, attempt: int) -> None:
-        if self._pending.get(tp) is batch and batch.attempts == attempt:
-            self._send(tp)
+        def serve() -> None:
+            if node.alive and node.incarnation == incarnation and node.replicas is not None:
+                node.replicas.serve_produce(
+                    tp, batch.values, timeout_ms,
+                    lambda code, records: self._answered(tp, request, code, records),
+                    producer=producer)
 
-    def _retry_later(self, tp: TopicPartition, batch: _Batch) -> None:
+        def arrive() -> None:
+            # Deliveries due at the same moment may run in any order: each one hands the
+            # broker every request sent before it first, so they arrive in order, as on TCP.
+            while serve in part.wire:
+                part.wire.pop(0)()
+        # One connection: requests arrive in order.  A lost one breaks the connection: no
+        # later request on it arrives either (only the client's request timeout answers
+        # them), as with TCP.
+        if sim.rng.random() < self.plane.config.data_drop_ratio:
+            part.broken = True
+        if not part.broken:
+            part.wire.append(serve)
+            sim.deliver(0, leader, arrive)
+        sim.schedule(2 * timeout_ms + 50,
+                     lambda: self._answered(tp, request, ErrorCode.request_timed_out, []))
+
+    def _retry_later(self, tp: TopicPartition, part: _Partition) -> None:
+        if part.retry_scheduled:
+            return
+        part.retry_scheduled = True
+
         def again() -> None:
-            if self._pending.get(tp) is batch:
-                self._send(tp)
+            part.retry_scheduled = False
+            if self._parts.get(tp) is part:
+                self._pump(tp)
         self.sim.schedule(self.sim.rng.randint(*RETRY_BACKOFF_MS), again)
 
     # -- answers and checks ------------------------------------------------------------
 
-    def answer(self, tp: TopicPartition, batch: _Batch, code: ErrorCode,
+    def _answered(self, tp: TopicPartition, request: _Request, code: ErrorCode,
+                  records: list[tuple[int, bytes]]) -> None:
+        """A broker's answer to ``request`` (or the client's timeout of it); answers are
+        taken in request order, as they come on one connection."""
+        part = self._parts.get(tp)
+        if part is None or request.answer is not None or request not in part.in_flight:
+            return  # answered already (a late answer to a timed-out request is dropped)
+        request.answer = (code, records)
+        while part.in_flight and part.in_flight[0].answer is not None:
+            done = part.in_flight.pop(0)
+            assert done.answer is not None
+            self.answer(tp, part, done.batch, *done.answer)
+            if self._parts.get(tp) is not part:
+                return
+        if not part.in_flight:
+            part.draining = False
+            if part.queue:
+                self._retry_later(tp, part)
+
+    def answer(self, tp: TopicPartition, part: _Partition, batch: _Batch, code: ErrorCode,
                records: list[tuple[int, bytes]]) -> None:
-        """The broker's answer to one attempt at ``batch`` (a late answer to an earlier
-        attempt counts as much as the last one's)."""
-        if self._pending.get(tp) is not batch:
-            return  # answered already
-        if code != ErrorCode.none:
-            self.plane.stats[f"idempotent_{code.name}"] += 1
-            self._retry_later(tp, batch)
+        """librdkafka's handling of one answer, in request order."""
+        earlier = [b for b in part.queue if b.sequence < batch.sequence]
+        if code == ErrorCode.out_of_order_sequence_number and not earlier:
+            # Head of the line: librdkafka's fatal "sequence desynchronization"; the
+            # application starts a new producer (the verifier's workload does).  Reachable
+            # against Kafka too: a leader takes any sequence of a producer it has no state
+            # of (ProducerAppendInfo.checkSequence), say a later batch after an earlier one
+            # failed before it was appended.
+            self.plane.stats["idempotent_fatal"] += 1
+            self._new_producer(tp, part)
             return
-        del self._pending[tp]
+        if code not in (ErrorCode.none, ErrorCode.duplicate_sequence_number):
+            self.plane.stats[f"idempotent_{code.name}"] += 1
+            batch.error = code
+            bisect.insort(part.queue, batch, key=lambda b: b.sequence)
+            part.draining = True
+            return
+        for b in earlier:
+            # rd_kafka_dr_implicit_ack: delivered with no offset.  Kafka answers so too (an
+            # earlier request timed out or was refused, a later one was then appended), so
+            # it is counted, not a violation; the verifier reports it (ack-without-offset).
+            part.queue.remove(b)
+            self.plane.stats["idempotent_implicit_acks"] += 1
         self.plane.stats["idempotent_acked"] += len(batch.values)
-        if len(records) != len(batch.values) or any(offset < 0 for offset, _v in records):
+        if code != ErrorCode.none or len(records) != len(batch.values) \
+                or any(offset < 0 for offset, _v in records):
             self.sim.violation(f"{tp}: idempotent batch at sequence {batch.sequence} "
-                               f"acknowledged without its offsets: {records}")
+                               f"acknowledged without its offsets: {code.name} {records}")
             return
         if tp.topic in self.sim.zk.to_delete or tp.topic not in self.sim.zk.topics:
             return
         for offset, value in records:
             self._written_at(tp, offset, value, "acknowledged")
             self._promise(tp, offset, value)
+
+    def _new_producer(self, tp: TopicPartition, part: _Partition) -> None:
+        """A fatal idempotence error: what the producer held fails (written or not: the
+        checks only ask that what was read was written once) and a new producer id starts
+        again at sequence 0."""
+        part.queue.clear()
+        part.in_flight.clear()
+        part.draining = False
+        self._ids[tp] = PRODUCER_ID + 1000 + self._fresh
+        self._fresh += 1
+        self._next_sequence[tp] = 0
 
     def committed(self, tp: TopicPartition, offset: int, value: bytes) -> None:
         """A record the consumer read below the high watermark."""
@@ -153,7 +279,7 @@ class IdempotentProducers:
                                f"{seen} and {offset} ({how})")
 
     def forget_topic(self, topic: str) -> None:
-        for tp in [tp for tp in self._pending if tp.topic == topic]:
-            del self._pending[tp]
+        for tp in [tp for tp in self._parts if tp.topic == topic]:
+            del self._parts[tp]
         for key in [k for k in self._written if k[0].topic == topic]:
             del self._written[key]
