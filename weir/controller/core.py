@@ -545,6 +545,14 @@ class ControllerCore:
                 scope.log(Log.warning(f"Deletion of replica {replica} failed: {code.name}"))
         if failed:
             yield from self.deletion.fail_replica_deletion(scope, failed)
+            if event.broker_id in ctx.live_broker_ids and all(
+                    event.errors[r.partition] == ErrorCode.stale_broker_epoch for r in failed):
+                # KIP-380: the StopReplica was built with the epoch of an incarnation that
+                # has since restarted, and the broker is back under a newer one. Kafka's
+                # onBrokerStartup resumes the deletion; if the restart was handled before
+                # this answer arrived, nothing else would: retry now, with the new epoch.
+                yield from self.deletion.resume_for_topics(
+                    scope, {r.partition.topic for r in failed})
         if succeeded:
             yield from self.deletion.complete_replica_deletion(scope, succeeded)
 

@@ -311,6 +311,21 @@ def test_failed_replica_deletion_marks_ineligible() -> None:
     assert "t" in core.ctx.topic_ids
 
 
+def test_stale_broker_epoch_from_a_restarted_live_broker_retries_the_deletion() -> None:
+    """KIP-380: a StopReplica built before the broker restarted is refused with
+    STALE_BROKER_EPOCH by the new incarnation; the broker is live, so the deletion is
+    retried at once instead of waiting for a broker startup that was already handled."""
+    core, zk = started(live=(1, 2), topics={"t": {0: [1, 2]}})
+    drive(core, zk, TopicDeletion(frozenset({"t"})))
+    drive(core, zk, _stop_ok(1, T0))
+    effects = drive(core, zk, StopReplicaResult(2, {T0: ErrorCode.stale_broker_epoch}))
+    assert "t" not in core.ctx.topics_ineligible_for_deletion
+    assert set(stop_replica(effects)) == {2}
+    assert core.ctx.replica_state(PartitionReplica(T0, 2)) is R.DELETION_STARTED
+    drive(core, zk, _stop_ok(2, T0))
+    assert zk.deleted == ["t"]
+
+
 def test_failover_resumes_queued_deletion() -> None:
     _, zk = started(live=(1, 2), topics={"t": {0: [1, 2]}})
     core = new_core()
