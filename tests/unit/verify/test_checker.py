@@ -191,6 +191,28 @@ def test_ack_without_offset():
     assert a.value == "v-7"
 
 
+def test_ack_without_offset_of_a_value_stored_once_is_librdkafkas_implicit_ack():
+    """librdkafka reports an idempotent producer's earlier messages delivered without an
+    offset once a later batch is acknowledged (rd_kafka_dr_implicit_ack): no anomaly when
+    the final read shows the value stored exactly once, an anomaly when it shows it twice."""
+    def history(stored_twice: bool) -> H:
+        h = H()
+        h.assign("reader", {0: 0})
+        i = h.invoke("writer", "send", {"partition": 0, "value": "v-0"})
+        h.add("writer", "ok", "send", {"partition": 0, "offset": None, "value": "v-0"}, i)
+        h.send(0, 1, "v-1")
+        records = [(0, 0, "v-0"), (0, 1, "v-1")] + ([(0, 2, "v-0")] if stored_twice else [])
+        h.final(records, {0: len(records)})
+        h.replicas()
+        return h
+
+    result = check(history(stored_twice=False).ops)
+    assert result.valid, result.anomalies
+    assert result.stats["acks_without_offset_stored_once"] == 1
+    result = check(history(stored_twice=True).ops)
+    assert {k for k, n in result.counts.items() if n} == {"ack-without-offset", "duplicate"}
+
+
 def test_commit_backwards():
     h = clean("groups")
     h.commit("group-1", {0: 1})  # after 0 -> 3 completed
