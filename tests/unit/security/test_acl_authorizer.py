@@ -236,3 +236,11 @@ def test_authorizer_configs_are_checked_at_startup():
         BrokerConfig({**base, "super.users": "admin"})
     with pytest.raises(ConfigError, match="authorizer.class.name"):
         BrokerConfig({**base, "authorizer.class.name": "com.example.MyAuthorizer"})
+
+
+def test_a_group_supports_read_describe_and_delete_as_in_kafka_3_9() -> None:
+    """DescribeGroups' authorized operations for a group (librdkafka 0081_admin expects
+    three from a broker before 4.0: group configs arrived with KIP-848 in 4.0)."""
+    from weir.security.acls import SUPPORTED_OPERATIONS, AclOperation
+    assert SUPPORTED_OPERATIONS[G] == {AclOperation.READ, AclOperation.DESCRIBE,
+                                       AclOperation.DELETE}
