@@ -8,12 +8,15 @@ producer's last batches, rebuilt on followers as they replicate)."""
 from __future__ import annotations
 
 import functools
+from collections import Counter
 
 import pytest
 
+from weir.common import TopicPartition
 from weir.protocol.errors import ErrorCode, KafkaError
 from weir.sim import run_seed
 from weir.sim.cluster import data_config
+from weir.sim.idempotent import IdempotentProducers
 from weir.storage.log import Log
 from weir.storage.log_results import AppendResult
 
@@ -122,3 +125,39 @@ def test_catches_duplicate_sequence_number_answers(monkeypatch: pytest.MonkeyPat
 
     monkeypatch.setattr(Log, "append_as_leader", duplicate_sequence)
     assert _violations("acknowledged without its offsets: duplicate_sequence_number")
+
+
+class _Sim:
+    def __init__(self) -> None:
+        self.violations: list[str] = []
+
+    def violation(self, message: str) -> None:
+        self.violations.append(message)
+
+
+class _Plane:
+    def __init__(self) -> None:
+        self.sim = _Sim()
+        self.config = _config()
+        self.stats: Counter[str] = Counter()
+
+    def send(self, *args, **kwargs) -> None:
+        raise AssertionError("not sent")
+
+
+def test_a_record_lost_to_power_failure_may_be_written_again_elsewhere() -> None:
+    """Seed 6: a batch read at offsets 64-65 was lost to power failure by the broker that
+    then led (the data plane excuses it); the producer's retry is the next sequence to
+    that leader, written at 61-62.  Not a duplicate; without the excuse it still is one."""
+    tp = TopicPartition("t1", 1)
+    value = b"idem:t1-1#158"
+    plane = _Plane()
+    producers = IdempotentProducers(plane, lambda *_args: None)
+    producers.committed(tp, 64, value)
+    producers.excused(tp, 64, value)
+    producers.committed(tp, 61, value)
+    assert plane.sim.violations == []
+    producers.excused(tp, 64, value)  # excusing another offset forgets nothing
+    producers.committed(tp, 70, value)
+    assert plane.sim.violations == [
+        f"{tp}: idempotent record {value!r} written twice, at offsets 61 and 70 (read)"]

@@ -25,8 +25,10 @@ partition is online, i.e. ZooKeeper's leader is alive and has applied that leade
 Exemption, Kafka's durability model: acks=all relies on replication, not fsync.  A record
 a broker lost to power failure (it was in its log, the machine lost its unflushed bytes)
 may legitimately disappear if that very broker later leads without it; such losses are
-counted as ``excused_losses`` and forgotten, never reported as violations; the committed
-offset C then restarts at the first such offset (the new leader cannot bring it back).
+counted as ``excused_losses`` and forgotten, never reported as violations (also by the
+idempotent producers' "written once" check: a retry may write the batch again, at another
+offset); the committed offset C then restarts at the first such offset (the new leader
+cannot bring it back).
 """
 
 from __future__ import annotations
@@ -272,6 +274,8 @@ class DataPlane:
             return False
         self.stats["excused_losses"] += 1
         del promised[offset]
+        if self.idempotent is not None:  # nor is it "written" there any more
+            self.idempotent.excused(tp, offset, value)
         if offset < self.committed.get(tp, 0):
             self.committed[tp] = offset
         return True

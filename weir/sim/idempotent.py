@@ -34,6 +34,13 @@ as it happens (:meth:`IdempotentProducers.answer`) and on what the consumer read
 * the acknowledged offsets hold the batch's values (the data plane's ``acknowledged``
   promises, checked by the durability invariants);
 * **no batch is written twice**: a value of an idempotent producer is at one offset only.
+
+The power-loss exemption of :mod:`weir.sim.data` applies here too: a record that the new
+leader itself lost to power failure is forgotten (:meth:`IdempotentProducers.excused`).
+That leader rebuilt the producer's state from what its log kept, so a retry of the lost
+batch is the next sequence to it and is written anew at another offset, as Kafka's
+``ProducerAppendInfo.checkSequence`` takes it: the batch is then at one offset of the log
+that survives, not twice.
 """
 
 from __future__ import annotations
@@ -271,6 +278,13 @@ class IdempotentProducers:
         """A record the consumer read below the high watermark."""
         if value.startswith(PREFIX):
             self._written_at(tp, offset, value, "read")
+
+    def excused(self, tp: TopicPartition, offset: int, value: bytes) -> None:
+        """The data plane excused the loss of ``value`` at ``offset`` (the online leader
+        lost it to power failure): it is no longer written there, and a retry of its batch
+        may write it at another offset."""
+        if self._written.get((tp, value)) == offset:
+            del self._written[(tp, value)]
 
     def _written_at(self, tp: TopicPartition, offset: int, value: bytes, how: str) -> None:
         seen = self._written.setdefault((tp, value), offset)
