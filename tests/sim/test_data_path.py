@@ -18,12 +18,7 @@ from weir.sim.cluster import data_config
 # cache ended with an epoch that had no records looped forever on the leader's diverging
 # epoch, because Log.truncate_to returned early at the LEO without truncating the epoch
 # cache (Kafka truncates it to the LEO anyway).
-KNOWN_BUG_SEEDS: dict[int, str] = {
-    11: "a KIP-455 move back to the original replicas completes while the only ISR member "
-        "is a replica it removes (the leader; no target replica can lead): the offline "
-        "state written next keeps ISR [removed replica], outside the replicas, as Kafka's "
-        "removeReplicasFromIsr keeps the last member",
-}
+KNOWN_BUG_SEEDS: dict[int, str] = {}  # seed -> why it fails (a strict xfail until fixed)
 SEEDS = range(12)
 
 
