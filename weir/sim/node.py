@@ -131,7 +131,11 @@ class SimConnection:
         frame = encode_request_frame(request, correlation_id, f"controller-{self.source.id}")
         self.sim._deliver(self.source.id, self.target.id, arrive)
         try:
-            answered_frame = await asyncio.wait_for(answer, timeout_s)
+            # asyncio.timeout, not wait_for: on Python 3.11 wait_for swallows a cancellation
+            # that races with the answer arriving, and a killed controller's channel task
+            # would live on, pending forever (found by running seeds 100-110 in one process).
+            async with asyncio.timeout(timeout_s):
+                answered_frame = await answer
         except TimeoutError:
             self.connected = False
             raise
