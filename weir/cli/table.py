@@ -7,14 +7,23 @@ table is then loaded with PyIceberg.  ``describe`` prints the identifier, the ca
 ``metadata_location``, the committed offsets (the next offset per partition, from the current
 snapshot's ``weir.next-offsets``) and the lag: the log's last stable offset (a read_committed
 consumer's end) minus the table's offset.
+
+``weir table catalog-server`` serves a Weir SQL catalog (by default the embedded one of a
+``weir up`` data directory) as an Apache Iceberg REST catalog, for Trino, Spark, DuckDB,
+PyIceberg and brokers with ``weir.iceberg.catalog.type=rest`` (weir/tables/rest_server.py).
 """
 
 from __future__ import annotations
 
 import argparse
+import asyncio
 import json
+import logging
+import sys
+from pathlib import Path
 from typing import Any
 
+from weir.cli import DEFAULT_DATA_DIR
 from weir.cli.admin_common import (
     AdminCliError,
     _common,
@@ -24,7 +33,15 @@ from weir.cli.admin_common import (
     kafka_error_text,
     wait,
 )
-from weir.tables.settings import CATALOG_KEYS, catalog_settings
+from weir.tables.settings import (
+    CATALOG_KEYS,
+    CatalogSettings,
+    catalog_settings,
+    default_catalog_properties,
+)
+
+DEFAULT_REST_PORT = 8181
+"""The port Iceberg's REST catalogs conventionally use (Iceberg's REST fixture, Polaris)."""
 
 
 def add_parser(sub: Any) -> None:
@@ -33,6 +50,27 @@ def add_parser(sub: Any) -> None:
     p = _common(tsub.add_parser("describe", help="a topic's table: location, offsets, lag"))
     p.add_argument("topic", help="the topic whose table to describe")
     _common(tsub.add_parser("list", help="the tables in the catalog's namespace"))
+    server = tsub.add_parser(
+        "catalog-server", help="serve the SQL catalog as an Iceberg REST catalog",
+        description="Serve Weir's SQL catalog (the embedded one of a weir up data directory, "
+                    "or --catalog-uri) over the Apache Iceberg REST Catalog API, for Trino, "
+                    "Spark, DuckDB, PyIceberg and brokers with weir.iceberg.catalog.type=rest.")
+    server.add_argument("--data-dir", default=DEFAULT_DATA_DIR,
+                        help="the weir up data directory whose embedded catalog to serve "
+                             "(DIR/iceberg/catalog.db, warehouse DIR/iceberg/warehouse; "
+                             f"default {DEFAULT_DATA_DIR})")
+    server.add_argument("--catalog-uri", default=None, metavar="URL",
+                        help="an SQLAlchemy URL of the SQL catalog to serve instead "
+                             "(sqlite:////abs/catalog.db, postgresql+psycopg2://...); "
+                             "needs --warehouse")
+    server.add_argument("--warehouse", default=None, metavar="PATH|URL",
+                        help="where new tables' files go, with --catalog-uri")
+    server.add_argument("--host", default="127.0.0.1",
+                        help="address to listen on (default 127.0.0.1; there is no "
+                             "authentication)")
+    server.add_argument("--port", type=int, default=DEFAULT_REST_PORT,
+                        help=f"port to listen on (default {DEFAULT_REST_PORT}; 0: any free "
+                             f"port)")
 
 
 def _broker_configs(args: argparse.Namespace) -> tuple[Any, dict[str, str | None]]:
@@ -113,7 +151,52 @@ def describe(args: argparse.Namespace) -> dict[str, Any]:
     }
 
 
+def server_settings(args: argparse.Namespace) -> CatalogSettings:
+    """The SQL catalog ``catalog-server`` serves: ``--catalog-uri`` and ``--warehouse``, or
+    the embedded default of ``--data-dir``."""
+    if args.catalog_uri is None:
+        if args.warehouse is not None:
+            raise AdminCliError("--warehouse goes with --catalog-uri (a data directory's "
+                                "warehouse is DIR/iceberg/warehouse)")
+        return catalog_settings(default_catalog_properties(Path(args.data_dir)))
+    if "://" not in args.catalog_uri or args.catalog_uri.startswith(("http://", "https://")):
+        raise AdminCliError(f"--catalog-uri {args.catalog_uri!r}: an SQLAlchemy URL of an SQL "
+                            f"catalog (sqlite:////abs/catalog.db, postgresql+psycopg2://...)")
+    if not args.warehouse:
+        raise AdminCliError("--catalog-uri needs --warehouse (where new tables' files go)")
+    return CatalogSettings("sql", args.catalog_uri, args.warehouse)
+
+
+def cmd_catalog_server(args: argparse.Namespace) -> int:
+    if not 0 <= args.port <= 65535:
+        raise AdminCliError(f"--port {args.port}: not a port (0 to 65535)")
+    settings = server_settings(args)
+    try:
+        from weir.tables.rest_server import serve
+    except ImportError as exc:
+        raise AdminCliError(f"pyiceberg is needed for this command: {exc}") from None
+    logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+
+    def ready(port: int) -> None:
+        print(f"Iceberg REST catalog on http://{args.host}:{port} ({settings.describe()}; "
+              f"Ctrl-C stops it)", flush=True)
+
+    try:
+        asyncio.run(serve(settings, args.host, args.port, ready))
+    except KeyboardInterrupt:
+        pass
+    except OSError as exc:
+        raise AdminCliError(f"cannot serve on {args.host}:{args.port}: {exc}") from None
+    except Exception as exc:  # noqa: BLE001 - the catalog could not be opened: say which
+        raise AdminCliError(f"cannot open the {settings.describe()}: "
+                            f"{type(exc).__name__}: {exc}") from None
+    print("Iceberg REST catalog stopped", file=sys.stderr)
+    return 0
+
+
 def cmd_table(args: argparse.Namespace) -> int:
+    if args.table_command == "catalog-server":
+        return cmd_catalog_server(args)
     if args.table_command == "list":
         _admin, settings, catalog = _catalog(args)
         names = sorted(".".join(i) for i in catalog.list_tables(settings.namespace)) \
