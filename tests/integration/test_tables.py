@@ -5,19 +5,19 @@ PyIceberg and DuckDB, independent readers, read the same rows as a read_committe
 
 from __future__ import annotations
 
-import glob
 import json
-import os
 import urllib.request
 from pathlib import Path
 
 import pytest
-from confluent_kafka import Consumer, KafkaError, KafkaException, Producer
-from confluent_kafka import TopicPartition as KafkaTopicPartition
+from confluent_kafka import KafkaError, KafkaException, Producer
 
 from tests.conftest import wait_for
 from tests.integration.clients import create_topic, produce
 from tests.integration.replication_checks import BackgroundProducer, partition_leaders
+from tests.integration.table_checks import committed_ends as _committed_ends
+from tests.integration.table_checks import consume_committed as _consume_committed
+from tests.integration.table_checks import duckdb_rows as _duckdb_rows
 from weir.config import read_properties
 from weir.ops.cluster import LocalCluster
 from weir.server.metrics import parse
@@ -44,43 +44,6 @@ def _table(cluster: LocalCluster, topic: str):
     return load_catalog(settings).load_table(table_identifier(settings, topic))
 
 
-def _committed_ends(bootstrap: str, topic: str, partitions: int) -> dict[int, int]:
-    """Each partition's last stable offset, as a read_committed consumer sees it."""
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "tables-ends",
-                         "isolation.level": "read_committed"})
-    try:
-        return {p: consumer.get_watermark_offsets(KafkaTopicPartition(topic, p), timeout=10,
-                                                  cached=False)[1]
-                for p in range(partitions)}
-    finally:
-        consumer.close()
-
-
-def _consume_committed(bootstrap: str, topic: str, ends: dict[int, int]) -> list[tuple]:
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "tables-read",
-                         "isolation.level": "read_committed", "enable.auto.commit": False,
-                         "auto.offset.reset": "earliest"})
-    consumer.assign([KafkaTopicPartition(topic, p, 0) for p in ends])
-    rows, done = [], {p for p, end in ends.items() if end == 0}
-    try:
-        def more() -> bool:
-            for msg in consumer.consume(500, 1.0):
-                if msg.error() is None:
-                    rows.append((msg.partition(), msg.offset(), msg.key(), msg.value(),
-                                 [(k, v) for k, v in (msg.headers() or [])]))
-                    if msg.offset() + 1 >= ends[msg.partition()]:
-                        done.add(msg.partition())
-                elif msg.error().code() == -191:  # partition EOF
-                    done.add(msg.partition())
-            return len(done) == len(ends) or all(
-                consumer.position([KafkaTopicPartition(topic, p)])[0].offset >= ends[p]
-                for p in ends)
-        wait_for(more, 60, interval_s=0, what="the read_committed consumer at the ends")
-    finally:
-        consumer.close()
-    return sorted(rows, key=lambda r: (r[0], r[1]))
-
-
 def _wait_caught_up(cluster: LocalCluster, topic: str, ends: dict[int, int], timeout_s=90):
     def caught_up():
         try:
@@ -96,22 +59,6 @@ def _table_rows(cluster: LocalCluster, topic: str) -> list[tuple]:
     return sorted(((r["partition"], r["offset"], r["key"], r["value"],
                     [(h["key"], h["value"]) for h in (r["headers"] or [])]) for r in data),
                   key=lambda r: (r[0], r[1]))
-
-
-def _duckdb_rows(metadata_location: str) -> list[tuple]:
-    import duckdb
-    import duckdb_extension_avro
-    import duckdb_extension_iceberg
-    import duckdb_extension_parquet
-
-    con = duckdb.connect(config={"allow_unsigned_extensions": "true"})
-    for module in (duckdb_extension_parquet, duckdb_extension_avro, duckdb_extension_iceberg):
-        path = glob.glob(os.path.join(os.path.dirname(module.__file__), "extensions", "*",
-                                      "*.duckdb_extension"))[0]
-        con.execute(f"LOAD '{path}'")
-    return con.execute(
-        "SELECT \"partition\", \"offset\", key, value FROM iceberg_scan(?) "
-        "ORDER BY \"partition\", \"offset\"", [metadata_location]).fetchall()
 
 
 def test_table_holds_exactly_the_committed_records(cluster, topic_name):
