@@ -133,3 +133,33 @@ def test_bad_requests_are_400_and_change_nothing(handler, method, path, body, wo
     assert_error(call(handler, method, path, body), 400, "BadRequestException", *words)
     assert call(handler, "GET", "/v1/namespaces/weir/tables/t") == before
     assert call(handler, "GET", "/v1/namespaces")[1] == {"namespaces": [["weir"]]}
+
+
+@pytest.mark.parametrize("args,words", [
+    (["--catalog-uri", "http://127.0.0.1:8181", "--warehouse", "/w"], ["an SQLAlchemy URL"]),
+    (["--catalog-uri", "sqlite:////tmp/x.db"], ["needs --warehouse"]),
+    (["--warehouse", "/w"], ["goes with --catalog-uri"]),
+    (["--port", "70000"], ["not a port"]),
+])
+def test_catalog_server_refuses_bad_arguments(tmp_path, capsys, args, words):
+    from weir.cli.main import main
+
+    assert main(["table", "catalog-server", "--data-dir", str(tmp_path), *args]) == 1
+    err = capsys.readouterr().err
+    assert all(w in err for w in words), err
+    assert "Traceback" not in err
+
+
+def test_catalog_server_on_a_busy_port_says_so(tmp_path, capsys):
+    import socket
+
+    from weir.cli.main import main
+
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        port = busy.getsockname()[1]
+        assert main(["table", "catalog-server", "--data-dir", str(tmp_path),
+                     "--port", str(port)]) == 1
+    err = capsys.readouterr().err
+    assert f"cannot serve on 127.0.0.1:{port}" in err and "Traceback" not in err, err
