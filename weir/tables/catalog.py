@@ -113,6 +113,35 @@ TABLE_PROPERTIES = {
 }
 
 
+REST_TIMEOUT_S = (10.0, 120.0)
+"""Connect and read timeouts of every request to a REST catalog.  PyIceberg sets none, so a
+catalog that accepts and never answers would hold a broker's translator worker (every table
+it writes) for ever; with them the job fails, the table falls behind and is retried."""
+
+
+def _rest_catalog(name: str, **properties: str) -> Catalog:
+    """PyIceberg's REST catalog with :data:`REST_TIMEOUT_S` on each session it makes (the
+    configuration request's and the catalog's).  Imported here: the SQL catalog's readers
+    (the Spark source) do not pay for the REST client."""
+    from pyiceberg.catalog.rest import RestCatalog
+    from requests.adapters import HTTPAdapter
+
+    class TimeoutAdapter(HTTPAdapter):
+        def send(self, request, **kwargs):  # type: ignore[no-untyped-def]
+            if kwargs.get("timeout") is None:
+                kwargs["timeout"] = REST_TIMEOUT_S
+            return super().send(request, **kwargs)
+
+    class TimedRestCatalog(RestCatalog):
+        def _create_session(self):  # type: ignore[no-untyped-def]
+            session = super()._create_session()
+            for scheme in ("http://", "https://"):
+                session.mount(scheme, TimeoutAdapter())
+            return session
+
+    return TimedRestCatalog(name, **properties)
+
+
 def load_catalog(settings: CatalogSettings) -> Catalog:
     """The PyIceberg catalog of ``settings`` (an SQLite catalog's directory and tables are
     created when missing).  ValueError when the settings name no catalog."""
@@ -129,6 +158,8 @@ def load_catalog(settings: CatalogSettings) -> Catalog:
         props["warehouse"] = warehouse
     if settings.type == "sql" and settings.uri.startswith("sqlite:///"):
         Path(settings.uri.removeprefix("sqlite:///")).parent.mkdir(parents=True, exist_ok=True)
+    if settings.type == "rest":
+        return _rest_catalog("weir", **props)
     return pyiceberg_load_catalog("weir", **props)
 
 

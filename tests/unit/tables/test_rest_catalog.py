@@ -163,3 +163,24 @@ def test_catalog_server_on_a_busy_port_says_so(tmp_path, capsys):
                      "--port", str(port)]) == 1
     err = capsys.readouterr().err
     assert f"cannot serve on 127.0.0.1:{port}" in err and "Traceback" not in err, err
+
+
+def test_a_rest_catalog_that_never_answers_times_out(monkeypatch):
+    """A broker's translator worker must not wait for ever on a hung catalog."""
+    import socket
+    import time
+
+    import requests
+
+    from weir.tables import catalog
+    from weir.tables.settings import CatalogSettings
+
+    monkeypatch.setattr(catalog, "REST_TIMEOUT_S", (2.0, 0.5))
+    with socket.socket() as silent:  # connections queue in the backlog, nothing answers
+        silent.bind(("127.0.0.1", 0))
+        silent.listen(8)
+        uri = f"http://127.0.0.1:{silent.getsockname()[1]}"
+        started = time.monotonic()
+        with pytest.raises(requests.exceptions.Timeout):
+            catalog.load_catalog(CatalogSettings("rest", uri))
+        assert time.monotonic() - started < 10
