@@ -45,11 +45,14 @@ def server(tmp_path_factory):
     finally:
         process.terminate()
         try:
-            process.wait(timeout=15)
+            code = process.wait(timeout=15)
         except subprocess.TimeoutExpired:
             process.kill()
             process.wait(timeout=15)
-        process.stdout.close()
+            raise
+        finally:
+            process.stdout.close()
+        assert code == 0, "the catalog server did not stop cleanly on SIGTERM"
 
 
 @pytest.fixture(scope="module")
@@ -66,6 +69,17 @@ def cluster(server, tmp_path_factory):
 
 def rest_catalog(url: str):
     return load_catalog("weir-rest", type="rest", uri=url)
+
+
+def describe(bootstrap: str, topic: str) -> dict:
+    """``weir table describe --json``: the catalog found through DescribeConfigs."""
+    answer = subprocess.run([sys.executable, "-m", "weir", "table", "describe", topic,
+                             "--json", "--bootstrap-server", bootstrap],
+                            check=False, capture_output=True, text=True, timeout=60)
+    assert answer.returncode == 0, answer.stderr
+    doc = json.loads(answer.stdout)
+    return {"catalog": (doc["catalog"]["type"], doc["catalog"]["uri"]),
+            **{k: doc[k] for k in ("offsets", "lag", "metadata_location")}}
 
 
 def test_pyiceberg_creates_appends_and_loses_a_commit_race(server):
@@ -119,6 +133,9 @@ def test_brokers_write_a_topic_table_through_the_rest_catalog(cluster, server, t
 
     table = catalog.load_table(("weir", topic_name))
     assert committed_offsets(table) == ends
+    assert describe(bootstrap, topic_name) == {
+        "catalog": ("rest", server), "offsets": {str(p): end for p, end in ends.items()},
+        "lag": {str(p): 0 for p in ends}, "metadata_location": table.metadata_location}
     rows = sorted(((r["partition"], r["offset"], r["key"], r["value"], [])
                    for r in table.scan().to_arrow().to_pylist()), key=lambda r: r[:2])
     assert rows == expected  # exactly once: no gap, no duplicate

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import signal
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING
@@ -51,9 +52,11 @@ def make_app(handler: RestCatalogHandler, executor: ThreadPoolExecutor) -> web.A
 
 async def serve(settings: CatalogSettings, host: str, port: int,
                 ready: Callable[[int], None] | None = None) -> None:
-    """Serve the catalog of ``settings`` until cancelled; ``ready(port)`` once bound.
-    The catalog is opened (its SQL tables created if missing) before the port is bound, so
-    that a catalog that cannot be opened is an error at start."""
+    """Serve the catalog of ``settings`` until cancelled or SIGTERM; ``ready(port)`` once
+    bound.  The catalog is opened (its SQL tables created if missing) before the port is
+    bound, so that a catalog that cannot be opened is an error at start.  On the way out the
+    request in progress finishes (a commit is not cut between its metadata file and the
+    catalog's update)."""
     executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="iceberg-rest")
     loop = asyncio.get_running_loop()
     try:
@@ -66,7 +69,12 @@ async def serve(settings: CatalogSettings, host: str, port: int,
             bound = runner.addresses[0][1] if runner.addresses else port
             if ready is not None:
                 ready(bound)
-            await asyncio.Event().wait()
+            stop = asyncio.Event()
+            loop.add_signal_handler(signal.SIGTERM, stop.set)
+            try:
+                await stop.wait()
+            finally:
+                loop.remove_signal_handler(signal.SIGTERM)
         finally:
             await runner.cleanup()
     finally:
