@@ -1,7 +1,8 @@
 """``weir table catalog-server``, the Iceberg REST catalog over Weir's SQL catalog, as its
 clients use it: PyIceberg's RestCatalog (create, append, a lost commit race), a bad request
 over HTTP, brokers with ``weir.iceberg.catalog.type=rest`` writing a topic's table exactly
-once, and DuckDB attached to the REST catalog reading the same rows as the log."""
+once (and catching up once after the catalog was down), and DuckDB attached to the REST
+catalog reading the same rows as the log."""
 
 from __future__ import annotations
 
@@ -21,6 +22,7 @@ from pyiceberg.types import LongType, NestedField, StringType
 
 from tests.conftest import wait_for
 from tests.integration.clients import create_topic, produce
+from tests.integration.replication_checks import partition_leaders
 from tests.integration.table_checks import committed_ends, consume_committed, duckdb_connect
 from weir.ops.cluster import LocalCluster
 from weir.tables.catalog import committed_offsets
@@ -30,29 +32,56 @@ pytestmark = pytest.mark.integration
 TABLE_CONFIG = {"weir.iceberg.mode": "key_value", "weir.iceberg.target.lag.ms": "300"}
 
 
-@pytest.fixture(scope="module")
-def server(tmp_path_factory):
-    """The catalog server over a fresh data directory's embedded catalog: its URL."""
-    data_dir = tmp_path_factory.mktemp("weir-rest-catalog")
-    process = subprocess.Popen(
-        [sys.executable, "-m", "weir", "table", "catalog-server", "--data-dir", str(data_dir),
-         "--port", "0"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    try:
-        line = process.stdout.readline()
+class CatalogServer:
+    """``weir table catalog-server`` as a process over one data directory."""
+
+    def __init__(self, data_dir) -> None:
+        self.data_dir = data_dir
+        self.process: subprocess.Popen | None = None
+        self.url = ""
+
+    def start(self, port: int = 0) -> str:
+        self.process = subprocess.Popen(
+            [sys.executable, "-m", "weir", "table", "catalog-server", "--data-dir",
+             str(self.data_dir), "--port", str(port)],
+            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        line = self.process.stdout.readline()
         match = re.search(r"http://127\.0\.0\.1:\d+", line)
-        assert match, line + process.stdout.read() if process.poll() is not None else line
-        yield match.group(0)
-    finally:
-        process.terminate()
+        if not match:
+            self.stop()
+            raise AssertionError(f"the catalog server did not start: {line}")
+        self.url = match.group(0)
+        return self.url
+
+    def stop(self) -> int:
+        process, self.process = self.process, None
         try:
-            code = process.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait(timeout=15)
-            raise
+            process.terminate()
+            try:
+                return process.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait(timeout=15)
+                raise
         finally:
             process.stdout.close()
-        assert code == 0, "the catalog server did not stop cleanly on SIGTERM"
+
+
+@pytest.fixture(scope="module")
+def catalog_server(tmp_path_factory):
+    """The catalog server over a fresh data directory's embedded catalog."""
+    server = CatalogServer(tmp_path_factory.mktemp("weir-rest-catalog"))
+    server.start()
+    try:
+        yield server
+    finally:
+        if server.process is not None:
+            assert server.stop() == 0, "the catalog server did not stop cleanly on SIGTERM"
+
+
+@pytest.fixture(scope="module")
+def server(catalog_server):
+    return catalog_server.url
 
 
 @pytest.fixture(scope="module")
@@ -69,6 +98,22 @@ def cluster(server, tmp_path_factory):
 
 def rest_catalog(url: str):
     return load_catalog("weir-rest", type="rest", uri=url)
+
+
+def wait_caught_up(url: str, topic: str, ends: dict[int, int]) -> None:
+    def caught_up():
+        try:
+            offsets = committed_offsets(rest_catalog(url).load_table(("weir", topic)))
+        except NoSuchTableError:
+            return False
+        return all(offsets.get(p, 0) >= end for p, end in ends.items())
+    wait_for(caught_up, 90, interval_s=0.2, what=f"the table of {topic} at {ends}")
+
+
+def table_rows(url: str, topic: str) -> list[tuple]:
+    table = rest_catalog(url).load_table(("weir", topic))
+    return sorted(((r["partition"], r["offset"], r["key"], r["value"], [])
+                   for r in table.scan().to_arrow().to_pylist()), key=lambda r: r[:2])
 
 
 def describe(bootstrap: str, topic: str) -> dict:
@@ -121,24 +166,14 @@ def test_brokers_write_a_topic_table_through_the_rest_catalog(cluster, server, t
     ends = committed_ends(bootstrap, topic_name, 2)
     expected = consume_committed(bootstrap, topic_name, ends)
     assert len(expected) == 200
-    catalog = rest_catalog(server)
+    wait_caught_up(server, topic_name, ends)
 
-    def caught_up():
-        try:
-            offsets = committed_offsets(catalog.load_table(("weir", topic_name)))
-        except NoSuchTableError:
-            return False
-        return all(offsets.get(p, 0) >= end for p, end in ends.items())
-    wait_for(caught_up, 90, interval_s=0.2, what=f"the table of {topic_name} at {ends}")
-
-    table = catalog.load_table(("weir", topic_name))
+    table = rest_catalog(server).load_table(("weir", topic_name))
     assert committed_offsets(table) == ends
     assert describe(bootstrap, topic_name) == {
         "catalog": ("rest", server), "offsets": {str(p): end for p, end in ends.items()},
         "lag": {str(p): 0 for p in ends}, "metadata_location": table.metadata_location}
-    rows = sorted(((r["partition"], r["offset"], r["key"], r["value"], [])
-                   for r in table.scan().to_arrow().to_pylist()), key=lambda r: r[:2])
-    assert rows == expected  # exactly once: no gap, no duplicate
+    assert table_rows(server, topic_name) == expected  # exactly once: no gap, no duplicate
 
     # DuckDB attached to the REST catalog (httpfs does its HTTP): the same rows
     try:
@@ -154,3 +189,24 @@ def test_brokers_write_a_topic_table_through_the_rest_catalog(cluster, server, t
         params = []
     duck = con.execute(query + "ORDER BY \"partition\", \"offset\"", params).fetchall()
     assert duck == [r[:4] for r in expected]
+
+
+def test_the_table_falls_behind_while_the_catalog_is_down_then_catches_up_once(
+        cluster, catalog_server, topic_name):
+    bootstrap, url = cluster.bootstrap, catalog_server.url
+    create_topic(bootstrap, topic_name, partitions=1, replication=2, config=TABLE_CONFIG)
+    produce(bootstrap, topic_name, [b"before-%d" % i for i in range(20)], acks="all")
+    wait_caught_up(url, topic_name, {0: 20})
+    leader = partition_leaders(bootstrap, topic_name)[0]
+    assert catalog_server.stop() == 0
+    try:
+        produce(bootstrap, topic_name, [b"during-%d" % i for i in range(30)], acks="all")
+        wait_for(lambda: f"topic table of {topic_name}-0 falls behind (30 records"
+                 in cluster.log_path(leader).read_text(errors="replace"), 60, interval_s=0.2,
+                 what="the leader logging the table's lag")
+    finally:
+        catalog_server.start(port=int(url.rsplit(":", 1)[1]))
+    ends = committed_ends(bootstrap, topic_name, 1)
+    assert ends == {0: 50}
+    wait_caught_up(url, topic_name, ends)
+    assert table_rows(url, topic_name) == consume_committed(bootstrap, topic_name, ends)
