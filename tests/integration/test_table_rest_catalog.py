@@ -146,6 +146,14 @@ def test_pyiceberg_creates_appends_and_loses_a_commit_race(server):
     with pytest.raises(NoSuchTableError):
         catalog.load_table(("clients", "absent"))
 
+    # a create transaction (stage-create, then a commit with assert-create), a rename, a drop
+    with catalog.create_table_transaction(("clients", "staged"), schema) as txn:
+        txn.set_properties({"owner": "test"})
+    assert catalog.load_table(("clients", "staged")).properties["owner"] == "test"
+    catalog.rename_table(("clients", "staged"), ("clients", "renamed"))
+    catalog.drop_table(("clients", "renamed"))
+    assert catalog.list_tables("clients") == [("clients", "numbers")]
+
     # a bad request is an ErrorModel answer, and the server goes on serving
     request = urllib.request.Request(f"{server}/v1/namespaces/clients/tables/numbers",
                                      data=b'{"updates": [{"action": "nonsense"}]}',
@@ -187,6 +195,11 @@ def test_brokers_write_a_topic_table_through_the_rest_catalog(cluster, server, t
                     f"AUTHORIZATION_TYPE 'none')")
         query = f"SELECT \"partition\", \"offset\", key, value FROM lake.weir.\"{topic_name}\" "
         params = []
+        # and DuckDB's own commits (its REST client, not PyIceberg's) go through the server
+        con.execute(f"CREATE TABLE lake.weir.\"{topic_name}-copy\" AS SELECT \"partition\", "
+                    f"\"offset\" FROM lake.weir.\"{topic_name}\"")
+        copy = rest_catalog(server).load_table(("weir", f"{topic_name}-copy"))
+        assert len(copy.scan().to_arrow()) == len(expected)
     duck = con.execute(query + "ORDER BY \"partition\", \"offset\"", params).fetchall()
     assert duck == [r[:4] for r in expected]
 

@@ -29,6 +29,7 @@ import json
 import logging
 from collections.abc import Mapping
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 from urllib.parse import unquote
 
@@ -187,6 +188,16 @@ def _identifier(identifier: TableIdentifier) -> Identifier:
     return (*namespace, identifier.name)
 
 
+def _make_local_dirs(location: str) -> None:
+    """A table in a local warehouse gets its ``metadata`` and ``data`` directories at creation:
+    some clients (DuckDB) write files there without making directories, as in object
+    storage, where there are none."""
+    if location.startswith(("file://", "/")):
+        root = Path(unquote(location.removeprefix("file://")))
+        for sub in ("metadata", "data"):
+            (root / sub).mkdir(parents=True, exist_ok=True)
+
+
 class RestCatalogHandler:
     """The REST Catalog API over ``catalog`` (see the module docstring)."""
 
@@ -341,9 +352,11 @@ class RestCatalogHandler:
             staged = self.catalog._create_staged_table(  # PyIceberg MetastoreCatalog
                 identifier, request.table_schema, request.location, spec, order,
                 request.properties)
+            _make_local_dirs(staged.metadata.location)
             return self._table_response(None, staged.metadata)
         table = self.catalog.create_table(identifier, request.table_schema, request.location,
                                           spec, order, request.properties)
+        _make_local_dirs(table.metadata.location)
         return self._table_response(table.metadata_location, table.metadata)
 
     def _register_table(self, namespace: Identifier, body: bytes) -> RestResponse:
