@@ -94,12 +94,18 @@ class BadRequest(Exception):
 
 
 class NotFound(Exception):
-    """No such route (answered 404 ``NoSuchEndpointException``... with a 405 for a known
-    path and another method)."""
+    """No such route: 404 ``NoSuchEndpointException``, or 405 for a method a known path does
+    not take."""
 
     def __init__(self, message: str, status: int = 404) -> None:
         super().__init__(message)
         self.status = status
+
+
+class CommitStateUnknown(Exception):
+    """A commit failed after the requirements were checked (writing the metadata file or
+    updating the catalog): it may or may not have taken effect (answered 500, the spec's
+    ``CommitStateUnknownException``, so that the client does not retry blindly)."""
 
 
 class CreateNamespaceRequest(IcebergBaseModel):
@@ -231,11 +237,13 @@ class RestCatalogHandler:
             # an update the metadata rejects (an unknown schema id, a bad property): Iceberg's
             # ValidationException and IllegalArgumentException are 400s too
             return _error(400, "BadRequestException", f"{type(exc).__name__}: {exc}")
+        except CommitStateUnknown as exc:
+            log.error("%s %s: commit state unknown: %s", method, raw_path, exc,
+                      exc_info=exc.__cause__)
+            return _error(500, "CommitStateUnknownException", str(exc))
         except Exception as exc:  # answered 500: the server keeps serving
             log.exception("%s %s failed", method, raw_path)
-            kind = "CommitStateUnknownException" if method.upper() == "POST" and \
-                "/tables/" in raw_path else "ServiceFailureException"
-            return _error(500, kind, f"{type(exc).__name__}: {exc}")
+            return _error(500, "ServiceFailureException", f"{type(exc).__name__}: {exc}")
 
     # -- routing ---------------------------------------------------------------------------
 
@@ -391,8 +399,14 @@ class RestCatalogHandler:
         creating = any(isinstance(r, AssertCreate) for r in request.requirements)
         if not creating and not self.catalog.table_exists(identifier):
             raise NoSuchTableError(f"table does not exist: {'.'.join(identifier)}")
-        response = self.catalog.commit_table(_Named(identifier),  # type: ignore[arg-type]
-                                             request.requirements, request.updates)
+        try:
+            response = self.catalog.commit_table(_Named(identifier),  # type: ignore[arg-type]
+                                                 request.requirements, request.updates)
+        except (CommitFailedException, NoSuchTableError, TableAlreadyExistsError,
+                IcebergValidationError, ValueError, KeyError, NotImplementedError):
+            raise  # refused before anything was written: answered as such
+        except Exception as exc:
+            raise CommitStateUnknown(f"{type(exc).__name__}: {exc}") from exc
         return RestResponse(200, response.model_dump_json().encode())
 
     def _rename_table(self, body: bytes) -> RestResponse:

@@ -184,3 +184,34 @@ def test_a_rest_catalog_that_never_answers_times_out(monkeypatch):
         with pytest.raises(requests.exceptions.Timeout):
             catalog.load_catalog(CatalogSettings("rest", uri))
         assert time.monotonic() - started < 10
+
+
+def test_storage_failures_are_500_and_the_handler_goes_on(handler, monkeypatch):
+    """The commit's metadata file cannot be written (a disk full, injected): the spec's
+    CommitStateUnknownException, so the client does not retry blindly; the table's metadata
+    unreadable: ServiceFailureException.  Both logged, and the next request is served."""
+    import shutil
+    from pathlib import Path
+
+    commit = {"updates": [{"action": "set-properties", "updates": {"a": "b"}}]}
+
+    def disk_full(*_args, **_kwargs):
+        raise OSError(28, "No space left on device")
+    with monkeypatch.context() as patch:
+        patch.setattr(handler.catalog, "_write_metadata", disk_full)
+        assert_error(call(handler, "POST", "/v1/namespaces/weir/tables/t", commit), 500,
+                     "CommitStateUnknownException", "No space left on device")
+
+    table = handler.catalog.load_table(("weir", "t"))
+    metadata_dir = Path(table.location().removeprefix("file://")) / "metadata"
+    hidden = metadata_dir.with_name("metadata.away")
+    metadata_dir.rename(hidden)
+    metadata_dir.write_text("not a directory")
+    try:
+        assert_error(call(handler, "GET", "/v1/namespaces/weir/tables/t"), 500,
+                     "ServiceFailureException", "Not a directory")
+    finally:
+        metadata_dir.unlink()
+        shutil.move(hidden, metadata_dir)
+    status, doc = call(handler, "POST", "/v1/namespaces/weir/tables/t", commit)
+    assert status == 200 and doc["metadata"]["properties"]["a"] == "b", doc
