@@ -51,7 +51,7 @@ def is_registered(spark: Any) -> bool:
 
 
 def _is_weir(source: Any) -> bool:
-    return isinstance(source, str) and source.strip().lower() == SHORT_NAME
+    return isinstance(source, str) and source.lower() == SHORT_NAME  # as Spark normalises
 
 
 # -- the wrappers ----------------------------------------------------------------------------
