@@ -12,11 +12,13 @@ over the Kafka protocol, and a small read on the driver.  Everything else named 
 How: PySpark's classic ``DataFrameReader`` keeps its format, options and schema in the
 JVM reader only, so :func:`register` wraps its ``format``/``option``/``options``/``schema``
 to remember them on the Python reader of a registered session, and its ``load`` to send a
-weir read without a path to ``weir.spark.read``.  The Spark Connect reader keeps them itself
-(``_format``, ``_options``, ``_schema``); only its ``load`` is wrapped.  A reader of a
-session that was not registered, or of another format, does exactly what it did.  The
-wrappers are installed once per process (idempotent) and keep the original as
-``__wrapped__`` (:func:`load_source` calls it to reach the data source itself).
+weir read without a path to ``weir.spark.read``.  A reader of a session that was not
+registered, or of another format, does exactly what it did.  The wrappers are installed once
+per process (idempotent) and keep the original as ``__wrapped__``
+(:func:`weir.spark.registration.load_source` calls it to reach the data source itself).
+A Spark Connect session is not wrapped (its reader keeps ``_format``/``_options`` and could
+be, but no Connect client is installed here to test it): there ``register`` registers the
+data source at once, and ``format("weir")`` reads the log.
 
 The data source is registered with Spark's ``DataSourceManager`` lazily, by
 :func:`ensure_source`, the first time a session needs it: a read that goes through it, or
@@ -42,6 +44,11 @@ _STATE = "_weir_read"  # attribute of a classic reader of a registered session
 def register(spark: Any) -> None:
     """Make ``spark.read.format("weir")`` in ``spark`` read as ``weir.spark.read`` does;
     the Python data source is registered with Spark when first needed (idempotent)."""
+    if type(spark).__module__.startswith("pyspark.sql.connect"):
+        # Spark Connect: its reader is not wrapped (not tested here: this project installs
+        # no Connect client); format("weir") is the Python data source, read over the log.
+        ensure_source(spark)
+        return
     _install(spark)
     _REGISTERED.add(spark)
 
@@ -57,18 +64,6 @@ def _is_weir(source: Any) -> bool:
 # -- the wrappers ----------------------------------------------------------------------------
 
 def _install(spark: Any) -> None:
-    if type(spark).__module__.startswith("pyspark.sql.connect"):
-        from pyspark.sql.connect import readwriter as connect_rw
-        from pyspark.sql.connect.streaming import readwriter as connect_stream
-
-        _wrap_connect_load(connect_rw.DataFrameReader)
-        _wrap_session_sql(type(spark))
-        for cls, attr in ((connect_stream.DataStreamReader, "_client"),
-                          (connect_rw.DataFrameWriter, "_spark"),
-                          (connect_stream.DataStreamWriter, "_session")):
-            _wrap_format(cls, "format", attr)
-        _wrap_format(connect_rw.DataFrameWriterV2, "using", "_spark")
-        return
     from pyspark.sql import readwriter as rw
     from pyspark.sql.session import SparkSession
     from pyspark.sql.streaming import readwriter as stream
@@ -200,28 +195,6 @@ def _wrap_classic_reader(cls: type) -> None:
     for name, wrapper in (("format", format), ("option", option), ("options", options),
                           ("schema", schema), ("load", load)):
         setattr(cls, name, _mark(wrapper))
-
-
-def _wrap_connect_load(cls: type) -> None:
-    if _installed(cls, "load"):
-        return
-    original_load = cls.load
-
-    @functools.wraps(original_load)
-    def load(self: Any, path: Any = None, format: Any = None,
-             schema: Any = None, **opts: Any) -> Any:
-        if not is_registered(self._client):
-            return original_load(self, path, format, schema, **opts)
-        if format is not None:
-            self.format(format)
-        if schema is not None:
-            self.schema(schema)
-        self.options(**opts)
-        if path is None and _is_weir(self._format):
-            return _read(self._client, dict(self._options), self._schema or None)
-        return original_load(self, path)
-
-    cls.load = _mark(load)  # type: ignore[method-assign]
 
 
 def _read(spark: Any, options: dict[str, str], schema: Any) -> Any:

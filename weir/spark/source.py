@@ -87,8 +87,9 @@ class WeirDataSource(DataSource):
             # or weir.spark.read; SQL (USING weir) reaches the source itself.
             raise OptionError("this read reached the weir Python data source, which reads the"
                               " log over the Kafka protocol; history=table needs"
-                              " spark.read.format('weir') in a session given to"
-                              " weir.spark.register(spark), or weir.spark.read(spark, options)")
+                              " spark.read.format('weir') in a (classic, not Connect) session"
+                              " given to weir.spark.register(spark), or"
+                              " weir.spark.read(spark, options)")
         return WeirBatchReader(opts)
 
     def streamReader(self, schema: StructType) -> DataSourceStreamReader:
