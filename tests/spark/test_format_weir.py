@@ -79,6 +79,10 @@ def test_format_weir_reads_the_table_through_parquet_and_the_log_above(spark, to
         format="WEIR", **{k: v for k, v in opts.items() if k != "includeHeaders"})
     assert "LocalTableScan" in _plan(via_load)  # small: read on the driver
     assert _rows(via_load) == topic["reference"]
+    # Spark partitions asked for: read in Spark's tasks, however small
+    split = spark.read.format("weir").options(**opts, history="log", minPartitions="3").load()
+    assert "BatchScan" in _plan(split) and split.rdd.getNumPartitions() >= 3
+    assert _rows(split) == topic["reference"]
 
 
 def test_bounds_and_history_equal_a_read_over_the_protocol(spark, topic):
