@@ -13,10 +13,13 @@ orders that alternate:
   count, then ``spark.range(10).count()``;
 * ``range-first``: ``spark.range(10).count()`` first, then the weir count;
 
-and with each reader of ``--readers``: ``format`` is ``spark.read.format("weir")...load()
-.count()`` (the Python data source), ``read`` is ``weir.spark.read(spark, options).count()``
-(the documented way to read a topic; a read this small is done on the driver,
-:mod:`weir.spark.driver`).
+and with each reader of ``--readers``: ``format`` is ``weir.spark.register(spark)`` (timed
+on its own) then ``spark.read.format("weir")...load().count()``, which in a registered session
+reads as ``weir.spark.read`` does (:mod:`weir.spark.session`); ``read`` is
+``weir.spark.read(spark, options).count()`` with no ``register``; ``source`` is the Python data
+source itself (``weir.spark.registration.load_source``: what ``format("weir")`` did before
+``register`` answered it, and what SQL ``USING weir`` still does).  A read this small is done
+on the driver (:mod:`weir.spark.driver`) by ``format`` and ``read``.
 
 Each session reports the session start, every query's wall time and the CPU seconds of the
 session's whole process tree (driver, JVM, Python daemons and workers, from ``/proc``), and
@@ -110,6 +113,9 @@ def weir_count():
         options = {"kafka.bootstrap.servers": bootstrap, "subscribe": topic}
         if reader == "read":
             n = weir.spark.read(spark, options).count()
+        elif reader == "source":
+            from weir.spark.registration import load_source
+            n = load_source(spark, options).count()
         else:
             n = spark.read.format("weir").options(**options).load().count()
         assert n == records, (n, records)
@@ -121,9 +127,9 @@ def range_count():
     return go
 
 if reader == "format":
-    # format("weir") needs the source registered; registering makes Spark look up the
-    # installed Python data sources (a Python daemon and worker, once per JVM).
-    # weir.spark.read needs no registration.
+    # format("weir") needs register(); the Python data source is registered with Spark (which
+    # makes it look up the installed ones: a Python daemon and worker, once per JVM) only
+    # when a read needs it.  weir.spark.read needs no registration.
     out["register_s"] = timed("register", lambda: weir.spark.register(spark))
 if order == "weir-first":
     out["weir_1_s"] = timed("weir_1", weir_count())
@@ -174,7 +180,8 @@ def main() -> None:
     parser.add_argument("--sessions", type=int, default=3,
                         help="sessions of each order and reader")
     parser.add_argument("--readers", default="format,read",
-                        help="format: spark.read.format('weir'); read: weir.spark.read")
+                        help="format: register + spark.read.format('weir'); read:"
+                        " weir.spark.read; source: the Python data source itself")
     parser.add_argument("--bootstrap")
     parser.add_argument("--python", default=sys.executable,
                         help="the Python (venv) of the sessions and their workers")
@@ -250,6 +257,12 @@ def report(args: argparse.Namespace, runs: list[dict]) -> None:
         summary[name + "excess over range + 2 s"] = (
             summary[name + "first weir count (cold session), median s"]
             - summary["first range(10).count() (cold session), median s"] - 2.0)
+        if reader == "format":
+            summary[name + "register + first weir count, excess over range + 2 s"] = (
+                _median([r["register_s"] + r["weir_1_s"] for r in cold])
+                - summary["first range(10).count() (cold session), median s"] - 2.0)
+            summary[name + "register + first weir count, median CPU s"] = _median(
+                [r["register_cpu_s"] + r["weir_1_cpu_s"] for r in cold])
     commit = checkout_commit()
     result = {"records": args.records, "label": args.label, "commit": commit,
               "python": args.python, "machine": f"{os.cpu_count()} CPUs, {os.uname().release}",

@@ -12,8 +12,9 @@ window is emitted once, when the watermark has passed it) and write the counts
 * to a Parquet table under ``--output``/page_counts.
 
 At the end, a batch query counts clicks per page over the topic's whole history with
-``weir.spark.read``: from the topic's Iceberg table where it has one (``docs/tables.md``),
-and only the newer offsets over the Kafka protocol.
+``spark.read.format("weir")`` (in a session given to ``weir.spark.register``): from the
+topic's Iceberg table where it has one (``docs/tables.md``), and only the newer offsets over
+the Kafka protocol.
 
 By default the queries run with ``Trigger.AvailableNow`` (process what is there, then stop);
 ``--follow`` keeps them running every 10 s.  Checkpoints under ``--output`` make a re-run
@@ -75,8 +76,9 @@ def start_queries(counts: DataFrame, bootstrap: str, output: Path, follow: bool)
 def history(spark: SparkSession, bootstrap: str, topic: str) -> DataFrame:
     """Every click so far, as a batch: from the topic's table (Parquet, through Spark's own
     reader) when the topic has one, and only the offsets above the table over the protocol
-    (``weir.spark.read``; see docs/spark.md)."""
-    return (weir.spark.read(spark, {"kafka.bootstrap.servers": bootstrap, "subscribe": topic})
+    (``format("weir")`` of a registered session; see docs/spark.md)."""
+    return (spark.read.format("weir").option("kafka.bootstrap.servers", bootstrap)
+            .option("subscribe", topic).load()
             .select(F.from_json(F.col("value").cast("string"), EVENT_SCHEMA).alias("e"))
             .select("e.*"))
 

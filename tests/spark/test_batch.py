@@ -8,6 +8,7 @@ import pytest
 from pyspark.sql import functions as F
 
 from tests.spark.helpers import create_topic, offsets, produce
+from weir.spark.registration import load_source
 from weir.spark.schema import kafka_schema
 
 pytestmark = pytest.mark.integration
@@ -22,10 +23,9 @@ def _records(n: int, partitions: int) -> list[dict]:
 
 
 def _read(spark, bootstrap: str, **options: str):
-    reader = spark.read.format("weir").option("kafka.bootstrap.servers", bootstrap)
-    for key, value in options.items():
-        reader = reader.option(key, value)
-    return reader.load()
+    """Through the Python data source itself (Spark's tasks): format("weir") of a registered
+    session is weir.spark.read, which reads a read this small on the driver."""
+    return load_source(spark, {"kafka.bootstrap.servers": bootstrap, **options})
 
 
 @pytest.fixture(scope="module")

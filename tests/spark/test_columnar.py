@@ -15,6 +15,7 @@ from tests.spark.test_stream import Collector, _run_available_now
 from weir.common import TopicPartition
 from weir.spark.fetch import read_range_native
 from weir.spark.offsets import OffsetRange
+from weir.spark.registration import load_source
 
 pytestmark = pytest.mark.integration
 
@@ -22,11 +23,9 @@ CODECS = ["none", "gzip", "snappy", "lz4", "zstd"]
 
 
 def _read(spark, bootstrap: str, topic: str, **options: str):
-    reader = (spark.read.format("weir").option("kafka.bootstrap.servers", bootstrap)
-              .option("subscribe", topic))
-    for key, value in options.items():
-        reader = reader.option(key, value)
-    return reader.load()
+    """Through the Python data source itself (Spark's tasks, the columnar decoder)."""
+    return load_source(spark, {"kafka.bootstrap.servers": bootstrap, "subscribe": topic,
+                               **options})
 
 
 def _record(i: int) -> dict:

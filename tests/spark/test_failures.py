@@ -9,6 +9,7 @@ import pytest
 
 from tests.spark.conftest import wait_until
 from tests.spark.helpers import create_topic, offsets, produce
+from weir.spark.registration import load_source
 
 pytestmark = pytest.mark.integration
 
@@ -30,9 +31,11 @@ def trimmed(bootstrap) -> tuple[str, int, int]:
 
 
 def _read(spark, bootstrap, topic, fail: str):
-    return (spark.read.format("weir").option("kafka.bootstrap.servers", bootstrap)
-            .option("subscribe", topic).option("failOnDataLoss", fail)
-            .option("startingOffsets", json.dumps({topic: {"0": 0}})).load())
+    """Through the Python data source itself: the tasks report the loss (a small
+    format("weir") read of a registered session is read on the driver)."""
+    return load_source(spark, {"kafka.bootstrap.servers": bootstrap, "subscribe": topic,
+                               "failOnDataLoss": fail,
+                               "startingOffsets": json.dumps({topic: {"0": 0}})})
 
 
 def test_batch_fails_on_data_loss(spark, bootstrap, trimmed):

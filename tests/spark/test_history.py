@@ -25,6 +25,7 @@ from tests.spark.tables import catalog_options, open_catalog, write_table
 from weir.common import TopicPartition as TP
 from weir.spark.driver import OPTION as DRIVER_OPTION
 from weir.spark.history import split
+from weir.spark.registration import load_source
 
 PARTITIONS = 2
 PER_PARTITION = 40
@@ -45,7 +46,7 @@ def history(spark, bootstrap, tmp_path_factory):
     catalog_opts = catalog_options(tmp_path_factory.mktemp("iceberg"))
     catalog = open_catalog(catalog_opts)
     base = {"kafka.bootstrap.servers": bootstrap, "subscribe": topic, "includeHeaders": "true"}
-    reference = _rows(spark.read.format("weir").options(**base).load())
+    reference = _rows(load_source(spark, base))
     assert len(reference) == PARTITIONS * PER_PARTITION
     write_table(catalog, topic, reference, IN_TABLE)
     return {"topic": topic, "base": base, "catalog": catalog_opts, "reference": reference}
@@ -90,7 +91,7 @@ def test_offsets_across_the_table_boundary_equal_a_log_read(spark, history):
               "endingOffsets": json.dumps({topic: {"0": 31, "1": -1}})}
     got = weir.spark.read(spark, {**history["base"], **history["catalog"], **bounds,
                                   **IN_SPARK})
-    want = spark.read.format("weir").options(**history["base"], **bounds).load()
+    want = load_source(spark, {**history["base"], **bounds})
     assert "Filter (" in got._jdf.queryExecution().executedPlan().toString()
     assert _normalise(_rows(got)) == _normalise(_rows(want))
     assert {(r["partition"], r["offset"]) for r in _rows(got)} == (
@@ -104,10 +105,10 @@ def test_history_log_is_format_weir(spark, history):
     assert _normalise(_rows(df)) == _normalise(history["reference"])
 
 
-def test_format_weir_refuses_history_table(spark, history):
-    reader = spark.read.format("weir").options(**history["base"], history="table")
-    with pytest.raises(Exception, match="weir.spark.read"):
-        reader.load().count()
+def test_the_data_source_refuses_history_table(spark, history):
+    """What SQL (USING weir) reaches: the Python data source reads the log only."""
+    with pytest.raises(Exception, match="weir.spark.register"):
+        load_source(spark, {**history["base"], "history": "table"}).count()
     with pytest.raises(weir.spark.OptionError, match="'table' or 'log'"):
         weir.spark.read(spark, {**history["base"], "history": "parquet"})
 
@@ -137,7 +138,7 @@ def test_records_deleted_from_the_log_are_still_read_from_the_table(spark, boots
     futures = admin.delete_records([KafkaTP(topic, 0, 20)], request_timeout=30)
     for future in futures.values():
         future.result(30)
-    log_only = spark.read.format("weir").options(**history["base"]).load()
+    log_only = load_source(spark, history["base"])
     assert log_only.count() == PARTITIONS * PER_PARTITION - 20
     df = weir.spark.read(spark, {**history["base"], **history["catalog"], **IN_SPARK})
     assert _normalise(_rows(df)) == _normalise(history["reference"])
@@ -243,7 +244,7 @@ def test_a_driver_read_reports_lost_records_as_a_task_does(spark, bootstrap, top
     lenient = {**opts, "failOnDataLoss": "false"}
     small = weir.spark.read(spark, lenient)
     assert _on_driver(small)
-    assert _rows(small) == _rows(spark.read.format("weir").options(**lenient).load())
+    assert _rows(small) == _rows(load_source(spark, lenient))
     assert [r["offset"] for r in _rows(small)] == list(range(4, 10))
 
 

@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from weir.common import TopicPartition
-from weir.spark import driver, tables
+from weir.spark import driver, registration, tables
 from weir.spark.metadata import PartitionMetadata
 from weir.spark.options import EARLIEST, OptionError, ReadOptions, parse_read_options
 from weir.spark.schema import kafka_schema
@@ -92,6 +92,8 @@ def read(spark: Any, options: Mapping[str, str] | None = None, /, **more: str) -
     opts = parse_read_options(given, streaming=False)
     lowered = {k.lower(): v for k, v in given.items()}
     small = driver.max_records(lowered)
+    if opts.min_partitions or opts.max_records_per_partition:
+        small = 0  # Spark partitions asked for: read in Spark's tasks
     if opts.history == "log" and not small:
         return _log_read(spark, given, None)
     meta = PartitionMetadata(opts.client_conf, opts.subscription)
@@ -213,8 +215,6 @@ def _log_read(spark: Any, given: Mapping[str, str],
         return spark.createDataFrame([], kafka_schema(headers.strip().lower() == "true"))
     # Registered here, so that weir.spark.read needs no weir.spark.register: registering a
     # Python data source makes Spark look up the installed ones first (a Python daemon and
-    # worker, once per JVM), a cost a read done on the driver does not pay.
-    from weir.spark.source import WeirDataSource
-
-    spark.dataSource.register(WeirDataSource)
-    return spark.read.format("weir").options(**options).load()
+    # worker, once per JVM), a cost a read done on the driver does not pay.  The load is the
+    # data source's own, past the wrapper register() puts on format("weir") reads.
+    return registration.load_source(spark, options)

@@ -42,3 +42,24 @@ def arrow_schema(include_headers: bool = False) -> Any:
     from pyspark.sql.pandas.types import to_arrow_schema
 
     return to_arrow_schema(kafka_schema(include_headers), timezone="UTC")
+
+
+def check_user_schema(given: Any, include_headers: bool) -> None:
+    """Refuse a schema given with ``.schema(...)`` unless it is :func:`kafka_schema`
+    (a :class:`StructType`, a DDL string or a schema's JSON)."""
+    import json
+
+    from weir.spark.options import OptionError
+
+    schema = given
+    if isinstance(given, str):
+        text = given.strip()
+        if text.startswith("{"):
+            schema = StructType.fromJson(json.loads(text))
+        else:
+            from pyspark.sql.types import DataType
+
+            schema = DataType.fromDDL(text)
+    if schema != kafka_schema(include_headers):
+        raise OptionError("the weir source has a fixed schema (that of Spark's Kafka"
+                          " source); do not give one with .schema()")

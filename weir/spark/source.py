@@ -42,10 +42,10 @@ from weir.spark.options import (
     parse_write_options,
 )
 from weir.spark.produce import write_batches, write_batches_exactly_once
-from weir.spark.schema import kafka_schema
+from weir.spark.schema import check_user_schema, kafka_schema
 
 log = logging.getLogger(__name__)
-SHORT_NAME = "weir"
+SHORT_NAME = "weir"  # weir.spark.registration.SHORT_NAME
 
 
 class RangePartition(InputPartition):
@@ -74,20 +74,22 @@ class WeirDataSource(DataSource):
 
     def _read_options(self, schema: StructType, streaming: bool) -> ReadOptions:
         opts = parse_read_options(self.options, streaming)
-        if schema is not None and schema != kafka_schema(opts.include_headers):
-            raise OptionError("the weir source has a fixed schema (that of Spark's Kafka"
-                              " source); do not give one with .schema()")
+        if schema is not None:
+            check_user_schema(schema, opts.include_headers)
         return opts
 
     def reader(self, schema: StructType) -> DataSourceReader:
         opts = self._read_options(schema, streaming=False)
         if opts.history == "table":
             # A Python data source hands Spark rows, never another relation: reading the
-            # table's Parquet files with Spark's own reader needs weir.spark.read.
-            raise OptionError("format('weir') reads the log over the Kafka protocol;"
-                              " history=table needs weir.spark.read(spark, options), which"
-                              " reads the topic's table with Spark's Parquet reader and only"
-                              " the offsets above it from the log")
+            # table's Parquet files with Spark's own reader is done before Spark plans the
+            # source, by spark.read.format("weir") of a registered session (weir.spark.session)
+            # or weir.spark.read; SQL (USING weir) reaches the source itself.
+            raise OptionError("this read reached the weir Python data source, which reads the"
+                              " log over the Kafka protocol; history=table needs"
+                              " spark.read.format('weir') in a (classic, not Connect) session"
+                              " given to weir.spark.register(spark), or"
+                              " weir.spark.read(spark, options)")
         return WeirBatchReader(opts)
 
     def streamReader(self, schema: StructType) -> DataSourceStreamReader:
