@@ -268,6 +268,33 @@ def test_actions_beyond_loopback_need_a_login(tmp_path):
     assert len(admin.sent) == 1
 
 
+def test_a_group_that_does_not_exist_is_group_id_not_found():
+    """DescribeGroups answers an unknown group Dead with no error; the page says it does
+    not exist (ConsumerGroupCommand), while an Empty group with offsets is shown."""
+    class GroupsAdmin(ScriptedAdmin):
+        async def describe_group(self, group):
+            state = "Empty" if group == "kept" else "Dead"
+            desc = SimpleNamespace(group_id=group, group_state=state,
+                                   protocol_type="consumer" if group == "kept" else "",
+                                   protocol_data="", members=[])
+            return desc, ({("t", 0): 3} if group == "kept" else {})
+
+    state = ConsoleState(GroupsAdmin(), lambda brokers: {}, read=scripted_read)
+
+    async def scenario(client):
+        await _ready(client)
+        missing = await client.get("/api/groups/gone")
+        assert missing.status == 404
+        assert await missing.json() == {
+            "group": "gone", "error": "GROUP_ID_NOT_FOUND: consumer group 'gone' does not exist"}
+        kept = await client.get("/api/groups/kept")
+        assert kept.status == 200
+        doc = await kept.json()
+        assert doc["state"] == "Empty" and doc["partitions"][0]["current_offset"] == 3
+
+    run_with_client(state, scenario)
+
+
 def test_an_unreachable_cluster_is_an_error_on_the_page_not_a_dead_server():
     from weir.console.admin import ConsoleAdmin
     from weir.ports import free_port
