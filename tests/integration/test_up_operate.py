@@ -115,6 +115,26 @@ def test_up_attaches_restarts_what_stopped_and_ctrl_c_leaves_it_running(data):
         in status.stdout
 
 
+def test_a_console_consumer_with_a_short_timeout_gets_its_records(data):
+    """The throwaway group's first rebalance is not held back 3 s (Kafka's development
+    server.properties sets group.initial.rebalance.delay.ms=0, and so does weir up), so
+    --timeout-ms 2000 reads what is there instead of "Processed a total of 0 messages"."""
+    assert "group.initial.rebalance.delay.ms=0" in (
+        data / "broker-1" / "server.properties").read_text()
+    where = ("--data-dir", str(data))
+    assert run("topic", "create", "short-wait", "--replication-factor", "2", *where
+               ).returncode == 0
+    produced = subprocess.run([*WEIR, "produce", "--topic", "short-wait", *where],
+                              input="a\nb\nc\n", capture_output=True, text=True, timeout=60,
+                              check=False)
+    assert produced.returncode == 0, produced.stderr
+    consumed = run("consume", "--topic", "short-wait", "--from-beginning", "--timeout-ms",
+                   "2000", *where)
+    assert consumed.returncode == 0, consumed.stderr
+    assert sorted(consumed.stdout.split()) == ["a", "b", "c"], consumed.stdout + consumed.stderr
+    assert "Processed a total of 3 messages" in consumed.stderr
+
+
 def test_down_stops_everything_and_a_clean_shutdown_loses_no_session(data):
     doc = state(data)
     pids = [doc["zookeeper_pid"], doc["console_pid"], *(b["pid"] for b in doc["brokers"])]

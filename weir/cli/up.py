@@ -25,6 +25,12 @@ from weir.ops.cluster import ClusterError, LocalCluster, read_cluster_file
 from weir.ops.zkview import close_zk, collect_snapshot, open_zk, render_snapshot
 from weir.storage.dir_lock import LOCK_FILE, is_locked
 
+# What Kafka's own config/server.properties sets for development over the broker defaults, in
+# a new broker's server.properties (kept there, editable; --set wins): a consumer group's
+# first rebalance waits group.initial.rebalance.delay.ms (3 s by default) for more members,
+# which made `weir consume --timeout-ms 2000` give up before its first record.
+DEV_BROKER_DEFAULTS = {"group.initial.rebalance.delay.ms": "0"}
+
 # -- checks before anything is written -------------------------------------------------------
 
 
@@ -106,6 +112,7 @@ def cmd_up(args: argparse.Namespace) -> int:
     cluster = LocalCluster(Path(args.data_dir), brokers or 3, port_base, overrides,
                            first_broker_id=args.first_broker_id, log_dirs=args.log_dirs)
     cluster.port_base_explicit = args.port_base is not None
+    cluster.new_broker_defaults = dict(DEV_BROKER_DEFAULTS)
     console = args.console or cluster.console_port > 0  # a console once: supervised since
     # Every broker serves /metrics from its first start, so a console added later (and
     # weir reassign --verify's progress) can read it without a broker restart.

@@ -136,6 +136,9 @@ class LocalCluster:
         # weir up --port-base given: it re-pins brokers that never started (a failed first
         # start); brokers that did start keep their server.properties' port (notes says so)
         self.port_base_explicit = False
+        # Written into a new broker's server.properties only (under --set), as Kafka ships
+        # config/server.properties with development values (weir up: up.DEV_BROKER_DEFAULTS)
+        self.new_broker_defaults: dict[str, str] = {}
         self.notes: list[str] = []
         self.attached = False  # start() found ZooKeeper or a broker already running
         self.started_now: list[str] = []  # what start() launched: "ZooKeeper", "broker 2"
@@ -253,6 +256,7 @@ class LocalCluster:
                 "offsets.topic.replication.factor": replicas,
                 "transaction.state.log.replication.factor": replicas,
                 "transaction.state.log.min.isr": str(min(2, int(replicas))),
+                **self.new_broker_defaults,
                 **secured,
                 # Topic tables: the embedded SQLite catalog shared by the brokers (tables.md).
                 **default_catalog_properties(self.data_dir),
