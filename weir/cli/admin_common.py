@@ -13,7 +13,7 @@ from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
-from weir.cli import DEFAULT_DATA_DIR
+from weir.cli import DEFAULT_DATA_DIR, bootstrap_servers
 from weir.cli.errors import CliError, kafka_error_text, kafka_name
 
 __all__ = ["AdminCliError", "kafka_error_text", "kafka_name"]
@@ -48,6 +48,7 @@ def positive_seconds(text: str) -> float:
 
 def _common(p: argparse.ArgumentParser) -> argparse.ArgumentParser:
     p.add_argument("--bootstrap-server", default=None, metavar="HOST:PORT[,...]",
+                   type=bootstrap_servers,
                    help="brokers to talk to (default: the cluster in --data-dir)")
     p.add_argument("--data-dir", default=DEFAULT_DATA_DIR,
                    help=f"local cluster whose cluster.json names the brokers "

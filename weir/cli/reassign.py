@@ -40,7 +40,7 @@ from typing import Any
 
 from kio.index import load_request_schema
 
-from weir.cli import reassign_log_dirs, reassign_progress
+from weir.cli import bootstrap_servers, reassign_log_dirs, reassign_progress
 from weir.common import TopicPartition
 from weir.controller.assignment import assign_replicas
 from weir.protocol import codec
@@ -507,7 +507,7 @@ async def run_cancel(session: AdminSession, args: argparse.Namespace) -> int:
 def add_parser(sub: Any) -> None:
     """The ``reassign`` subcommand (kafka-reassign-partitions.sh options)."""
     p = sub.add_parser("reassign", help="move partition replicas between brokers")
-    p.add_argument("--bootstrap-server", default=None,
+    p.add_argument("--bootstrap-server", default=None, type=bootstrap_servers,
                    help="host:port[,host:port...] (default: the cluster of --data-dir, or of "
                         "./weir-data)")
     action = p.add_mutually_exclusive_group(required=True)

@@ -44,6 +44,26 @@ def test_parser_rejects(argv, capsys) -> None:
     assert info.value.code == 2
 
 
+@pytest.mark.parametrize("argv", [
+    ["topic", "list"], ["group", "list"], ["config", "get", "--topic", "t"],
+    ["consume", "--topic", "t"], ["produce", "--topic", "t"], ["status"],
+    ["reassign", "--verify", "--reassignment-json-file", "p.json"], ["console"],
+])
+def test_an_empty_bootstrap_server_is_a_usage_error(argv, tmp_path, capsys) -> None:
+    """`--bootstrap-server "$UNSET"` never falls back to the cluster in --data-dir."""
+    (tmp_path / "cluster.json").write_text(json.dumps({"bootstrap": "127.0.0.1:9"}))
+    flags = ["--bootstrap-server", " "] + ([] if argv == ["status"] else
+                                           ["--data-dir", str(tmp_path)])
+    try:
+        code = cli.main([*argv, *flags])
+    except SystemExit as exc:
+        code = exc.code
+    assert code == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "argument --bootstrap-server: expected HOST:PORT" in err, err
+    assert "empty value" in err
+
+
 def test_broker_start_config_error_exits_2(tmp_path, capsys) -> None:
     path = tmp_path / "server.properties"
     path.write_text("broker.id=-3\nzookeeper.connect=zk:1\n")
