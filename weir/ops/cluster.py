@@ -295,10 +295,9 @@ class LocalCluster:
         notes (``notes``) brokers whose data-dir port differs from an explicit --port-base.
         """
         for broker_id in self.wanted_ids():
-            if self.broker_pid(broker_id) is not None:
-                continue
+            running = self.broker_pid(broker_id) is not None
             path = self.config_path(broker_id)
-            pinned = path.exists() and not self._repin(broker_id)
+            pinned = path.exists() and (running or not self._repin(broker_id))
             if pinned:
                 try:
                     host, port = parse_listener(
@@ -311,9 +310,11 @@ class LocalCluster:
                         f"broker {broker_id} keeps port {port} from {path} (a data dir's "
                         f"settings win over --port-base; edit its listeners= line, or use "
                         f"another --data-dir)")
-            elif self.port_base == 0:
-                continue  # a free port is drawn when its config is written
-            else:
+            if running:
+                continue  # it holds its port: nothing to check
+            if not pinned:
+                if self.port_base == 0:
+                    continue  # a free port is drawn when its config is written
                 host, port = LOOPBACK, self._new_port(broker_id)
             if port and port_in_use(host, port):
                 where = (f"the listeners= line of {path}" if pinned
