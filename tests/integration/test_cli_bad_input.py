@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import re
+import signal
 import subprocess
 import sys
 import time
@@ -73,6 +74,11 @@ CASES = [
     (["consume", "--topic", "nope", "--timeout-ms", "1000"], "",
      "UNKNOWN_TOPIC_OR_PARTITION"),
     (["consume", "--topic", TOPIC, "--partition", "99"], "", "UNKNOWN_TOPIC_OR_PARTITION"),
+    (["consume", "--topic", TOPIC, "--consumer-property", "auto.offset.reset=bogus"], "",
+     "INVALID_CONFIG"),
+    (["consume", "--topic", TOPIC, "--consumer-property", "no.such.key=1"], "",
+     "INVALID_CONFIG"),
+    (["produce", "--topic", TOPIC, "--property", "no.such.key=1"], "a\n", "INVALID_ARGUMENT"),
     (["elect", "--type", "preferred", "--topic", "nope", "--partition", "0"], "",
      "UNKNOWN_TOPIC_OR_PARTITION"),
     (["acl", "list"], "", "SECURITY_DISABLED"),
@@ -161,3 +167,31 @@ def test_unreachable_cluster_and_missing_broker_fail_fast(cluster) -> None:
         assert time.monotonic() - started < 10, action
         assert "broker 99 is not in the cluster" in assert_one_named_line(
             done, "BROKER_NOT_AVAILABLE")
+
+
+def test_sigterm_stops_the_console_consumer_as_ctrl_c_does(cluster) -> None:
+    """`kill PID` of `weir consume --group g`: it closes its consumer (commits what it
+    printed, leaves the group) and prints its count, as Kafka's console consumer's shutdown
+    hook does, instead of dying at once with the offsets uncommitted."""
+    create_topic(cluster.bootstrap, "stopped-by-kill", partitions=1)
+    produced = weir(cluster, "produce", "--topic", "stopped-by-kill", stdin="a\nb\nc\n")
+    assert produced.returncode == 0, produced.stderr
+    consumer = subprocess.Popen(
+        [*WEIR, "consume", "--topic", "stopped-by-kill", "--group", "killed",
+         "--from-beginning", "--consumer-property", "enable.auto.commit=true",
+         "--consumer-property", "auto.commit.interval.ms=600000",  # only close() commits
+         "--data-dir", str(cluster.data_dir)],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        assert [consumer.stdout.readline() for _ in range(3)] == ["a\n", "b\n", "c\n"]
+        consumer.send_signal(signal.SIGTERM)
+        code = consumer.wait(timeout=60)
+    finally:
+        if consumer.poll() is None:
+            consumer.kill()
+            consumer.wait()
+    err = consumer.stderr.read()
+    assert code == 0 and "Processed a total of 3 messages" in err, (code, err)
+    described = weir(cluster, "group", "describe", "killed", "--json")
+    assert described.returncode == 0, described.stderr
+    assert [p["current_offset"] for p in json.loads(described.stdout)["partitions"]] == [3]

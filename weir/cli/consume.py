@@ -31,6 +31,7 @@ from weir.cli.admin_common import (
     kafka_name,
     reachable_bootstrap,
 )
+from weir.cli.errors import sigterm_as_interrupt
 from weir.cli.record_format import ENCODINGS, FormatError, Formatter, Record, record_json
 from weir.ops.offset_reset import ResetError, parse_datetime_ms
 
@@ -107,7 +108,7 @@ def _check(args: argparse.Namespace) -> None:
 
 
 def _consumer(args: argparse.Namespace) -> Any:
-    from confluent_kafka import Consumer
+    from confluent_kafka import Consumer, KafkaException
 
     group = args.group or f"console-consumer-{random.randrange(100000)}"
     config = {"bootstrap.servers": reachable_bootstrap(args), "group.id": group, "log_level": 2,
@@ -116,7 +117,10 @@ def _consumer(args: argparse.Namespace) -> Any:
               "isolation.level": args.isolation_level,
               "socket.timeout.ms": int(args.timeout * 1000),
               **client_settings(args), **dict(args.consumer_properties)}
-    return Consumer(config)
+    try:
+        return Consumer(config)
+    except KafkaException as exc:  # a bad --consumer-property: librdkafka's _INVALID_ARG
+        raise AdminCliError(f"consumer settings: {kafka_error_text(exc)}") from None
 
 
 def _partitions(args: argparse.Namespace, consumer: Any) -> list[int]:
@@ -177,6 +181,11 @@ def _record(msg: Any) -> Record:
 
 
 def cmd_consume(args: argparse.Namespace) -> int:
+    with sigterm_as_interrupt():  # closes the consumer: commits, leaves the group
+        return _consume(args)
+
+
+def _consume(args: argparse.Namespace) -> int:
     from confluent_kafka import KafkaError
 
     _check(args)

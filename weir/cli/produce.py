@@ -26,6 +26,7 @@ from weir.cli.admin_common import (
     kafka_name,
     reachable_bootstrap,
 )
+from weir.cli.errors import sigterm_as_interrupt
 from weir.cli.record_format import ENCODINGS, FormatError, LineReader, Record, read_json_line
 
 
@@ -67,12 +68,20 @@ def _records(stream: IO[str], args: argparse.Namespace) -> Iterator[Record]:
 
 
 def cmd_produce(args: argparse.Namespace) -> int:
+    with sigterm_as_interrupt():  # stops reading; what was read is still flushed
+        return _produce(args)
+
+
+def _produce(args: argparse.Namespace) -> int:
     from confluent_kafka import KafkaException, Producer
 
     if args.format == "json" and args.properties:
         raise AdminCliError("--property configures text lines; JSON lines carry their own "
                             "key and headers")
-    LineReader.from_properties(dict(args.properties))  # a bad property fails before connecting
+    try:  # a bad property fails before connecting
+        LineReader.from_properties(dict(args.properties))
+    except FormatError as exc:
+        raise AdminCliError(str(exc)) from None
     config = {"bootstrap.servers": reachable_bootstrap(args), "log_level": 2,
               "acks": args.acks, "compression.type": args.compression_type,
               "message.timeout.ms": int(args.timeout * 1000),
