@@ -64,6 +64,22 @@ def test_an_empty_bootstrap_server_is_a_usage_error(argv, tmp_path, capsys) -> N
     assert "empty value" in err
 
 
+def test_status_on_a_closed_zookeeper_port_fails_at_once(capsys) -> None:
+    """Every server refusing is said at once, by address, not as a "Connection time-out"
+    after --timeout (the client retried a port where nothing listens)."""
+    import time
+
+    from weir.ports import free_port
+
+    port = free_port()
+    began = time.monotonic()
+    assert cli.main(["status", "--zookeeper", f"127.0.0.1:{port}/weir", "--timeout", "8"]) == 1
+    assert time.monotonic() - began < 4
+    err = capsys.readouterr().err
+    assert err == (f"weir: cannot reach ZooKeeper at 127.0.0.1:{port}/weir: NETWORK_EXCEPTION: "
+                   f"127.0.0.1:{port}: Connection refused\n")
+
+
 def test_broker_start_config_error_exits_2(tmp_path, capsys) -> None:
     path = tmp_path / "server.properties"
     path.write_text("broker.id=-3\nzookeeper.connect=zk:1\n")
