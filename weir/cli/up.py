@@ -240,8 +240,11 @@ def cmd_down(args: argparse.Namespace) -> int:
     if read_cluster_file(data_dir) is None:
         print(f"weir: no cluster recorded in {data_dir}", file=sys.stderr)
         return 1
-    LocalCluster(data_dir).stop(timeout_s=args.timeout)
-    print("Stopped.")
+    cluster = LocalCluster(data_dir)
+    was_running = cluster.running() or cluster.console_alive()
+    cluster.stop(timeout_s=args.timeout)
+    print("Stopped." if was_running
+          else f"Nothing was running in {data_dir}: the cluster was already stopped.")
     return 0
 
 

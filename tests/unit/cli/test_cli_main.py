@@ -145,8 +145,13 @@ def test_up_detach_status_stop_down(tmp_path, fakes, capsys) -> None:
         if procs.find_broker_pids(config0):  # /proc scan available
             assert cli.main(["broker", "stop", "--config", config0]) == 0
             assert procs.wait_for_exit([pids[0]], 5) == set()
+        capsys.readouterr()
         assert cli.main(["down", "--data-dir", str(data)]) == 0
         assert procs.wait_for_exit(pids, 5) == set()
+        assert capsys.readouterr().out == "Stopped.\n"
+        assert cli.main(["down", "--data-dir", str(data)]) == 0  # again: says so, no error
+        assert capsys.readouterr().out == (f"Nothing was running in {data}: the cluster was "
+                                           "already stopped.\n")
     finally:
         for pid in pids:
             if procs.is_broker_process(pid):
