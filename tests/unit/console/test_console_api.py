@@ -230,6 +230,19 @@ def test_actions_when_allowed_and_bad_bodies():
         assert response.status == 400
         response = await client.post("/api/topics/x/config", json={})
         assert "nothing to change" in (await response.json())["error"]
+        # A misspelt field is refused, never read as absent: an ElectLeaders body without
+        # "partitions" elects every partition of the cluster.
+        for path, body in (("/api/elect", {"topic": "t", "partition": 0}),
+                           ("/api/topics", {"name": "x", "replicationFactor": 3}),
+                           ("/api/topics/x/config", {"set": {"a": "1"}, "remove": ["b"]}),
+                           ("/api/reassign", {"topic": "t", "partition": 0, "replicas": [1],
+                                              "dry_run": True}),
+                           ("/api/groups/g/reset-offsets", {"topic": "t",
+                                                            "scenario": "to-earliest",
+                                                            "exec": True})):
+            response = await client.post(path, json=body)
+            assert response.status == 400, path
+            assert (await response.json())["error"].startswith("unknown field(s) '"), path
 
     run_with_client(state, scenario)
     assert len(admin.sent) == 1
