@@ -195,3 +195,13 @@ def test_sigterm_stops_the_console_consumer_as_ctrl_c_does(cluster) -> None:
     described = weir(cluster, "group", "describe", "killed", "--json")
     assert described.returncode == 0, described.stderr
     assert [p["current_offset"] for p in json.loads(described.stdout)["partitions"]] == [3]
+
+
+def test_removing_a_user_that_does_not_exist_names_the_deletion(cluster) -> None:
+    """Without --mechanism the command describes the user's credentials first; the error is
+    still Kafka's answer to a deletion, not one about describing."""
+    for extra in ([], ["--mechanism", "SCRAM-SHA-256"]):
+        line = assert_one_named_line(weir(cluster, "user", "remove", "nobody", *extra),
+                                     "RESOURCE_NOT_FOUND")
+        assert line == ("weir: user nobody: RESOURCE_NOT_FOUND: Attempt to delete a user "
+                        "credential that does not exist"), extra
