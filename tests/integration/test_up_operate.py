@@ -69,6 +69,44 @@ def test_a_port_in_use_is_named_and_nothing_is_pinned(tmp_path):
     assert not (tmp_path / "d" / "broker-1").exists()
 
 
+def _processes_of(path: Path) -> list[int]:
+    """PIDs whose command line names ``path`` (ZooKeeper: its zoo.cfg; brokers: their
+    server.properties)."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                if str(path).encode() in (entry / "cmdline").read_bytes():
+                    found.append(int(entry.name))
+            except OSError:
+                continue
+    return found
+
+
+def test_ctrl_c_while_zookeeper_starts_leaves_no_process(tmp_path):
+    """Ctrl-C before ZooKeeper answers: `weir up` stops the server it launched (its pid was
+    recorded nowhere yet, and the JVM ran on, orphaned)."""
+    data = tmp_path / "d"
+    up = subprocess.Popen([*WEIR, "up", "--brokers", "1", "--port-base", "0", "--data-dir",
+                           str(data)], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                          text=True, start_new_session=True)
+    try:
+        zk = wait_for(lambda: _processes_of(data / "zookeeper" / "zoo.cfg"), 60,
+                      interval_s=0.02, what="the ZooKeeper JVM launched")
+        os.killpg(up.pid, signal.SIGINT)  # Ctrl-C in its terminal
+        assert up.wait(timeout=60) == 130
+    finally:
+        if up.poll() is None:
+            up.kill()
+            up.wait()
+    try:
+        wait_for(lambda: not any(procs.pid_alive(p) for p in zk), 20, what="ZooKeeper gone")
+        assert not _processes_of(data), "a process of the interrupted cluster runs on"
+    finally:
+        for pid in _processes_of(data):
+            os.kill(pid, signal.SIGKILL)
+
+
 def test_up_attaches_restarts_what_stopped_and_ctrl_c_leaves_it_running(data):
     before = state(data)
     console_port = before["console_port"]

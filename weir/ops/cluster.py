@@ -337,8 +337,10 @@ class LocalCluster:
             from weir.coordination.zkserver import ZooKeeperServer
 
             server = ZooKeeperServer(self.data_dir / "zookeeper")
-            server.start()
+            # kept before it is ready: a Ctrl-C while it starts (weir up) stops it too, where
+            # nothing else records its pid yet
             self._zk_server = server
+            server.start()
         self.zookeeper_pid = int(server.pid or 0)
         self.zookeeper_connect = f"{LOOPBACK}:{server.port}{CHROOT}"  # ZkClient creates it
 
