@@ -205,3 +205,12 @@ def test_removing_a_user_that_does_not_exist_names_the_deletion(cluster) -> None
                                      "RESOURCE_NOT_FOUND")
         assert line == ("weir: user nobody: RESOURCE_NOT_FOUND: Attempt to delete a user "
                         "credential that does not exist"), extra
+
+
+def test_a_log_dir_move_refused_says_why(cluster) -> None:
+    """AlterReplicaLogDirs answers a code only: the line adds Kafka's message for it."""
+    line = assert_one_named_line(weir(cluster, "log-dirs", "move", "--topic", TOPIC,
+                                      "--partition", "0", "--broker", "1", "--dir",
+                                      "/no/such/dir"), "LOG_DIR_NOT_FOUND")
+    assert line == (f"weir: {TOPIC}-0 on broker 1: LOG_DIR_NOT_FOUND: The user-specified log "
+                    "directory is not found in the broker config.")
