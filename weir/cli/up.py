@@ -128,6 +128,7 @@ def cmd_up(args: argparse.Namespace) -> int:
                  "stops it."), flush=True)
     else:
         print(f"Starting local cluster in {cluster.data_dir} ...", flush=True)
+    added: list[str] = []
     try:
         cluster.start(timeout_s=args.timeout)
         console_was_up = cluster.console_alive()
@@ -137,7 +138,7 @@ def cmd_up(args: argparse.Namespace) -> int:
             if not console_was_up and (console_ran_before or not cluster.attached):
                 cluster.started_now.append("the console")
             elif not console_was_up:  # asked for the first time on a running cluster
-                print("Started: the console.", flush=True)
+                added.append("the console")
             print(f"Console: {url}", flush=True)
     except KeyboardInterrupt:
         _stop_unless_attached(cluster)
@@ -146,9 +147,14 @@ def cmd_up(args: argparse.Namespace) -> int:
         print(f"weir: cluster did not start: {exc}", file=sys.stderr)
         _stop_unless_attached(cluster)
         return 1
+    if args.brokers is not None and args.brokers < len(cluster.broker_ids):
+        cluster.notes.append(
+            f"--brokers {args.brokers}: {cluster.data_dir} has {len(cluster.broker_ids)} "
+            f"brokers ({', '.join(map(str, cluster.broker_ids))}); weir up runs every broker "
+            f"of its data dir and removes none (weir broker stop --id N stops one)")
     for note in cluster.notes:
         print(f"Note: {note}", flush=True)
-    _report_started(cluster)
+    _report_started(cluster, added)
     print(f"ZooKeeper: {cluster.zookeeper_connect}")
     print(f"Bootstrap servers: {cluster.bootstrap}", flush=True)
     if cluster.secure is not None:  # the file holds the admin password: it is not printed
@@ -170,10 +176,18 @@ def cmd_up(args: argparse.Namespace) -> int:
     return 0
 
 
-def _report_started(cluster: LocalCluster) -> None:
+def _report_started(cluster: LocalCluster, added_here: list[str]) -> None:
+    """What this ``weir up`` launched: all of it for a new cluster; on a running one, what it
+    added (a larger --brokers, a first --console) apart from what it restarted."""
     if cluster.attached:
-        print(f"Restarted: {', '.join(cluster.started_now)}." if cluster.started_now
-              else "Every process was running: nothing restarted.", flush=True)
+        brokers = [f"broker {i}" for i in cluster.added_now]
+        added = brokers + added_here
+        restarted = [p for p in cluster.started_now if p not in brokers]
+        if added:  # a larger --brokers on a running cluster: new brokers, not restarts
+            print(f"Added: {', '.join(added)}.", flush=True)
+        if restarted or not added:
+            print(f"Restarted: {', '.join(restarted)}." if restarted
+                  else "Every process was running: nothing restarted.", flush=True)
     else:
         print(f"Started: {', '.join(cluster.started_now)}.", flush=True)
 

@@ -142,6 +142,7 @@ class LocalCluster:
         self.notes: list[str] = []
         self.attached = False  # start() found ZooKeeper or a broker already running
         self.started_now: list[str] = []  # what start() launched: "ZooKeeper", "broker 2"
+        self.added_now: list[int] = []  # brokers start() configured for the first time
         self._load_state()
         if first_broker_id is not None:
             self.first_broker_id = first_broker_id
@@ -378,7 +379,9 @@ class LocalCluster:
         self.started_now = [] if self._attached_zookeeper() is not None else ["ZooKeeper"]
         self.data_dir.mkdir(parents=True, exist_ok=True)
         self._ensure_zookeeper()
-        for broker_id in self.wanted_ids():
+        wanted = self.wanted_ids()
+        self.added_now = [i for i in wanted if not self.config_path(i).exists()]
+        for broker_id in wanted:
             self.write_config(broker_id)
         self.save_state()
         if self.secure is not None:  # SCRAM users before any broker authenticates

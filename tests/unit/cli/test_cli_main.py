@@ -214,6 +214,28 @@ def test_up_on_a_running_cluster_attaches_and_ctrl_c_detaches(tmp_path, fakes, m
     assert all(not procs.is_broker_process(pid) for pid in pids)
 
 
+def test_up_on_a_running_cluster_says_what_it_added_and_what_brokers_does_not_do(
+        tmp_path, fakes, capsys) -> None:
+    """A larger --brokers adds brokers (said as added, not as restarted); a smaller one
+    removes none, and a note says so instead of silence."""
+    data = tmp_path / "d"
+    where = ["--detach", "--port-base", "0", "--timeout", "10", "--data-dir", str(data)]
+    try:
+        assert cli.main(["up", "--brokers", "1", *where]) == 0
+        capsys.readouterr()
+        assert cli.main(["up", "--brokers", "2", *where]) == 0
+        out = capsys.readouterr().out
+        assert "Added: broker 2.\n" in out and "Restarted" not in out, out
+        assert "nothing restarted" not in out
+        assert cli.main(["up", "--brokers", "1", *where]) == 0
+        out = capsys.readouterr().out
+        assert (f"Note: --brokers 1: {data.resolve()} has 2 brokers (1, 2); weir up runs every "
+                "broker of its data dir and removes none") in out, out
+        assert "Every process was running: nothing restarted." in out
+    finally:
+        assert cli.main(["down", "--data-dir", str(data), "--timeout", "5"]) == 0
+
+
 def test_status_of_stopped_cluster(tmp_path, capsys) -> None:
     doc = {"zookeeper": "127.0.0.1:1/weir", "zookeeper_pid": 0, "bootstrap": "", "brokers": []}
     (tmp_path / "cluster.json").write_text(json.dumps(doc))
