@@ -117,10 +117,11 @@ def test_a_wrong_password_or_no_client_settings_is_said_so(secure_dir, tmp_path)
     wrong.write_text("".join(
         "sasl.password=not-the-password\n" if line.startswith("sasl.password=") else line
         for line in (data / "client.properties").read_text().splitlines(keepends=True)))
-    for args in (["topic", "list"], ["group", "list"], ["topic", "create", "never"]):
+    for args in (["topic", "list"], ["group", "list"], ["topic", "create", "never"],
+                 ["produce", "--topic", "never"], ["consume", "--topic", "never"]):
         began = time.monotonic()
         done = run(*args, "--bootstrap-server", bootstrap, "--command-config", str(wrong),
-                   "--timeout", "20")
+                   "--timeout", "20", stdin="a\n")
         assert time.monotonic() - began < 15, args
         assert done.returncode == 1 and done.stdout == "", (args, done.stdout)
         assert done.stderr.startswith("weir: SASL_AUTHENTICATION_FAILED: "), done.stderr

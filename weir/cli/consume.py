@@ -27,6 +27,7 @@ from weir.cli.admin_common import (
     _common,
     _key_value,
     client_settings,
+    first_session,
     kafka_error_text,
     kafka_name,
     reachable_bootstrap,
@@ -111,16 +112,24 @@ def _consumer(args: argparse.Namespace) -> Any:
     from confluent_kafka import Consumer, KafkaException
 
     group = args.group or f"console-consumer-{random.randrange(100000)}"
+    errors: list[Any] = []  # librdkafka's error_cb: an authentication failure shows here
     config = {"bootstrap.servers": reachable_bootstrap(args), "group.id": group, "log_level": 2,
+              "error_cb": errors.append,
               "enable.auto.commit": args.group is not None,
               "auto.offset.reset": "earliest" if args.from_beginning else "latest",
               "isolation.level": args.isolation_level,
               "socket.timeout.ms": int(args.timeout * 1000),
               **client_settings(args), **dict(args.consumer_properties)}
     try:
-        return Consumer(config)
+        consumer = Consumer(config)
     except KafkaException as exc:  # a bad --consumer-property: librdkafka's _INVALID_ARG
         raise AdminCliError(f"consumer settings: {kafka_error_text(exc)}") from None
+    try:
+        first_session(consumer, errors, args.timeout, secured=bool(client_settings(args)))
+    except AdminCliError:
+        consumer.close()
+        raise
+    return consumer
 
 
 def _partitions(args: argparse.Namespace, consumer: Any) -> list[int]:

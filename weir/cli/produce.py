@@ -22,6 +22,7 @@ from weir.cli.admin_common import (
     _common,
     _key_value,
     client_settings,
+    first_session,
     kafka_error_text,
     kafka_name,
     reachable_bootstrap,
@@ -82,15 +83,17 @@ def _produce(args: argparse.Namespace) -> int:
         LineReader.from_properties(dict(args.properties))
     except FormatError as exc:
         raise AdminCliError(str(exc)) from None
+    errors: list[Any] = []  # librdkafka's error_cb: an authentication failure shows here
     config = {"bootstrap.servers": reachable_bootstrap(args), "log_level": 2,
               "acks": args.acks, "compression.type": args.compression_type,
               "message.timeout.ms": int(args.timeout * 1000),
-              "socket.timeout.ms": int(args.timeout * 1000),
+              "socket.timeout.ms": int(args.timeout * 1000), "error_cb": errors.append,
               **client_settings(args), **dict(args.producer_properties)}
     try:
         producer = Producer(config)
     except KafkaException as exc:  # a bad --producer-property
         raise AdminCliError(f"producer settings: {kafka_error_text(exc)}") from None
+    first_session(producer, errors, args.timeout, secured=bool(client_settings(args)))
     _check_partition(producer, args)
     acked: list[dict[str, Any]] = []
     failed: list[str] = []
