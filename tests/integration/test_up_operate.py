@@ -107,6 +107,29 @@ def test_ctrl_c_while_zookeeper_starts_leaves_no_process(tmp_path):
             os.kill(pid, signal.SIGKILL)
 
 
+def test_up_piped_to_head_stops_the_cluster_it_started(tmp_path):
+    """`weir up | head -3`: the reader goes away; a foreground cluster ends with its weir up
+    (exit code 141, as SIGPIPE) instead of running on with nobody to stop it."""
+    data = tmp_path / "d"
+    up = subprocess.Popen([*WEIR, "up", "--brokers", "1", "--port-base", "0", "--data-dir",
+                           str(data)], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                          start_new_session=True)
+    try:
+        assert up.stdout.readline().startswith(b"Starting local cluster")
+        up.stdout.close()  # what head does after its lines
+        assert up.wait(timeout=120) == 141, up.stderr.read()
+        assert up.stderr.read() == b""
+    finally:
+        if up.poll() is None:
+            up.kill()
+            up.wait()
+    try:
+        wait_for(lambda: not _processes_of(data), 30, what="the cluster stopped")
+    finally:
+        for pid in _processes_of(data):
+            os.kill(pid, signal.SIGKILL)
+
+
 def test_up_attaches_restarts_what_stopped_and_ctrl_c_leaves_it_running(data):
     before = state(data)
     console_port = before["console_port"]

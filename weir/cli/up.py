@@ -152,6 +152,19 @@ def cmd_up(args: argparse.Namespace) -> int:
             f"--brokers {args.brokers}: {cluster.data_dir} has {len(cluster.broker_ids)} "
             f"brokers ({', '.join(map(str, cluster.broker_ids))}); weir up runs every broker "
             f"of its data dir and removes none (weir broker stop --id N stops one)")
+    try:
+        return _report_and_serve(args, cluster, added)
+    except BrokenPipeError:  # `weir up | head`: the reader of its output went away
+        if not args.detach:  # the foreground cluster lives as long as this weir up
+            if cluster.attached:
+                cluster.disconnect()
+            else:
+                cluster.stop()
+        raise
+
+
+def _report_and_serve(args: argparse.Namespace, cluster: LocalCluster, added: list[str]
+                      ) -> int:
     for note in cluster.notes:
         print(f"Note: {note}", flush=True)
     _report_started(cluster, added)
