@@ -214,3 +214,19 @@ def test_a_log_dir_move_refused_says_why(cluster) -> None:
                                       "/no/such/dir"), "LOG_DIR_NOT_FOUND")
     assert line == (f"weir: {TOPIC}-0 on broker 1: LOG_DIR_NOT_FOUND: The user-specified log "
                     "directory is not found in the broker config.")
+
+
+def test_reassign_generate_bad_broker_lists(cluster, tmp_path) -> None:
+    """--broker-list with a word or with a broker the cluster lacks: a named line, no plan
+    half printed (they were INTERNAL_ERROR with a ValueError, and a RF error for 99)."""
+    move = tmp_path / "move.json"
+    move.write_text(f'{{"version": 1, "topics": [{{"topic": "{TOPIC}"}}]}}')
+    for brokers, name, said in (
+            ("1,x", "INVALID_ARGUMENT",
+             "--broker-list: expected broker ids separated by commas, got '1,x'"),
+            ("1,99", "BROKER_NOT_AVAILABLE",
+             "--broker-list names brokers the cluster lacks: 99 (brokers: 1)")):
+        done = weir(cluster, "reassign", "--generate", "--topics-to-move-json-file",
+                    str(move), "--broker-list", brokers)
+        assert said in assert_one_named_line(done, name)
+        assert done.stdout == ""
