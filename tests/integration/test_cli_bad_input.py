@@ -92,6 +92,16 @@ CASES = [
     (["reassign", "--verify", "--reassignment-json-file", "/no/such/plan.json"], "",
      "IO_ERROR"),
     (["topic", "create", "t", "--partitions", "many"], "", "error"),  # usage: exit 2
+    # numbers past Kafka's INT32 / INT64 fields (they were INTERNAL_ERROR: OverflowError)
+    (["topic", "create", "t", "--partitions", "99999999999"], "", "error"),
+    (["consume", "--topic", TOPIC, "--partition", "0", "--offset", "99999999999999999999"],
+     "", "INVALID_ARGUMENT"),
+    (["consume", "--topic", TOPIC, "--from-timestamp", "99999999999999999999"], "",
+     "INVALID_ARGUMENT"),
+    (["produce", "--topic", TOPIC, "--format", "json"],
+     '{"value": "v", "timestamp": 99999999999999999999}\n', "INVALID_ARGUMENT"),
+    (["produce", "--topic", TOPIC, "--format", "json"],
+     '{"value": "v", "partition": 99999999999999999999}\n', "INVALID_ARGUMENT"),
 ]
 
 

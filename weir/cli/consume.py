@@ -22,6 +22,7 @@ import sys
 import time
 from typing import Any
 
+from weir.cli import int32
 from weir.cli.admin_common import (
     AdminCliError,
     _common,
@@ -51,7 +52,7 @@ def add_parser(sub: Any) -> None:
     start.add_argument("--from-timestamp", default=None, metavar="ISO|MS",
                        help="first record at or after this time (2024-01-31T12:00:00, "
                             "UTC unless a zone is given; or epoch milliseconds)")
-    p.add_argument("--partition", type=int, default=None, help="read only this partition")
+    p.add_argument("--partition", type=int32, default=None, help="read only this partition")
     p.add_argument("--max-messages", type=int, default=None, metavar="N",
                    help="stop after N records")
     p.add_argument("--timeout-ms", type=int, default=None, metavar="MS",
@@ -71,6 +72,9 @@ def add_parser(sub: Any) -> None:
                    help="how keys, values and header values are printed (hex/base64: binary)")
 
 
+MAX_INT64 = 2**63 - 1  # a Kafka timestamp or offset is an int64
+
+
 def _start_offset(args: argparse.Namespace) -> int | None:
     """The offset ``--offset`` names (librdkafka's logical offsets for earliest/latest)."""
     from confluent_kafka import OFFSET_BEGINNING, OFFSET_END
@@ -85,13 +89,16 @@ def _start_offset(args: argparse.Namespace) -> int | None:
     except ValueError:
         raise AdminCliError(f"--offset takes a number, earliest or latest: {args.offset!r}"
                             ) from None
-    if offset < 0:
-        raise AdminCliError("--offset must be 0 or more")
+    if not 0 <= offset <= MAX_INT64:
+        raise AdminCliError(f"--offset must be 0 or more and at most {MAX_INT64}")
     return offset
 
 
 def _timestamp_ms(text: str) -> int:
     if text.strip().isdigit():
+        if int(text) > MAX_INT64:
+            raise AdminCliError(f"--from-timestamp: {text.strip()} ms is beyond the largest "
+                                f"Kafka timestamp ({MAX_INT64})")
         return int(text)
     try:
         return parse_datetime_ms(text)

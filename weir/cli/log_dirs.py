@@ -18,6 +18,7 @@ import asyncio
 import json
 from typing import Any
 
+from weir.cli import int32
 from weir.cli.admin_common import AdminCliError, _common, admin_client
 
 DESCRIBE_LOG_DIRS_VERSION = 4
@@ -36,7 +37,7 @@ def add_parser(sub: Any) -> None:
     move = _common(actions.add_parser("move", help="move a replica to another log dir of "
                                                    "its broker (AlterReplicaLogDirs)"))
     move.add_argument("--topic", required=True, help="the replica's topic")
-    move.add_argument("--partition", type=int, required=True, help="the replica's partition")
+    move.add_argument("--partition", type=int32, required=True, help="the replica's partition")
     move.add_argument("--broker", type=int, required=True, help="the broker holding it")
     move.add_argument("--dir", required=True, help="absolute path of one of its log.dirs")
 

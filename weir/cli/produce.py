@@ -17,6 +17,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import IO, Any
 
+from weir.cli import int32
 from weir.cli.admin_common import (
     AdminCliError,
     _common,
@@ -48,7 +49,7 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--encoding", choices=ENCODINGS, default="utf8",
                    help="how keys, values and header values are written (hex/base64: binary)")
     p.add_argument("--file", default=None, help="read this file instead of stdin")
-    p.add_argument("--partition", type=int, default=None, help="every record to this one")
+    p.add_argument("--partition", type=int32, default=None, help="every record to this one")
     p.add_argument("--acks", default="all", choices=("all", "-1", "0", "1"),
                    help="request.required.acks (default all)")
     p.add_argument("--compression-type", default="none",
