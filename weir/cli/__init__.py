@@ -26,3 +26,12 @@ def int32(text: str) -> int:
     if not -(2**31) <= value < 2**31:
         raise argparse.ArgumentTypeError(f"{value} is beyond a 32-bit integer (Kafka's INT32)")
     return value
+
+
+def no_cluster_in(data_dir: object, other: str = "--bootstrap-server") -> str:
+    """What a command run where no ``weir up`` cluster lives says: the directory it looked
+    in, absolute (a newcomer in another directory sees which), and the ways out."""
+    from pathlib import Path
+
+    return (f"no cluster recorded in {Path(str(data_dir)).resolve()} (weir up starts one "
+            f"there; --data-dir names the directory of one), or use {other}")

@@ -13,7 +13,7 @@ from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
-from weir.cli import DEFAULT_DATA_DIR, bootstrap_servers
+from weir.cli import DEFAULT_DATA_DIR, bootstrap_servers, no_cluster_in
 from weir.cli.errors import CliError, kafka_error_text, kafka_name
 
 __all__ = ["AdminCliError", "kafka_error_text", "kafka_name"]
@@ -74,7 +74,7 @@ def bootstrap_of(args: argparse.Namespace) -> str:
 
     state = read_cluster_file(Path(args.data_dir))
     if not state or not state.get("bootstrap"):
-        raise AdminCliError(f"no cluster recorded in {args.data_dir}; use --bootstrap-server")
+        raise AdminCliError(no_cluster_in(args.data_dir))
     return str(state["bootstrap"])
 
 

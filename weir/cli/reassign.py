@@ -40,7 +40,7 @@ from typing import Any
 
 from kio.index import load_request_schema
 
-from weir.cli import bootstrap_servers, reassign_log_dirs, reassign_progress
+from weir.cli import bootstrap_servers, no_cluster_in, reassign_log_dirs, reassign_progress
 from weir.common import TopicPartition
 from weir.controller.assignment import assign_replicas
 from weir.protocol import codec
@@ -566,7 +566,7 @@ def _local_cluster(args: argparse.Namespace) -> None:
     data_dir = args.data_dir or "./weir-data"
     state = read_cluster_file(data_dir)
     if not state or not state.get("bootstrap"):
-        raise ReassignError(f"no cluster recorded in {data_dir}; use --bootstrap-server")
+        raise ReassignError(no_cluster_in(data_dir))
     args.bootstrap_server = state["bootstrap"]
     if args.zookeeper is None:
         args.zookeeper = state.get("zookeeper")

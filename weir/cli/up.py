@@ -17,7 +17,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from weir.cli import DEFAULT_DATA_DIR
+from weir.cli import DEFAULT_DATA_DIR, no_cluster_in
 from weir.cli.broker_start import EXIT_CONFIG
 from weir.config import BROKER_CONFIG_DEFS, BrokerConfig, ConfigError
 from weir.ops import procs
@@ -265,7 +265,7 @@ def _status_text(cluster: LocalCluster) -> str:
 def cmd_down(args: argparse.Namespace) -> int:
     data_dir = Path(args.data_dir)
     if read_cluster_file(data_dir) is None:
-        print(f"weir: no cluster recorded in {data_dir}", file=sys.stderr)
+        print(f"weir: no cluster recorded in {data_dir.resolve()}", file=sys.stderr)
         return 1
     cluster = LocalCluster(data_dir)
     was_running = cluster.running() or cluster.console_alive()
@@ -322,8 +322,8 @@ def _status_snapshot(args: argparse.Namespace) -> tuple[Any, dict[int, int | Non
         data_dir = Path(args.data_dir or DEFAULT_DATA_DIR)
         state = read_cluster_file(data_dir)
         if state is None:
-            raise CliError(f"no cluster recorded in {data_dir}; use --zookeeper or "
-                           "--bootstrap-server", name="INVALID_ARGUMENT")
+            raise CliError(no_cluster_in(data_dir, "--zookeeper or --bootstrap-server"),
+                           name="INVALID_ARGUMENT")
         if not procs.pid_alive(int(state.get("zookeeper_pid") or 0)):
             raise CliError(f"the cluster in {data_dir} is not running (ZooKeeper is down)",
                            name="NETWORK_EXCEPTION")

@@ -107,7 +107,7 @@ def cmd_console(args: argparse.Namespace) -> int:
     state_file = read_cluster_file(Path(args.data_dir)) or {}
     bootstrap = args.bootstrap_server or state_file.get("bootstrap")
     if not bootstrap:
-        print(f"weir: no cluster recorded in {args.data_dir}; use --bootstrap-server",
+        print(f"weir: no cluster recorded in {Path(args.data_dir).resolve()}; use --bootstrap-server",
               file=sys.stderr)
         return 1
     try:
