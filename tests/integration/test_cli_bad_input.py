@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import re
+import signal
 import subprocess
 import sys
 import time
@@ -73,6 +74,11 @@ CASES = [
     (["consume", "--topic", "nope", "--timeout-ms", "1000"], "",
      "UNKNOWN_TOPIC_OR_PARTITION"),
     (["consume", "--topic", TOPIC, "--partition", "99"], "", "UNKNOWN_TOPIC_OR_PARTITION"),
+    (["consume", "--topic", TOPIC, "--consumer-property", "auto.offset.reset=bogus"], "",
+     "INVALID_CONFIG"),
+    (["consume", "--topic", TOPIC, "--consumer-property", "no.such.key=1"], "",
+     "INVALID_CONFIG"),
+    (["produce", "--topic", TOPIC, "--property", "no.such.key=1"], "a\n", "INVALID_ARGUMENT"),
     (["elect", "--type", "preferred", "--topic", "nope", "--partition", "0"], "",
      "UNKNOWN_TOPIC_OR_PARTITION"),
     (["acl", "list"], "", "SECURITY_DISABLED"),
@@ -86,6 +92,16 @@ CASES = [
     (["reassign", "--verify", "--reassignment-json-file", "/no/such/plan.json"], "",
      "IO_ERROR"),
     (["topic", "create", "t", "--partitions", "many"], "", "error"),  # usage: exit 2
+    # numbers past Kafka's INT32 / INT64 fields (they were INTERNAL_ERROR: OverflowError)
+    (["topic", "create", "t", "--partitions", "99999999999"], "", "error"),
+    (["consume", "--topic", TOPIC, "--partition", "0", "--offset", "99999999999999999999"],
+     "", "INVALID_ARGUMENT"),
+    (["consume", "--topic", TOPIC, "--from-timestamp", "99999999999999999999"], "",
+     "INVALID_ARGUMENT"),
+    (["produce", "--topic", TOPIC, "--format", "json"],
+     '{"value": "v", "timestamp": 99999999999999999999}\n', "INVALID_ARGUMENT"),
+    (["produce", "--topic", TOPIC, "--format", "json"],
+     '{"value": "v", "partition": 99999999999999999999}\n', "INVALID_ARGUMENT"),
 ]
 
 
@@ -161,3 +177,66 @@ def test_unreachable_cluster_and_missing_broker_fail_fast(cluster) -> None:
         assert time.monotonic() - started < 10, action
         assert "broker 99 is not in the cluster" in assert_one_named_line(
             done, "BROKER_NOT_AVAILABLE")
+
+
+def test_sigterm_stops_the_console_consumer_as_ctrl_c_does(cluster) -> None:
+    """`kill PID` of `weir consume --group g`: it closes its consumer (commits what it
+    printed, leaves the group) and prints its count, as Kafka's console consumer's shutdown
+    hook does, instead of dying at once with the offsets uncommitted."""
+    create_topic(cluster.bootstrap, "stopped-by-kill", partitions=1)
+    produced = weir(cluster, "produce", "--topic", "stopped-by-kill", stdin="a\nb\nc\n")
+    assert produced.returncode == 0, produced.stderr
+    consumer = subprocess.Popen(
+        [*WEIR, "consume", "--topic", "stopped-by-kill", "--group", "killed",
+         "--from-beginning", "--consumer-property", "enable.auto.commit=true",
+         "--consumer-property", "auto.commit.interval.ms=600000",  # only close() commits
+         "--data-dir", str(cluster.data_dir)],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        assert [consumer.stdout.readline() for _ in range(3)] == ["a\n", "b\n", "c\n"]
+        consumer.send_signal(signal.SIGTERM)
+        code = consumer.wait(timeout=60)
+    finally:
+        if consumer.poll() is None:
+            consumer.kill()
+            consumer.wait()
+    err = consumer.stderr.read()
+    assert code == 0 and "Processed a total of 3 messages" in err, (code, err)
+    described = weir(cluster, "group", "describe", "killed", "--json")
+    assert described.returncode == 0, described.stderr
+    assert [p["current_offset"] for p in json.loads(described.stdout)["partitions"]] == [3]
+
+
+def test_removing_a_user_that_does_not_exist_names_the_deletion(cluster) -> None:
+    """Without --mechanism the command describes the user's credentials first; the error is
+    still Kafka's answer to a deletion, not one about describing."""
+    for extra in ([], ["--mechanism", "SCRAM-SHA-256"]):
+        line = assert_one_named_line(weir(cluster, "user", "remove", "nobody", *extra),
+                                     "RESOURCE_NOT_FOUND")
+        assert line == ("weir: user nobody: RESOURCE_NOT_FOUND: Attempt to delete a user "
+                        "credential that does not exist"), extra
+
+
+def test_a_log_dir_move_refused_says_why(cluster) -> None:
+    """AlterReplicaLogDirs answers a code only: the line adds Kafka's message for it."""
+    line = assert_one_named_line(weir(cluster, "log-dirs", "move", "--topic", TOPIC,
+                                      "--partition", "0", "--broker", "1", "--dir",
+                                      "/no/such/dir"), "LOG_DIR_NOT_FOUND")
+    assert line == (f"weir: {TOPIC}-0 on broker 1: LOG_DIR_NOT_FOUND: The user-specified log "
+                    "directory is not found in the broker config.")
+
+
+def test_reassign_generate_bad_broker_lists(cluster, tmp_path) -> None:
+    """--broker-list with a word or with a broker the cluster lacks: a named line, no plan
+    half printed (they were INTERNAL_ERROR with a ValueError, and a RF error for 99)."""
+    move = tmp_path / "move.json"
+    move.write_text(f'{{"version": 1, "topics": [{{"topic": "{TOPIC}"}}]}}')
+    for brokers, name, said in (
+            ("1,x", "INVALID_ARGUMENT",
+             "--broker-list: expected broker ids separated by commas, got '1,x'"),
+            ("1,99", "BROKER_NOT_AVAILABLE",
+             "--broker-list names brokers the cluster lacks: 99 (brokers: 1)")):
+        done = weir(cluster, "reassign", "--generate", "--topics-to-move-json-file",
+                    str(move), "--broker-list", brokers)
+        assert said in assert_one_named_line(done, name)
+        assert done.stdout == ""

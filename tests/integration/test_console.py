@@ -262,6 +262,28 @@ def test_pages(console, page, data, cluster):
     assert not page.problems, page.problems
 
 
+def test_pages_of_what_does_not_exist(console, page):
+    """A broker id or group the cluster lacks is said so on its page, with nothing left
+    "loading…"; an unknown group is GROUP_ID_NOT_FOUND (DescribeGroups answers it Dead)."""
+    url, _child = console
+    for path, said in (("/brokers/99", "broker 99 is not in the cluster"),
+                       ("/brokers/abc", "not a broker id: 'abc'")):
+        page.goto(url + path)
+        assert text(page, "#broker-facts.error-text") == said
+        page.wait_for_function("!document.body.textContent.includes('loading')",
+                               timeout=WAIT_MS)
+    page.goto(url + "/groups/no-such-group")
+    # On a fresh cluster the first FindCoordinator creates __consumer_offsets and answers
+    # COORDINATOR_NOT_AVAILABLE meanwhile; the page asks again on its next refresh.
+    said = "GROUP_ID_NOT_FOUND: consumer group 'no-such-group' does not exist"
+    page.wait_for_function(
+        f"(document.querySelector('#group-facts.error-text') || {{}}).textContent === {said!r}",
+        timeout=WAIT_MS)
+    assert page.eval_on_selector("#members-box", "e => e.textContent") == ""
+    assert api(url, "/api/groups/no-such-group")[0] == 404
+    assert not page.problems, page.problems
+
+
 def test_actions(console, page, data, cluster):
     url, _child = console
     # Create a topic from the form.
@@ -393,6 +415,12 @@ def test_survives_a_broker_killed_and_restarted(console, page, data, cluster):
     assert cells[3:9] == ["–"] * 6, cells
     page.wait_for_selector(f'#partitions tr[data-topic="{TOPIC}"]', timeout=60_000)
     shot(page, "broker-down")
+    # Its own page says why there are no log dirs or configs (they are read from it).
+    page.goto(url + f"/brokers/{victim}")
+    assert text(page, "#log-dirs-down") == (f"broker {victim} is down: its log dirs and "
+                                            "configs cannot be read until it is back")
+    page.goto(url + "/")
+    page.wait_for_selector(f'#brokers tr.down[data-broker="{victim}"]', timeout=WAIT_MS)
     # Every page still answers while the broker is down.
     for path in (f"/api/topics/{TOPIC}", f"/api/groups/{GROUP}", "/api/security",
                  "/api/controller", f"/api/brokers/{controller}"):

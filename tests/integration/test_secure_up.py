@@ -103,3 +103,30 @@ def test_weir_user_and_acls_on(secure_dir):
     assert removed.returncode == 0, removed.stderr
     missing = run("user", "list", "eve", "--data-dir", str(data))
     assert missing.returncode == 1 and "RESOURCE_NOT_FOUND" in missing.stderr
+
+
+def test_a_wrong_password_or_no_client_settings_is_said_so(secure_dir, tmp_path):
+    """librdkafka knows within milliseconds that SASL failed, but tells no request: the
+    command asks once, polls the failure, and names it (it said "Broker transport failure"
+    after --timeout, and `group list` printed an empty table with exit code 0)."""
+    import time
+
+    data, _ = secure_dir
+    bootstrap = json.loads((data / "cluster.json").read_text())["bootstrap"]
+    wrong = tmp_path / "wrong.properties"
+    wrong.write_text("".join(
+        "sasl.password=not-the-password\n" if line.startswith("sasl.password=") else line
+        for line in (data / "client.properties").read_text().splitlines(keepends=True)))
+    for args in (["topic", "list"], ["group", "list"], ["topic", "create", "never"],
+                 ["produce", "--topic", "never"], ["consume", "--topic", "never"]):
+        began = time.monotonic()
+        done = run(*args, "--bootstrap-server", bootstrap, "--command-config", str(wrong),
+                   "--timeout", "20", stdin="a\n")
+        assert time.monotonic() - began < 15, args
+        assert done.returncode == 1 and done.stdout == "", (args, done.stdout)
+        assert done.stderr.startswith("weir: SASL_AUTHENTICATION_FAILED: "), done.stderr
+        assert "invalid credentials" in done.stderr and done.stderr.count("\n") == 1
+    done = run("topic", "list", "--bootstrap-server", bootstrap, "--timeout", "2")
+    assert done.returncode == 1
+    assert done.stderr.startswith("weir: cannot reach the cluster: NETWORK_EXCEPTION: ")
+    assert "a TLS or SASL listener needs --command-config" in done.stderr

@@ -69,6 +69,67 @@ def test_a_port_in_use_is_named_and_nothing_is_pinned(tmp_path):
     assert not (tmp_path / "d" / "broker-1").exists()
 
 
+def _processes_of(path: Path) -> list[int]:
+    """PIDs whose command line names ``path`` (ZooKeeper: its zoo.cfg; brokers: their
+    server.properties)."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                if str(path).encode() in (entry / "cmdline").read_bytes():
+                    found.append(int(entry.name))
+            except OSError:
+                continue
+    return found
+
+
+def test_ctrl_c_while_zookeeper_starts_leaves_no_process(tmp_path):
+    """Ctrl-C before ZooKeeper answers: `weir up` stops the server it launched (its pid was
+    recorded nowhere yet, and the JVM ran on, orphaned)."""
+    data = tmp_path / "d"
+    up = subprocess.Popen([*WEIR, "up", "--brokers", "1", "--port-base", "0", "--data-dir",
+                           str(data)], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                          text=True, start_new_session=True)
+    try:
+        zk = wait_for(lambda: _processes_of(data / "zookeeper" / "zoo.cfg"), 60,
+                      interval_s=0.02, what="the ZooKeeper JVM launched")
+        os.killpg(up.pid, signal.SIGINT)  # Ctrl-C in its terminal
+        assert up.wait(timeout=60) == 130
+    finally:
+        if up.poll() is None:
+            up.kill()
+            up.wait()
+    try:
+        wait_for(lambda: not any(procs.pid_alive(p) for p in zk), 20, what="ZooKeeper gone")
+        assert not _processes_of(data), "a process of the interrupted cluster runs on"
+    finally:
+        for pid in _processes_of(data):
+            os.kill(pid, signal.SIGKILL)
+
+
+def test_up_piped_to_head_stops_the_cluster_it_started(tmp_path):
+    """`weir up | head -3`: the reader goes away; a foreground cluster ends with its weir up
+    (exit code 141, as SIGPIPE) instead of running on with nobody to stop it."""
+    data = tmp_path / "d"
+    up = subprocess.Popen([*WEIR, "up", "--brokers", "1", "--port-base", "0", "--data-dir",
+                           str(data)], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                          start_new_session=True)
+    try:
+        assert up.stdout.readline().startswith(b"Starting local cluster")
+        up.stdout.close()  # what head does after its lines
+        assert up.wait(timeout=120) == 141, up.stderr.read()
+        assert up.stderr.read() == b""
+    finally:
+        if up.poll() is None:
+            up.kill()
+            up.wait()
+    try:
+        wait_for(lambda: not _processes_of(data), 30, what="the cluster stopped")
+    finally:
+        for pid in _processes_of(data):
+            os.kill(pid, signal.SIGKILL)
+
+
 def test_up_attaches_restarts_what_stopped_and_ctrl_c_leaves_it_running(data):
     before = state(data)
     console_port = before["console_port"]
@@ -113,6 +174,26 @@ def test_up_attaches_restarts_what_stopped_and_ctrl_c_leaves_it_running(data):
     status = run("status", "--data-dir", str(data))
     assert f"console: http://127.0.0.1:{console_port}/ (pid {after['console_pid']})" \
         in status.stdout
+
+
+def test_a_console_consumer_with_a_short_timeout_gets_its_records(data):
+    """The throwaway group's first rebalance is not held back 3 s (Kafka's development
+    server.properties sets group.initial.rebalance.delay.ms=0, and so does weir up), so
+    --timeout-ms 2000 reads what is there instead of "Processed a total of 0 messages"."""
+    assert "group.initial.rebalance.delay.ms=0" in (
+        data / "broker-1" / "server.properties").read_text()
+    where = ("--data-dir", str(data))
+    assert run("topic", "create", "short-wait", "--replication-factor", "2", *where
+               ).returncode == 0
+    produced = subprocess.run([*WEIR, "produce", "--topic", "short-wait", *where],
+                              input="a\nb\nc\n", capture_output=True, text=True, timeout=60,
+                              check=False)
+    assert produced.returncode == 0, produced.stderr
+    consumed = run("consume", "--topic", "short-wait", "--from-beginning", "--timeout-ms",
+                   "2000", *where)
+    assert consumed.returncode == 0, consumed.stderr
+    assert sorted(consumed.stdout.split()) == ["a", "b", "c"], consumed.stdout + consumed.stderr
+    assert "Processed a total of 3 messages" in consumed.stderr
 
 
 def test_down_stops_everything_and_a_clean_shutdown_loses_no_session(data):

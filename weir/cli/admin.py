@@ -12,6 +12,7 @@ import argparse
 from collections.abc import Callable
 from typing import Any
 
+from weir.cli import int32
 from weir.cli.admin_common import (  # re-exported: the commands' shared names, as before
     DEFAULT_TIMEOUT_S,
     AdminCliError,
@@ -41,8 +42,8 @@ def add_parsers(sub: Any) -> None:
     tsub = topic.add_subparsers(dest="topic_command", required=True, metavar="ACTION")
     p = _common(tsub.add_parser("create", help="create a topic"))
     p.add_argument("name", help="the topic")
-    p.add_argument("--partitions", type=int, default=-1, help="default: num.partitions")
-    p.add_argument("--replication-factor", type=int, default=-1,
+    p.add_argument("--partitions", type=int32, default=-1, help="default: num.partitions")
+    p.add_argument("--replication-factor", type=int32, default=-1,
                    help="default: default.replication.factor")
     p.add_argument("--config", dest="configs", type=_key_value, action="append", default=[],
                    metavar="KEY=VALUE", help="topic config override (repeatable)")
@@ -54,7 +55,7 @@ def add_parsers(sub: Any) -> None:
     p.add_argument("names", nargs="+", metavar="NAME", help="the topics")
     p = _common(tsub.add_parser("add-partitions", help="grow a topic to --partitions"))
     p.add_argument("name", help="the topic")
-    p.add_argument("--partitions", type=int, required=True, help="the new total count")
+    p.add_argument("--partitions", type=int32, required=True, help="the new total count")
     p = _common(tsub.add_parser("alter-config", help="set or delete topic config overrides"))
     p.add_argument("name", help="the topic")
     _alter_args(p)

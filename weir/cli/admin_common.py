@@ -13,7 +13,7 @@ from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
-from weir.cli import DEFAULT_DATA_DIR
+from weir.cli import DEFAULT_DATA_DIR, bootstrap_servers, no_cluster_in
 from weir.cli.errors import CliError, kafka_error_text, kafka_name
 
 __all__ = ["AdminCliError", "kafka_error_text", "kafka_name"]
@@ -48,6 +48,7 @@ def positive_seconds(text: str) -> float:
 
 def _common(p: argparse.ArgumentParser) -> argparse.ArgumentParser:
     p.add_argument("--bootstrap-server", default=None, metavar="HOST:PORT[,...]",
+                   type=bootstrap_servers,
                    help="brokers to talk to (default: the cluster in --data-dir)")
     p.add_argument("--data-dir", default=DEFAULT_DATA_DIR,
                    help=f"local cluster whose cluster.json names the brokers "
@@ -73,7 +74,7 @@ def bootstrap_of(args: argparse.Namespace) -> str:
 
     state = read_cluster_file(Path(args.data_dir))
     if not state or not state.get("bootstrap"):
-        raise AdminCliError(f"no cluster recorded in {args.data_dir}; use --bootstrap-server")
+        raise AdminCliError(no_cluster_in(args.data_dir))
     return str(state["bootstrap"])
 
 
@@ -120,9 +121,47 @@ def admin_client(args: argparse.Namespace) -> Any:
         from confluent_kafka.admin import AdminClient
     except ImportError as exc:  # pragma: no cover - a runtime dependency
         raise AdminCliError(f"confluent-kafka is needed for this command: {exc}") from exc
-    return AdminClient({"bootstrap.servers": reachable_bootstrap(args), "log_level": 2,
-                        "socket.timeout.ms": int(args.timeout * 1000),
-                        **client_settings(args)})
+    errors: list[Any] = []
+    settings = client_settings(args)
+    admin = AdminClient({"bootstrap.servers": reachable_bootstrap(args), "log_level": 2,
+                         "socket.timeout.ms": int(args.timeout * 1000),
+                         "error_cb": errors.append, **settings})
+    first_session(admin, errors, args.timeout, secured=bool(settings))
+    return admin
+
+
+AUTH_ERRORS = ("_AUTHENTICATION", "_SSL")
+
+
+def first_session(client: Any, errors: list[Any], timeout_s: float, *, secured: bool) -> None:
+    """One Metadata request before the command's own, in short tries: a TLS or SASL failure
+    is known to librdkafka within milliseconds, but reaches no request (they wait until
+    their timeout, then say "Broker transport failure" or "Timed out", and a ListGroups
+    answers an empty list). The failure is only handed to ``error_cb``, served by
+    ``poll``: polled after each try, it fails the command at once with its Kafka name
+    (SASL_AUTHENTICATION_FAILED, SSL_AUTHENTICATION_FAILED) and librdkafka's reason."""
+    import time
+
+    from confluent_kafka import KafkaException
+
+    deadline = time.monotonic() + timeout_s
+    while True:
+        left = deadline - time.monotonic()
+        try:
+            client.list_topics(timeout=max(0.05, min(0.5, left)))
+            return
+        except KafkaException as exc:
+            client.poll(0)
+            auth = [e for e in errors if e.name() in AUTH_ERRORS]
+            if auth:
+                raise AdminCliError(f"{kafka_name(auth[-1])}: {auth[-1].str()}",
+                                    name=kafka_name(auth[-1])) from None
+            if left <= 0.5:
+                hint = "" if secured else (
+                    " (the brokers accept connections but no Kafka session came up: a TLS "
+                    "or SASL listener needs --command-config with its security.protocol)")
+                raise AdminCliError(f"cannot reach the cluster: {kafka_error_text(exc)}{hint}",
+                                    name="NETWORK_EXCEPTION") from None
 
 
 def client_settings(args: argparse.Namespace) -> dict[str, str]:

@@ -22,15 +22,18 @@ import sys
 import time
 from typing import Any
 
+from weir.cli import int32
 from weir.cli.admin_common import (
     AdminCliError,
     _common,
     _key_value,
     client_settings,
+    first_session,
     kafka_error_text,
     kafka_name,
     reachable_bootstrap,
 )
+from weir.cli.errors import sigterm_as_interrupt
 from weir.cli.record_format import ENCODINGS, FormatError, Formatter, Record, record_json
 from weir.ops.offset_reset import ResetError, parse_datetime_ms
 
@@ -49,7 +52,7 @@ def add_parser(sub: Any) -> None:
     start.add_argument("--from-timestamp", default=None, metavar="ISO|MS",
                        help="first record at or after this time (2024-01-31T12:00:00, "
                             "UTC unless a zone is given; or epoch milliseconds)")
-    p.add_argument("--partition", type=int, default=None, help="read only this partition")
+    p.add_argument("--partition", type=int32, default=None, help="read only this partition")
     p.add_argument("--max-messages", type=int, default=None, metavar="N",
                    help="stop after N records")
     p.add_argument("--timeout-ms", type=int, default=None, metavar="MS",
@@ -69,6 +72,9 @@ def add_parser(sub: Any) -> None:
                    help="how keys, values and header values are printed (hex/base64: binary)")
 
 
+MAX_INT64 = 2**63 - 1  # a Kafka timestamp or offset is an int64
+
+
 def _start_offset(args: argparse.Namespace) -> int | None:
     """The offset ``--offset`` names (librdkafka's logical offsets for earliest/latest)."""
     from confluent_kafka import OFFSET_BEGINNING, OFFSET_END
@@ -83,13 +89,16 @@ def _start_offset(args: argparse.Namespace) -> int | None:
     except ValueError:
         raise AdminCliError(f"--offset takes a number, earliest or latest: {args.offset!r}"
                             ) from None
-    if offset < 0:
-        raise AdminCliError("--offset must be 0 or more")
+    if not 0 <= offset <= MAX_INT64:
+        raise AdminCliError(f"--offset must be 0 or more and at most {MAX_INT64}")
     return offset
 
 
 def _timestamp_ms(text: str) -> int:
     if text.strip().isdigit():
+        if int(text) > MAX_INT64:
+            raise AdminCliError(f"--from-timestamp: {text.strip()} ms is beyond the largest "
+                                f"Kafka timestamp ({MAX_INT64})")
         return int(text)
     try:
         return parse_datetime_ms(text)
@@ -107,16 +116,27 @@ def _check(args: argparse.Namespace) -> None:
 
 
 def _consumer(args: argparse.Namespace) -> Any:
-    from confluent_kafka import Consumer
+    from confluent_kafka import Consumer, KafkaException
 
     group = args.group or f"console-consumer-{random.randrange(100000)}"
+    errors: list[Any] = []  # librdkafka's error_cb: an authentication failure shows here
     config = {"bootstrap.servers": reachable_bootstrap(args), "group.id": group, "log_level": 2,
+              "error_cb": errors.append,
               "enable.auto.commit": args.group is not None,
               "auto.offset.reset": "earliest" if args.from_beginning else "latest",
               "isolation.level": args.isolation_level,
               "socket.timeout.ms": int(args.timeout * 1000),
               **client_settings(args), **dict(args.consumer_properties)}
-    return Consumer(config)
+    try:
+        consumer = Consumer(config)
+    except KafkaException as exc:  # a bad --consumer-property: librdkafka's _INVALID_ARG
+        raise AdminCliError(f"consumer settings: {kafka_error_text(exc)}") from None
+    try:
+        first_session(consumer, errors, args.timeout, secured=bool(client_settings(args)))
+    except AdminCliError:
+        consumer.close()
+        raise
+    return consumer
 
 
 def _partitions(args: argparse.Namespace, consumer: Any) -> list[int]:
@@ -177,6 +197,11 @@ def _record(msg: Any) -> Record:
 
 
 def cmd_consume(args: argparse.Namespace) -> int:
+    with sigterm_as_interrupt():  # closes the consumer: commits, leaves the group
+        return _consume(args)
+
+
+def _consume(args: argparse.Namespace) -> int:
     from confluent_kafka import KafkaError
 
     _check(args)

@@ -18,6 +18,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+from weir.cli import int32
 from weir.cli.admin_common import AdminCliError, _common, admin_client, kafka_name, wait
 
 # librdkafka's names where Kafka's differ (the ones ElectLeaders answers with)
@@ -36,7 +37,7 @@ def add_parser(sub: Any) -> None:
                        help="every partition eligible for this type of election")
     scope.add_argument("--path-to-json-file", metavar="FILE",
                        help='{"partitions": [{"topic": "foo", "partition": 1}, ...]}')
-    p.add_argument("--partition", type=int, help="the partition of --topic")
+    p.add_argument("--partition", type=int32, help="the partition of --topic")
 
 
 def parse_election_file(text: str) -> list[tuple[str, int]]:

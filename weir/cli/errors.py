@@ -19,10 +19,13 @@ This module imports nothing heavy: it runs in every command, also on ``weir --he
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
+import signal
 import sys
+from collections.abc import Iterator
 from typing import Any
 
 EXIT_ERROR = 1
@@ -169,3 +172,22 @@ def silence_broken_pipe() -> int:
     except (OSError, ValueError):  # stdout without a file descriptor (tests)
         pass
     return EXIT_BROKEN_PIPE
+
+
+@contextlib.contextmanager
+def sigterm_as_interrupt() -> Iterator[None]:
+    """SIGTERM (``kill``, a supervisor stopping the command) ends the block as Ctrl-C does,
+    so the console producer and consumer close their client (flush, commit, leave the group)
+    and print their count, as Kafka's console tools do in their shutdown hook."""
+    def interrupt(signum: int, frame: Any) -> None:
+        raise KeyboardInterrupt
+
+    try:
+        previous = signal.signal(signal.SIGTERM, interrupt)
+    except ValueError:  # not the main thread (tests): left as it is
+        yield
+        return
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)

@@ -18,6 +18,7 @@ import asyncio
 import json
 from typing import Any
 
+from weir.cli import int32
 from weir.cli.admin_common import AdminCliError, _common, admin_client
 
 DESCRIBE_LOG_DIRS_VERSION = 4
@@ -36,7 +37,7 @@ def add_parser(sub: Any) -> None:
     move = _common(actions.add_parser("move", help="move a replica to another log dir of "
                                                    "its broker (AlterReplicaLogDirs)"))
     move.add_argument("--topic", required=True, help="the replica's topic")
-    move.add_argument("--partition", type=int, required=True, help="the replica's partition")
+    move.add_argument("--partition", type=int32, required=True, help="the replica's partition")
     move.add_argument("--broker", type=int, required=True, help="the broker holding it")
     move.add_argument("--dir", required=True, help="absolute path of one of its log.dirs")
 
@@ -163,5 +164,18 @@ def cmd_log_dirs(args: argparse.Namespace) -> int:
         print(f"Moving {args.topic}-{args.partition} on broker {args.broker} to {args.dir} "
               "(weir log-dirs describe shows its future log until the move completes)")
     if code != 0:
-        raise AdminCliError(f"{args.topic}-{args.partition} on broker {args.broker}: {name}")
+        raise AdminCliError(f"{args.topic}-{args.partition} on broker {args.broker}: {name}: "
+                            f"{ALTER_LOG_DIR_MESSAGES.get(name, 'the broker refused the move')}",
+                            name=name)
     return 0
+
+
+# AlterReplicaLogDirs answers carry a code only; these are the messages of Kafka's
+# org.apache.kafka.common.protocol.Errors for the codes it returns.
+ALTER_LOG_DIR_MESSAGES = {
+    "LOG_DIR_NOT_FOUND": "The user-specified log directory is not found in the broker config.",
+    "KAFKA_STORAGE_ERROR": "Disk error when trying to access log file on the disk.",
+    "REPLICA_NOT_AVAILABLE": "The replica is not available for the requested topic-partition.",
+    "UNKNOWN_TOPIC_OR_PARTITION": "This server does not host this topic-partition.",
+    "CLUSTER_AUTHORIZATION_FAILED": "Cluster authorization failed.",
+}

@@ -12,7 +12,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from weir.cli import DEFAULT_DATA_DIR
+from weir.cli import DEFAULT_DATA_DIR, bootstrap_servers
 from weir.cli.errors import EXIT_USAGE, CliError, command_of, report, silence_broken_pipe
 
 # Start-up cost matters (scripts and test suites run a command per step): this module
@@ -153,6 +153,7 @@ def _add_local(sub: Any) -> None:
     where.add_argument("--zookeeper", default=None, metavar="CONNECT",
                        help="ZooKeeper connect string with chroot, e.g. 127.0.0.1:2181/weir")
     where.add_argument("--bootstrap-server", default=None, metavar="HOST:PORT[,...]",
+                       type=bootstrap_servers,
                        help="ask a broker (Kafka's Metadata) instead of ZooKeeper: no leader "
                             "or controller epochs")
     status.add_argument("--json", action="store_true", help="print JSON for scripts")

@@ -17,15 +17,18 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import IO, Any
 
+from weir.cli import int32
 from weir.cli.admin_common import (
     AdminCliError,
     _common,
     _key_value,
     client_settings,
+    first_session,
     kafka_error_text,
     kafka_name,
     reachable_bootstrap,
 )
+from weir.cli.errors import sigterm_as_interrupt
 from weir.cli.record_format import ENCODINGS, FormatError, LineReader, Record, read_json_line
 
 
@@ -46,7 +49,7 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--encoding", choices=ENCODINGS, default="utf8",
                    help="how keys, values and header values are written (hex/base64: binary)")
     p.add_argument("--file", default=None, help="read this file instead of stdin")
-    p.add_argument("--partition", type=int, default=None, help="every record to this one")
+    p.add_argument("--partition", type=int32, default=None, help="every record to this one")
     p.add_argument("--acks", default="all", choices=("all", "-1", "0", "1"),
                    help="request.required.acks (default all)")
     p.add_argument("--compression-type", default="none",
@@ -67,21 +70,31 @@ def _records(stream: IO[str], args: argparse.Namespace) -> Iterator[Record]:
 
 
 def cmd_produce(args: argparse.Namespace) -> int:
+    with sigterm_as_interrupt():  # stops reading; what was read is still flushed
+        return _produce(args)
+
+
+def _produce(args: argparse.Namespace) -> int:
     from confluent_kafka import KafkaException, Producer
 
     if args.format == "json" and args.properties:
         raise AdminCliError("--property configures text lines; JSON lines carry their own "
                             "key and headers")
-    LineReader.from_properties(dict(args.properties))  # a bad property fails before connecting
+    try:  # a bad property fails before connecting
+        LineReader.from_properties(dict(args.properties))
+    except FormatError as exc:
+        raise AdminCliError(str(exc)) from None
+    errors: list[Any] = []  # librdkafka's error_cb: an authentication failure shows here
     config = {"bootstrap.servers": reachable_bootstrap(args), "log_level": 2,
               "acks": args.acks, "compression.type": args.compression_type,
               "message.timeout.ms": int(args.timeout * 1000),
-              "socket.timeout.ms": int(args.timeout * 1000),
+              "socket.timeout.ms": int(args.timeout * 1000), "error_cb": errors.append,
               **client_settings(args), **dict(args.producer_properties)}
     try:
         producer = Producer(config)
     except KafkaException as exc:  # a bad --producer-property
         raise AdminCliError(f"producer settings: {kafka_error_text(exc)}") from None
+    first_session(producer, errors, args.timeout, secured=bool(client_settings(args)))
     _check_partition(producer, args)
     acked: list[dict[str, Any]] = []
     failed: list[str] = []

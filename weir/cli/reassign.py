@@ -40,12 +40,12 @@ from typing import Any
 
 from kio.index import load_request_schema
 
-from weir.cli import reassign_log_dirs, reassign_progress
+from weir.cli import bootstrap_servers, no_cluster_in, reassign_log_dirs, reassign_progress
 from weir.common import TopicPartition
 from weir.controller.assignment import assign_replicas
 from weir.protocol import codec
 from weir.protocol.client import BrokerConnection
-from weir.protocol.errors import ErrorCode
+from weir.protocol.errors import ErrorCode, KafkaError
 
 PLAN_VERSION = 1
 METADATA_VERSION = 1
@@ -68,9 +68,19 @@ def parse_plan(text: str) -> Plan:
     """A reassignment plan (kafka-reassign-partitions JSON) as ``{tp: replicas}``."""
     try:
         doc = json.loads(text)
+    except ValueError as exc:
+        raise ReassignError(f"not a reassignment plan: {exc}") from None
+    entries = doc.get("partitions") if isinstance(doc, dict) else None
+    if not isinstance(entries, list):
+        raise ReassignError('not a reassignment plan: expected {"version": 1, "partitions": '
+                            '[{"topic": T, "partition": P, "replicas": [B, ...]}, ...]}')
+    try:
         plan = {TopicPartition(str(p["topic"]), int(p["partition"])):
-                [int(r) for r in p["replicas"]] for p in doc["partitions"]}
-    except (ValueError, KeyError, TypeError) as exc:
+                [int(r) for r in p["replicas"]] for p in entries}
+    except KeyError as exc:
+        raise ReassignError(f"not a reassignment plan: a partition entry has no {exc}"
+                            ) from None
+    except (ValueError, TypeError) as exc:
         raise ReassignError(f"not a reassignment plan: {exc}") from None
     if not plan:
         raise ReassignError("the plan names no partitions")
@@ -100,7 +110,10 @@ def generate(current: Plan, topics: Iterable[str], brokers: Iterable[int]) -> Pl
         if not mine:
             raise ReassignError(f"topic {topic} does not exist")
         rf = len(next(iter(mine.values())))
-        placed = assign_replicas(brokers, len(mine), rf)
+        try:
+            placed = assign_replicas(brokers, len(mine), rf)
+        except KafkaError as exc:  # more replicas than --broker-list names (AdminUtils)
+            raise ReassignError(f"topic {topic}: {exc.code.name.upper()}: {exc}") from None
         proposed.update({TopicPartition(topic, p): placed[p] for p in sorted(mine)})
     return proposed
 
@@ -346,13 +359,23 @@ def replica_bytes(data_dir: Path, tp: TopicPartition) -> dict[int, int]:
 
 async def run_generate(session: AdminSession, args: argparse.Namespace) -> int:
     topics = parse_topics_to_move(await asyncio.to_thread(Path(args.topics_to_move_json_file).read_text))
-    brokers = [int(b) for b in args.broker_list.split(",") if b.strip()]
+    try:
+        brokers = [int(b) for b in args.broker_list.split(",") if b.strip()]
+    except ValueError:
+        raise ReassignError(f"--broker-list: expected broker ids separated by commas, got "
+                            f"{args.broker_list!r}") from None
     view = await session.describe(topics)
+    missing = sorted(set(brokers) - set(view.brokers))
+    if missing:  # Kafka: "Unable to find broker metadata for ..."
+        raise ReassignError(f"BROKER_NOT_AVAILABLE: --broker-list names brokers the cluster "
+                            f"lacks: {', '.join(map(str, missing))} (brokers: "
+                            f"{', '.join(map(str, sorted(view.brokers)))})")
     current = {tp: r for tp, r in view.replicas.items() if tp.topic in topics}
+    proposed = generate(current, topics, brokers)  # a failure prints no half of the answer
     print("Current partition replica assignment")
     print(format_plan(current))
     print("\nProposed partition reassignment configuration")
-    print(format_plan(generate(current, topics, brokers)))
+    print(format_plan(proposed))
     return 0
 
 
@@ -383,7 +406,8 @@ async def run_execute(session: AdminSession, args: argparse.Namespace) -> int:
     results = await session.alter(dict(plan))
     failed = {tp: r for tp, r in results.items() if r[0] != ErrorCode.none}
     for tp, (code, message) in sorted(failed.items()):
-        print(f"Error reassigning partition {tp}: {code.name}: {message}", file=sys.stderr)
+        print(f"Error reassigning partition {tp}: {code.name.upper()}: {message}",
+              file=sys.stderr)
     if failed:
         return 1
     print(f"Successfully started partition reassignment{'s' if len(plan) > 1 else ''} for "
@@ -507,7 +531,7 @@ async def run_cancel(session: AdminSession, args: argparse.Namespace) -> int:
 def add_parser(sub: Any) -> None:
     """The ``reassign`` subcommand (kafka-reassign-partitions.sh options)."""
     p = sub.add_parser("reassign", help="move partition replicas between brokers")
-    p.add_argument("--bootstrap-server", default=None,
+    p.add_argument("--bootstrap-server", default=None, type=bootstrap_servers,
                    help="host:port[,host:port...] (default: the cluster of --data-dir, or of "
                         "./weir-data)")
     action = p.add_mutually_exclusive_group(required=True)
@@ -542,7 +566,7 @@ def _local_cluster(args: argparse.Namespace) -> None:
     data_dir = args.data_dir or "./weir-data"
     state = read_cluster_file(data_dir)
     if not state or not state.get("bootstrap"):
-        raise ReassignError(f"no cluster recorded in {data_dir}; use --bootstrap-server")
+        raise ReassignError(no_cluster_in(data_dir))
     args.bootstrap_server = state["bootstrap"]
     if args.zookeeper is None:
         args.zookeeper = state.get("zookeeper")

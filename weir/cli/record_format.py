@@ -195,6 +195,12 @@ def read_json_line(line: str, encoding: str = "utf8") -> Record:
         timestamp = None if doc.get("timestamp") is None else int(doc["timestamp"])
     except (TypeError, ValueError, KeyError) as exc:
         raise FormatError(f"bad field in a JSON record: {exc}") from None
+    if partition is not None and not -1 <= partition < 2**31:  # Kafka's INT32
+        raise FormatError(f"bad field in a JSON record: partition {partition} is not a "
+                          f"partition number")
+    if timestamp is not None and not 0 <= timestamp < 2**63:  # Kafka's INT64
+        raise FormatError(f"bad field in a JSON record: timestamp {timestamp} is not a time "
+                          f"in milliseconds since the epoch")
     return Record(value=_field(doc.get("value"), encoding), key=_field(doc.get("key"), encoding),
                   headers=headers, partition=partition, timestamp=timestamp)
 

@@ -17,13 +17,19 @@ import time
 from pathlib import Path
 from typing import Any
 
-from weir.cli import DEFAULT_DATA_DIR
+from weir.cli import DEFAULT_DATA_DIR, no_cluster_in
 from weir.cli.broker_start import EXIT_CONFIG
 from weir.config import BROKER_CONFIG_DEFS, BrokerConfig, ConfigError
 from weir.ops import procs
 from weir.ops.cluster import ClusterError, LocalCluster, read_cluster_file
 from weir.ops.zkview import close_zk, collect_snapshot, open_zk, render_snapshot
 from weir.storage.dir_lock import LOCK_FILE, is_locked
+
+# What Kafka's own config/server.properties sets for development over the broker defaults, in
+# a new broker's server.properties (kept there, editable; --set wins): a consumer group's
+# first rebalance waits group.initial.rebalance.delay.ms (3 s by default) for more members,
+# which made `weir consume --timeout-ms 2000` give up before its first record.
+DEV_BROKER_DEFAULTS = {"group.initial.rebalance.delay.ms": "0"}
 
 # -- checks before anything is written -------------------------------------------------------
 
@@ -106,6 +112,7 @@ def cmd_up(args: argparse.Namespace) -> int:
     cluster = LocalCluster(Path(args.data_dir), brokers or 3, port_base, overrides,
                            first_broker_id=args.first_broker_id, log_dirs=args.log_dirs)
     cluster.port_base_explicit = args.port_base is not None
+    cluster.new_broker_defaults = dict(DEV_BROKER_DEFAULTS)
     console = args.console or cluster.console_port > 0  # a console once: supervised since
     # Every broker serves /metrics from its first start, so a console added later (and
     # weir reassign --verify's progress) can read it without a broker restart.
@@ -121,6 +128,7 @@ def cmd_up(args: argparse.Namespace) -> int:
                  "stops it."), flush=True)
     else:
         print(f"Starting local cluster in {cluster.data_dir} ...", flush=True)
+    added: list[str] = []
     try:
         cluster.start(timeout_s=args.timeout)
         console_was_up = cluster.console_alive()
@@ -130,7 +138,7 @@ def cmd_up(args: argparse.Namespace) -> int:
             if not console_was_up and (console_ran_before or not cluster.attached):
                 cluster.started_now.append("the console")
             elif not console_was_up:  # asked for the first time on a running cluster
-                print("Started: the console.", flush=True)
+                added.append("the console")
             print(f"Console: {url}", flush=True)
     except KeyboardInterrupt:
         _stop_unless_attached(cluster)
@@ -139,9 +147,27 @@ def cmd_up(args: argparse.Namespace) -> int:
         print(f"weir: cluster did not start: {exc}", file=sys.stderr)
         _stop_unless_attached(cluster)
         return 1
+    if args.brokers is not None and args.brokers < len(cluster.broker_ids):
+        cluster.notes.append(
+            f"--brokers {args.brokers}: {cluster.data_dir} has {len(cluster.broker_ids)} "
+            f"brokers ({', '.join(map(str, cluster.broker_ids))}); weir up runs every broker "
+            f"of its data dir and removes none (weir broker stop --id N stops one)")
+    try:
+        return _report_and_serve(args, cluster, added)
+    except BrokenPipeError:  # `weir up | head`: the reader of its output went away
+        if not args.detach:  # the foreground cluster lives as long as this weir up
+            if cluster.attached:
+                cluster.disconnect()
+            else:
+                cluster.stop()
+        raise
+
+
+def _report_and_serve(args: argparse.Namespace, cluster: LocalCluster, added: list[str]
+                      ) -> int:
     for note in cluster.notes:
         print(f"Note: {note}", flush=True)
-    _report_started(cluster)
+    _report_started(cluster, added)
     print(f"ZooKeeper: {cluster.zookeeper_connect}")
     print(f"Bootstrap servers: {cluster.bootstrap}", flush=True)
     if cluster.secure is not None:  # the file holds the admin password: it is not printed
@@ -163,10 +189,18 @@ def cmd_up(args: argparse.Namespace) -> int:
     return 0
 
 
-def _report_started(cluster: LocalCluster) -> None:
+def _report_started(cluster: LocalCluster, added_here: list[str]) -> None:
+    """What this ``weir up`` launched: all of it for a new cluster; on a running one, what it
+    added (a larger --brokers, a first --console) apart from what it restarted."""
     if cluster.attached:
-        print(f"Restarted: {', '.join(cluster.started_now)}." if cluster.started_now
-              else "Every process was running: nothing restarted.", flush=True)
+        brokers = [f"broker {i}" for i in cluster.added_now]
+        added = brokers + added_here
+        restarted = [p for p in cluster.started_now if p not in brokers]
+        if added:  # a larger --brokers on a running cluster: new brokers, not restarts
+            print(f"Added: {', '.join(added)}.", flush=True)
+        if restarted or not added:
+            print(f"Restarted: {', '.join(restarted)}." if restarted
+                  else "Every process was running: nothing restarted.", flush=True)
     else:
         print(f"Started: {', '.join(cluster.started_now)}.", flush=True)
 
@@ -231,10 +265,13 @@ def _status_text(cluster: LocalCluster) -> str:
 def cmd_down(args: argparse.Namespace) -> int:
     data_dir = Path(args.data_dir)
     if read_cluster_file(data_dir) is None:
-        print(f"weir: no cluster recorded in {data_dir}", file=sys.stderr)
+        print(f"weir: no cluster recorded in {data_dir.resolve()}", file=sys.stderr)
         return 1
-    LocalCluster(data_dir).stop(timeout_s=args.timeout)
-    print("Stopped.")
+    cluster = LocalCluster(data_dir)
+    was_running = cluster.running() or cluster.console_alive()
+    cluster.stop(timeout_s=args.timeout)
+    print("Stopped." if was_running
+          else f"Nothing was running in {data_dir}: the cluster was already stopped.")
     return 0
 
 
@@ -285,8 +322,8 @@ def _status_snapshot(args: argparse.Namespace) -> tuple[Any, dict[int, int | Non
         data_dir = Path(args.data_dir or DEFAULT_DATA_DIR)
         state = read_cluster_file(data_dir)
         if state is None:
-            raise CliError(f"no cluster recorded in {data_dir}; use --zookeeper or "
-                           "--bootstrap-server", name="INVALID_ARGUMENT")
+            raise CliError(no_cluster_in(data_dir, "--zookeeper or --bootstrap-server"),
+                           name="INVALID_ARGUMENT")
         if not procs.pid_alive(int(state.get("zookeeper_pid") or 0)):
             raise CliError(f"the cluster in {data_dir} is not running (ZooKeeper is down)",
                            name="NETWORK_EXCEPTION")

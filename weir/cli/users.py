@@ -104,7 +104,16 @@ def user_list(args: argparse.Namespace) -> int:
 def user_remove(args: argparse.Namespace) -> int:
     from confluent_kafka.admin import UserScramCredentialDeletion
 
-    mechanisms = args.mechanisms or [m for m, _ in _describe(args, [args.name])[args.name]]
+    try:  # without --mechanism: the ones the user has
+        mechanisms = args.mechanisms or [m for m, _ in _describe(args, [args.name])[args.name]]
+    except AdminCliError as exc:
+        if exc.name != "RESOURCE_NOT_FOUND":
+            raise
+        # the answer of the DescribeUserScramCredentials asked first is about describing;
+        # say what Kafka's AlterUserScramCredentials says of a deletion
+        raise AdminCliError(f"user {args.name}: RESOURCE_NOT_FOUND: Attempt to delete a user "
+                            "credential that does not exist", name="RESOURCE_NOT_FOUND"
+                            ) from None
     admin = admin_client(args)
     futures = admin.alter_user_scram_credentials(
         [UserScramCredentialDeletion(args.name, _mechanism(m)) for m in mechanisms])

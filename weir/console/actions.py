@@ -151,13 +151,21 @@ def _refused(request: web.Request) -> web.Response | None:
     return None
 
 
-async def _json_body(request: web.Request) -> dict[str, Any]:
+async def _json_body(request: web.Request, fields: tuple[str, ...] | None = None
+                     ) -> dict[str, Any]:
+    """The request's JSON object; with ``fields``, a name outside them is refused (400): a
+    misspelt field must not be read as absent (for ElectLeaders, absent means every
+    partition of the cluster)."""
     try:
         body = await request.json()
     except ValueError:
         raise web.HTTPBadRequest(text="expected a JSON body") from None
     if not isinstance(body, dict):
         raise web.HTTPBadRequest(text="expected a JSON object")
+    unknown = sorted(set(body) - set(fields)) if fields is not None else []
+    if unknown:
+        raise web.HTTPBadRequest(text=f"unknown field(s) {', '.join(map(repr, unknown))}; "
+                                      f"expected {', '.join(fields or ())}")
     return body
 
 
@@ -240,7 +248,7 @@ async def api_elect(request: web.Request) -> web.Response:
     if refused is not None:
         return refused
     try:
-        partitions = parse_partitions(await _json_body(request))
+        partitions = parse_partitions(await _json_body(request, ("partitions",)))
     except (ValueError, web.HTTPBadRequest) as exc:
         return _bad(getattr(exc, "text", None) or str(exc))
     topics: dict[str, list[int]] = {}
@@ -266,7 +274,7 @@ async def api_reassign(request: web.Request) -> web.Response:
     if refused is not None:
         return refused
     try:
-        body = await _json_body(request)
+        body = await _json_body(request, ("topic", "partition", "replicas"))
     except web.HTTPBadRequest as exc:
         return _bad(exc.text or "bad body")
     topic, partition, replicas = body.get("topic"), body.get("partition"), body.get("replicas")
@@ -307,7 +315,7 @@ async def api_create_topic(request: web.Request) -> web.Response:
     if refused is not None:
         return refused
     try:
-        body = await _json_body(request)
+        body = await _json_body(request, ("name", "partitions", "replication_factor", "configs"))
         configs = _configs(body.get("configs"))
     except (ValueError, web.HTTPBadRequest) as exc:
         return _bad(getattr(exc, "text", None) or str(exc))
@@ -352,7 +360,7 @@ async def api_alter_topic_config(request: web.Request) -> web.Response:
         return refused
     name = request.match_info["name"]
     try:
-        body = await _json_body(request)
+        body = await _json_body(request, ("set", "delete"))
         sets = _configs(body.get("set"))
         deletes = body.get("delete") or []
         if not isinstance(deletes, list) or not all(isinstance(k, str) for k in deletes):

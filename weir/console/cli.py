@@ -100,10 +100,14 @@ def cmd_console(args: argparse.Namespace) -> int:
     from weir.ops.cluster import read_cluster_file
 
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+    if args.bootstrap_server is not None and not args.bootstrap_server.strip(" ,"):
+        print("weir console: error: argument --bootstrap-server: expected HOST:PORT[,HOST:PORT"
+              "...], got an empty value", file=sys.stderr)  # not the --data-dir cluster
+        return 2
     state_file = read_cluster_file(Path(args.data_dir)) or {}
     bootstrap = args.bootstrap_server or state_file.get("bootstrap")
     if not bootstrap:
-        print(f"weir: no cluster recorded in {args.data_dir}; use --bootstrap-server",
+        print(f"weir: no cluster recorded in {Path(args.data_dir).resolve()}; use --bootstrap-server",
               file=sys.stderr)
         return 1
     try:

@@ -36,7 +36,7 @@ async def api_reset_offsets(request: web.Request) -> web.Response:
         return refused
     group = request.match_info["group"]
     try:
-        body = await _json_body(request)
+        body = await _json_body(request, ("topic", "scenario", "value", "partitions", "execute"))
     except web.HTTPBadRequest as exc:
         return _bad(exc.text or "bad body")
     topic, scenario, value = body.get("topic"), body.get("scenario"), body.get("value")

@@ -121,6 +121,11 @@ async def group_detail(admin: ConsoleAdmin, group: str,
         desc, committed = await admin.describe_group(group)
     except FAILURES as exc:
         return {"group": group, "error": _problem(exc)}
+    if not desc.members and not committed and desc.group_state in ("Dead", ""):
+        # DescribeGroups answers an unknown group as Dead without an error; Kafka's
+        # ConsumerGroupCommand prints "Consumer group 'g' does not exist." for it.
+        return {"group": group, "missing": True,
+                "error": f"GROUP_ID_NOT_FOUND: consumer group {group!r} does not exist"}
     row = views.group_row(desc, committed, ends)
     row["member_rows"] = views.member_rows(desc)
     return row

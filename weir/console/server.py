@@ -267,7 +267,7 @@ async def api_group(request: web.Request) -> web.Response:
     state = _state(request)
     doc = await reader.group_detail(state.admin, request.match_info["group"],
                                     state.log_end_offsets())
-    return web.json_response(doc)
+    return web.json_response(doc, status=404 if doc.pop("missing", False) else 200)
 
 
 async def api_security(request: web.Request) -> web.Response:

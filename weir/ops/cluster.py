@@ -136,9 +136,13 @@ class LocalCluster:
         # weir up --port-base given: it re-pins brokers that never started (a failed first
         # start); brokers that did start keep their server.properties' port (notes says so)
         self.port_base_explicit = False
+        # Written into a new broker's server.properties only (under --set), as Kafka ships
+        # config/server.properties with development values (weir up: up.DEV_BROKER_DEFAULTS)
+        self.new_broker_defaults: dict[str, str] = {}
         self.notes: list[str] = []
         self.attached = False  # start() found ZooKeeper or a broker already running
         self.started_now: list[str] = []  # what start() launched: "ZooKeeper", "broker 2"
+        self.added_now: list[int] = []  # brokers start() configured for the first time
         self._load_state()
         if first_broker_id is not None:
             self.first_broker_id = first_broker_id
@@ -253,6 +257,7 @@ class LocalCluster:
                 "offsets.topic.replication.factor": replicas,
                 "transaction.state.log.replication.factor": replicas,
                 "transaction.state.log.min.isr": str(min(2, int(replicas))),
+                **self.new_broker_defaults,
                 **secured,
                 # Topic tables: the embedded SQLite catalog shared by the brokers (tables.md).
                 **default_catalog_properties(self.data_dir),
@@ -291,10 +296,9 @@ class LocalCluster:
         notes (``notes``) brokers whose data-dir port differs from an explicit --port-base.
         """
         for broker_id in self.wanted_ids():
-            if self.broker_pid(broker_id) is not None:
-                continue
+            running = self.broker_pid(broker_id) is not None
             path = self.config_path(broker_id)
-            pinned = path.exists() and not self._repin(broker_id)
+            pinned = path.exists() and (running or not self._repin(broker_id))
             if pinned:
                 try:
                     host, port = parse_listener(
@@ -307,9 +311,11 @@ class LocalCluster:
                         f"broker {broker_id} keeps port {port} from {path} (a data dir's "
                         f"settings win over --port-base; edit its listeners= line, or use "
                         f"another --data-dir)")
-            elif self.port_base == 0:
-                continue  # a free port is drawn when its config is written
-            else:
+            if running:
+                continue  # it holds its port: nothing to check
+            if not pinned:
+                if self.port_base == 0:
+                    continue  # a free port is drawn when its config is written
                 host, port = LOOPBACK, self._new_port(broker_id)
             if port and port_in_use(host, port):
                 where = (f"the listeners= line of {path}" if pinned
@@ -332,8 +338,10 @@ class LocalCluster:
             from weir.coordination.zkserver import ZooKeeperServer
 
             server = ZooKeeperServer(self.data_dir / "zookeeper")
-            server.start()
+            # kept before it is ready: a Ctrl-C while it starts (weir up) stops it too, where
+            # nothing else records its pid yet
             self._zk_server = server
+            server.start()
         self.zookeeper_pid = int(server.pid or 0)
         self.zookeeper_connect = f"{LOOPBACK}:{server.port}{CHROOT}"  # ZkClient creates it
 
@@ -371,7 +379,9 @@ class LocalCluster:
         self.started_now = [] if self._attached_zookeeper() is not None else ["ZooKeeper"]
         self.data_dir.mkdir(parents=True, exist_ok=True)
         self._ensure_zookeeper()
-        for broker_id in self.wanted_ids():
+        wanted = self.wanted_ids()
+        self.added_now = [i for i in wanted if not self.config_path(i).exists()]
+        for broker_id in wanted:
             self.write_config(broker_id)
         self.save_state()
         if self.secure is not None:  # SCRAM users before any broker authenticates

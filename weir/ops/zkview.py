@@ -16,13 +16,40 @@ from weir.common import TopicPartition
 
 
 def open_zk(connect: str, timeout_s: float = 15.0) -> Any:
-    """A started :class:`weir.coordination.zk.ZkClient` on ``connect`` (with chroot)."""
+    """A started :class:`weir.coordination.zk.ZkClient` on ``connect`` (with chroot).
+
+    Raises ConnectionError at once when every server refuses a TCP connection (nothing
+    listens, an unknown host): the client would retry until ``timeout_s`` and then report a
+    "Connection time-out". A server that does not answer is left to the client's timeout."""
     from weir.coordination.zk import ZkClient
 
+    refused_by_all(connect)
     timeout_ms = int(timeout_s * 1000)
     client = ZkClient(connect, session_timeout_ms=timeout_ms, connection_timeout_ms=timeout_ms)
     client.start()
     return client
+
+
+def refused_by_all(connect: str, probe_s: float = 2.0) -> None:
+    """Raise ConnectionError naming each server of ``host:port[,...][/chroot]`` when every
+    one refuses or cannot be resolved; return as soon as one accepts or does not answer."""
+    import socket
+
+    failures = []
+    for address in (a.strip() for a in connect.split("/", 1)[0].split(",") if a.strip()):
+        host, sep, port = address.rpartition(":")
+        if not sep or not port.isdigit():
+            host, port = address, "2181"  # ZooKeeper's client port
+        try:
+            with socket.create_connection((host.strip("[]") or "localhost", int(port)),
+                                          timeout=probe_s):
+                return
+        except TimeoutError:
+            return  # slow, not refused: the client's own timeout decides
+        except OSError as exc:
+            failures.append(f"{address}: {exc.strerror or exc}")
+    if failures:
+        raise ConnectionError("; ".join(failures))
 
 
 def close_zk(client: Any) -> None:

@@ -36,6 +36,18 @@ def test_bootstrap_from_flag_or_cluster_json(tmp_path) -> None:
         admin.bootstrap_of(ns)
 
 
+def test_no_cluster_names_the_directory_it_looked_in(tmp_path, monkeypatch) -> None:
+    """Run from another directory, `weir topic list` says where it looked (absolute) and
+    how to point it at the cluster, not only `./weir-data`."""
+    monkeypatch.chdir(tmp_path)
+    ns = argparse.Namespace(bootstrap_server=None, data_dir="./weir-data")
+    with pytest.raises(admin.AdminCliError) as info:
+        admin.bootstrap_of(ns)
+    assert str(info.value) == (f"no cluster recorded in {tmp_path.resolve() / 'weir-data'} "
+                               "(weir up starts one there; --data-dir names the directory of "
+                               "one), or use --bootstrap-server")
+
+
 def test_no_cluster_is_a_plain_error(tmp_path, capsys) -> None:
     rc = main(["topic", "list", "--data-dir", str(tmp_path)])
     assert rc == 1

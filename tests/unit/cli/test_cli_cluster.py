@@ -306,6 +306,12 @@ def test_explicit_port_base_moves_a_broker_that_never_started(env) -> None:
     later.start(timeout_s=10)
     assert later.brokers[0].port == port
     assert len(later.notes) == 1 and f"keeps port {port}" in later.notes[0]
+    # and says so too when it attaches to that broker running (weir up --port-base again)
+    attached = env(brokers=1, port_base=free_port())
+    attached.port_base_explicit = True
+    attached.start(timeout_s=10)
+    assert attached.attached and attached.brokers[0].port == port
+    assert len(attached.notes) == 1 and f"keeps port {port}" in attached.notes[0]
     later.stop(timeout_s=5)
 
 

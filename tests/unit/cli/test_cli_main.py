@@ -44,6 +44,42 @@ def test_parser_rejects(argv, capsys) -> None:
     assert info.value.code == 2
 
 
+@pytest.mark.parametrize("argv", [
+    ["topic", "list"], ["group", "list"], ["config", "get", "--topic", "t"],
+    ["consume", "--topic", "t"], ["produce", "--topic", "t"], ["status"],
+    ["reassign", "--verify", "--reassignment-json-file", "p.json"], ["console"],
+])
+def test_an_empty_bootstrap_server_is_a_usage_error(argv, tmp_path, capsys) -> None:
+    """`--bootstrap-server "$UNSET"` never falls back to the cluster in --data-dir."""
+    (tmp_path / "cluster.json").write_text(json.dumps({"bootstrap": "127.0.0.1:9"}))
+    flags = ["--bootstrap-server", " "] + ([] if argv == ["status"] else
+                                           ["--data-dir", str(tmp_path)])
+    try:
+        code = cli.main([*argv, *flags])
+    except SystemExit as exc:
+        code = exc.code
+    assert code == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "argument --bootstrap-server: expected HOST:PORT" in err, err
+    assert "empty value" in err
+
+
+def test_status_on_a_closed_zookeeper_port_fails_at_once(capsys) -> None:
+    """Every server refusing is said at once, by address, not as a "Connection time-out"
+    after --timeout (the client retried a port where nothing listens)."""
+    import time
+
+    from weir.ports import free_port
+
+    port = free_port()
+    began = time.monotonic()
+    assert cli.main(["status", "--zookeeper", f"127.0.0.1:{port}/weir", "--timeout", "8"]) == 1
+    assert time.monotonic() - began < 4
+    err = capsys.readouterr().err
+    assert err == (f"weir: cannot reach ZooKeeper at 127.0.0.1:{port}/weir: NETWORK_EXCEPTION: "
+                   f"127.0.0.1:{port}: Connection refused\n")
+
+
 def test_broker_start_config_error_exits_2(tmp_path, capsys) -> None:
     path = tmp_path / "server.properties"
     path.write_text("broker.id=-3\nzookeeper.connect=zk:1\n")
@@ -109,8 +145,13 @@ def test_up_detach_status_stop_down(tmp_path, fakes, capsys) -> None:
         if procs.find_broker_pids(config0):  # /proc scan available
             assert cli.main(["broker", "stop", "--config", config0]) == 0
             assert procs.wait_for_exit([pids[0]], 5) == set()
+        capsys.readouterr()
         assert cli.main(["down", "--data-dir", str(data)]) == 0
         assert procs.wait_for_exit(pids, 5) == set()
+        assert capsys.readouterr().out == "Stopped.\n"
+        assert cli.main(["down", "--data-dir", str(data)]) == 0  # again: says so, no error
+        assert capsys.readouterr().out == (f"Nothing was running in {data}: the cluster was "
+                                           "already stopped.\n")
     finally:
         for pid in pids:
             if procs.is_broker_process(pid):
@@ -171,6 +212,28 @@ def test_up_on_a_running_cluster_attaches_and_ctrl_c_detaches(tmp_path, fakes, m
     finally:
         assert cli.main(["down", "--data-dir", str(data), "--timeout", "5"]) == 0
     assert all(not procs.is_broker_process(pid) for pid in pids)
+
+
+def test_up_on_a_running_cluster_says_what_it_added_and_what_brokers_does_not_do(
+        tmp_path, fakes, capsys) -> None:
+    """A larger --brokers adds brokers (said as added, not as restarted); a smaller one
+    removes none, and a note says so instead of silence."""
+    data = tmp_path / "d"
+    where = ["--detach", "--port-base", "0", "--timeout", "10", "--data-dir", str(data)]
+    try:
+        assert cli.main(["up", "--brokers", "1", *where]) == 0
+        capsys.readouterr()
+        assert cli.main(["up", "--brokers", "2", *where]) == 0
+        out = capsys.readouterr().out
+        assert "Added: broker 2.\n" in out and "Restarted" not in out, out
+        assert "nothing restarted" not in out
+        assert cli.main(["up", "--brokers", "1", *where]) == 0
+        out = capsys.readouterr().out
+        assert (f"Note: --brokers 1: {data.resolve()} has 2 brokers (1, 2); weir up runs every "
+                "broker of its data dir and removes none") in out, out
+        assert "Every process was running: nothing restarted." in out
+    finally:
+        assert cli.main(["down", "--data-dir", str(data), "--timeout", "5"]) == 0
 
 
 def test_status_of_stopped_cluster(tmp_path, capsys) -> None:

@@ -230,6 +230,19 @@ def test_actions_when_allowed_and_bad_bodies():
         assert response.status == 400
         response = await client.post("/api/topics/x/config", json={})
         assert "nothing to change" in (await response.json())["error"]
+        # A misspelt field is refused, never read as absent: an ElectLeaders body without
+        # "partitions" elects every partition of the cluster.
+        for path, body in (("/api/elect", {"topic": "t", "partition": 0}),
+                           ("/api/topics", {"name": "x", "replicationFactor": 3}),
+                           ("/api/topics/x/config", {"set": {"a": "1"}, "remove": ["b"]}),
+                           ("/api/reassign", {"topic": "t", "partition": 0, "replicas": [1],
+                                              "dry_run": True}),
+                           ("/api/groups/g/reset-offsets", {"topic": "t",
+                                                            "scenario": "to-earliest",
+                                                            "exec": True})):
+            response = await client.post(path, json=body)
+            assert response.status == 400, path
+            assert (await response.json())["error"].startswith("unknown field(s) '"), path
 
     run_with_client(state, scenario)
     assert len(admin.sent) == 1
@@ -266,6 +279,33 @@ def test_actions_beyond_loopback_need_a_login(tmp_path):
 
     run_with_client(state, scenario)
     assert len(admin.sent) == 1
+
+
+def test_a_group_that_does_not_exist_is_group_id_not_found():
+    """DescribeGroups answers an unknown group Dead with no error; the page says it does
+    not exist (ConsumerGroupCommand), while an Empty group with offsets is shown."""
+    class GroupsAdmin(ScriptedAdmin):
+        async def describe_group(self, group):
+            state = "Empty" if group == "kept" else "Dead"
+            desc = SimpleNamespace(group_id=group, group_state=state,
+                                   protocol_type="consumer" if group == "kept" else "",
+                                   protocol_data="", members=[])
+            return desc, ({("t", 0): 3} if group == "kept" else {})
+
+    state = ConsoleState(GroupsAdmin(), lambda brokers: {}, read=scripted_read)
+
+    async def scenario(client):
+        await _ready(client)
+        missing = await client.get("/api/groups/gone")
+        assert missing.status == 404
+        assert await missing.json() == {
+            "group": "gone", "error": "GROUP_ID_NOT_FOUND: consumer group 'gone' does not exist"}
+        kept = await client.get("/api/groups/kept")
+        assert kept.status == 200
+        doc = await kept.json()
+        assert doc["state"] == "Empty" and doc["partitions"][0]["current_offset"] == 3
+
+    run_with_client(state, scenario)
 
 
 def test_an_unreachable_cluster_is_an_error_on_the_page_not_a_dead_server():

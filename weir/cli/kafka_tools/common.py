@@ -9,6 +9,7 @@ import sys
 from collections.abc import Callable, Sequence
 from typing import Any, NoReturn
 
+from weir.cli import bootstrap_servers
 from weir.cli.errors import CliError, error_message, silence_broken_pipe
 
 DEFAULT_TIMEOUT_S = 10.0
@@ -33,6 +34,7 @@ def parser(prog: str, description: str) -> ToolParser:
     p = ToolParser(prog=prog, description=description, allow_abbrev=False,
                    formatter_class=DefaultsFormatter)
     p.add_argument("--bootstrap-server", required=True, metavar="HOST:PORT[,...]",
+                   type=bootstrap_servers,
                    help="REQUIRED: the brokers to connect to")
     p.add_argument("--command-config", default=None, metavar="FILE",
                    help="a client.properties file: security.protocol, sasl.*, ssl.*")

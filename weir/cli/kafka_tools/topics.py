@@ -18,6 +18,7 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
+from weir.cli import int32
 from weir.cli.errors import CliError, error_name
 from weir.cli.kafka_tools import common
 from weir.cli.kafka_tools.common import ToolError
@@ -38,10 +39,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--topic", default=None, metavar="TOPIC",
                    help="The topic to create, alter, describe or delete; a regular "
                         "expression except with --create")
-    p.add_argument("--partitions", type=int, default=None, metavar="N",
+    p.add_argument("--partitions", type=int32, default=None, metavar="N",
                    help="The number of partitions (create) or the new total (alter); "
                         "default for create: the broker's num.partitions")
-    p.add_argument("--replication-factor", type=int, default=None, metavar="R",
+    p.add_argument("--replication-factor", type=int32, default=None, metavar="R",
                    help="The replication factor of each partition; default: the broker's "
                         "default.replication.factor")
     p.add_argument("--replica-assignment", default=None, metavar="B1:B2,B3:B4",

@@ -232,12 +232,24 @@ window.pages = (() => {
       if (this.loaded && ctx.tick % 5) return;
       this.loaded = true;
       const doc = await getJson(`/api/brokers/${enc(this.id)}`);
-      if (doc.error) { replace("broker-facts", el("p", {id: "broker-facts", class: "error-text"}, doc.error)); return; }
+      if (doc.error) {
+        replace("broker-facts", el("p", {id: "broker-facts", class: "error-text"}, doc.error));
+        for (const box of ["log-dirs", "configs-box"]) {  // nothing to load: never "loading…"
+          document.getElementById(box).replaceChildren(el("p", {class: "muted"}, "–"));
+        }
+        return;
+      }
       replace("broker-facts", facts("broker-facts", [
         ["endpoint", `${doc.host}:${doc.port}`], ["status", doc.down ? "down (not in Metadata)" : "up"],
         ["role", doc.controller ? "controller" : "broker"], ["rack", doc.rack],
         ["partitions led", doc.leader_partitions], ["loop lag (ms)", lastLag(ctx.charts, doc)],
         ["metrics", doc.metrics_url ? doc.metrics_url + "/metrics" : "not configured"]]));
+      if (doc.down) {  // DescribeLogDirs and DescribeConfigs go to the broker itself
+        const why = `broker ${doc.id} is down: its log dirs and configs cannot be read until it is back`;
+        document.getElementById("log-dirs").replaceChildren(el("p", {class: "error-text", id: "log-dirs-down"}, why));
+        document.getElementById("configs-box").replaceChildren(el("p", {class: "muted"}, "–"));
+        return;
+      }
       const dirs = doc.log_dirs || {};
       document.getElementById("log-dirs").replaceChildren(dirs.error
         ? el("p", {class: "error-text"}, dirs.error)

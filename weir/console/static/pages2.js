@@ -108,7 +108,11 @@
       if (this.loaded && ctx.tick % 2) return;
       this.loaded = true;
       const g = await getJson(`/api/groups/${enc(this.name)}`);
-      if (g.error) { replace("group-facts", el("p", {id: "group-facts", class: "error-text"}, g.error)); return; }
+      if (g.error) {  // no stale members or lag beside the error
+        replace("group-facts", el("p", {id: "group-facts", class: "error-text"}, g.error));
+        for (const box of ["members-box", "group-lag-box"]) document.getElementById(box).replaceChildren();
+        return;
+      }
       replace("group-facts", facts("group-facts", [["state", g.state], ["members", g.members],
         ["protocol", g.protocol_type ? `${g.protocol_type} / ${dash(g.protocol)}` : "–"], ["total lag", g.total_lag]]));
       document.getElementById("members-box").replaceChildren(g.member_rows.length
