@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from weir.sim import SimConfig, Simulation, replica, run_seed
+from weir.sim import SimConfig, Simulation, run_seed
 from weir.sim.__main__ import main
 from weir.sim.cluster import data_config
 from weir.sim.disk import DiskFaults, FaultyDisks
@@ -54,9 +54,11 @@ def test_offline_replicas_fenced_catches_a_broker_that_never_tells_the_controlle
         monkeypatch: pytest.MonkeyPatch) -> None:
     """Planted bug: the broker takes the dir offline but writes no log dir event; the
     replicas it led there stay leaders in ZooKeeper."""
-    async def silent(self: replica.SimReplicas) -> None:
+    from weir.server.broker_core import BrokerCore
+
+    async def silent(self: BrokerCore) -> None:
         return None
-    monkeypatch.setattr(replica.SimReplicas, "_propagate", silent)
+    monkeypatch.setattr(BrokerCore, "_propagate_log_dir_event", silent)
     caught = []
     for seed in range(12):  # the first seed whose failed dir is still offline at the check
         result = run_seed(seed, disk_heavy_config())

@@ -12,9 +12,10 @@ they exist and the simulation's where they must:
 * it follows leadership as in a broker (a ``ReplicaManager`` leadership listener: Kafka's
   GroupMetadataManager load on becoming leader, unload on LeaderAndIsr/StopReplica that
   takes it away), and loads by replaying the log;
-* its clock is the loop's virtual clock, its metadata view the broker's own UpdateMetadata
-  state (:class:`SimMetadataView`), and FindCoordinator's first lookup creates the topic in
-  the simulated ZooKeeper (Kafka's auto-creation of ``__consumer_offsets``).
+* its clock is the loop's virtual clock, its metadata view the broker's own
+  ``MetadataCache`` (its ``BrokerCore``'s, filled by the real UpdateMetadata handler), and
+  FindCoordinator's first lookup creates the topic in the simulated ZooKeeper (Kafka's
+  auto-creation of ``__consumer_offsets``).
 
 A crash abandons the coordinator's tasks with the process; a restart starts a new one.
 
@@ -45,15 +46,15 @@ from weir.groups.state import GroupConfig, JoinRequest
 from weir.protocol.errors import ErrorCode, KafkaError
 from weir.records.records import iter_records
 from weir.server.handlers.update_metadata import remove_deleted_offsets
+from weir.sim.world import VirtualClock
 
 if TYPE_CHECKING:
-    from weir.server.metadata_cache import PartitionMeta
     from weir.sim.data import DataPlane
     from weir.sim.node import SimNode
     from weir.sim.world import World
 
 __all__ = ["CommitAttempt", "DeletionApplied", "FetchObservation", "GroupPlane", "SimMember",
-           "SimMetadataView", "SyncObservation", "groups_config"]
+           "SyncObservation", "groups_config"]
 
 OFFSETS_PARTITIONS = 3
 GROUPS = 2
@@ -76,67 +77,6 @@ def groups_config(**overrides: Any) -> Any:
     from weir.sim.config import data_config
 
     return data_config(**{"groups": True, **overrides})
-
-
-@dataclass(frozen=True)
-class _BrokerMeta:
-    id: int
-    host: str
-    port: int
-
-
-@dataclass(frozen=True)
-class _PartitionMeta:
-    leader: int
-    leader_epoch: int
-    isr: tuple[int, ...]
-    replicas: tuple[int, ...]
-
-
-class SimMetadataView:
-    """A coordinator's :class:`~weir.coordinator_runtime.MetadataView`: the partitions as the
-    broker's own UpdateMetadata state has them (not ZooKeeper's truth), as a broker's
-    metadata cache does."""
-
-    def __init__(self, node: SimNode) -> None:
-        self.node = node
-
-    @property
-    def topics(self) -> Mapping[str, Mapping[int, Any]]:
-        cache = self.node.broker.metadata
-        return {topic: {p: _meta(meta) for p, meta in sorted(parts.items())}
-                for topic, parts in sorted(cache.topics.items())}
-
-    @property
-    def brokers(self) -> Mapping[int, Any]:
-        # The registered brokers (ZooKeeper's /brokers/ids, which UpdateMetadata's live
-        # brokers follow; the simulated broker half does not keep that list itself).
-        return {b: _BrokerMeta(b, f"broker-{b}", 9092) for b in sorted(self.node.sim.zk.brokers)}
-
-    def partition(self, tp: TopicPartition) -> Any:
-        meta = self.node.broker.metadata.partition(tp)
-        return None if meta is None else _meta(meta)
-
-    def has_topic(self, topic: str) -> bool:
-        return topic in self.topics
-
-    def broker_on(self, broker_id: int, listener: str) -> Any:
-        return self.brokers.get(broker_id)
-
-
-def _meta(view: PartitionMeta) -> _PartitionMeta:
-    return _PartitionMeta(view.leader, view.leader_epoch, tuple(view.isr), view.replicas)
-
-
-class _VirtualClock:
-    def __init__(self, sim: World) -> None:
-        self.sim = sim
-
-    def now_ms(self) -> int:
-        return self.sim.now
-
-    def monotonic(self) -> float:
-        return self.sim.loop.time()
 
 
 class _ObservedLog(ReplicaManagerLog):
@@ -266,9 +206,10 @@ class GroupPlane:
             group=GroupConfig(min_session_timeout_ms=50, initial_rebalance_delay_ms=30),
             offsets_topic_num_partitions=OFFSETS_PARTITIONS,
             offsets_commit_timeout_ms=COMMIT_TIMEOUT_MS)
-        coordinator = GroupCoordinator(settings, SimMetadataView(node),
+        assert node.core is not None
+        coordinator = GroupCoordinator(settings, node.core.metadata,
                                        _ObservedLog(node.replicas.rm, self),
-                                       clock=_VirtualClock(self.sim),
+                                       clock=VirtualClock(self.sim),
                                        create_offsets_topic=self._create_offsets_topic)
         node.replicas.rm.leadership_listeners.append(coordinator.on_leadership)
         self.coordinators[node.id] = (node.incarnation, coordinator)
@@ -664,10 +605,11 @@ class SimMember:
         def serve(node: SimNode, c: GroupCoordinator) -> Any:
             # The coordinator validates the partitions against its metadata before its first
             # await: note which incarnation of each topic that was.
-            view = SimMetadataView(node)
+            assert node.core is not None
+            metadata = node.core.metadata
             for tp, attempt in attempts.items():
-                if view.partition(tp) is not None:
-                    attempt.topic_id = node.broker.metadata.topic_ids.get(tp.topic)
+                if metadata.partition(tp) is not None:
+                    attempt.topic_id = metadata.topic_ids.get(tp.topic)
             return c.commit_offsets(self.group, member_id, None, generation, offsets)
         answer = await self.plane.call(self, self.coordinator, serve, REQUEST_TIMEOUT_MS)
         for tp, attempt in attempts.items():
