@@ -135,3 +135,14 @@ def test_the_loop_closes_with_no_task_left(monkeypatch: pytest.MonkeyPatch) -> N
     monkeypatch.setattr(VirtualTimeLoop, "close", close)
     assert run_seed(3, disk_heavy_config()).ok
     assert left == []
+
+
+def test_a_broker_halting_after_the_fault_phase_is_restarted() -> None:
+    """A write queued before the faults stopped can fail a broker's last log dir after
+    them: the broker halts, and the settle phase restarts it as any dead broker (seed 13:
+    broker 4 halts 3 ms after the fault phase)."""
+    config = disk_config()
+    result = run_seed(13, config)
+    assert result.ok, "\n".join(result.violations)
+    halts = [f for f in result.faults if "halt" in f]
+    assert any(int(f.split(":")[0]) >= config.fault_ms for f in halts)

@@ -309,6 +309,11 @@ class Simulation:
         session = node.session
         node.crash(lose_unflushed)
         self.schedule(self.config.session_timeout_ms, lambda: self.zk.expire(session))
+        if self.now >= self.config.fault_ms:
+            # A death after the fault phase (a broker halting when its last log dir fails
+            # under a write queued before): the settle phase restarts it, as it restarts
+            # every broker dead at its start.
+            self.schedule(self.config.session_timeout_ms, lambda: self.restart(node))
 
     def _expire_session(self, node: SimNode) -> None:
         """ZooKeeper expires the session (the client hears LOST at once); the broker
