@@ -222,3 +222,22 @@ def test_deleted_topic_offsets_removed_catches_a_load_ignoring_offset_tombstones
     # (seeds 5, 7 and 10 of the first 12 at this writing): scan until one does.
     found = _violations(range(12), "deleted topic offsets removed: ")
     assert found and "whose deletion broker" in found[0]
+
+
+def test_each_broker_runs_one_group_coordinator_its_cores() -> None:
+    """The members talk to the broker core's own GroupCoordinator (the one its handlers and
+    leadership listener use), not a second one beside it: a second coordinator loading the
+    same __consumer_offsets partitions deleted a group under the members' feet on its
+    deletion step (groups seed 31: a generation went back)."""
+    from weir.sim.cluster import Simulation
+
+    sim = Simulation(31, groups_config())
+    result = sim.run()
+    assert result.ok, "\n".join(result.violations)
+    assert sim.groups is not None
+    for node in sim.nodes.values():
+        assert node.core is not None
+        entry = sim.groups.coordinators.get(node.id)
+        assert entry is not None and entry[1] is node.core.group_coordinator
+        listeners = node.core.replica_manager.leadership_listeners
+        assert sum(getattr(f, "__self__", None) is entry[1] for f in listeners) == 1

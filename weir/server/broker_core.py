@@ -21,7 +21,10 @@ simulation (:mod:`weir.sim.node`):
 * ``channel_factory``: the controller's ``ControllerChannelManager`` (default: over
   ``connect``);
 * ``coordinator_clock``: the group and transaction coordinators' clock (default: the
-  system's).
+  system's);
+* ``group_coordinator``: builds the group coordinator from the core's metadata cache and
+  replica manager (default: Kafka's, over ``__consumer_offsets`` through the replica
+  manager).
 
 Nothing is set on a part after it is built.
 """
@@ -112,7 +115,9 @@ class BrokerCore:
                  socket_servers: Callable[[], list[Any]] = list,
                  controller_settings: ControllerSettings | None = None,
                  channel_factory: Callable[..., ControllerChannelManager] | None = None,
-                 coordinator_clock: Clock = SYSTEM_CLOCK) -> None:
+                 coordinator_clock: Clock = SYSTEM_CLOCK,
+                 group_coordinator: Callable[[BrokerCore], GroupCoordinator] | None = None,
+                 ) -> None:
         """``socket_servers``: the shell's listeners (their ports go into the registration
         and are reconfigurable); ``controller_settings``: the controller's (default: from
         ``config``)."""
@@ -159,9 +164,11 @@ class BrokerCore:
         # The coordinators of __consumer_offsets (Kafka's GroupCoordinator) and of
         # __transaction_state (KIP-98) follow leadership of their topic's partitions.
         coordinator_log = ReplicaManagerLog(self.replica_manager)
-        self.group_coordinator = GroupCoordinator(
-            GroupCoordinatorSettings.from_config(config), self.metadata, coordinator_log,
-            clock=coordinator_clock, create_offsets_topic=lambda: admin.create_offsets_topic(self.services))
+        self.group_coordinator = group_coordinator(self) if group_coordinator else (
+            GroupCoordinator(
+                GroupCoordinatorSettings.from_config(config), self.metadata, coordinator_log,
+                clock=coordinator_clock,
+                create_offsets_topic=lambda: admin.create_offsets_topic(self.services)))
         self.txn_coordinator = TransactionCoordinator(
             TransactionCoordinatorSettings.from_config(config), self.metadata, coordinator_log,
             self.producer_ids,

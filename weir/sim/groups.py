@@ -33,7 +33,7 @@ from __future__ import annotations
 import asyncio
 import itertools
 import uuid
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -45,10 +45,10 @@ from weir.groups.coordinator import GroupCoordinator, GroupCoordinatorSettings
 from weir.groups.state import GroupConfig, JoinRequest
 from weir.protocol.errors import ErrorCode, KafkaError
 from weir.records.records import iter_records
-from weir.server.handlers.update_metadata import remove_deleted_offsets
 from weir.sim.world import VirtualClock
 
 if TYPE_CHECKING:
+    from weir.server.broker_core import BrokerCore
     from weir.sim.data import DataPlane
     from weir.sim.node import SimNode
     from weir.sim.world import World
@@ -77,6 +77,21 @@ def groups_config(**overrides: Any) -> Any:
     from weir.sim.config import data_config
 
     return data_config(**{"groups": True, **overrides})
+
+
+class _SimGroupCoordinator(GroupCoordinator):
+    """The production coordinator, keeping the task of each deletion step (Kafka's
+    onPartitionsDeleted) for :meth:`GroupPlane.on_update_metadata` to observe."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.deletions: dict[frozenset[TopicPartition], asyncio.Task[Any] | None] = {}
+
+    def on_partitions_deleted(self, tps: Iterable[TopicPartition]) -> asyncio.Task[Any] | None:
+        gone = list(tps)
+        task = super().on_partitions_deleted(gone)
+        self.deletions[frozenset(gone)] = task
+        return task
 
 
 class _ObservedLog(ReplicaManagerLog):
@@ -198,20 +213,26 @@ class GroupPlane:
 
     # -- broker processes ----------------------------------------------------------------
 
-    def start(self, node: SimNode) -> None:
-        """A new broker incarnation: its group coordinator follows its replica manager."""
-        assert node.replicas is not None
+    def build_coordinator(self, core: BrokerCore) -> GroupCoordinator:
+        """A broker incarnation's group coordinator (``BrokerCore``'s ``group_coordinator``
+        factory): the production class over the core's replica manager (through an
+        observing log) and metadata cache, on virtual time; the core makes it a leadership
+        listener and hands it to the handlers (the UpdateMetadata handler's deleted-offsets
+        step runs on it)."""
         settings = GroupCoordinatorSettings(
-            broker_id=node.id,
+            broker_id=core.broker_id,
             group=GroupConfig(min_session_timeout_ms=50, initial_rebalance_delay_ms=30),
             offsets_topic_num_partitions=OFFSETS_PARTITIONS,
             offsets_commit_timeout_ms=COMMIT_TIMEOUT_MS)
+        return _SimGroupCoordinator(settings, core.metadata,
+                                    _ObservedLog(core.replica_manager, self),
+                                    clock=VirtualClock(self.sim),
+                                    create_offsets_topic=self._create_offsets_topic)
+
+    def start(self, node: SimNode) -> None:
+        """A new broker incarnation: its core's group coordinator starts (its clock)."""
         assert node.core is not None
-        coordinator = GroupCoordinator(settings, node.core.metadata,
-                                       _ObservedLog(node.replicas.rm, self),
-                                       clock=VirtualClock(self.sim),
-                                       create_offsets_topic=self._create_offsets_topic)
-        node.replicas.rm.leadership_listeners.append(coordinator.on_leadership)
+        coordinator = node.core.group_coordinator
         self.coordinators[node.id] = (node.incarnation, coordinator)
         coordinator.start()
 
@@ -240,9 +261,15 @@ class GroupPlane:
         deleted = {TopicPartition(t.topic_name, p.partition_index): t.topic_id
                    for t in request.topic_states for p in t.partition_states
                    if p.leader == LEADER_DURING_DELETE}
-        task = remove_deleted_offsets(request, coordinator)
         if not deleted:
             return
+        # The handler's step (remove_deleted_offsets) ran on this coordinator (unless the
+        # request was refused, a stale epoch): its task.
+        assert isinstance(coordinator, _SimGroupCoordinator)
+        key = frozenset(deleted)
+        if key not in coordinator.deletions:
+            return
+        task = coordinator.deletions.pop(key)
         owed = [g for g in sorted({m.group for m in self.members})
                 if self._loaded_online(node, coordinator, g)]
         if not owed:

@@ -216,7 +216,8 @@ class SimNode:
             run_blocking=functools.partial(sim.run_zk, self),
             endpoint_factory=lambda leader: SimLeaderEndPoint(self, leader),
             deferred=self.deferred, halt=halt, controller_settings=self.settings,
-            channel_factory=channels, coordinator_clock=VirtualClock(sim))
+            channel_factory=channels, coordinator_clock=VirtualClock(sim),
+            group_coordinator=None if sim.groups is None else sim.groups.build_coordinator)
 
     def _open_logs(self) -> None:
         """Start-up: the directories of deleted topics go (Kafka deletes them once the
