@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from weir.sim import SimConfig, Simulation, replica, run_seed
+from weir.sim import SimConfig, Simulation, run_seed
 from weir.sim.__main__ import main
 from weir.sim.cluster import data_config
 from weir.sim.disk import DiskFaults, FaultyDisks
@@ -54,9 +54,11 @@ def test_offline_replicas_fenced_catches_a_broker_that_never_tells_the_controlle
         monkeypatch: pytest.MonkeyPatch) -> None:
     """Planted bug: the broker takes the dir offline but writes no log dir event; the
     replicas it led there stay leaders in ZooKeeper."""
-    async def silent(self: replica.SimReplicas) -> None:
+    from weir.server.broker_core import BrokerCore
+
+    async def silent(self: BrokerCore) -> None:
         return None
-    monkeypatch.setattr(replica.SimReplicas, "_propagate", silent)
+    monkeypatch.setattr(BrokerCore, "_propagate_log_dir_event", silent)
     caught = []
     for seed in range(12):  # the first seed whose failed dir is still offline at the check
         result = run_seed(seed, disk_heavy_config())
@@ -133,3 +135,14 @@ def test_the_loop_closes_with_no_task_left(monkeypatch: pytest.MonkeyPatch) -> N
     monkeypatch.setattr(VirtualTimeLoop, "close", close)
     assert run_seed(3, disk_heavy_config()).ok
     assert left == []
+
+
+def test_a_broker_halting_after_the_fault_phase_is_restarted() -> None:
+    """A write queued before the faults stopped can fail a broker's last log dir after
+    them: the broker halts, and the settle phase restarts it as any dead broker (seed 13:
+    broker 4 halts 3 ms after the fault phase)."""
+    config = disk_config()
+    result = run_seed(13, config)
+    assert result.ok, "\n".join(result.violations)
+    halts = [f for f in result.faults if "halt" in f]
+    assert any(int(f.split(":")[0]) >= config.fault_ms for f in halts)

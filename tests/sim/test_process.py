@@ -7,8 +7,11 @@ import asyncio
 import contextvars
 from typing import Any
 
+import pytest
+
 from weir.sim import SimConfig, Simulation
 from weir.sim import process as sim_process
+from weir.sim.node import SimNode
 from weir.sim.process import SimProcess
 from weir.sim.vloop import VirtualTimeLoop
 
@@ -94,20 +97,18 @@ def test_a_killed_controller_runs_no_more_code() -> None:
         sim._close_loop()
 
 
-def test_requests_run_as_their_receiver() -> None:
+def test_requests_run_as_their_receiver(monkeypatch: pytest.MonkeyPatch) -> None:
     """A controller request is applied as code of the broker receiving it, so what it starts
     dies with that broker, not with the controller that sent it."""
     sim = _started(SimConfig(topics=1, partitions=2, data=False))
     try:
         receivers: list[tuple[Any, Any]] = []
-        for node in sim.nodes.values():
-            receive = node.receive
+        serve_frame = SimNode.serve_frame
 
-            def spy(controller_id: int, request: Any, node: Any = node,
-                    receive: Any = receive) -> Any:
-                receivers.append((sim_process.current(), node.process))
-                return receive(controller_id, request)
-            node.receive = spy  # type: ignore[method-assign]
+        async def spy(node: SimNode, frame: bytes, peer: str) -> bytes:
+            receivers.append((sim_process.current(), node.process))
+            return await serve_frame(node, frame, peer)
+        monkeypatch.setattr(SimNode, "serve_frame", spy)
         sim._create_topic("more")
         sim.loop.run_for(0.5)
         assert receivers

@@ -27,9 +27,11 @@ def test_measure_rejects_an_unknown_scenario() -> None:
 
 
 def test_zk_latency_is_simulated_time() -> None:
+    # 100 ms: the failure's ZooKeeper round trips then outweigh the seeded network delays
+    # (up to 258 ms per message) on the brokers' side, which the real broker cores add.
     fast = measure("failure", scale_config(topics=1, partitions=30), zk_latency_ms=1)
-    slow = measure("failure", scale_config(topics=1, partitions=30), zk_latency_ms=20)
-    assert slow.zk_latency_ms == 20
+    slow = measure("failure", scale_config(topics=1, partitions=30), zk_latency_ms=100)
+    assert slow.zk_latency_ms == 100
     assert slow.simulated_ms > fast.simulated_ms
 
 

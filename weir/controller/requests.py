@@ -245,7 +245,14 @@ class RequestBatch:
             LeaderAndIsrLiveLeader(broker_id=info.id, host_name=info.host, port=info.port)
             for bid, info in sorted(self._ctx.live_brokers.items()) if bid in leaders
         )
-        full = broker not in self._ctx.brokers_sent_full_leader_and_isr
+        # The broker deletes the logs a FULL request does not name (stray partitions, as a
+        # ZooKeeper-mode broker does for the KRaft migration controller's full requests,
+        # KIP-866): the first request to a broker is FULL only if it names every replica the
+        # broker hosts (topics being deleted aside).  One that does not (a failover sending
+        # the new leaders in a batch of their own, the ISR shrinks later) goes out as
+        # INCREMENTAL, and this controller deletes no strays on that broker.
+        full = (broker not in self._ctx.brokers_sent_full_leader_and_isr
+                and self._names_every_replica(broker, states))
         self._ctx.brokers_sent_full_leader_and_isr.add(broker)
         return LeaderAndIsrRequest(
             controller_id=self._controller_id,
@@ -259,6 +266,11 @@ class RequestBatch:
             ),
             live_leaders=live_leaders,
         )
+
+    def _names_every_replica(self, broker: int, states: dict[TopicPartition, Any]) -> bool:
+        ctx = self._ctx
+        return all(r.partition in states for r in ctx.replicas_on_brokers((broker,))
+                   if not ctx.is_topic_queued_for_deletion(r.partition.topic))
 
     def _update_metadata_request(self, broker: int) -> UpdateMetadataRequest:
         ctx = self._ctx

@@ -17,7 +17,14 @@ simulation (:mod:`weir.sim.node`):
 * ``endpoint_factory``: how a fetcher reaches its leader (default: over ``connect``'s
   network, :class:`~weir.replication.leader_endpoint.LeaderEndPoint`);
 * ``deferred``: the log manager's storage thread for small files;
-* ``halt``: ends the process (Kafka's ``Exit.halt``) when no log dir is left.
+* ``halt``: ends the process (Kafka's ``Exit.halt``) when no log dir is left;
+* ``channel_factory``: the controller's ``ControllerChannelManager`` (default: over
+  ``connect``);
+* ``coordinator_clock``: the group and transaction coordinators' clock (default: the
+  system's);
+* ``group_coordinator``: builds the group coordinator from the core's metadata cache and
+  replica manager (default: Kafka's, over ``__consumer_offsets`` through the replica
+  manager).
 
 Nothing is set on a part after it is built.
 """
@@ -33,12 +40,14 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from kazoo.exceptions import ConnectionClosedError, ConnectionLoss, SessionExpiredError
+
 from weir.config import BrokerConfig
 from weir.controller.channel import ControllerChannelManager
 from weir.controller.service import ControllerService
 from weir.controller.settings import ControllerSettings
 from weir.coordination.zk import ZkClient
-from weir.coordinator_runtime import ReplicaManagerLog
+from weir.coordinator_runtime import SYSTEM_CLOCK, Clock, ReplicaManagerLog
 from weir.groups.coordinator import GroupCoordinator, GroupCoordinatorSettings
 from weir.protocol.client import BrokerConnection
 from weir.protocol.fetch_response import FileRegion
@@ -75,6 +84,9 @@ from weir.transactions.markers import MarkerSender
 
 log = logging.getLogger(__name__)
 
+LOG_DIR_EVENT_RETRY_S = 0.02
+"""Between two tries of the log dir failure notification while the session is lost."""
+
 Connect = Callable[[str, int], Any]
 RunBlocking = Callable[..., Any]
 
@@ -101,7 +113,11 @@ class BrokerCore:
                  deferred: DeferredWrites | None = None,
                  halt: Callable[[], None] | None = None,
                  socket_servers: Callable[[], list[Any]] = list,
-                 controller_settings: ControllerSettings | None = None) -> None:
+                 controller_settings: ControllerSettings | None = None,
+                 channel_factory: Callable[..., ControllerChannelManager] | None = None,
+                 coordinator_clock: Clock = SYSTEM_CLOCK,
+                 group_coordinator: Callable[[BrokerCore], GroupCoordinator] | None = None,
+                 ) -> None:
         """``socket_servers``: the shell's listeners (their ports go into the registration
         and are reconfigurable); ``controller_settings``: the controller's (default: from
         ``config``)."""
@@ -148,14 +164,17 @@ class BrokerCore:
         # The coordinators of __consumer_offsets (Kafka's GroupCoordinator) and of
         # __transaction_state (KIP-98) follow leadership of their topic's partitions.
         coordinator_log = ReplicaManagerLog(self.replica_manager)
-        self.group_coordinator = GroupCoordinator(
-            GroupCoordinatorSettings.from_config(config), self.metadata, coordinator_log,
-            create_offsets_topic=lambda: admin.create_offsets_topic(self.services))
+        self.group_coordinator = group_coordinator(self) if group_coordinator else (
+            GroupCoordinator(
+                GroupCoordinatorSettings.from_config(config), self.metadata, coordinator_log,
+                clock=coordinator_clock,
+                create_offsets_topic=lambda: admin.create_offsets_topic(self.services)))
         self.txn_coordinator = TransactionCoordinator(
             TransactionCoordinatorSettings.from_config(config), self.metadata, coordinator_log,
             self.producer_ids,
             MarkerSender(self.broker_id, self.metadata, config.inter_broker_listener_name,
                          security),
+            clock=coordinator_clock,
             create_topic=lambda: admin.create_transaction_state_topic(self.services))
         # KIP-890: partition leaders verify transactional appends with the coordinator.
         self.txn_verifier = TxnVerifier(
@@ -178,7 +197,8 @@ class BrokerCore:
         # The controller (Kafka's KafkaController): elected once the broker has registered.
         self.controller = ControllerService(
             self.broker_id, zk, config, now_ms=now_ms, settings=controller_settings,
-            channel_factory=functools.partial(ControllerChannelManager, connect=self.connect),
+            channel_factory=channel_factory or functools.partial(ControllerChannelManager,
+                                                                 connect=self.connect),
             run_blocking=run_blocking)
         # Dynamic broker configs (/config/brokers/<id> and <default>): keep self.config at the
         # effective configuration and reconfigure the running parts.
@@ -227,9 +247,12 @@ class BrokerCore:
 
     def _alter_partition_manager(self, on_result: Callable[[IsrResult], None]
                                  ) -> AlterPartitionManager:
+        # Kafka's BrokerToControllerChannelManager: a request unanswered within
+        # controller.socket.timeout.ms is sent again.
         return AlterPartitionManager(
             self.broker_id, lambda: self.registration.broker_epoch, self.controller_endpoint,
-            on_result, connect=self.connect)
+            on_result, timeout_ms=self.config.controller_socket_timeout_ms,
+            connect=self.connect)
 
     def controller_endpoint(self) -> tuple[int, str, int] | None:
         """(id, host, port) of the active controller as the metadata cache knows it."""
@@ -264,12 +287,23 @@ class BrokerCore:
 
     async def _propagate_log_dir_event(self) -> None:
         """``/log_dir_event_notification/log_dir_event_<seq>`` for the controller (Kafka's
-        ``KafkaZkClient.propagateLogDirEvent``)."""
-        try:
-            path = await self.run_blocking(self.zk.propagate_log_dir_event, self.broker_id)
+        ``KafkaZkClient.propagateLogDirEvent``), retried while the ZooKeeper session is
+        lost or being replaced, as its ``retryRequestUntilConnected`` does."""
+        while True:
+            try:
+                path = await self.run_blocking(self.zk.propagate_log_dir_event, self.broker_id)
+            except ConnectionClosedError:  # this broker closed its client: it is stopping
+                log.info("log dir failure notification not written: the client is closed")
+                return
+            except (SessionExpiredError, ConnectionLoss) as exc:
+                log.info("log dir failure notification not written (%r); retrying", exc)
+                await asyncio.sleep(LOG_DIR_EVENT_RETRY_S)
+                continue
+            except Exception:
+                log.exception("could not write the log dir failure notification")
+                return
             log.info("log dir failure notification %s written", path)
-        except Exception:
-            log.exception("could not write the log dir failure notification")
+            return
 
     async def stop_background(self) -> None:
         for task in list(self._background):

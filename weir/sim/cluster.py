@@ -23,7 +23,6 @@ import os
 import random
 import shutil
 import tempfile
-import uuid
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -31,13 +30,9 @@ from pathlib import Path
 from typing import Any
 
 from weir.common import TopicPartition
-from weir.controller.events import IsrChange
-from weir.controller.rpc import ALTER_PARTITION_KEY
 from weir.controller.settings import ControllerSettings
 from weir.coordination.codecs import LeaderIsr
-from weir.protocol import codec
 from weir.protocol.errors import ErrorCode, KafkaError
-from weir.protocol.interbroker import INTERBROKER_SCHEMAS
 from weir.sim.config import SimConfig, data_config
 from weir.sim.data import DataPlane
 from weir.sim.disk import DiskFaults
@@ -49,7 +44,7 @@ from weir.sim.invariants import (
     ReassignmentsResolve,
     controller_invariants,
 )
-from weir.sim.node import PartitionView, SimNode
+from weir.sim.node import SimNode
 from weir.sim.vloop import Deadlock, VirtualTimeLoop
 from weir.sim.zk import SimZk
 
@@ -133,7 +128,7 @@ class Simulation:
         self._event_ops: dict[tuple[int, int, int], int] = {}
         self._tasks: set[asyncio.Task[Any]] = set()
         self._retired_events: Counter[str] = Counter()
-        self._alter_batches: dict[tuple[int, int], list[tuple[Any, ...]]] = {}
+        self._root: Path | None = None  # see disk_root
 
     @property
     def now(self) -> int:
@@ -218,46 +213,6 @@ class Simulation:
                     and target.service is not None:
                 target.spawn(serve())
         self.deliver(source.id, target.id, arrive)
-
-    def send_alter_partition(self, node: SimNode, topic_id: uuid.UUID, tp: TopicPartition,
-                             change: IsrChange, token: int) -> None:
-        """Queue an ISR change of a partition leader for the controller (KIP-497).  As
-        Kafka's AlterPartitionManager, the changes queued in one step go out as one
-        AlterPartition v3 request; each outcome (a LeaderIsr, an ErrorCode, or None after
-        500 ms without an answer) goes to ``node.on_alter_partition_answer``."""
-        incarnation = node.incarnation
-        self.schedule(500, lambda: node.alive and node.incarnation == incarnation
-                      and node.on_alter_partition_answer(tp, None, token))
-        key = (node.id, incarnation)
-        batch = self._alter_batches.get(key)
-        if batch is None:
-            batch = self._alter_batches[key] = []
-            self.loop.call_soon(self._send_alter_batch, node, key)
-        batch.append((topic_id, tp, change, token))
-
-    def _send_alter_batch(self, node: SimNode, key: tuple[int, int]) -> None:
-        batch = self._alter_batches.pop(key, [])
-        if not batch or not node.alive or node.incarnation != key[1]:
-            return
-        topics: dict[uuid.UUID, list[dict[str, Any]]] = {}
-        for topic_id, tp, change, _token in batch:
-            epochs = change.isr_broker_epochs or (-1,) * len(change.new_isr)
-            topics.setdefault(topic_id, []).append({
-                "partition_index": tp.partition, "leader_epoch": change.leader_epoch,
-                "partition_epoch": change.partition_epoch,
-                "leader_recovery_state": change.leader_recovery_state,
-                "new_isr_with_epochs": [{"broker_id": b, "broker_epoch": e}
-                                        for b, e in zip(change.new_isr, epochs, strict=True)]})
-        request_cls = INTERBROKER_SCHEMAS[ALTER_PARTITION_KEY][3][0]
-        request = codec.build(request_cls, broker_id=node.id, broker_epoch=node.epoch,
-                              topics=[{"topic_id": t, "partitions": p}
-                                      for t, p in topics.items()])
-
-        def answer(value: Any) -> None:
-            for topic_id, tp, _change, token in batch:
-                node.on_alter_partition_answer(tp, _alter_outcome(value, topic_id, tp.partition),
-                                               token)
-        self._rpc(node, lambda c: c.service.on_alter_partition(request), answer)
 
     # -- ZooKeeper sessions ----------------------------------------------------------------
 
@@ -354,6 +309,11 @@ class Simulation:
         session = node.session
         node.crash(lose_unflushed)
         self.schedule(self.config.session_timeout_ms, lambda: self.zk.expire(session))
+        if self.now >= self.config.fault_ms:
+            # A death after the fault phase (a broker halting when its last log dir fails
+            # under a write queued before): the settle phase restarts it, as it restarts
+            # every broker dead at its start.
+            self.schedule(self.config.session_timeout_ms, lambda: self.restart(node))
 
     def _expire_session(self, node: SimNode) -> None:
         """ZooKeeper expires the session (the client hears LOST at once); the broker
@@ -465,21 +425,14 @@ class Simulation:
         self._rpc(admin, lambda c: c.service.elect_leaders(0, chosen), lambda _value: None)
 
     def _isr_tick(self) -> None:
+        """The replica managers' isr-expiration job (Kafka's ReplicaManager.maybeShrinkIsr,
+        scheduled every replica.lag.time.max.ms / 2 in a broker; here at seeded times)."""
         if not self.ticking:
             return
         for node in self.nodes.values():
-            if node.alive and self.rng.random() < 0.5:
-                node.propose_isr_changes()
+            if node.alive and node.core is not None and self.rng.random() < 0.5:
+                node.run(node.core.replica_manager.maybe_shrink_isr)
         self.schedule(self.config.isr_tick_ms, self._isr_tick)
-
-    def follows(self, replica: int, tp: TopicPartition, leader_view: PartitionView) -> bool:
-        """Whether ``replica`` is a caught-up follower of the leader's current epoch."""
-        node = self.nodes.get(replica)
-        if node is None or not node.alive:
-            return False
-        view = node.broker.hosted.get(tp)
-        return (view is not None and view.leader == leader_view.leader
-                and view.leader_epoch == leader_view.leader_epoch)
 
     # -- invariants ------------------------------------------------------------------------
 
@@ -526,16 +479,18 @@ class Simulation:
             for node in self.nodes.values():
                 if not node.alive:
                     continue
-                seen = node.broker.metadata.partition(tp)
+                assert node.core is not None
+                seen = node.core.metadata.partition(tp)
                 if seen is None or (seen.leader, seen.leader_epoch, list(seen.isr),
                                     seen.partition_epoch) != (
                         state.leader, state.leader_epoch, list(state.isr), state.zk_version):
                     out.append(f"broker {node.id} metadata of {tp} is {seen}, "
                                f"ZooKeeper has {state}")
-                hosted = node.broker.hosted.get(tp)
+                hosted = node.core.replica_manager.partitions.get(tp)
                 if node.id in replicas and (hosted is None or (hosted.leader, hosted.leader_epoch)
                                             != (state.leader, state.leader_epoch)):
-                    out.append(f"broker {node.id} replica of {tp} is {hosted}, "
+                    shown = None if hosted is None else (hosted.leader, hosted.leader_epoch)
+                    out.append(f"broker {node.id} replica of {tp} is (leader, epoch) {shown}, "
                                f"ZooKeeper has {state}")
         return out
 
@@ -549,27 +504,42 @@ class Simulation:
         self.loop.add_step_hook(self._check_step)
         asyncio.set_event_loop(self.loop)
         try:
-            if not self.config.data:
-                return self._run()
-            root = Path(tempfile.mkdtemp(prefix=f"weir-sim-{self.seed}-",
-                                         dir=self.config.data_dir or _fast_dir()))
-            try:
-                self.data = DataPlane(self, root)
+            if self.config.data:
+                self.data = DataPlane(self, self.disk_root)
                 if self.config.groups:
                     self.groups = GroupPlane(self, self.data)
                 if self.config.disk_faults:
                     self.disks = DiskFaults(self)
-                return self._run()
-            finally:
-                if self.disks is not None:
-                    self.disks.close()
-                for node in self.nodes.values():
-                    if node.replicas is not None:
-                        node.replicas.close(lose_unflushed=False)
-                shutil.rmtree(root, ignore_errors=True)
+            return self._run()
         finally:
             logger.removeHandler(errors)
             self._close_loop()
+
+    @property
+    def disk_root(self) -> Path:
+        """The run's disks, one directory per broker (made on first use): every broker's
+        BrokerCore has a log manager (controller-only runs too: the real LeaderAndIsr
+        handler creates the replicas' logs)."""
+        if self._root is None:
+            self._root = Path(tempfile.mkdtemp(prefix=f"weir-sim-{self.seed}-",
+                                               dir=self.config.data_dir or _fast_dir()))
+        return self._root
+
+    def _close_disks(self) -> None:
+        if self.disks is not None:
+            self.disks.close()
+            self.disks = None
+        for node in self.nodes.values():
+            if node.replicas is not None:
+                node.replicas.close(lose_unflushed=False)
+                node.replicas = None
+            elif node.alive and node.core is not None:
+                for logs in node.core.log_manager.logs_by_dir().values():
+                    for log, _future in logs:
+                        log.close()
+        if self._root is not None:
+            shutil.rmtree(self._root, ignore_errors=True)
+            self._root = None
 
     def _close_loop(self) -> None:
         # As asyncio.run does: cancel what is left and let it finish, so that a task's
@@ -586,6 +556,7 @@ class Simulation:
                 self.loop.run_until_complete(asyncio.gather(*tasks, return_exceptions=True))
         asyncio.set_event_loop(None)
         self.loop.close()
+        self._close_disks()
 
     def _on_loop_error(self, _loop: asyncio.AbstractEventLoop, context: dict[str, Any]) -> None:
         self.violation(f"unhandled in the event loop: {context.get('message')} "
@@ -636,22 +607,3 @@ class Simulation:
 
     def _stop_ticking(self) -> None:
         self.ticking = False
-
-
-def _alter_outcome(value: Any, topic_id: uuid.UUID, partition: int) -> Any:
-    """An AlterPartitionResponse as the leader's ReplicaManager reads it: the partition's
-    new state (LeaderIsr), its error, or the request's error."""
-    if isinstance(value, ErrorCode):
-        return value
-    if value.error_code != ErrorCode.none:
-        return ErrorCode(value.error_code)
-    for topic in value.topics:
-        for p in topic.partitions:
-            if topic.topic_id != topic_id or p.partition_index != partition:
-                continue
-            if p.error_code != ErrorCode.none:
-                return ErrorCode(p.error_code)
-            return LeaderIsr(leader=p.leader_id, leader_epoch=p.leader_epoch, isr=list(p.isr),
-                             controller_epoch=-1, zk_version=p.partition_epoch,
-                             leader_recovery_state=p.leader_recovery_state)
-    return ErrorCode.unknown_server_error

@@ -109,8 +109,7 @@ class DataPlane:
     # -- lifecycle of broker processes ---------------------------------------------------
 
     def start(self, node: SimNode) -> None:
-        node.replicas = SimReplicas(self, node, self.disks[node.id])
-        node.replicas.open_logs(set(self.sim.zk.topics))
+        node.replicas = SimReplicas(self, node)
         if self.sim.groups is not None:  # its group coordinator (weir.sim.groups)
             self.sim.groups.start(node)
         incarnation = node.incarnation

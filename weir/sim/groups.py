@@ -12,9 +12,10 @@ they exist and the simulation's where they must:
 * it follows leadership as in a broker (a ``ReplicaManager`` leadership listener: Kafka's
   GroupMetadataManager load on becoming leader, unload on LeaderAndIsr/StopReplica that
   takes it away), and loads by replaying the log;
-* its clock is the loop's virtual clock, its metadata view the broker's own UpdateMetadata
-  state (:class:`SimMetadataView`), and FindCoordinator's first lookup creates the topic in
-  the simulated ZooKeeper (Kafka's auto-creation of ``__consumer_offsets``).
+* its clock is the loop's virtual clock, its metadata view the broker's own
+  ``MetadataCache`` (its ``BrokerCore``'s, filled by the real UpdateMetadata handler), and
+  FindCoordinator's first lookup creates the topic in the simulated ZooKeeper (Kafka's
+  auto-creation of ``__consumer_offsets``).
 
 A crash abandons the coordinator's tasks with the process; a restart starts a new one.
 
@@ -32,7 +33,7 @@ from __future__ import annotations
 import asyncio
 import itertools
 import uuid
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -44,16 +45,16 @@ from weir.groups.coordinator import GroupCoordinator, GroupCoordinatorSettings
 from weir.groups.state import GroupConfig, JoinRequest
 from weir.protocol.errors import ErrorCode, KafkaError
 from weir.records.records import iter_records
-from weir.server.handlers.update_metadata import remove_deleted_offsets
+from weir.sim.world import VirtualClock
 
 if TYPE_CHECKING:
-    from weir.server.metadata_cache import PartitionMeta
+    from weir.server.broker_core import BrokerCore
     from weir.sim.data import DataPlane
     from weir.sim.node import SimNode
     from weir.sim.world import World
 
 __all__ = ["CommitAttempt", "DeletionApplied", "FetchObservation", "GroupPlane", "SimMember",
-           "SimMetadataView", "SyncObservation", "groups_config"]
+           "SyncObservation", "groups_config"]
 
 OFFSETS_PARTITIONS = 3
 GROUPS = 2
@@ -78,65 +79,19 @@ def groups_config(**overrides: Any) -> Any:
     return data_config(**{"groups": True, **overrides})
 
 
-@dataclass(frozen=True)
-class _BrokerMeta:
-    id: int
-    host: str
-    port: int
+class _SimGroupCoordinator(GroupCoordinator):
+    """The production coordinator, keeping the task of each deletion step (Kafka's
+    onPartitionsDeleted) for :meth:`GroupPlane.on_update_metadata` to observe."""
 
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.deletions: dict[frozenset[TopicPartition], asyncio.Task[Any] | None] = {}
 
-@dataclass(frozen=True)
-class _PartitionMeta:
-    leader: int
-    leader_epoch: int
-    isr: tuple[int, ...]
-    replicas: tuple[int, ...]
-
-
-class SimMetadataView:
-    """A coordinator's :class:`~weir.coordinator_runtime.MetadataView`: the partitions as the
-    broker's own UpdateMetadata state has them (not ZooKeeper's truth), as a broker's
-    metadata cache does."""
-
-    def __init__(self, node: SimNode) -> None:
-        self.node = node
-
-    @property
-    def topics(self) -> Mapping[str, Mapping[int, Any]]:
-        cache = self.node.broker.metadata
-        return {topic: {p: _meta(meta) for p, meta in sorted(parts.items())}
-                for topic, parts in sorted(cache.topics.items())}
-
-    @property
-    def brokers(self) -> Mapping[int, Any]:
-        # The registered brokers (ZooKeeper's /brokers/ids, which UpdateMetadata's live
-        # brokers follow; the simulated broker half does not keep that list itself).
-        return {b: _BrokerMeta(b, f"broker-{b}", 9092) for b in sorted(self.node.sim.zk.brokers)}
-
-    def partition(self, tp: TopicPartition) -> Any:
-        meta = self.node.broker.metadata.partition(tp)
-        return None if meta is None else _meta(meta)
-
-    def has_topic(self, topic: str) -> bool:
-        return topic in self.topics
-
-    def broker_on(self, broker_id: int, listener: str) -> Any:
-        return self.brokers.get(broker_id)
-
-
-def _meta(view: PartitionMeta) -> _PartitionMeta:
-    return _PartitionMeta(view.leader, view.leader_epoch, tuple(view.isr), view.replicas)
-
-
-class _VirtualClock:
-    def __init__(self, sim: World) -> None:
-        self.sim = sim
-
-    def now_ms(self) -> int:
-        return self.sim.now
-
-    def monotonic(self) -> float:
-        return self.sim.loop.time()
+    def on_partitions_deleted(self, tps: Iterable[TopicPartition]) -> asyncio.Task[Any] | None:
+        gone = list(tps)
+        task = super().on_partitions_deleted(gone)
+        self.deletions[frozenset(gone)] = task
+        return task
 
 
 class _ObservedLog(ReplicaManagerLog):
@@ -258,19 +213,26 @@ class GroupPlane:
 
     # -- broker processes ----------------------------------------------------------------
 
-    def start(self, node: SimNode) -> None:
-        """A new broker incarnation: its group coordinator follows its replica manager."""
-        assert node.replicas is not None
+    def build_coordinator(self, core: BrokerCore) -> GroupCoordinator:
+        """A broker incarnation's group coordinator (``BrokerCore``'s ``group_coordinator``
+        factory): the production class over the core's replica manager (through an
+        observing log) and metadata cache, on virtual time; the core makes it a leadership
+        listener and hands it to the handlers (the UpdateMetadata handler's deleted-offsets
+        step runs on it)."""
         settings = GroupCoordinatorSettings(
-            broker_id=node.id,
+            broker_id=core.broker_id,
             group=GroupConfig(min_session_timeout_ms=50, initial_rebalance_delay_ms=30),
             offsets_topic_num_partitions=OFFSETS_PARTITIONS,
             offsets_commit_timeout_ms=COMMIT_TIMEOUT_MS)
-        coordinator = GroupCoordinator(settings, SimMetadataView(node),
-                                       _ObservedLog(node.replicas.rm, self),
-                                       clock=_VirtualClock(self.sim),
-                                       create_offsets_topic=self._create_offsets_topic)
-        node.replicas.rm.leadership_listeners.append(coordinator.on_leadership)
+        return _SimGroupCoordinator(settings, core.metadata,
+                                    _ObservedLog(core.replica_manager, self),
+                                    clock=VirtualClock(self.sim),
+                                    create_offsets_topic=self._create_offsets_topic)
+
+    def start(self, node: SimNode) -> None:
+        """A new broker incarnation: its core's group coordinator starts (its clock)."""
+        assert node.core is not None
+        coordinator = node.core.group_coordinator
         self.coordinators[node.id] = (node.incarnation, coordinator)
         coordinator.start()
 
@@ -299,9 +261,15 @@ class GroupPlane:
         deleted = {TopicPartition(t.topic_name, p.partition_index): t.topic_id
                    for t in request.topic_states for p in t.partition_states
                    if p.leader == LEADER_DURING_DELETE}
-        task = remove_deleted_offsets(request, coordinator)
         if not deleted:
             return
+        # The handler's step (remove_deleted_offsets) ran on this coordinator (unless the
+        # request was refused, a stale epoch): its task.
+        assert isinstance(coordinator, _SimGroupCoordinator)
+        key = frozenset(deleted)
+        if key not in coordinator.deletions:
+            return
+        task = coordinator.deletions.pop(key)
         owed = [g for g in sorted({m.group for m in self.members})
                 if self._loaded_online(node, coordinator, g)]
         if not owed:
@@ -664,10 +632,11 @@ class SimMember:
         def serve(node: SimNode, c: GroupCoordinator) -> Any:
             # The coordinator validates the partitions against its metadata before its first
             # await: note which incarnation of each topic that was.
-            view = SimMetadataView(node)
+            assert node.core is not None
+            metadata = node.core.metadata
             for tp, attempt in attempts.items():
-                if view.partition(tp) is not None:
-                    attempt.topic_id = node.broker.metadata.topic_ids.get(tp.topic)
+                if metadata.partition(tp) is not None:
+                    attempt.topic_id = metadata.topic_ids.get(tp.topic)
             return c.commit_offsets(self.group, member_id, None, generation, offsets)
         answer = await self.plane.call(self, self.coordinator, serve, REQUEST_TIMEOUT_MS)
         for tp, attempt in attempts.items():

@@ -105,7 +105,7 @@ class ControllerEpochMonotonic(Invariant):
 
     def __init__(self) -> None:
         self._zk = 0
-        self._brokers: dict[tuple[int, int], int] = {}
+        self._brokers: dict[tuple[int, int, str], int] = {}
 
     def after_step(self, sim: World) -> Iterable[str]:
         epoch = sim.zk.controller_epoch
@@ -115,11 +115,16 @@ class ControllerEpochMonotonic(Invariant):
         for node in sim.nodes.values():
             if not node.alive:
                 continue
-            key = (node.id, node.incarnation)
-            seen = node.broker.controller_epoch
-            if seen < self._brokers.get(key, 0):
-                yield f"broker {node.id} controller epoch went back to {seen}"
-            self._brokers[key] = seen
+            if node.core is None:
+                continue
+            # Kafka keeps two: the replica manager's (LeaderAndIsr, StopReplica) and the
+            # metadata cache's (UpdateMetadata).
+            for which, seen in (("replica manager", node.core.replica_manager.controller_epoch),
+                                ("metadata cache", node.core.metadata.controller_epoch)):
+                key = (node.id, node.incarnation, which)
+                if seen < self._brokers.get(key, -1):
+                    yield f"broker {node.id} {which} controller epoch went back to {seen}"
+                self._brokers[key] = seen
 
 
 class IsrSubsetOfReplicas(Invariant):

@@ -1,95 +1,86 @@
-"""A simulated broker process: the production
-:class:`~weir.controller.service.ControllerService` (on the simulation's virtual-time loop,
-with a :class:`~weir.sim.zk.SimZkClient` session and the real
-:class:`~weir.controller.channel.ControllerChannelManager` over a simulated transport), and
-the tiny broker state the controller's requests change (its broker half answers
-LeaderAndIsr, UpdateMetadata and StopReplica as a broker does).
+"""A simulated broker process: the production :class:`~weir.server.broker_core.BrokerCore`
+built whole for each incarnation, on the simulation's virtual-time loop.
+
+Each incarnation builds one ``BrokerCore`` (its metadata cache, log manager, replica manager
+with its AlterPartitionManager and fetchers, coordinators, request handlers, ``Dispatcher``
+and :class:`~weir.controller.service.ControllerService`) from what the simulated world gives
+it: the virtual clock, a :class:`~weir.sim.zk.SimZkClient` session of the znode-level
+ZooKeeper, the simulated network (``connect``: encoded frames, :meth:`SimNode.connect_frames`;
+the controller's channels: :class:`SimConnection`), the inline blocking-work runner
+(``Simulation.run_zk``), the deterministic deferred writer and ``halt`` (the process dies).
+It registers and elects as a broker process does (``BrokerRegistration.register``, then
+``BrokerCore.start_controller``).  Every request frame it receives goes through
+``BrokerCore.serve_frame``: the real ``Dispatcher`` and handlers answer the controller's
+LeaderAndIsr, UpdateMetadata and StopReplica, AlterPartition, and the followers' Fetch,
+OffsetForLeaderEpoch and ListOffsets.
 """
 
 from __future__ import annotations
 
 import asyncio
 import functools
-from dataclasses import dataclass, field
+import logging
+import shutil
+from collections.abc import Callable
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from weir.common import TopicPartition
+from weir.config import BrokerConfig
 from weir.controller.channel import ControllerChannelManager
-from weir.controller.events import IsrChange
-from weir.controller.rpc import ALTER_PARTITION_KEY
 from weir.controller.service import ControllerService
 from weir.controller.settings import ControllerSettings
 from weir.protocol import codec
-from weir.protocol.client import (
-    FrameConnection,
-    decode_response_frame,
-    encode_request_frame,
-)
-from weir.protocol.errors import ErrorCode, KafkaError
-from weir.protocol.interbroker import (
-    INTERBROKER_SCHEMAS,
-    LeaderAndIsrRequest,
-    LeaderAndIsrResponse,
-    StopReplicaRequest,
-    StopReplicaResponse,
-    UpdateMetadataRequest,
-    UpdateMetadataResponse,
-)
-from weir.server.handlers import update_metadata
-from weir.server.handlers._controller_requests import broker_epoch_is_stale
-from weir.server.metadata_cache import MetadataCache
+from weir.protocol.client import FrameConnection, decode_response_frame, encode_request_frame
+from weir.protocol.interbroker import INTERBROKER_SCHEMAS
+from weir.server.broker_core import BrokerCore
 from weir.sim import process
 from weir.sim.process import SimProcess
+from weir.sim.replica import SimDeferredWriter, SimLeaderEndPoint
+from weir.sim.world import VirtualClock
 from weir.sim.zk import SimZkClient
+from weir.storage.log import parse_topic_partition
 
 if TYPE_CHECKING:
     from weir.sim.cluster import Simulation
+    from weir.sim.config import SimConfig
     from weir.sim.replica import SimReplicas
 
-__all__ = ["PartitionView", "SimConnection", "SimNode"]
+__all__ = ["SIM_PORT_BASE", "SimConnection", "SimNode", "broker_config"]
 
-INTER_BROKER_LISTENER = "PLAINTEXT"
+log = logging.getLogger(__name__)
+
 SIM_PORT_BASE = 9000
-"""Simulated brokers listen on ``SIM_PORT_BASE + broker id`` (see :class:`SimZk`)."""
+"""Simulated brokers listen on ``SIM_PORT_BASE + broker id`` (their registration says so)."""
+LEADER_AND_ISR_KEY, UPDATE_METADATA_KEY, ALTER_PARTITION_KEY = 4, 6, 56
+SEGMENT_BYTES = 1200  # small: rolls, multi-segment cuts
 
 
-@dataclass
-class PartitionView:
-    """What a broker knows of one partition (from LeaderAndIsr or UpdateMetadata)."""
-
-    leader: int
-    leader_epoch: int
-    isr: list[int]
-    partition_epoch: int
-    replicas: tuple[int, ...] = ()
-
-
-@dataclass
-class BrokerState:
-    """The broker half of a node; lost when the process dies."""
-
-    controller_epoch: int = 0
-    hosted: dict[TopicPartition, PartitionView] = field(default_factory=dict)
-    # The broker's metadata cache (Kafka's MetadataCache), as the UpdateMetadata handler
-    # fills it: its parse step and MetadataCache.update.
-    metadata: MetadataCache = field(default_factory=MetadataCache)
-    follower_epochs: dict[TopicPartition, int] = field(default_factory=dict)
-    alter_in_flight: dict[TopicPartition, int] = field(default_factory=dict)
-
-
-@dataclass(frozen=True)
-class _ControllerConfig:
-    """The broker configs ControllerService reads (Kafka names, attribute spelling)."""
-
-    controller_socket_timeout_ms: int
+def broker_config(config: SimConfig, broker_id: int, log_dirs: list[Path]) -> BrokerConfig:
+    """A simulated broker's configuration (Kafka's names), from the run's knobs."""
+    return BrokerConfig({
+        "broker.id": str(broker_id), "zookeeper.connect": "sim:2181",
+        "log.dirs": ",".join(str(d) for d in log_dirs),
+        "listeners": f"PLAINTEXT://broker-{broker_id}:{SIM_PORT_BASE + broker_id}",
+        "zookeeper.session.timeout.ms": str(config.session_timeout_ms),
+        "controller.socket.timeout.ms": str(config.controller_socket_timeout_ms),
+        "log.segment.bytes": str(SEGMENT_BYTES),
+        "min.insync.replicas": str(config.min_insync_replicas),
+        "replica.lag.time.max.ms": str(config.replica_lag_time_max_ms),
+        "replica.fetch.wait.max.ms": str(config.fetch_max_wait_ms),
+        "replica.fetch.max.bytes": str(config.fetch_max_bytes),
+        "replica.fetch.response.max.bytes": str(config.fetch_max_bytes),
+        "replica.fetch.backoff.ms": str(config.fetch_backoff_ms),
+        "replica.socket.timeout.ms": str(config.fetch_timeout_ms),
+    })
 
 
 class SimConnection:
     """The controller channel's transport to one simulated broker (what
     :class:`~weir.protocol.client.BrokerConnection` is over TCP): requests and answers
     cross the simulated network in order, as frames the production codecs encode and
-    decode (the client's on this side, :meth:`SimNode.receive_frame` on the broker's); a
-    dead or restarted broker resets it."""
+    decode (the client's on this side, the receiver's ``BrokerCore.serve_frame`` on the
+    other); a dead or restarted broker resets it."""
 
     def __init__(self, sim: Simulation, source: SimNode, target_id: int) -> None:
         self.sim, self.source, self.target = sim, source, sim.nodes[target_id]
@@ -113,30 +104,17 @@ class SimConnection:
         if not self._reachable():
             self.connected = False
             raise ConnectionResetError(f"connection to broker {self.target.id} reset")
-        answer: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
-
-        def arrive() -> None:
-            if not self.source.alive or self.source.incarnation != self._incarnation:
-                return  # the controller process is gone: nobody reads the answer
-            if not self._reachable():
-                if not answer.done():
-                    answer.set_exception(ConnectionResetError("broker went away"))
-                return
-            response = self.target.run(self.target.receive_frame, self.source.id, frame)
-            self.sim._deliver(self.target.id, self.source.id,
-                              lambda: answer.done() or answer.set_result(response))
-
         self._correlation_id = (self._correlation_id + 1) & 0x7FFFFFFF
         correlation_id = self._correlation_id
         frame = encode_request_frame(request, correlation_id, f"controller-{self.source.id}")
-        self.sim._deliver(self.source.id, self.target.id, arrive)
+        answer = self.source.send_frame(self.target, frame, self._reachable)
         try:
             # asyncio.timeout, not wait_for: on Python 3.11 wait_for swallows a cancellation
             # that races with the answer arriving, and a killed controller's channel task
             # would live on, pending forever (found by running seeds 100-110 in one process).
             async with asyncio.timeout(timeout_s):
                 answered_frame = await answer
-        except TimeoutError:
+        except (TimeoutError, ConnectionError):
             self.connected = False
             raise
         answered_id, response = decode_response_frame(type(request), answered_frame)
@@ -158,13 +136,16 @@ class SimNode:
         self.settings = settings
         self.alive = False
         self.session = 0
-        self.epoch = -1
         self.incarnation = 0
         self.zk: SimZkClient | None = None
-        self.service: ControllerService | None = None
-        self.broker = BrokerState()
-        self.replicas: SimReplicas | None = None  # the data path (``SimConfig.data``)
+        self.core: BrokerCore | None = None  # this incarnation's broker
+        self.service: ControllerService | None = None  # its controller (core.controller)
+        self.deferred: SimDeferredWriter | None = None
+        self.replicas: SimReplicas | None = None  # the data path's view (``SimConfig.data``)
         self.process: SimProcess | None = None  # this incarnation's tasks (weir.sim.process)
+        # Answers this incarnation owes (a crash resets their connections).
+        self._owed: dict[asyncio.Future[bytes], None] = {}
+        self._dying: dict[asyncio.Task[Any], None] = {}  # see crash
 
     @property
     def active(self) -> bool:
@@ -172,14 +153,27 @@ class SimNode:
         return self.alive and self.service is not None and self.service.is_active
 
     @property
+    def epoch(self) -> int:
+        """The broker epoch of this incarnation's registration (-1 before it registered)."""
+        return -1 if self.core is None else self.core.registration.broker_epoch
+
+    @property
     def controller_epoch(self) -> int:
         return -1 if self.service is None else self.service.core.ctx.controller_epoch
 
-    def spawn(self, coro: Any) -> None:
+    @property
+    def log_dirs(self) -> list[Path]:
+        """This broker's disk: one log dir, or several (JBOD, KIP-112) for runs with disk
+        faults (weir.sim.disk)."""
+        root = self.sim.disk_root / f"broker-{self.id}"
+        dirs = self.sim.config.log_dirs
+        return [root] if dirs == 1 else [root / f"dir-{i}" for i in range(dirs)]
+
+    def spawn(self, coro: Any) -> asyncio.Task[Any]:
         """Run ``coro`` as a task of this process (kept referenced until it ends or the
         process dies)."""
         assert self.process is not None
-        self.process.spawn(self.sim.loop, coro)
+        return self.process.spawn(self.sim.loop, coro)
 
     def run(self, fn: Any, *args: Any) -> Any:
         """Call ``fn`` as code of this process (e.g. a request arriving)."""
@@ -188,38 +182,131 @@ class SimNode:
     # -- lifecycle -------------------------------------------------------------------------
 
     def start(self) -> None:
-        """A fresh process: new session, registration, the controller election."""
+        """A fresh process: its broker built whole, its logs loaded; then (as a task) the
+        registration and the controller election."""
         sim = self.sim
         self.alive = True
         self.incarnation += 1
         process.install(sim.loop)
         self.process = SimProcess(f"broker {self.id} incarnation {self.incarnation}")
-        self.broker = BrokerState()
         self.zk = SimZkClient(sim.zk, self.id)
         self.session = self.zk.session
-        self.epoch = sim.zk.register_broker(self.id, self.session)
-        if sim.data is not None:
-            self.process.run(sim.data.start, self)
-        channels = functools.partial(ControllerChannelManager,
-                                     connect=self._connect, backoff_ms=20, max_backoff_ms=200)
         if self.service is not None:
             sim.retire_service(self.service)
-        self.service = ControllerService(
-            self.id, self.zk, _ControllerConfig(sim.config.controller_socket_timeout_ms),
-            now_ms=sim.loop.now_ms, settings=self.settings, channel_factory=channels,
-            run_blocking=functools.partial(sim.run_zk, self))
-        self.process.run(self.spawn, self.service.start())
+        self.deferred = SimDeferredWriter(sim)
+        self.core = core = self.process.run(self._build)
+        self.service = core.controller
+        self.process.run(self._open_logs)
+        if sim.data is not None:
+            self.process.run(sim.data.start, self)
+        self.spawn(self._boot(core))
+
+    def _build(self) -> BrokerCore:
+        sim = self.sim
+        incarnation = self.incarnation
+        channels = functools.partial(ControllerChannelManager,
+                                     connect=self._connect, backoff_ms=20, max_backoff_ms=200)
+
+        def halt() -> None:  # Exit.halt: the process dies; its session expires later
+            sim.schedule(0, lambda: self.alive and self.incarnation == incarnation
+                         and sim.kill(self, "halt (all log dirs failed) of"))
+        return BrokerCore(
+            broker_config(sim.config, self.id, self.log_dirs), self.zk,
+            now_ms=sim.loop.now_ms, connect=self.connect_frames,
+            run_blocking=functools.partial(sim.run_zk, self),
+            endpoint_factory=lambda leader: SimLeaderEndPoint(self, leader),
+            deferred=self.deferred, halt=halt, controller_settings=self.settings,
+            channel_factory=channels, coordinator_clock=VirtualClock(sim),
+            group_coordinator=None if sim.groups is None else sim.groups.build_coordinator)
+
+    def _open_logs(self) -> None:
+        """Start-up: the directories of deleted topics go (Kafka deletes them once the
+        controller says so; a broker down meanwhile finds them gone from ZooKeeper), then the
+        log manager loads the rest, recovering unflushed tails from its checkpoints."""
+        assert self.core is not None
+        live = set(self.sim.zk.topics)
+        for log_dir in self.log_dirs:
+            log_dir.mkdir(parents=True, exist_ok=True)
+            for path in sorted(log_dir.iterdir()):
+                tp = parse_topic_partition(path.name)
+                if tp is not None and tp.topic not in live:
+                    shutil.rmtree(path)
+        self.core.log_manager.startup(self.sim.now)
+
+    async def _boot(self, core: BrokerCore) -> None:
+        """What Broker.start does once the logs are loaded: register (the broker epoch),
+        follow the session, elect."""
+        await core.registration.register()
+        assert self.zk is not None
+        self.zk.add_session_listener(
+            lambda state: self.run(core.registration.on_session_state, state))
+        await core.start_controller()
 
     def _connect(self, host: str, port: int) -> SimConnection:
         return SimConnection(self.sim, self, port - SIM_PORT_BASE)
 
-    def connect_frames(self, host: str, port: int) -> FrameConnection:
+    def send_frame(self, target: SimNode, frame: bytes, reachable: Callable[[], bool],
+                   lossy: bool = False) -> asyncio.Future[bytes]:
+        """Send a request frame to ``target`` over the simulated network; the future of its
+        encoded answer.  ``target`` serves it as code of its process; if it dies first, the
+        connection is reset (ConnectionResetError, a network delay later).  ``lossy``: a
+        data-path message (weir.sim.data): it may be lost, reordered or, a read, served twice
+        (a lost one shows as the client's timeout)."""
+        sim = self.sim
+        answer: asyncio.Future[bytes] = sim.loop.create_future()
+
+        async def serve() -> None:
+            try:
+                response = await target.serve_frame(frame, f"broker-{self.id}")
+            except Exception as exc:  # noqa: BLE001 - as the socket server does:
+                # an unexpected error in a handler (a ZooKeeper session lost under it)
+                # closes the connection, and the client hears it reset.
+                log.info("broker %d: error serving broker %d (%r); closing the connection",
+                         target.id, self.id, exc)
+                reset = ConnectionResetError(f"broker {target.id} closed the connection")
+                if reachable():
+                    self._transmit(target.id, self.id, lambda: answer.done()
+                                   or answer.set_exception(reset), False)
+                return
+            if reachable():
+                self._transmit(target.id, self.id,
+                               lambda: answer.done() or answer.set_result(response), lossy)
+
+        def arrive() -> None:
+            if not reachable():
+                if self.alive and not answer.done():
+                    answer.set_exception(ConnectionResetError(f"broker {target.id} went away"))
+                return
+            target._owed[answer] = None
+            answer.add_done_callback(lambda a: target._owed.pop(a, None))
+            copies = 2 if lossy and sim.data is not None and (
+                sim.rng.random() < sim.config.data_duplicate_ratio) else 1
+            for _ in range(copies):
+                target.spawn(serve())
+        self._transmit(self.id, target.id, arrive, lossy)
+        return answer
+
+    def _transmit(self, src: int, dst: int, fn: Callable[[], object], lossy: bool) -> None:
+        sim = self.sim
+        data = sim.data
+        if not lossy or data is None:
+            sim.deliver(src, dst, fn)
+            return
+        if sim.rng.random() < sim.config.data_drop_ratio:
+            return
+        if sim.rng.random() < sim.config.data_reorder_ratio:
+            data.stats["reordered_messages"] += 1
+            sim.schedule(sim.net_delay(), fn)
+        else:
+            sim.deliver(src, dst, fn)
+
+    def connect_frames(self, host: str, port: int, lossy: bool = False) -> FrameConnection:
         """This incarnation's connection to the broker listening on ``port``: encoded
         request frames cross the simulated network (FIFO per link, delayed), the receiver
-        decodes them with the production codec, and its encoded answer comes back to be
+        serves them through its ``BrokerCore``, and its encoded answer comes back to be
         decoded by :class:`~weir.protocol.client.FrameConnection`, the client's code.  A
-        request to a process that dies, or from one, gets no answer (the client's timeout
-        fires, as a socket's would)."""
+        request to a process that dies gets its connection reset; one from a process that
+        died gets no answer.  ``lossy``: see :meth:`send_frame`."""
         sim, source = self.sim, self
         incarnation = self.incarnation
 
@@ -235,195 +322,93 @@ class SimNode:
                         and source.alive and source.incarnation == incarnation)
 
             async def call(frame: bytes) -> bytes:
-                answer: asyncio.Future[bytes] = asyncio.get_running_loop().create_future()
-
-                async def serve() -> None:
-                    response = await target.serve_frame(frame)
-                    if reachable():
-                        sim._deliver(target.id, source.id,
-                                     lambda: answer.done() or answer.set_result(response))
-
-                def arrive() -> None:
-                    if reachable():
-                        target.spawn(serve())
-                sim._deliver(source.id, target.id, arrive)
-                return await answer
+                if sim.data is not None and lossy:
+                    sim.data.stats["fetch_rounds"] += 1
+                return await source.send_frame(target, frame, reachable, lossy)
             return call
         return FrameConnection(open_call, client_id=f"broker-{self.id}")
 
-    async def serve_frame(self, frame: bytes) -> bytes:
-        """A request frame reaching this broker's inter-broker listener, decoded and answered
-        by the production codecs.  AlterPartition goes to this process's
-        :class:`ControllerService` as the AlterPartition handler hands it over
-        (NOT_CONTROLLER unless it is the active controller)."""
-        api_key, version, _correlation = codec.parse_request_header_prefix(frame)
-        request_cls, response_cls = INTERBROKER_SCHEMAS[api_key][version]
-        header = codec.parse_request_header(frame, bool(request_cls.__flexible__))
-        request = codec.decode_body(request_cls, frame, header.size)
-        if api_key != ALTER_PARTITION_KEY:
-            raise ValueError(f"no simulated handler for API key {api_key}")
-        if self.sim.data is not None:
-            self.sim.data.stats["isr_proposals"] += sum(len(t.partitions)
-                                                        for t in request.topics)
-        service = self.service
-        try:
-            if service is None or not service.is_active:
-                raise KafkaError(ErrorCode.not_controller, "not the active controller")
-            response = await service.on_alter_partition(request)
-        except KafkaError as exc:
-            response = codec.build(response_cls, error_code=exc.code, topics=[])
-        flexible = codec.response_header_flexible(api_key, response_cls)
-        return codec.encode_response_frame(header.correlation_id, codec.encode_body(response),
-                                           flexible)[4:]
+    async def serve_frame(self, frame: bytes, peer: str) -> bytes:
+        """A request frame reaching this broker's inter-broker listener: through
+        ``BrokerCore.serve_frame`` (the production Dispatcher and handler).  What the
+        simulation observes of it: the leader epochs a LeaderAndIsr moved (the invariants),
+        an UpdateMetadata's deleted partitions for the group plane, the ISR proposals
+        (statistics)."""
+        core = self.core
+        assert core is not None
+        api_key = codec.parse_request_header_prefix(frame)[0]
+        if api_key != LEADER_AND_ISR_KEY:
+            response = await core.serve_frame(frame, peer)
+        else:
+            partitions = core.replica_manager.partitions
+            before = {tp: p.leader_epoch for tp, p in partitions.items()}
+            response = await core.serve_frame(frame, peer)
+            self._leader_epochs_moved(before)
+        if api_key == UPDATE_METADATA_KEY and self.sim.groups is not None:
+            self.sim.groups.on_update_metadata(self, _decode_request(frame))
+        elif api_key == ALTER_PARTITION_KEY and self.sim.data is not None:
+            self.sim.data.stats["isr_proposals"] += sum(
+                len(t.partitions) for t in _decode_request(frame).topics)
+        return response
+
+    def _leader_epochs_moved(self, before: dict[TopicPartition, int]) -> None:
+        assert self.core is not None
+        for tp, part in self.core.replica_manager.partitions.items():
+            old = before.get(tp)
+            if old != part.leader_epoch:
+                self.sim.on_broker_leader_epoch(self.id, tp, old, part.leader_epoch)
 
     def crash(self, lose_unflushed: bool = False) -> None:
         """The process dies (a kill: no shutdown code of it runs); its session expires
         later (the simulation schedules it).  With ``lose_unflushed`` the machine loses
         power: unflushed log bytes go too."""
-        if self.sim.data is not None:
-            self.sim.data.crash(self, lose_unflushed)
+        sim = self.sim
+        if sim.data is not None:
+            sim.data.crash(self, lose_unflushed)
+        elif self.core is not None:
+            for task in self.core.replica_manager.fetchers.abandon():
+                self._bury(task)
+            for logs in self.core.log_manager.logs_by_dir().values():
+                for log, _future in logs:
+                    log.close()
+        if self.deferred is not None:
+            self.deferred.dead = True  # its pending writes die with the process
         self.alive = False
         if self.zk is not None:
             self.zk.close()  # its watches fire no more, its calls fail
         if self.process is not None:
             # Every task of the process at once: the controller's event consumer, its
-            # channel senders, the rebalance timer, the requests it was serving and the
-            # ZooKeeper calls they wait on.  The service does not resign: a killed
-            # controller's /controller znode goes with its session.
-            self.process.kill()
+            # channel senders, the rebalance timer, the fetchers, the requests it was
+            # serving and the ZooKeeper calls they wait on.  The service does not resign: a
+            # killed controller's /controller znode goes with its session.  The cancelled
+            # tasks stay referenced until they have unwound (a pending task the garbage
+            # collector destroys is reported at a moment that depends on memory).
+            for task in self.process.kill():
+                self._bury(task)
+        # The connections of the requests it was serving are reset.
+        for answer in list(self._owed):
+            sim.schedule(sim.net_delay(), lambda a=answer: a.done() or a.set_exception(
+                ConnectionResetError(f"broker {self.id} died")))
+        self._owed.clear()
+
+    def _bury(self, task: asyncio.Task[Any]) -> None:
+        if not task.done():
+            self._dying[task] = None
+            task.add_done_callback(lambda t: self._dying.pop(t, None))
 
     def session_expired(self) -> None:
-        """ZooKeeper expired the session (the client heard LOST): reconnect with a new one,
-        re-register, and tell the service (CONNECTED), as the broker's session handler does."""
+        """ZooKeeper expired the session (the client heard LOST): reconnect with a new one
+        and tell the listeners (CONNECTED): the registration registers again and the
+        controller re-elects, as in a broker process."""
         if not self.alive or self.zk is None:
             return
         self.zk.reconnect()
         self.session = self.zk.session
-        self.epoch = self.sim.zk.register_broker(self.id, self.session)
         self.zk.session_event("CONNECTED")
 
-    # -- the broker side -------------------------------------------------------------------
 
-    def receive_frame(self, controller_id: int, frame: bytes) -> bytes:
-        """A controller request frame (LeaderAndIsr, UpdateMetadata, StopReplica) decoded
-        by the production codec, applied by :meth:`receive`, and its answer encoded (the
-        frame without its size prefix)."""
-        api_key, version, _correlation = codec.parse_request_header_prefix(frame)
-        request_cls, response_cls = INTERBROKER_SCHEMAS[api_key][version]
-        header = codec.parse_request_header(frame, bool(request_cls.__flexible__))
-        response = self.receive(controller_id,
-                                codec.decode_body(request_cls, frame, header.size))
-        return codec.encode_response_frame(
-            header.correlation_id, codec.encode_body(response),
-            codec.response_header_flexible(api_key, response_cls))[4:]
-
-    def receive(self, controller_id: int, request: Any) -> Any:
-        """Apply a controller request and answer it as a broker does (Kafka's
-        ReplicaManager: a stale controller epoch gets STALE_CONTROLLER_EPOCH, a request
-        for an earlier incarnation STALE_BROKER_EPOCH)."""
-        state = self.broker
-        if request.controller_epoch < state.controller_epoch:
-            return _answer(request, ErrorCode.stale_controller_epoch)
-        if broker_epoch_is_stale(request.broker_epoch, self.epoch):
-            return _answer(request, ErrorCode.stale_broker_epoch)
-        state.controller_epoch = request.controller_epoch
-        errors: dict[TopicPartition, ErrorCode] = {}
-        if isinstance(request, LeaderAndIsrRequest):
-            errors = self._leader_and_isr(request)
-        elif isinstance(request, UpdateMetadataRequest):
-            brokers, partitions = update_metadata.parse_request(request, INTER_BROKER_LISTENER)
-            state.metadata.update(request.controller_id, request.controller_epoch, brokers,
-                                  partitions)
-            if self.sim.groups is not None:
-                # The broker's own step after its metadata cache: deleted partitions (leader
-                # -2) lose their committed offsets (the UpdateMetadata handler's code).
-                self.sim.groups.on_update_metadata(self, request)
-        elif isinstance(request, StopReplicaRequest):
-            for topic in request.topic_states:
-                for p in topic.partition_states:
-                    tp = TopicPartition(topic.topic_name, p.partition_index)
-                    if p.delete_partition:
-                        state.hosted.pop(tp, None)
-                        state.follower_epochs.pop(tp, None)
-                    if self.replicas is not None:
-                        self.replicas.stop_replica(tp, p.leader_epoch, p.delete_partition)
-        return _answer(request, ErrorCode.none, errors)
-
-    def _leader_and_isr(self, request: LeaderAndIsrRequest) -> dict[TopicPartition, ErrorCode]:
-        """Apply it; the partitions the replica manager refused (KAFKA_STORAGE_ERROR for a
-        replica in a failed log dir) with their errors."""
-        state = self.broker
-        errors: dict[TopicPartition, ErrorCode] = {}
-        for topic in request.topic_states:
-            for p in topic.partition_states:
-                tp = TopicPartition(topic.topic_name, p.partition_index)
-                mine = state.hosted.get(tp)
-                if mine is not None and (p.leader_epoch, p.partition_epoch) < (
-                        mine.leader_epoch, mine.partition_epoch):
-                    continue
-                self.sim.on_broker_leader_epoch(self.id, tp, mine and mine.leader_epoch,
-                                                p.leader_epoch)
-                state.hosted[tp] = PartitionView(p.leader, p.leader_epoch, list(p.isr),
-                                                 p.partition_epoch, tuple(p.replicas))
-                state.follower_epochs[tp] = self.epoch
-                if self.replicas is not None and tp.topic in self.sim.zk.topics:
-                    error = self.replicas.leader_and_isr(
-                        tp, p, request.controller_epoch, self.sim.zk.topics[tp.topic].topic_id)
-                    if error != ErrorCode.none:
-                        errors[tp] = error
-        return errors
-
-    def propose_isr_changes(self) -> None:
-        """As a partition leader: shrink/expand ISRs via AlterPartition to the controller."""
-        sim = self.sim
-        if self.replicas is not None:  # the data path: Partition's own proposals, sent by
-            self.run(self.replicas.propose_shrinks)  # this process's AlterPartitionManager
-            return
-        for tp, view in sorted(self.broker.hosted.items()):
-            if view.leader != self.id or tp in self.broker.alter_in_flight:
-                continue
-            caught_up = [r for r in view.replicas if r == self.id or sim.follows(r, tp, view)]
-            new_isr = [r for r in view.replicas if r in caught_up]
-            if sorted(new_isr) == sorted(view.isr):
-                continue
-            epochs = tuple(sim.nodes[r].epoch for r in new_isr)
-            topic_id = sim.zk.topics[tp.topic].topic_id if tp.topic in sim.zk.topics else None
-            if topic_id is None:
-                continue
-            change = IsrChange(view.leader_epoch, view.partition_epoch, tuple(new_isr), epochs)
-            token = sim.next_token()
-            self.broker.alter_in_flight[tp] = token
-            sim.send_alter_partition(self, topic_id, tp, change, token)
-
-    def on_alter_partition_answer(self, tp: TopicPartition, outcome: Any, token: int) -> None:
-        """The controller's answer (``outcome`` None: the request timed out)."""
-        if self.broker.alter_in_flight.get(tp) != token:
-            return
-        del self.broker.alter_in_flight[tp]
-        view = self.broker.hosted.get(tp)
-        if view is None or not hasattr(outcome, "isr"):
-            return
-        if outcome.leader_epoch == view.leader_epoch and outcome.zk_version > view.partition_epoch:
-            view.isr = list(outcome.isr)
-            view.partition_epoch = outcome.zk_version
-
-
-def _answer(request: Any, error: ErrorCode,
-            errors: dict[TopicPartition, ErrorCode] | None = None) -> Any:
-    """A broker's response to a controller request, ``error`` for every partition but
-    those in ``errors``."""
-    errors = errors or {}
-    if isinstance(request, LeaderAndIsrRequest):
-        topics = [{"topic_id": t.topic_id,
-                   "partition_errors": [{"partition_index": p.partition_index,
-                                         "error_code": errors.get(
-                                             TopicPartition(t.topic_name, p.partition_index),
-                                             error)} for p in t.partition_states]}
-                  for t in request.topic_states] if error == ErrorCode.none else []
-        return codec.build(LeaderAndIsrResponse, error_code=error, topics=topics)
-    if isinstance(request, StopReplicaRequest):
-        errors = [{"topic_name": t.topic_name, "partition_index": p.partition_index,
-                   "error_code": error} for t in request.topic_states
-                  for p in t.partition_states] if error == ErrorCode.none else []
-        return codec.build(StopReplicaResponse, error_code=error, partition_errors=errors)
-    return codec.build(UpdateMetadataResponse, error_code=error)
+def _decode_request(frame: bytes) -> Any:
+    api_key, version, _correlation = codec.parse_request_header_prefix(frame)
+    request_cls = INTERBROKER_SCHEMAS[api_key][version][0]
+    header = codec.parse_request_header(frame, bool(request_cls.__flexible__))
+    return codec.decode_body(request_cls, frame, header.size)

@@ -1,25 +1,25 @@
-"""The data half of one simulated broker process: the production replica manager.
+"""The data half of one simulated broker process: the simulation's wiring around the
+production replica manager of the broker's :class:`~weir.server.broker_core.BrokerCore`.
 
 Each broker incarnation runs Weir's real :class:`~weir.replication.replica_manager.ReplicaManager`
-(LeaderAndIsr / StopReplica, appends with the produce purgatory, follower reads with the
-fetch purgatory, high watermark, ISR proposals), its real
-:class:`~weir.replication.fetcher.ReplicaFetcherManager` and fetchers, and a real
+(built by its ``BrokerCore``: LeaderAndIsr / StopReplica through the real handlers, appends
+with the produce purgatory, follower reads with the fetch purgatory, high watermark, ISR
+proposals through the production AlterPartitionManager), its real fetchers and a real
 :class:`~weir.storage.log_manager.LogManager` over the broker's directory, on the
 simulation's virtual-time event loop (:mod:`weir.sim.vloop`).  What this module adds is only
 the wiring to the simulated world:
 
-* :class:`SimLeaderEndPoint`, the fetchers' ``LeaderEndPoint``: each question goes through
-  the simulated network (lost, delayed, reordered, duplicated) to the leader broker's own
-  ``ReplicaManager`` (``fetch`` as a follower, ``leader_log`` + the epoch cache as the
-  OffsetForLeaderEpoch handler answers, ``list_offset``), and a lost message shows as the
-  request timing out, as a socket timeout would;
-* the production :class:`~weir.replication.alter_partition.AlterPartitionManager`, built by
-  the replica manager itself, reaches the controller through
-  :meth:`~weir.sim.node.SimNode.connect_frames`: its AlterPartition requests travel as
-  encoded frames and its answers are decoded by the client's own code;
+* :class:`SimLeaderEndPoint`, the fetchers' endpoint: the production
+  :class:`~weir.replication.leader_endpoint.RemoteLeaderEndPoint` (Fetch with its
+  incremental fetch session, OffsetForLeaderEpoch, ListOffsets, encoded and decoded by the
+  client's code) whose connection is the simulated network
+  (:meth:`~weir.sim.node.SimNode.connect_frames`, lossy: messages may be lost, delayed,
+  reordered or served twice); the leader answers through its own ``BrokerCore.serve_frame``;
 * :class:`SimDeferredWriter`, the log manager's storage thread (leader-epoch checkpoints,
   partition.metadata) made deterministic: jobs are written a random simulated time later,
-  and a crash loses those still pending, as a process death would.
+  and a crash loses those still pending, as a process death would;
+* :class:`SimReplicas`, the data plane's view of one incarnation's logs (what the
+  invariants read, power loss, produce).
 
 The clock of every part is the loop's virtual clock; the state here dies with the process,
 the log directories do not.
@@ -30,49 +30,28 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
-import shutil
 from collections.abc import Callable, Coroutine
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from weir.common import TopicPartition
-from weir.coordination.errors import ControllerMovedError
 from weir.protocol.errors import ErrorCode, KafkaError
-from weir.protocol.fetch_response import FileRegion
 from weir.records.builder import build_batch
 from weir.records.records import iter_records
-from weir.replication.alter_partition import AlterPartitionManager, IsrResult
-from weir.replication.fetcher import FetcherSettings, PartitionFetchState
-from weir.replication.leader_endpoint import (
-    BrokerEndPoint,
-    EpochEndOffset,
-    FetchAnswer,
-    FetchedPartition,
-    FetchParams,
-    PartitionFetch,
-)
-from weir.replication.local_reads import FetchPartition
-from weir.replication.log_dir_failure import handle_log_dir_failure
-from weir.replication.partition import LeaderState, Partition
-from weir.replication.replica_manager import (
-    PartitionStateUpdate,
-    ReplicaManager,
-    ReplicationSettings,
-)
-from weir.sim.node import SIM_PORT_BASE
-from weir.storage.log import Log, LogConfig, parse_topic_partition
+from weir.replication.fetcher import PartitionFetchState
+from weir.replication.leader_endpoint import BrokerEndPoint, RemoteLeaderEndPoint
+from weir.replication.partition import Partition
+from weir.replication.replica_manager import ReplicaManager
+from weir.storage.log import Log
 from weir.storage.log_manager import LogManager
 
 if TYPE_CHECKING:
+    from weir.protocol.client import FrameConnection
     from weir.sim.data import DataPlane
     from weir.sim.node import SimNode
+    from weir.sim.world import World
 
-__all__ = ["LOG_CONFIG", "SimLeaderEndPoint", "SimReplicas", "read_all"]
-
-LOG_CONFIG = LogConfig.from_dict({"segment.bytes": 1200})  # small: rolls, multi-segment cuts
-ALTER_PARTITION_TIMEOUT_MS = 500
-"""How long the simulated AlterPartitionManager waits for the controller's answer."""
-EARLIEST_TIMESTAMP, LATEST_TIMESTAMP = -2, -1
+__all__ = ["SimDeferredWriter", "SimLeaderEndPoint", "SimReplicas", "read_all"]
 
 
 def read_all(log: Log, max_offset: int | None = None, start: int | None = None) -> bytes:
@@ -89,19 +68,11 @@ def read_all(log: Log, max_offset: int | None = None, start: int | None = None) 
     return b"".join(chunks)
 
 
-def _region_bytes(records: Any) -> bytes:
-    """The bytes a Fetch answer carries (a file region is read now, as sendfile would)."""
-    if isinstance(records, FileRegion):
-        with open(records.path, "rb") as f:
-            return os.pread(f.fileno(), records.size, records.position)
-    return bytes(records or b"")
-
-
 class SimDeferredWriter:
     """``LogManager.deferred`` under simulation: deterministic, and lost with the process."""
 
-    def __init__(self, plane: DataPlane) -> None:
-        self.plane = plane
+    def __init__(self, sim: World) -> None:
+        self.sim = sim
         self._pending: list[Any] = []
         self.dead = False
 
@@ -109,7 +80,7 @@ class SimDeferredWriter:
         if not jobs or self.dead:
             return
         self._pending.extend(jobs)
-        self.plane.sim.schedule(self.plane.sim.rng.randint(1, 200), self.drain)
+        self.sim.schedule(self.sim.rng.randint(1, 200), self.drain)
 
     def pending(self) -> int:
         return len(self._pending)
@@ -125,153 +96,46 @@ class SimDeferredWriter:
         self.drain()
 
 
-class SimLeaderEndPoint:
-    """A fetcher's leader broker, reached through the simulated network."""
+class SimLeaderEndPoint(RemoteLeaderEndPoint):
+    """A fetcher's leader broker: the production endpoint, over the simulated network."""
 
-    def __init__(self, follower: SimReplicas, leader_id: int) -> None:
-        self.follower = follower
-        self.leader_id = leader_id
+    def __init__(self, node: SimNode, leader: BrokerEndPoint) -> None:
+        settings = node.sim.config
+        super().__init__(leader, client_id=f"replica-fetcher-{node.id}",
+                         socket_timeout_ms=settings.fetch_timeout_ms)
+        self._node = node
 
-    @property
-    def broker(self) -> BrokerEndPoint:
-        return BrokerEndPoint(self.leader_id, f"broker-{self.leader_id}", 9092)
+    async def _connection(self) -> Any:
+        conn = self._frames
+        if conn is None or not conn.connected:
+            conn = self._node.connect_frames(self.broker.host, self.broker.port, lossy=True)
+            await conn.connect(timeout_s=self.socket_timeout_ms / 1000)
+            self._frames = conn
+        return conn
 
-    async def _call(self, serve: Callable[[ReplicaManager], Coroutine[Any, Any, Any]],
-                    timeout_ms: int) -> Any:
-        plane = self.follower.plane
-        if self.follower.dead:
-            # A dead process sends nothing.  Its fetcher was cancelled at the crash; this
-            # only runs if the cancellation raced with an answer that was being delivered.
-            raise ConnectionError(f"broker {self.follower.node.id}: the process is dead")
-        plane.stats["fetch_rounds"] += 1
-        fut: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
-        leader = plane.sim.nodes[self.leader_id]
-        src = self.follower.node
-
-        def arrive(at: SimReplicas) -> None:
-            def answered(task: asyncio.Task[Any]) -> None:
-                if task.cancelled():
-                    return
-                exc = task.exception()
-                if exc is not None:
-                    plane.sim.violation(f"broker {at.node.id} failed to serve broker "
-                                        f"{src.id}: {exc!r}")
-                    return
-                value = task.result()
-                plane.send(at.node.id, src, lambda _r: fut.done() or fut.set_result(value))
-            at.spawn(serve(at.rm)).add_done_callback(answered)
-        plane.send(src.id, leader, arrive, may_duplicate=True)
-        # asyncio.timeout, not wait_for: on Python 3.11 wait_for swallows a cancellation
-        # that races with the answer arriving, and the crashed process's fetcher would go
-        # on as a zombie fetching for a broker that has restarted.
-        async with asyncio.timeout(timeout_ms / 1000):
-            return await fut
-
-    async def fetch(self, params: FetchParams,
-                    partitions: dict[TopicPartition, PartitionFetch]) -> FetchAnswer:
-        requests = [FetchPartition(tp, p.fetch_offset, p.partition_max_bytes,
-                                   p.current_leader_epoch, p.last_fetched_epoch,
-                                   p.log_start_offset, topic_id=p.topic_id)
-                    for tp, p in partitions.items()]
-
-        async def serve(rm: ReplicaManager) -> FetchAnswer:
-            results = await rm.reads.fetch(params.replica_id, params.max_wait_ms, params.min_bytes,
-                                     params.max_bytes, requests)
-            return FetchAnswer({tp: FetchedPartition(
-                error=r.error, high_watermark=r.high_watermark,
-                log_start_offset=r.log_start_offset, records=_region_bytes(r.records),
-                diverging_epoch=r.diverging_epoch) for tp, r in results.items()})
-        settings = self.follower.rm.fetchers.settings
-        return await self._call(serve, settings.socket_timeout_ms + params.max_wait_ms)
-
-    async def fetch_epoch_end_offsets(self, replica_id: int,
-                                      partitions: dict[TopicPartition, tuple[int, int]],
-                                      ) -> dict[TopicPartition, EpochEndOffset]:
-        async def serve(rm: ReplicaManager) -> dict[TopicPartition, EpochEndOffset]:
-            out = {}
-            for tp, (current, asked) in partitions.items():
-                try:  # as the OffsetForLeaderEpoch handler answers
-                    _p, plog = rm.leader_log(tp, current)
-                except KafkaError as exc:
-                    out[tp] = EpochEndOffset(exc.code)
-                    continue
-                epoch, end = plog.epoch_cache.end_offset_for(asked, plog.log_end_offset)
-                out[tp] = EpochEndOffset(ErrorCode.none, epoch, end)
-            return out
-        return await self._call(serve, self.follower.rm.fetchers.settings.socket_timeout_ms)
-
-    async def _list_offset(self, replica_id: int, tp: TopicPartition, epoch: int,
-                           timestamp: int) -> int:
-        async def serve(rm: ReplicaManager) -> int | ErrorCode:
-            try:
-                return rm.list_offset(tp, timestamp, epoch, replica_id)[0]
-            except KafkaError as exc:
-                return exc.code
-        answer = await self._call(serve, self.follower.rm.fetchers.settings.socket_timeout_ms)
-        if isinstance(answer, ErrorCode):
-            raise KafkaError(answer, f"ListOffsets from leader: {answer.name}")
-        return answer
-
-    async def fetch_earliest_offset(self, replica_id: int, tp: TopicPartition,
-                                    current_leader_epoch: int) -> int:
-        return await self._list_offset(replica_id, tp, current_leader_epoch, EARLIEST_TIMESTAMP)
-
-    async def fetch_latest_offset(self, replica_id: int, tp: TopicPartition,
-                                  current_leader_epoch: int) -> int:
-        return await self._list_offset(replica_id, tp, current_leader_epoch, LATEST_TIMESTAMP)
-
-    async def reset(self) -> None:
-        return None
+    _frames: FrameConnection | None = None
 
     async def close(self) -> None:
-        return None
+        self._frames = None
 
 
 class SimReplicas:
-    """One broker incarnation's replica manager, log manager and tasks."""
+    """The data plane's view of one broker incarnation: its ``BrokerCore``'s replica
+    manager and log manager, and the tasks the data plane starts on it."""
 
-    def __init__(self, plane: DataPlane, node: SimNode, root: Path) -> None:
+    def __init__(self, plane: DataPlane, node: SimNode) -> None:
+        assert node.core is not None
         self.plane = plane
         self.node = node
-        self.root = root
+        self.rm: ReplicaManager = node.core.replica_manager
+        self.log_manager: LogManager = node.core.log_manager
+        self.log_dirs = node.log_dirs
         self._tasks: dict[asyncio.Task[Any], None] = {}  # ordered: replayable cancels
         self.dead = False  # this incarnation crashed (see close)
         self._decoded: dict[TopicPartition, tuple[Log, int, int, dict[int, bytes]]] = {}
         self._generation: dict[TopicPartition, tuple[Log, int, int, int]] = {}
-        config = plane.config
-        self.deferred = SimDeferredWriter(plane)
-        # One log dir, or several (JBOD, KIP-112) for runs with disk faults (weir.sim.disk).
-        self.log_dirs = [root] if config.log_dirs == 1 else [
-            root / f"dir-{i}" for i in range(config.log_dirs)]
-        self.log_manager = LogManager(self.log_dirs, LOG_CONFIG, deferred=self.deferred)
-        settings = ReplicationSettings(
-            replica_lag_time_max_ms=config.replica_lag_time_max_ms,
-            fetcher=FetcherSettings(replica_id=node.id, max_wait_ms=config.fetch_max_wait_ms,
-                                    max_bytes=config.fetch_max_bytes,
-                                    partition_max_bytes=config.fetch_max_bytes,
-                                    backoff_ms=config.fetch_backoff_ms,
-                                    socket_timeout_ms=config.fetch_timeout_ms))
-        self.rm = ReplicaManager(node.id, self.log_manager, lambda _topic: LOG_CONFIG,
-                                 lambda _topic: config.min_insync_replicas, settings,
-                                 clock=lambda: plane.sim.now,
-                                 endpoint_factory=lambda b: SimLeaderEndPoint(self, b.broker_id),
-                                 isr_changes=self._alter_partition_manager)
+        # Counted after the core's own listener (the production handler, KIP-112) ran.
         self.log_manager.dir_failure_listeners.append(self._on_log_dir_failure)
-
-    def _alter_partition_manager(self, on_result: Callable[[IsrResult], None]
-                                 ) -> AlterPartitionManager:
-        """The production AlterPartitionManager (KIP-497), over the simulated network to
-        whichever broker ZooKeeper names as controller; an answer not back in time sends
-        the proposals again, as a socket timeout would."""
-        node, sim = self.node, self.plane.sim
-
-        def controller() -> tuple[int, str, int] | None:
-            holder = sim.zk.controller
-            return None if holder is None else (
-                holder[0], f"broker-{holder[0]}", SIM_PORT_BASE + holder[0])
-        return AlterPartitionManager(node.id, lambda: node.epoch, controller, on_result,
-                                     backoff_ms=20, timeout_ms=ALTER_PARTITION_TIMEOUT_MS,
-                                     connect=node.connect_frames)
 
     @property
     def now(self) -> int:
@@ -297,46 +161,8 @@ class SimReplicas:
         task.add_done_callback(lambda t: self._tasks.pop(t, None))
         return task
 
-    # -- logs --------------------------------------------------------------------------
-
-    def open_logs(self, live_topics: set[str]) -> None:
-        """Start-up: drop the directories of deleted topics, then the log manager loads the
-        rest (recovering unflushed tails from the checkpoints it wrote)."""
-        for log_dir in self.log_dirs:
-            log_dir.mkdir(parents=True, exist_ok=True)
-            for path in sorted(log_dir.iterdir()):
-                tp = parse_topic_partition(path.name)
-                if tp is not None and tp.topic not in live_topics:
-                    shutil.rmtree(path)
-        self.log_manager.startup(self.now)
-
-    # -- a log dir failing (weir.sim.disk injects the I/O errors) ----------------------
-
     def _on_log_dir_failure(self, log_dir: Path, reason: str) -> None:
-        """The LogManager's dir-failure listener, the production handler (KIP-112)."""
         self.plane.stats["log_dirs_offline"] += 1
-        handle_log_dir_failure(self.rm, None, log_dir, reason,
-                               notify_controller=lambda: self.spawn(self._propagate()),
-                               halt=self._halt)
-
-    async def _propagate(self) -> None:
-        """``/log_dir_event_notification/log_dir_event_<seq>`` for the controller, retried
-        across a ZooKeeper session expiry as the ZooKeeper client does."""
-        node, sim = self.node, self.plane.sim
-        while True:
-            try:
-                assert node.zk is not None
-                await sim.run_zk(node, node.zk.propagate_log_dir_event, node.id)
-                return
-            except ControllerMovedError:  # the session expired: after the reconnect
-                await asyncio.sleep(0.02)
-
-    def _halt(self) -> None:
-        """Every log dir failed: the process halts (Kafka's ``Exit.halt``); its session
-        expires later, as a kill's does."""
-        node, incarnation = self.node, self.node.incarnation
-        self.plane.sim.schedule(0, lambda: node.alive and node.incarnation == incarnation
-                                and self.plane.sim._kill(node, "halt (all log dirs failed) of"))
 
     def generation(self, tp: TopicPartition) -> int:
         """Changes whenever the log of ``tp`` is replaced or loses records (truncated, its
@@ -383,7 +209,6 @@ class SimReplicas:
             task.cancel()
         dying.extend(self.rm.fetchers.abandon())
         self.plane.bury(dying)
-        self.deferred.dead = True  # its pending writes die with the process
         lost: list[tuple[TopicPartition, int, bytes]] = []
         serving = self.logs
         for logs in self.log_manager.logs_by_dir().values():
@@ -444,32 +269,6 @@ class SimReplicas:
                 return leader, st
         return None
 
-    # -- controller requests -----------------------------------------------------------
-
-    def leader_and_isr(self, tp: TopicPartition, p: Any, controller_epoch: int,
-                       topic_id: Any) -> ErrorCode:
-        """One LeaderAndIsr partition state, applied by ReplicaManager.apply_leader_and_isr."""
-        state = LeaderState(leader=p.leader, leader_epoch=p.leader_epoch, isr=list(p.isr),
-                            replicas=list(p.replicas), partition_epoch=p.partition_epoch,
-                            controller_epoch=controller_epoch)
-        live = {p.leader: BrokerEndPoint(p.leader, f"broker-{p.leader}", 9092)} \
-            if p.leader >= 0 else {}
-        try:
-            return self.rm.apply_leader_and_isr(
-                controller_epoch, {tp: PartitionStateUpdate(state, topic_id, is_new=False)},
-                full=False, live_leaders=live)[tp]
-        except KafkaError:
-            return ErrorCode.none  # a stale controller epoch: the request's answer says so
-
-    def stop_replica(self, tp: TopicPartition, leader_epoch: int, delete: bool) -> None:
-        """StopReplica, by ReplicaManager.stop_replicas."""
-        try:
-            self.rm.stop_replicas(self.rm.controller_epoch, {tp: (leader_epoch, delete)})
-        except KafkaError:
-            return
-        self._generation.pop(tp, None)
-        self._decoded.pop(tp, None)
-
     # -- produce -----------------------------------------------------------------------
 
     def serve_produce(self, tp: TopicPartition, values: list[bytes], timeout_ms: int,
@@ -487,8 +286,3 @@ class SimReplicas:
                        if result.error == ErrorCode.none else [])
             reply(result.error, records)
         self.spawn(produce())
-
-    # -- ISR changes ------------------------------------------------------------------
-
-    def propose_shrinks(self) -> None:
-        self.rm.maybe_shrink_isr()

@@ -19,7 +19,7 @@ from weir.sim.config import SimConfig
 from weir.sim.vloop import VirtualTimeLoop
 from weir.sim.zk import SimZk
 
-__all__ = ["World"]
+__all__ = ["VirtualClock", "World"]
 
 
 class World(Protocol):
@@ -93,3 +93,17 @@ class World(Protocol):
     def violation(self, message: str) -> None:
         """Record a broken invariant."""
         ...
+
+
+class VirtualClock:
+    """A coordinator's clock (``weir.coordinator_runtime.Clock``) on the world's virtual
+    time."""
+
+    def __init__(self, world: World) -> None:
+        self.world = world
+
+    def now_ms(self) -> int:
+        return self.world.now
+
+    def monotonic(self) -> float:
+        return self.world.loop.time()

@@ -367,3 +367,26 @@ def test_one_request_per_broker_per_batch_for_1000_partitions() -> None:
     assert len(update_metadata(effects)) == 2
     assert all(tp.topic == "big" and zk.states[tp].leader in (2, 3) for tp in zk.states)
     assert all(1 not in zk.states[tp].isr for tp in zk.states)
+
+
+def test_a_full_leader_and_isr_names_every_partition_of_its_broker() -> None:
+    """A broker deletes the logs a FULL LeaderAndIsr does not name (stray partitions), so
+    a FULL one must name all its replicas.  At failover with a dead broker, the partitions
+    it led get their new leaders in a first batch and the others (it only followed) their
+    ISR shrink in a later one: the first request to a surviving broker that hosts both
+    kinds is then not complete and must go out as INCREMENTAL."""
+    led, followed = TopicPartition("t", 0), TopicPartition("t", 1)
+    _, zk = started(live=(1, 3), topics={"t": {0: [1, 3], 1: [3, 1]}})
+    core = new_core()
+    effects = drive(core, zk, zk.startup_event(brokers(3), epoch=2))
+    requests = [r.request for e in effects if isinstance(e, SendRequests)
+                for r in e.requests if r.broker_id == 3
+                and isinstance(r.request, LeaderAndIsrRequest)]
+    assert requests, "no LeaderAndIsr to broker 3"
+    named: set[TopicPartition] = set()
+    for request in requests:
+        partitions = set(partition_states(request))
+        if request.type_ == LEADER_AND_ISR_FULL:
+            assert {led, followed} <= partitions, f"FULL LeaderAndIsr names only {partitions}"
+        named |= partitions
+    assert {led, followed} <= named

@@ -64,3 +64,39 @@ def test_the_core_is_built_whole_and_serves_frames_from_an_injected_transport(tm
             await rm.alter_partition._send([proposal])
         assert reached == [("b", 2)]
     asyncio.run(scenario())
+
+
+class _FlakyZooKeeper(_NoZooKeeper):
+    """A session that expires under the first log-dir-event write, then reconnects."""
+
+    def __init__(self, failures: list[BaseException]) -> None:
+        self.failures = failures
+        self.written: list[int] = []
+
+    def propagate_log_dir_event(self, broker_id: int) -> str:
+        if self.failures:
+            raise self.failures.pop(0)
+        self.written.append(broker_id)
+        return f"/log_dir_event_notification/log_dir_event_{len(self.written):010d}"
+
+    def __getattr__(self, name: str):
+        raise AssertionError(f"ZooKeeper used while building the broker: {name}")
+
+
+def test_a_log_dir_event_is_retried_across_a_lost_session(tmp_path):
+    """Kafka's KafkaZkClient.propagateLogDirEvent retries until connected
+    (retryRequestUntilConnected): a session expiring under the write must not lose the
+    notification, or the controller never moves the failed dir's leaders."""
+    from kazoo.exceptions import ConnectionLoss, SessionExpiredError
+
+    async def scenario() -> None:
+        zk = _FlakyZooKeeper([SessionExpiredError(), ConnectionLoss()])
+        config = BrokerConfig({"broker.id": "1", "zookeeper.connect": "127.0.0.1:1",
+                               "log.dirs": str(tmp_path / "b1")})
+
+        async def inline(fn, *args):
+            return fn(*args)
+        core = BrokerCore(config, zk, run_blocking=inline)
+        await asyncio.wait_for(core._propagate_log_dir_event(), 5)
+        assert zk.written == [1]
+    asyncio.run(scenario())
