@@ -25,7 +25,6 @@ __all__ = [
     "Log",
     "Reply",
     "SendRequests",
-    "StartPartitionStates",
     "TopicsRead",
     "UnwatchTopics",
     "WatchTopics",
@@ -136,19 +135,6 @@ class ZkUpdatePartitionStates(ZkOperation):
     states: Mapping[TopicPartition, LeaderIsr]
     epoch_zk_version: int
     pipelined: tuple[Mapping[TopicPartition, LeaderIsr], ...] = ()
-
-
-@dataclass(frozen=True, slots=True)
-class StartPartitionStates(ZkOperation):
-    """Send the conditional writes of ``states`` now, without waiting for them: the core
-    goes on computing and later yields a :class:`ZkUpdatePartitionStates` of these very
-    ``states``, which gets the result they got (as Kafka's controller has its ``setData``
-    requests in flight while it goes on).  A shell that does not send early writes them
-    when that operation comes.  Result: ignored (``None``).
-    """
-
-    states: Mapping[TopicPartition, LeaderIsr]
-    epoch_zk_version: int
 
 
 @dataclass(frozen=True, slots=True)

@@ -16,7 +16,6 @@ from typing import Any
 from weir.controller.context import ReplicaAssignment
 from weir.controller.effects import (
     FlushRequests,
-    StartPartitionStates,
     TopicsRead,
     ZkCreatePartitionStates,
     ZkDeletePreferredElection,
@@ -55,8 +54,6 @@ def execute(store: ControllerStore, op: ZkOperation) -> Any:
     """Run one ZooKeeper operation on ``store`` (blocking); its result for the core."""
     if isinstance(op, FlushRequests):
         return None  # nothing to do in ZooKeeper (the asyncio shell awaits its channels)
-    if isinstance(op, StartPartitionStates):
-        return None  # written when the core asks for it (the asyncio shell sends it now)
     if isinstance(op, ZkCreatePartitionStates):
         return store.create_partition_states(dict(op.states), op.epoch_zk_version)
     if isinstance(op, ZkUpdatePartitionStates):

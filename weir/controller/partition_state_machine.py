@@ -28,7 +28,6 @@ from weir.controller import election
 from weir.controller.context import ControllerContext
 from weir.controller.effects import (
     Log,
-    StartPartitionStates,
     ZkCreatePartitionStates,
     ZkReadPartitionStates,
     ZkUpdatePartitionStates,
@@ -206,7 +205,7 @@ class PartitionStateMachine:
         ctx = self._ctx
         planned: list[tuple[dict[TopicPartition, ElectionResult],
                             dict[TopicPartition, LeaderIsr]]] = []
-        for i, part in enumerate(batches):
+        for part in batches:
             elections: dict[TopicPartition, ElectionResult] = {}
             updates: dict[TopicPartition, LeaderIsr] = {}
             for tp in self._valid(scope, part, PartitionState.ONLINE):
@@ -219,11 +218,6 @@ class PartitionStateMachine:
                     elections[tp] = result
                     updates[tp] = self._elected_state(current, result)
             planned.append((elections, updates))
-            if i == 0 and updates and len(batches) > 1:
-                # The first batch's write leaves as soon as it is computed, and lands while
-                # the others are computed: its new leaders (and their LeaderAndIsr) do not
-                # wait for the whole event's elections.
-                yield StartPartitionStates(updates, ctx.epoch_zk_version)
         writes = [updates for _, updates in planned if updates]
         elected: dict[TopicPartition, LeaderIsr] = {}
         failed: list[TopicPartition] = []

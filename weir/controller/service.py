@@ -33,7 +33,6 @@ from weir.controller.effects import (
     Log,
     Reply,
     SendRequests,
-    StartPartitionStates,
     UnwatchTopics,
     WatchTopics,
     ZkOperation,
@@ -579,15 +578,6 @@ class ControllerService:
             effects = self.core.complete(result, self._now_ms())
             self._add_core_time(t0)
 
-    def _start_ahead(self, batches: list[Any], epoch_zk_version: int) -> None:
-        """Send the state writes of ``batches`` now, for the core to ask for later."""
-        if not batches:
-            return
-        futures = executor.start_writes(self._zk, batches, epoch_zk_version,
-                                        self._run_blocking)
-        for states, future in zip(batches, futures, strict=True):
-            self._ahead[id(states)] = (states, future)
-
     def _drop_writes_ahead(self) -> None:
         """At an event's end: writes started ahead that the core did not ask for (it must
         ask for each; they still land in ZooKeeper, and a later conditional write of
@@ -660,20 +650,15 @@ class ControllerService:
 
         The writes a state update names as ``pipelined`` start now with it, from one worker
         thread (:func:`weir.controller.executor.start_writes`); the core yields them next and
-        gets the results they got.  A :class:`StartPartitionStates` starts its write the
-        same way and returns at once."""
-        if isinstance(op, StartPartitionStates):
-            self._start_ahead([op.states], op.epoch_zk_version)
-            return None
+        gets the results they got."""
         t0 = time.perf_counter()
         try:
             if not isinstance(op, ZkUpdatePartitionStates):
                 return await executor.run(self._zk, op, self._run_blocking)
-            later = [states for states in op.pipelined if id(states) not in self._ahead]
             started = self._ahead.pop(id(op.states), None)
             if started is not None and started[0] is op.states:
-                self._start_ahead(later, op.epoch_zk_version)
                 return await started[1]
+            later = [states for states in op.pipelined if id(states) not in self._ahead]
             futures = executor.start_writes(self._zk, [op.states, *later],
                                             op.epoch_zk_version, self._run_blocking)
             for states, future in zip(later, futures[1:], strict=True):

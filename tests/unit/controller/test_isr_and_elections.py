@@ -9,7 +9,6 @@ from weir.controller.effects import (
     FlushRequests,
     Reply,
     SendRequests,
-    StartPartitionStates,
     ZkDeletePreferredElection,
     ZkOperation,
     ZkReadPartitionStates,
@@ -24,7 +23,6 @@ from weir.controller.events import (
     IsrChange,
     PreferredReplicaElection,
 )
-from weir.controller.partition_state_machine import PartitionStateMachine
 from weir.controller.states import PartitionReplica, ReplicaState
 from weir.coordination.codecs import LeaderIsr
 from weir.protocol.errors import ErrorCode
@@ -274,44 +272,6 @@ def test_controlled_shutdown_pipelines_its_election_writes() -> None:
     assert again.states[TopicPartition("t", 3)].isr == [3, 2]
     assert all(zk.states[TopicPartition("t", p)].leader != 1 for p in range(5))
     assert reply([e for step in steps for e in step]) == []
-
-
-def test_controlled_shutdown_starts_the_first_write_before_computing_the_rest(
-        monkeypatch: pytest.MonkeyPatch) -> None:
-    """The first batch's write is started as soon as its elections are computed (the
-    others are computed while it is in flight); the core then asks for that very write,
-    naming the others as pipelined, and gets its result without a second write."""
-    elected: list[TopicPartition] = []
-    select = PartitionStateMachine.select_leader
-
-    def counting(self, kind, tp, current):
-        elected.append(tp)
-        return select(self, kind, tp, current)
-    monkeypatch.setattr(PartitionStateMachine, "select_leader", counting)
-    led = {p: [1, 2, 3] for p in range(5)}
-    core, zk = started(topics={"t": led}, controlled_shutdown_batch=2)
-    elected.clear()
-    effects = core.handle(ControlledShutdown(1, 101, reply_to="r"), 0)
-    start = effects[-1]
-    assert isinstance(start, StartPartitionStates)
-    assert sorted(tp.partition for tp in start.states) == [0, 1]
-    assert sorted(tp.partition for tp in elected) == [0, 1]  # the others not yet computed
-    effects = core.complete(zk.execute(start), 0)
-    first = effects[-1]
-    assert isinstance(first, ZkUpdatePartitionStates) and first.states is start.states
-    assert [sorted(tp.partition for tp in w) for w in first.pipelined] == [[2, 3], [4]]
-    assert sorted(tp.partition for tp in elected) == [0, 1, 2, 3, 4]
-    while effects and isinstance(effects[-1], ZkOperation):
-        effects = core.complete(zk.execute(effects[-1]), 0)
-    assert all(zk.states[TopicPartition("t", p)].leader != 1 for p in range(5))
-    starts = [op for op in zk.ops if isinstance(op, StartPartitionStates)]
-    assert len(starts) == 1
-
-
-def test_a_single_batch_is_written_without_an_early_start() -> None:
-    core, zk = started(topics={"t": {p: [1, 2, 3] for p in range(3)}})
-    drive(core, zk, ControlledShutdown(1, 101, reply_to="r"))
-    assert not any(isinstance(op, StartPartitionStates) for op in zk.ops)
 
 
 def test_controlled_shutdown_batch_must_be_positive() -> None:

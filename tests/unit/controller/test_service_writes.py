@@ -10,11 +10,7 @@ from typing import Any
 import pytest
 
 from weir.common import TopicPartition
-from weir.controller.effects import (
-    StartPartitionStates,
-    ZkReadPartitionStates,
-    ZkUpdatePartitionStates,
-)
+from weir.controller.effects import ZkReadPartitionStates, ZkUpdatePartitionStates
 from weir.controller.service import ControllerService
 from weir.coordination.codecs import LeaderIsr
 from weir.coordination.errors import ControllerMovedError
@@ -156,44 +152,3 @@ def test_pipelined_writes_go_from_one_thread_all_sent_before_the_first_wait() ->
     assert [set(r) for r in results[:2]] == [set(b) for b in batches[:2]]
     assert isinstance(results[2], ControllerMovedError)  # each write's error is its own
     assert not service._ahead
-
-
-class FirstEnteredZk(GatedZk):
-    """A GatedZk that also tells when the first write reached it."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.first_entered = threading.Event()
-
-    def update_partition_states(self, states: dict, epoch_zk_version: int) -> dict:
-        self.first_entered.set()
-        return super().update_partition_states(states, epoch_zk_version)
-
-
-def test_a_started_write_is_in_flight_at_once_and_answers_the_operation_asking_for_it() -> None:
-    """StartPartitionStates returns before its write lands; the later update of the same
-    states awaits that write (no second one) and starts the writes it names as pipelined."""
-    zk = FirstEnteredZk()
-    service = ControllerService(1, zk)
-    batches = [{TopicPartition("t", p): LeaderIsr(1, 3, [1, 2], 1, zk_version=p)
-                for p in range(start, start + 3)} for start in (0, 3, 6)]
-
-    async def scenario() -> list[dict]:
-        assert await service._run_zk(StartPartitionStates(batches[0], 7)) is None
-        # the write reached the store while nothing awaits it
-        assert await asyncio.to_thread(zk.first_entered.wait, 10)
-        first = asyncio.ensure_future(service._run_zk(
-            ZkUpdatePartitionStates(batches[0], 7, (batches[1], batches[2]))))
-        assert await asyncio.to_thread(zk.all_entered.wait, 10)
-        zk.release.set()
-        results = [await first]
-        for i, states in enumerate(batches[1:], 1):
-            results.append(await service._run_zk(
-                ZkUpdatePartitionStates(states, 7, tuple(batches[i + 1:]))))
-        return results
-
-    results = asyncio.run(scenario())
-    assert sorted(zk.entered) == [0, 3, 6] and sorted(zk.calls) == [3, 3, 3]
-    assert [set(r) for r in results] == [set(b) for b in batches]
-    assert not service._ahead
-
