@@ -13,7 +13,26 @@ from collections.abc import Iterable
 
 from weir.protocol.errors import ErrorCode, KafkaError
 
-__all__ = ["assign_replicas"]
+__all__ = ["assign_replicas", "check_counts"]
+
+
+def check_counts(num_partitions: int, replication_factor: int, available_brokers: int) -> None:
+    """The counts a placement needs, checked in the order of Kafka's
+    ``AdminUtils.assignReplicasToBrokers``: at least one partition
+    (``KafkaError(invalid_partitions)``), a replication factor of at least one and at most
+    ``available_brokers`` (``KafkaError(invalid_replication_factor)``)."""
+    if num_partitions < 1:
+        raise KafkaError(ErrorCode.invalid_partitions,
+                         f"Number of partitions must be larger than 0, got {num_partitions}")
+    if replication_factor < 1:
+        raise KafkaError(ErrorCode.invalid_replication_factor,
+                         f"Replication factor must be larger than 0, got {replication_factor}")
+    if replication_factor > available_brokers:
+        raise KafkaError(
+            ErrorCode.invalid_replication_factor,
+            f"Replication factor: {replication_factor} larger than available brokers: "
+            f"{available_brokers}",
+        )
 
 
 def assign_replicas(broker_ids: Iterable[int], num_partitions: int,
@@ -27,18 +46,7 @@ def assign_replicas(broker_ids: Iterable[int], num_partitions: int,
     of brokers.
     """
     brokers = sorted(set(broker_ids))
-    if num_partitions < 1:
-        raise KafkaError(ErrorCode.invalid_partitions,
-                         f"Number of partitions must be larger than 0, got {num_partitions}")
-    if replication_factor < 1:
-        raise KafkaError(ErrorCode.invalid_replication_factor,
-                         f"Replication factor must be larger than 0, got {replication_factor}")
-    if replication_factor > len(brokers):
-        raise KafkaError(
-            ErrorCode.invalid_replication_factor,
-            f"Replication factor: {replication_factor} larger than available brokers: "
-            f"{len(brokers)}",
-        )
+    check_counts(num_partitions, replication_factor, len(brokers))
     n = len(brokers)
     rng = rng or random.Random()
     if fixed_start_index is not None:

@@ -280,7 +280,10 @@ class ControllerService:
             raise KafkaError(ErrorCode.not_controller, "this broker is not the controller")
         future: asyncio.Future = asyncio.get_running_loop().create_future()
         self._queue.put_nowait((time.perf_counter(), _Call(make_event(future))))
-        return await asyncio.wait_for(future, self._timeout_ms / 1000)
+        # asyncio.timeout, not wait_for: on Python 3.11 wait_for returns the answer to a
+        # caller cancelled in the iteration the answer arrives, and the cancellation is lost.
+        async with asyncio.timeout(self._timeout_ms / 1000):
+            return await future
 
     # -- enqueueing (any thread) -------------------------------------------------------------
 

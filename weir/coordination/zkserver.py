@@ -19,6 +19,7 @@ from kazoo.exceptions import KazooException
 from kazoo.handlers.threading import KazooTimeoutError
 
 from weir.ports import free_port
+from weir.processes import pid_alive
 
 JAVA_DIR = Path("/usr/share/java")
 MAIN_CLASS = "org.apache.zookeeper.server.ZooKeeperServerMain"
@@ -99,29 +100,6 @@ def _is_zookeeper(pid: int) -> bool:
     """Guards against a recycled pid: the process must be a ZooKeeperServerMain."""
     try:
         return MAIN_CLASS.encode() in Path(f"/proc/{pid}/cmdline").read_bytes()
-    except OSError:
-        return False
-
-
-def _pid_alive(pid: int) -> bool:
-    """True while ``pid`` exists and is not a zombie (an exited, unreaped child)."""
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return True
-    if stat.rpartition(")")[2].split()[0] != "Z":
-        return True
-    # A zombie thread-group leader is a process that is gone only once its other threads are:
-    # while a multithreaded process (the JVM) exits, its leader already shows "Z" but the
-    # process cannot be reaped yet, so its parent still sees it running.
-    try:
-        return len(os.listdir(f"/proc/{pid}/task")) > 1
     except OSError:
         return False
 
@@ -229,7 +207,7 @@ class ZooKeeperServer:
             return False
         if self._proc is not None:
             return self._proc.poll() is None
-        return _pid_alive(self._pid)
+        return pid_alive(self._pid)
 
     def stop(self, timeout_s: float = 10) -> None:
         """SIGTERM the server, SIGKILL it after ``timeout_s``; forget its state file."""
@@ -255,7 +233,7 @@ class ZooKeeperServer:
             if self._proc is not None:
                 if self._proc.poll() is not None:
                     return True
-            elif self._pid is None or not _pid_alive(self._pid):
+            elif self._pid is None or not pid_alive(self._pid):
                 return True
             time.sleep(0.05)
         return False

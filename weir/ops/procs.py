@@ -14,34 +14,14 @@ import time
 from collections.abc import Iterable
 from pathlib import Path
 
+from weir.processes import pid_alive
+
 BROKER_ARGV = ("-m", "weir", "broker", "start", "--config")
 
 
 def broker_command(config_path: str | os.PathLike[str]) -> list[str]:
     """The command line that runs one broker from its properties file."""
     return [sys.executable, *BROKER_ARGV, str(config_path)]
-
-
-def pid_alive(pid: int | None) -> bool:
-    """Whether ``pid`` is a running (not zombie) process."""
-    if not pid or pid <= 0:
-        return False
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return _proc_state(pid) != "Z"
-
-
-def _proc_state(pid: int) -> str | None:
-    """The one-letter state from /proc/<pid>/stat (None where /proc is unavailable)."""
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return None
-    return stat.rsplit(")", 1)[-1].split()[0]
 
 
 def pid_cmdline(pid: int) -> list[str] | None:

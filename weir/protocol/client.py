@@ -113,7 +113,10 @@ class BrokerConnection:
         context = getattr(self.security, "ssl_context", None)
         loop = asyncio.get_running_loop()
         protocol = ResponseFrames(self._on_frame, self._on_lost, self.max_frame_bytes)
-        transport, _ = await asyncio.wait_for(self._open(loop, protocol, context), timeout_s)
+        # asyncio.timeout, not wait_for: on 3.11 wait_for hands a connection that completes
+        # as its caller is cancelled back to that caller, which then carries on connected.
+        async with asyncio.timeout(timeout_s):
+            transport, _ = await self._open(loop, protocol, context)
         self._writer = asyncio.StreamWriter(transport, protocol, None, loop)
         self._closed_exc = None
         if self.security is not None and getattr(self.security, "sasl", False):

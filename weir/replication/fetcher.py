@@ -260,7 +260,8 @@ class ReplicaFetcher:
                   if st.delay_until_ms is not None and st.is_delayed(now)]
         timeout = max(min(delays) - now, 10) / 1000 if delays else None
         try:
-            await asyncio.wait_for(self._wakeup.wait(), timeout)
+            async with asyncio.timeout(timeout):
+                await self._wakeup.wait()
         except TimeoutError:
             pass
 

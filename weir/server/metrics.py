@@ -530,7 +530,8 @@ class MetricsServer:
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         content_type = CONTENT_TYPE
         try:
-            head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), READ_TIMEOUT_S)
+            async with asyncio.timeout(READ_TIMEOUT_S):
+                head = await reader.readuntil(b"\r\n\r\n")
             status, body, content_type = self._respond(head)
         except (asyncio.IncompleteReadError, asyncio.LimitOverrunError, TimeoutError,
                 ConnectionError):

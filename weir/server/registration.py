@@ -88,7 +88,8 @@ class BrokerRegistration:
         if self._registered.is_set():
             return True
         try:
-            await asyncio.wait_for(self._registered.wait(), self._limit_s)
+            async with asyncio.timeout(self._limit_s):
+                await self._registered.wait()
         except TimeoutError:
             return False
         return True

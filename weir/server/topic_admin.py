@@ -37,7 +37,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from weir.config import BrokerConfig, validate_topic_configs
-from weir.controller.assignment import assign_replicas
+from weir.controller.assignment import assign_replicas, check_counts
 from weir.coordination.codecs import BrokerInfo, TopicAssignment
 from weir.groups.codec import OFFSETS_TOPIC
 from weir.protocol.errors import ErrorCode, KafkaError
@@ -178,12 +178,9 @@ def plan_assignment(live_brokers: Sequence[int], num_partitions: int, replicatio
             raise KafkaError(ErrorCode.invalid_replica_assignment,
                              "all partitions must have the same replication factor")
         return {p: list(r) for p, r in manual.items()}
-    if num_partitions < 1:
-        raise KafkaError(ErrorCode.invalid_partitions,
-                         f"number of partitions must be at least 1, got {num_partitions}")
-    if replication_factor < 1:
-        raise KafkaError(ErrorCode.invalid_replication_factor,
-                         f"replication factor must be at least 1, got {replication_factor}")
+    # Kafka's checks of the counts first, then whether the assignment can be stored at all
+    # (before it is built).
+    check_counts(num_partitions, replication_factor, len(set(live_brokers)))
     check_assignment_fits(start_partition + num_partitions, replication_factor)
     return assign_replicas(live_brokers, num_partitions, replication_factor,
                            start_partition=start_partition)

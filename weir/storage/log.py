@@ -30,7 +30,7 @@ from weir.records.batch import (
 )
 from weir.records.control import EndTxnMarker, read_marker
 from weir.records.filter import require_keys
-from weir.records.records import iter_records
+from weir.storage import timestamp_lookup
 from weir.storage.checkpoints import LEADER_EPOCH_CHECKPOINT
 from weir.storage.config import LogConfig
 from weir.storage.epoch_cache import LeaderEpochCache
@@ -46,6 +46,7 @@ from weir.storage.producer_state_loader import (
     take_snapshot,
     truncate_snapshots,
 )
+from weir.storage.retention import segments_past_retention
 from weir.storage.segment import LogSegment
 from weir.storage.swap import replace_files
 from weir.storage.txn_index import AbortedTxn, collect_aborted_transactions
@@ -381,37 +382,13 @@ class Log:
     @storage_op
     def offset_for_timestamp(self, timestamp: int) -> tuple[int, int] | None:
         """(offset, timestamp) of the first record with timestamp ≥ ``timestamp`` (Kafka's
-        ListOffsets): the time index finds the batch, its records are decoded to find the
-        record (a LogAppendTime batch stamps every record with the batch's time)."""
-        for seg in self._segments:
-            if seg.max_timestamp < timestamp:
-                continue
-            header = seg.find_by_timestamp(timestamp)
-            if header is None or header.last_offset < self._log_start:
-                continue
-            if header.timestamp_type == 1:  # LogAppendTime: one time for the whole batch
-                return max(header.base_offset, self._log_start), header.max_timestamp
-            batch = seg.read_bytes(header.position, header.size)
-            for record in iter_records(batch):
-                if record.offset >= self._log_start and record.timestamp >= timestamp:
-                    return record.offset, record.timestamp
-        return None
+        ListOffsets; :mod:`weir.storage.timestamp_lookup`)."""
+        return timestamp_lookup.offset_for_timestamp(self._segments, self._log_start, timestamp)
 
     @storage_op
     def max_timestamp_and_offset(self) -> tuple[int, int] | None:
-        """(offset, timestamp) of the record with the largest timestamp (ListOffsets -3):
-        in its batch, the first record with it (Kafka 3.8+'s RecordBatch.offsetOfMaxTimestamp)."""
-        best = max((s for s in self._segments if s.max_timestamp >= 0), default=None,
-                   key=lambda s: s.max_timestamp)  # the first of equals, as Kafka's maxBy
-        if best is None:
-            return None
-        stamp = best.max_timestamp
-        header = best.find_by_timestamp(stamp)
-        if header is not None and header.timestamp_type != 1:
-            for record in iter_records(best.read_bytes(header.position, header.size)):
-                if record.timestamp == stamp:
-                    return max(record.offset, self._log_start), stamp
-        return max(best.offset_of_max_timestamp, self._log_start), stamp
+        """(offset, timestamp) of the record with the largest timestamp (ListOffsets -3)."""
+        return timestamp_lookup.max_timestamp_and_offset(self._segments, self._log_start)
 
     # -- truncation and deletion -------------------------------------------------------
     @storage_op
@@ -492,25 +469,14 @@ class Log:
     def apply_retention(self, now_ms: int) -> int:
         """Delete old segments by ``retention.ms`` / ``retention.bytes``; returns how many.
 
-        Never the active segment, never a segment reaching past the high watermark.
+        Never the active segment, never a segment reaching past the high watermark
+        (:mod:`weir.storage.retention`).
         """
         self._await_file_work()
         self._clock_ms = now_ms
-        cfg = self.config
-        excess = (self.size_bytes - cfg.retention_bytes
-                  if cfg.retention_bytes >= 0 and cfg.delete else -1)
-        count = 0
-        for seg, nxt in zip(self._segments, self._segments[1:], strict=False):
-            if nxt.base_offset > self._high_watermark:
-                break
-            stamp = seg.max_timestamp if seg.max_timestamp >= 0 else seg.created_ms
-            by_time = cfg.delete and cfg.retention_ms >= 0 and now_ms - stamp > cfg.retention_ms
-            by_size = excess >= 0 and seg.size <= excess
-            by_start = nxt.base_offset <= self._log_start
-            if not (by_time or by_size or by_start):
-                break
-            excess -= seg.size
-            count += 1
+        count = segments_past_retention(self._segments, self.config, now_ms,
+                                        high_watermark=self._high_watermark,
+                                        log_start=self._log_start)
         if count:
             self._delete_segments(count)
             self._log_start = max(self._log_start, self._segments[0].base_offset)

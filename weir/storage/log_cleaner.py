@@ -182,8 +182,8 @@ class LogCleaner:
                 if not cleaned:
                     self._wake.clear()
                     try:
-                        await asyncio.wait_for(self._wake.wait(),
-                                               self.config.backoff_ms / 1000)
+                        async with asyncio.timeout(self.config.backoff_ms / 1000):
+                            await self._wake.wait()
                     except TimeoutError:
                         pass
         except asyncio.CancelledError:

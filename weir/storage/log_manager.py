@@ -38,12 +38,18 @@ from weir.storage.checkpoints import (
     RECOVERY_POINT_CHECKPOINT,
     REPLICATION_OFFSET_CHECKPOINT,
     atomic_write,
+    fsync_dir,
     write_offset_checkpoint,
 )
 from weir.storage.config import LogConfig
 from weir.storage.deferred_writes import DeferredWriter, DeferredWrites, PartitionMetadataWrite
+from weir.storage.dir_checkpoints import (
+    CHECKPOINT_VALUES,
+    checkpoint_offsets,
+    read_dir_checkpoints,
+    rewrite_malformed,
+)
 from weir.storage.dir_lock import DirLock
-from weir.storage.integrity import read_checkpoint_or_reset
 from weir.storage.log import Log
 from weir.storage.log_dirs import DirKind, delete_dir_name, future_dir_name, parse_log_dir_name
 from weir.storage.topic_ids import assign_topic_id, load_topic_id
@@ -52,25 +58,11 @@ __all__ = ["DuplicateLogError", "LogManager"]
 
 log = logging.getLogger(__name__)
 
-# What each offset checkpoint file holds, per log.
-_CHECKPOINT_VALUES: dict[str, Callable[[Log], int]] = {
-    RECOVERY_POINT_CHECKPOINT: lambda lg: lg.recovery_point,
-    LOG_START_OFFSET_CHECKPOINT: lambda lg: lg.log_start_offset,
-    REPLICATION_OFFSET_CHECKPOINT: lambda lg: lg.high_watermark,
-}
 _T = TypeVar("_T")
 
 
 class DuplicateLogError(RuntimeError):
     """Two dirs hold the same partition's log: the broker does not start (as Kafka)."""
-
-
-def _fsync_dir(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
 
 
 class LogManager:
@@ -145,18 +137,7 @@ class LogManager:
         log_dir.mkdir(parents=True, exist_ok=True)
         marker = log_dir / CLEAN_SHUTDOWN_FILE
         clean = marker.exists()
-        recovery, bad_recovery = read_checkpoint_or_reset(
-            log_dir / RECOVERY_POINT_CHECKPOINT,
-            "resetting the recovery points of its log dir to 0 (every segment is recovered)",
-        )
-        starts, bad_starts = read_checkpoint_or_reset(
-            log_dir / LOG_START_OFFSET_CHECKPOINT,
-            "each log starts at the base offset of its first segment",
-        )
-        hws, bad_hws = read_checkpoint_or_reset(
-            log_dir / REPLICATION_OFFSET_CHECKPOINT,
-            "high watermarks are unknown (each starts at its log start offset)",
-        )
+        checkpoints = read_dir_checkpoints(log_dir)
         with os.scandir(log_dir) as listing:  # d_type: no stat per entry
             children = sorted(entry.name for entry in listing if entry.is_dir())
         for name in children:
@@ -181,11 +162,11 @@ class LogManager:
             logs[tp] = Log.open(
                 child,
                 self.config_for(tp.topic),
-                recovery_point=recovery.get(tp, 0),
-                log_start_offset=starts.get(tp),
+                recovery_point=checkpoints.recovery_points.get(tp, 0),
+                log_start_offset=checkpoints.log_start_offsets.get(tp),
                 clean_shutdown=clean,
                 now_ms=now_ms,
-                high_watermark=hws.get(tp),
+                high_watermark=checkpoints.high_watermarks.get(tp),
             )
             logs[tp].topic_id = load_topic_id(child)
         # Epoch checkpoints the load truncated (e.g. an empty log's entry at its end) are
@@ -194,20 +175,9 @@ class LogManager:
                                                          *self._future_logs.values()]
                               if lg.epoch_cache.dirty])
         marker.unlink(missing_ok=True)
-        self._rewrite_checkpoints(log_dir, bad_recovery, bad_starts, bad_hws)
+        if checkpoints.malformed:
+            rewrite_malformed(log_dir, checkpoints.malformed, self._logs_in_dir(log_dir))
         log.info("loaded %s (clean shutdown: %s)", log_dir, clean)
-
-    def _rewrite_checkpoints(self, log_dir: Path, recovery: bool, starts: bool, hws: bool) -> None:
-        """Replace malformed checkpoint files with the values the logs were loaded with."""
-        in_dir = self._logs_in_dir(log_dir)
-        for bad, name in ((recovery, RECOVERY_POINT_CHECKPOINT),
-                          (starts, LOG_START_OFFSET_CHECKPOINT),
-                          (hws, REPLICATION_OFFSET_CHECKPOINT)):
-            if bad:
-                value = _CHECKPOINT_VALUES[name]
-                write_offset_checkpoint(
-                    log_dir / name, {tp: value(lg) for tp, lg in in_dir.items()}
-                )
 
     def shutdown(self) -> None:
         """Flush and close every log, write all checkpoints and the clean-shutdown marker."""
@@ -247,8 +217,8 @@ class LogManager:
                 if group is not None:
                     group[tp] = lg
         for log_dir, logs in groups.items():
-            for file_name, value in _CHECKPOINT_VALUES.items():
-                offsets = {tp: value(lg) for tp, lg in logs.items()}
+            for file_name in CHECKPOINT_VALUES:
+                offsets = checkpoint_offsets(file_name, logs)
                 self._guard(log_dir, lambda d=log_dir, f=file_name, o=offsets:
                             write_offset_checkpoint(d / f, o))
 
@@ -583,7 +553,7 @@ class LogManager:
     def _swap_dirs(self, tp: TopicPartition, source: Log, src_dir: Path, dest: Log,
                    dest_dir: Path) -> None:
         self._checked(src_dir, lambda: source.rename_dir(src_dir / delete_dir_name(tp)))
-        self._checked(src_dir, lambda: _fsync_dir(src_dir))
+        self._checked(src_dir, lambda: fsync_dir(src_dir))
         # From here a crash leaves the future log and the ``-delete`` dir: startup finishes.
         try:
             self._checked(dest_dir, lambda: dest.rename_dir(dest_dir / str(tp)))
@@ -596,7 +566,7 @@ class LogManager:
         self._future_dir_of.pop(tp)
         self._logs[tp] = dest
         self._log_dir_of[tp] = dest_dir
-        self._checked(dest_dir, lambda: _fsync_dir(dest_dir))
+        self._checked(dest_dir, lambda: fsync_dir(dest_dir))
         dest.update_high_watermark(min(source.high_watermark, dest.log_end_offset))
         source.close()
         for log_dir in (src_dir, dest_dir):
@@ -634,7 +604,7 @@ class LogManager:
             log.warning("completing the interrupted move of %s: %s becomes its log", tp,
                         dest.dir)
             self._checked(dest_dir, lambda d=dest, dd=dest_dir, t=tp: d.rename_dir(dd / str(t)))
-            self._checked(dest_dir, lambda dd=dest_dir: _fsync_dir(dd))
+            self._checked(dest_dir, lambda dd=dest_dir: fsync_dir(dd))
             self._logs[tp] = dest
             self._log_dir_of[tp] = dest_dir
 
@@ -681,10 +651,9 @@ class LogManager:
         on any thread).  The broker runs the periodic ones on its scheduler's I/O thread,
         as Kafka's ``KafkaScheduler`` threads do, and reports a failure with
         :meth:`mark_dir_failed`; ``checkpoint_*`` below run them here."""
-        value = _CHECKPOINT_VALUES[file_name]
         return [(log_dir, functools.partial(
                     write_offset_checkpoint, log_dir / file_name,
-                    {tp: value(lg) for tp, lg in self._logs_in_dir(log_dir).items()}))
+                    checkpoint_offsets(file_name, self._logs_in_dir(log_dir))))
                 for log_dir in self.online_dirs]
 
     def _write_per_dir(self, file_name: str) -> None:

@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 from cli_fakes import FakeZk, FakeZooKeeperServer, broker, fake_broker_command
 
+from weir import processes
 from weir.config import BrokerConfig, read_properties
 from weir.coordination import zkserver
 from weir.ops import cluster as cluster_mod
@@ -164,7 +165,7 @@ def test_kill_pause_resume_start(env) -> None:
     pid = c.pause_broker(1)
     if Path("/proc").exists():
         deadline = time.monotonic() + 5
-        while procs._proc_state(pid) != "T":
+        while processes.proc_state(pid) != "T":
             assert time.monotonic() < deadline
             time.sleep(0.02)
     c.resume_broker(1)

@@ -11,6 +11,7 @@ import time
 import pytest
 from cli_fakes import fake_broker_command
 
+from weir import processes
 from weir.ops import procs
 
 
@@ -53,7 +54,7 @@ def test_reaped_child_is_dead(children) -> None:
 @pytest.mark.skipif(not os.path.exists("/proc/self/stat"), reason="needs /proc")
 def test_zombie_counts_as_dead(children) -> None:
     child = spawn(children, [sys.executable, "-c", "pass"])
-    wait_until(lambda: procs._proc_state(child.pid) == "Z")
+    wait_until(lambda: processes.proc_state(child.pid) == "Z")
     assert not procs.pid_alive(child.pid)
 
 

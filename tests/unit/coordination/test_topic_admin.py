@@ -403,6 +403,14 @@ def test_huge_partition_counts_are_refused_without_building_the_assignment():
     assert "jute.maxbuffer" in err.value.message
 
 
+def test_too_few_brokers_is_named_before_the_size_of_the_assignment():
+    """Kafka's AdminUtils refuses a replication factor above the brokers before placing."""
+    with pytest.raises(KafkaError) as err:
+        plan_assignment(BROKERS, (1 << 31) - 1, 4, None)
+    assert err.value.code == ErrorCode.invalid_replication_factor
+    assert err.value.message == "Replication factor: 4 larger than available brokers: 3"
+
+
 def test_adding_partitions_counts_the_existing_ones():
     with pytest.raises(KafkaError):
         plan_assignment(BROKERS, 10, 3, None, start_partition=200_000)

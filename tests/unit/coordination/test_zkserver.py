@@ -12,9 +12,9 @@ from kazoo.client import KazooClient
 from weir.coordination.zkserver import (
     ZooKeeperNotFound,
     ZooKeeperServer,
-    _pid_alive,
     find_zookeeper_classpath,
 )
+from weir.processes import pid_alive
 
 
 def test_missing_jars_name_the_debian_package(tmp_path: Path) -> None:
@@ -39,7 +39,7 @@ def test_a_process_whose_leader_thread_exited_is_alive_until_its_last_thread_end
         while _state(proc.pid) != "Z":
             assert time.monotonic() < deadline, "the leader thread did not exit"
             time.sleep(0.01)
-        assert _pid_alive(proc.pid) and proc.poll() is None
+        assert pid_alive(proc.pid) and proc.poll() is None
         proc.stdin.close()
         assert proc.wait(timeout=30) == 0
     finally:
@@ -50,7 +50,7 @@ def test_a_process_whose_leader_thread_exited_is_alive_until_its_last_thread_end
     while _state(done.pid) != "Z":  # an exited, unreaped child
         assert time.monotonic() < deadline
         time.sleep(0.01)
-    assert not _pid_alive(done.pid)
+    assert not pid_alive(done.pid)
     done.wait()
 
 
