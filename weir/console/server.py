@@ -74,7 +74,8 @@ class ConsoleState:
         view: dict[str, Any] = {"ready": True, "error": None,
                                 "allow_actions": self.allow_actions}
         try:
-            view.update(await asyncio.wait_for(self._read(self.admin), READ_TIMEOUT_S))
+            async with asyncio.timeout(READ_TIMEOUT_S):
+                view.update(await self._read(self.admin))
         except Exception as exc:  # noqa: BLE001 - shown on the page, retried next round
             kept = {k: v for k, v in self.view.items() if k in ("topics", "groups")}
             view.update(kept, brokers=[], stale=True)
@@ -94,8 +95,8 @@ class ConsoleState:
         zk_view = None
         if self.zk is not None:
             try:
-                zk_view = await asyncio.wait_for(
-                    asyncio.to_thread(collect.read_zookeeper, self.zk), READ_TIMEOUT_S)
+                async with asyncio.timeout(READ_TIMEOUT_S):
+                    zk_view = await asyncio.to_thread(collect.read_zookeeper, self.zk)
             except Exception as exc:  # noqa: BLE001 - keep the rest of the page alive
                 zk_view = {"error": str(exc) or type(exc).__name__}
         view["brokers"] = with_down_brokers(view.get("brokers", []), self.known)

@@ -79,9 +79,8 @@ class TableService:
         if self._pool is not None:  # a commit in flight ends in the worker, or is abandoned
             pool, self._pool = self._pool, None
             try:
-                await asyncio.wait_for(
-                    asyncio.to_thread(pool.shutdown, wait=True, cancel_futures=True),
-                    SHUTDOWN_WAIT_S)
+                async with asyncio.timeout(SHUTDOWN_WAIT_S):
+                    await asyncio.to_thread(pool.shutdown, wait=True, cancel_futures=True)
             except TimeoutError:  # the worker exits with the broker (new_worker_pool)
                 log.warning("topic table worker still committing after %d s; not waited for",
                             SHUTDOWN_WAIT_S)
