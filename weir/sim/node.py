@@ -257,6 +257,9 @@ class SimNode:
         :class:`ControllerService` as the AlterPartition handler hands it over
         (NOT_CONTROLLER unless it is the active controller)."""
         api_key, version, _correlation = codec.parse_request_header_prefix(frame)
+        if api_key != ALTER_PARTITION_KEY and self.sim.txn is not None:
+            # Transactions (weir.sim.txn): the production Dispatcher and handlers.
+            return await self.sim.txn.serve_frame(self, frame)
         request_cls, response_cls = INTERBROKER_SCHEMAS[api_key][version]
         header = codec.parse_request_header(frame, bool(request_cls.__flexible__))
         request = codec.decode_body(request_cls, frame, header.size)
