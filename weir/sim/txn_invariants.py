@@ -22,7 +22,8 @@ as that transaction's records delivered before it was decided.
   transactional ids are decided (none Ongoing, preparing, or with a write pending).  An
   open transaction whose coordinator's ``__transaction_state`` records a power failure
   took (every ISR member lost them unflushed) is excused: nobody remembers it, as in
-  Kafka, where an operator aborts it (KIP-664's ``kafka-transactions.sh --abort``).
+  Kafka, where an operator aborts it (KIP-664's ``kafka-transactions.sh --abort``), and
+  so are the committed records behind the LSO it holds.
 
 The power-loss exemption of :mod:`weir.sim.data` applies: a record a broker lost to power
 failure may vanish if that broker later leads without it (acks=all relies on replication,
@@ -169,6 +170,12 @@ class TransactionsAtomic(Invariant):
                            f"{attempt.txn_id}, written after {fenced}, is visible")
         excused = _excused(sim)
         owed_topics = {tp.topic for tp, _log in _data_partitions(sim)}
+        held = _held_by_forgotten(sim)
+        # A record past the LSO of a partition held by a forgotten transaction is not
+        # visible yet, and will not be until an operator aborts that transaction.
+        behind = {value for tp, lso in held.items()
+                  for offset, value in sim.data.online_leader(tp).records(tp).items()
+                  if offset >= lso}
         for attempt in plane.attempts:
             if attempt.outcome not in (COMMITTED, UNKNOWN):
                 continue
@@ -178,9 +185,9 @@ class TransactionsAtomic(Invariant):
                         or write.incarnation != sim.data.forgotten[write.tp.topic]:
                     continue
                 for value in write.values:
-                    if value in excused:
-                        plane.stats["txn_excused_losses"] += 1
-                    elif visible[value]:
+                    if value in excused or value in behind:
+                        continue
+                    if visible[value]:
                         seen.append(value)
                     else:
                         missing.append((write.tp, value))
@@ -202,21 +209,16 @@ class NoHungTransactions(Invariant):
         if plane is None:
             return []
         out: list[str] = []
-        lost = _lost_coordinator_state(sim)
+        # Held by transactions whose coordinator's records were lost to power failure
+        # (every ISR member lost them): nobody remembers them, as in Kafka, where an
+        # operator aborts them (kafka-transactions.sh --abort, KIP-664).
+        held = _held_by_forgotten(sim)
+        plane.stats["txn_partitions_held_by_forgotten_transactions"] = len(held)
         for tp, log in _data_partitions(sim):
             lso, hw = log.last_stable_offset, log.high_watermark
-            if lso >= hw:
-                continue
-            open_pids = {pid for pid, entry in log.producer_state.producers.items()
-                         if entry.current_txn_first_offset is not None}
-            if open_pids and open_pids <= lost:
-                # Its coordinator's records were lost to power failure (both ISR members
-                # lost them): nobody remembers the transaction, as in Kafka, where an
-                # operator aborts it (kafka-transactions.sh --abort, KIP-664).
-                plane.stats["txn_hung_after_coordinator_power_loss"] += 1
-                continue
-            out.append(f"{tp}: LSO {lso} below the high watermark {hw} (open transactions of "
-                       f"producer ids {sorted(open_pids)})")
+            if lso < hw and tp not in held:
+                out.append(f"{tp}: LSO {lso} below the high watermark {hw} (open "
+                           f"transactions of producer ids {sorted(_open_producers(log))})")
         for node in sim.nodes.values():
             coordinator = plane.coordinator(node)
             if coordinator is None:
@@ -231,6 +233,24 @@ class NoHungTransactions(Invariant):
             out.append(f"{len(undecided)} transactions the producers never ended, e.g. "
                        f"{undecided[0].txn_id} started {undecided[0].started_at}")
         return out
+
+
+def _open_producers(log: Log) -> set[int]:
+    return {pid for pid, entry in log.producer_state.producers.items()
+            if entry.current_txn_first_offset is not None}
+
+
+def _held_by_forgotten(sim: World) -> dict[TopicPartition, int]:
+    """Partitions whose LSO is held below the high watermark only by transactions whose
+    coordinator's records were lost to power failure: tp -> that LSO."""
+    lost = _lost_coordinator_state(sim)
+    out = {}
+    for tp, log in _data_partitions(sim):
+        lso = log.last_stable_offset
+        open_pids = _open_producers(log)
+        if lso < log.high_watermark and open_pids and open_pids <= lost:
+            out[tp] = lso
+    return out
 
 
 def _lost_coordinator_state(sim: World) -> set[int]:
