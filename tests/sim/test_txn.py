@@ -12,10 +12,15 @@ from typing import Any
 import pytest
 
 from weir.protocol.errors import ErrorCode
+from weir.records.builder import build_batch
+from weir.records.control import build_marker
 from weir.server.handlers import write_txn_markers
 from weir.sim import SimResult, run_seed
 from weir.sim.txn import txn_config
+from weir.sim.txn_invariants import read_committed
+from weir.storage.config import LogConfig
 from weir.storage.log import Log
+from weir.storage.producer_state import AppendOrigin
 from weir.transactions.markers import MarkerSender
 from weir.transactions.state import TransactionMetadata
 
@@ -74,6 +79,33 @@ def test_txn_seed_replays_in_another_process() -> None:
     out = outputs.pop()
     assert "seed 1: ok" in out and "txn_inits" in out and "new instance of" in out
     assert f"({_run(1).steps} steps" in out  # the same run as from the API
+
+
+# -- the consumer's view ---------------------------------------------------------------------
+
+
+def test_read_committed_reads_below_the_lso_without_aborted_records(tmp_path: Any) -> None:
+    """Below the LSO: plain records, committed transactions, and an aborted transaction's
+    records dropped even where its ABORT marker lies past the LSO; nothing at or past it."""
+    plog = Log.open(tmp_path / "t-0", LogConfig(), clean_shutdown=True, now_ms=0)
+
+    def txn(pid: int, *values: bytes) -> None:
+        plog.append_as_leader(build_batch(list(values), producer_id=pid, producer_epoch=0,
+                                          base_sequence=0, transactional=True), 0, 0)
+
+    def end(pid: int, committed: bool) -> None:
+        plog.append_as_leader(build_marker(pid, 0, committed, 0, 0), 0, 0,
+                              AppendOrigin.COORDINATOR)
+    txn(1, b"a1", b"a2")  # 0-1, committed at 4
+    plog.append_as_leader(build_batch([b"plain"]), 0, 0)  # 2
+    txn(2, b"b1")  # 3, aborted at 6, past the LSO
+    end(1, True)  # 4
+    txn(3, b"c1")  # 5, still open: the LSO
+    end(2, False)  # 6
+    plog.update_high_watermark(plog.log_end_offset)
+    assert plog.last_stable_offset == 5
+    assert read_committed(plog) == [(0, b"a1"), (1, b"a2"), (2, b"plain")]
+    plog.close()
 
 
 # -- planted bugs ----------------------------------------------------------------------------
