@@ -452,7 +452,12 @@ class SimTxnProducer:
     async def _transaction(self) -> None:
         sim, plane = self.sim, self.plane
         rng = sim.rng
-        if rng.random() < 0.1:
+        live = sorted(tp for tp in sim.zk.states
+                      if tp.topic not in sim.zk.to_delete and not tp.topic.startswith("__"))
+        if not live:
+            return
+        newest = max(p.instance for p in plane.producers if p.txn_id == self.txn_id)
+        if newest == self.instance and rng.random() < 0.1:
             # A new instance of the application starts (this one looked dead: a long GC
             # pause) and its InitProducerId fences this one, which then wakes up and carries
             # on as a zombie: its next request must be refused.
@@ -462,10 +467,6 @@ class SimTxnProducer:
             resume = sim.now + rng.randint(300, 1500)  # (unless the new one is quicker)
             while sim.now < resume and self.instance not in plane.fenced_at:
                 await self._sleep(20)
-        live = sorted(tp for tp in sim.zk.states
-                      if tp.topic not in sim.zk.to_delete and not tp.topic.startswith("__"))
-        if not live:
-            return
         tps = rng.sample(live, min(len(live), rng.randint(1, 3)))
         attempt = TxnAttempt(self.txn_id, self.instance, self.producer_id, self.epoch, sim.now)
         plane.attempts.append(attempt)
