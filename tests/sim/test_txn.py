@@ -24,7 +24,9 @@ from weir.storage.producer_state import AppendOrigin
 from weir.transactions.markers import MarkerSender
 from weir.transactions.state import TransactionMetadata
 
-SEEDS = range(3)
+# Seeds whose runs together commit, abort, move coordinators under the producers, fence
+# instances and pause one transaction past its timeout (seed 11 has the pause).
+SEEDS = (0, 2, 11)
 
 
 @functools.cache
@@ -71,14 +73,14 @@ def test_txn_seed_replays_in_another_process() -> None:
     outputs = set()
     for hash_seed in ("1", "2"):
         env = dict(os.environ, PYTHONHASHSEED=hash_seed)
-        done = subprocess.run([sys.executable, "-m", "weir.sim", "--seed", "1", "--txn",
+        done = subprocess.run([sys.executable, "-m", "weir.sim", "--seed", "2", "--txn",
                                "--faults", "--stats"], env=env, capture_output=True, text=True,
                               timeout=300, check=True)
         outputs.add(done.stdout)
     assert len(outputs) == 1
     out = outputs.pop()
-    assert "seed 1: ok" in out and "txn_inits" in out and "new instance of" in out
-    assert f"({_run(1).steps} steps" in out  # the same run as from the API
+    assert "seed 2: ok" in out and "txn_inits" in out and "new instance of" in out
+    assert f"({_run(2).steps} steps" in out  # the same run as from the API
 
 
 # -- the consumer's view ---------------------------------------------------------------------
@@ -167,6 +169,8 @@ def test_a_new_instance_not_fencing_the_old_one_is_caught(
             return dataclasses.replace(transit, producer_epoch=self.producer_epoch)
         return transit
     monkeypatch.setattr(TransactionMetadata, "prepare_increment_producer_epoch", no_bump)
-    # (seed 1 is the first whose zombie carries on after a new instance started)
-    found = _violations(range(1, 4), "transactions: ")
+    # (seed 10: a zombie carries on after a new instance started and its records show
+    # below the LSO; of the seeds up to 14 with a new instance, 2, 6, 7, 12, 13 and 14
+    # show nothing and 4 only a hung transaction)
+    found = _violations(range(10, 11), "transactions: ")
     assert any("fenced" in v or "of an undecided transaction" in v for v in found), found
