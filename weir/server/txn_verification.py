@@ -62,8 +62,8 @@ class TxnVerifier:
         """``metadata`` is the broker's metadata cache, ``listener`` the inter-broker
         listener's name, ``coordinator_partition`` the ``__transaction_state`` partition of
         a transactional id (the transaction coordinator's placement); ``connect`` builds a
-        connection (default: TCP, ``BrokerConnection``; the simulation's network in
-        :mod:`weir.sim.txn`)."""
+        connection (default: TCP, ``BrokerConnection``; ``BrokerCore``'s ``connect`` when
+        it was given one: the simulation's network, ``weir.sim.node``)."""
         self.broker_id = broker_id
         self.metadata = metadata
         self.listener = listener
