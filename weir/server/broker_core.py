@@ -11,7 +11,8 @@ simulation (:mod:`weir.sim.node`):
 * ``zk``: the ZooKeeper client (:class:`~weir.coordination.zk.ZkClient` over kazoo);
 * ``now_ms``: the clock of the replica manager, its fetchers and the controller;
 * ``connect``: ``(host, port) -> connection`` to another broker (the controller's
-  channels, AlterPartition to the controller; :class:`BrokerConnection` over TCP);
+  channels, AlterPartition to the controller, the transaction coordinator's markers and
+  KIP-890 verification; :class:`BrokerConnection` over TCP);
 * ``run_blocking``: how blocking ZooKeeper work leaves the event loop
   (``asyncio.to_thread``);
 * ``endpoint_factory``: how a fetcher reaches its leader (default: over ``connect``'s
@@ -24,7 +25,9 @@ simulation (:mod:`weir.sim.node`):
   system's);
 * ``group_coordinator``: builds the group coordinator from the core's metadata cache and
   replica manager (default: Kafka's, over ``__consumer_offsets`` through the replica
-  manager).
+  manager);
+* ``create_transaction_state_topic``: how the transaction coordinator has
+  ``__transaction_state`` created (default: the topic administration, ``weir.server.admin``).
 
 Nothing is set on a part after it is built.
 """
@@ -36,7 +39,7 @@ import functools
 import logging
 import os
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
@@ -117,6 +120,7 @@ class BrokerCore:
                  channel_factory: Callable[..., ControllerChannelManager] | None = None,
                  coordinator_clock: Clock = SYSTEM_CLOCK,
                  group_coordinator: Callable[[BrokerCore], GroupCoordinator] | None = None,
+                 create_transaction_state_topic: Callable[[], Awaitable[None]] | None = None,
                  ) -> None:
         """``socket_servers``: the shell's listeners (their ports go into the registration
         and are reconfigurable); ``controller_settings``: the controller's (default: from
@@ -169,17 +173,23 @@ class BrokerCore:
                 GroupCoordinatorSettings.from_config(config), self.metadata, coordinator_log,
                 clock=coordinator_clock,
                 create_offsets_topic=lambda: admin.create_offsets_topic(self.services)))
+        # Its markers go to the partition leaders (Kafka's TransactionMarkerChannelManager)
+        # and leaders verify transactional appends with it (KIP-890, Kafka's
+        # AddPartitionsToTxnManager): both over ``connect`` when one is given (else TCP),
+        # each request bounded by request.timeout.ms as in Kafka.
+        request_timeout_s = config.request_timeout_ms / 1000
+        self.txn_markers = MarkerSender(
+            self.broker_id, self.metadata, config.inter_broker_listener_name, security,
+            connect=connect, request_timeout_s=request_timeout_s)
         self.txn_coordinator = TransactionCoordinator(
             TransactionCoordinatorSettings.from_config(config), self.metadata, coordinator_log,
-            self.producer_ids,
-            MarkerSender(self.broker_id, self.metadata, config.inter_broker_listener_name,
-                         security),
-            clock=coordinator_clock,
-            create_topic=lambda: admin.create_transaction_state_topic(self.services))
-        # KIP-890: partition leaders verify transactional appends with the coordinator.
+            self.producer_ids, self.txn_markers, clock=coordinator_clock,
+            create_topic=create_transaction_state_topic or (
+                lambda: admin.create_transaction_state_topic(self.services)))
         self.txn_verifier = TxnVerifier(
             self.broker_id, self.metadata, config.inter_broker_listener_name,
-            self.txn_coordinator.partition_for, security)
+            self.txn_coordinator.partition_for, security,
+            request_timeout_s=request_timeout_s, connect=connect)
         # JBOD (KIP-113): replica moves between this broker's log dirs; a future log left
         # on disk resumes copying once LeaderAndIsr brings its partition online.
         self.log_dir_mover = LogDirMover(self.replica_manager, self.log_manager, CopyQuota(

@@ -58,10 +58,12 @@ class TxnVerifier:
 
     def __init__(self, broker_id: int, metadata: Any, listener: str,
                  coordinator_partition: Callable[[str], int], security: Any = None,
-                 request_timeout_s: float = 30.0) -> None:
+                 request_timeout_s: float = 30.0, connect: Any = None) -> None:
         """``metadata`` is the broker's metadata cache, ``listener`` the inter-broker
         listener's name, ``coordinator_partition`` the ``__transaction_state`` partition of
-        a transactional id (the transaction coordinator's placement)."""
+        a transactional id (the transaction coordinator's placement); ``connect`` builds a
+        connection (default: TCP, ``BrokerConnection``; ``BrokerCore``'s ``connect`` when
+        it was given one: the simulation's network, ``weir.sim.node``)."""
         self.broker_id = broker_id
         self.metadata = metadata
         self.listener = listener
@@ -69,7 +71,8 @@ class TxnVerifier:
         self.security = security
         self.request_timeout_s = request_timeout_s
         self._connections = BrokerConnections.on_listener(
-            metadata, listener, f"broker-{broker_id}-txn-verify", security=security)
+            metadata, listener, f"broker-{broker_id}-txn-verify", security=security,
+            connect=connect)
 
     async def close(self) -> None:
         await self._connections.close()

@@ -1,4 +1,4 @@
-"""``python -m weir.sim --seed N [--seeds K] [--faults] [--data] [--groups] [--disk-faults]``:
+"""``python -m weir.sim --seed N [--seeds K] [--faults] [--data] [--groups] [--txn] [--disk-faults]``:
 run (and replay) simulations.
 
 Cluster size: ``--brokers``, ``--topics``, ``--partitions`` (per topic),
@@ -16,6 +16,7 @@ from typing import Any
 
 from weir.sim import SimConfig, run_seed
 from weir.sim.cluster import data_config
+from weir.sim.txn import txn_config
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -46,6 +47,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--idempotent", action="store_true",
                         help="with the data path: idempotent producers resending batches "
                              "across leader changes (weir.sim.idempotent; implies --data)")
+    parser.add_argument("--txn", action="store_true",
+                        help="with the data path: transaction coordinators over "
+                             "__transaction_state and transactional producers "
+                             "(weir.sim.txn; implies --data)")
     args = parser.parse_args(argv)
     sizes: dict[str, Any] = {key: value for key, value in (
         ("brokers", args.brokers), ("topics", args.topics), ("partitions", args.partitions),
@@ -64,9 +69,12 @@ def main(argv: list[str] | None = None) -> int:
             sizes.update(log_dirs=2, disk_faults=True)
         if args.idempotent:
             sizes["idempotent_producers"] = True
-        config = (data_config(**sizes)
-                  if args.data or args.groups or args.disk_faults or args.idempotent
-                  else dataclasses.replace(SimConfig(), **sizes))
+        if args.txn:
+            config = txn_config(**sizes)
+        elif args.data or args.groups or args.disk_faults or args.idempotent:
+            config = data_config(**sizes)
+        else:
+            config = dataclasses.replace(SimConfig(), **sizes)
         result = run_seed(seed, config)
         status = "ok" if result.ok else "FAILED"
         print(f"seed {seed}: {status} ({result.steps} steps, {len(result.faults)} faults)")

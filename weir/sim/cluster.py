@@ -45,6 +45,8 @@ from weir.sim.invariants import (
     controller_invariants,
 )
 from weir.sim.node import SimNode
+from weir.sim.txn import TxnPlane
+from weir.sim.txn_invariants import TxnInvariants
 from weir.sim.vloop import Deadlock, VirtualTimeLoop
 from weir.sim.zk import SimZk
 
@@ -117,7 +119,9 @@ class Simulation:
         self.invariants = (controller_invariants() if invariants is None else invariants)
         self.invariants.append(DataPathInvariants())
         self.invariants.append(GroupInvariants())
+        self.invariants.append(TxnInvariants())
         self.groups: GroupPlane | None = None
+        self.txn: TxnPlane | None = None  # transactions (SimConfig.transactions)
         self.reassignments = next((i for i in self.invariants
                                    if isinstance(i, ReassignmentsResolve)), None)
         self.violations: list[str] = []
@@ -508,6 +512,8 @@ class Simulation:
                 self.data = DataPlane(self, self.disk_root)
                 if self.config.groups:
                     self.groups = GroupPlane(self, self.data)
+                if self.config.transactions:
+                    self.txn = TxnPlane(self, self.data)
                 if self.config.disk_faults:
                     self.disks = DiskFaults(self)
             return self._run()
@@ -574,6 +580,8 @@ class Simulation:
             self.data.start_producers()
         if self.groups is not None:
             self.groups.start_members()
+        if self.txn is not None:
+            self.txn.start_producers()
         self.schedule(cfg.fault_ms, self._restart_all)
         self.schedule(cfg.fault_ms + cfg.settle_ms, self._stop_ticking)
         try:

@@ -51,6 +51,8 @@ class SimConfig:
     groups: bool = False  # consumer groups on the data path (weir.sim.groups)
     # idempotent producers retrying batches across leader changes (weir.sim.idempotent)
     idempotent_producers: bool = False
+    # transactional producers and the transaction coordinators (weir.sim.txn)
+    transactions: bool = False
 
 
 def data_config(**overrides: Any) -> SimConfig:

@@ -112,6 +112,8 @@ class DataPlane:
         node.replicas = SimReplicas(self, node)
         if self.sim.groups is not None:  # its group coordinator (weir.sim.groups)
             self.sim.groups.start(node)
+        if self.sim.txn is not None:  # its transaction coordinator (weir.sim.txn)
+            self.sim.txn.start(node)
         incarnation = node.incarnation
 
         def tick() -> None:
@@ -125,6 +127,8 @@ class DataPlane:
             return
         if self.sim.groups is not None:
             self.sim.groups.crash(node)
+        if self.sim.txn is not None:
+            self.sim.txn.crash(node)
         for tp, offset, value in node.replicas.close(lose_unflushed):
             self.stats["records_lost_to_power_failure"] += 1
             self.amnesia.setdefault((tp, offset, value), set()).add(node.id)

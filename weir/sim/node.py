@@ -54,6 +54,11 @@ SIM_PORT_BASE = 9000
 """Simulated brokers listen on ``SIM_PORT_BASE + broker id`` (their registration says so)."""
 LEADER_AND_ISR_KEY, UPDATE_METADATA_KEY, ALTER_PARTITION_KEY = 4, 6, 56
 SEGMENT_BYTES = 1200  # small: rolls, multi-segment cuts
+TXN_STATE_PARTITIONS = 3  # transaction.state.log.num.partitions
+TXN_ABORT_INTERVAL_MS = 100  # transaction.abort.timed.out.transaction.cleanup.interval.ms
+# request.timeout.ms: the transaction coordinator's appends to __transaction_state, its
+# markers' and its verification's inter-broker requests, the WriteTxnMarkers appends
+TXN_REQUEST_TIMEOUT_MS = 600
 
 
 def broker_config(config: SimConfig, broker_id: int, log_dirs: list[Path]) -> BrokerConfig:
@@ -72,6 +77,10 @@ def broker_config(config: SimConfig, broker_id: int, log_dirs: list[Path]) -> Br
         "replica.fetch.response.max.bytes": str(config.fetch_max_bytes),
         "replica.fetch.backoff.ms": str(config.fetch_backoff_ms),
         "replica.socket.timeout.ms": str(config.fetch_timeout_ms),
+        # The transaction coordinator's (weir.sim.txn); they matter only with transactions.
+        "transaction.state.log.num.partitions": str(TXN_STATE_PARTITIONS),
+        "transaction.abort.timed.out.transaction.cleanup.interval.ms": str(TXN_ABORT_INTERVAL_MS),
+        "request.timeout.ms": str(TXN_REQUEST_TIMEOUT_MS),
     })
 
 
@@ -217,7 +226,8 @@ class SimNode:
             endpoint_factory=lambda leader: SimLeaderEndPoint(self, leader),
             deferred=self.deferred, halt=halt, controller_settings=self.settings,
             channel_factory=channels, coordinator_clock=VirtualClock(sim),
-            group_coordinator=None if sim.groups is None else sim.groups.build_coordinator)
+            group_coordinator=None if sim.groups is None else sim.groups.build_coordinator,
+            create_transaction_state_topic=None if sim.txn is None else sim.txn.create_topic)
 
     def _open_logs(self) -> None:
         """Start-up: the directories of deleted topics go (Kafka deletes them once the
@@ -300,13 +310,16 @@ class SimNode:
         else:
             sim.deliver(src, dst, fn)
 
-    def connect_frames(self, host: str, port: int, lossy: bool = False) -> FrameConnection:
+    def connect_frames(self, host: str, port: int, lossy: bool = False, *,
+                       client_id: str | None = None, security: Any = None) -> FrameConnection:
         """This incarnation's connection to the broker listening on ``port``: encoded
         request frames cross the simulated network (FIFO per link, delayed), the receiver
         serves them through its ``BrokerCore``, and its encoded answer comes back to be
         decoded by :class:`~weir.protocol.client.FrameConnection`, the client's code.  A
         request to a process that dies gets its connection reset; one from a process that
-        died gets no answer.  ``lossy``: see :meth:`send_frame`."""
+        died gets no answer.  ``lossy``: see :meth:`send_frame`.  ``client_id`` and
+        ``security`` as ``BrokerConnection``'s (``BrokerConnections`` passes them: the
+        transaction markers and verification); the simulated network has no TLS or SASL."""
         sim, source = self.sim, self
         incarnation = self.incarnation
 
@@ -326,7 +339,7 @@ class SimNode:
                     sim.data.stats["fetch_rounds"] += 1
                 return await source.send_frame(target, frame, reachable, lossy)
             return call
-        return FrameConnection(open_call, client_id=f"broker-{self.id}")
+        return FrameConnection(open_call, client_id=client_id or f"broker-{self.id}")
 
     async def serve_frame(self, frame: bytes, peer: str) -> bytes:
         """A request frame reaching this broker's inter-broker listener: through

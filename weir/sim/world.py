@@ -38,6 +38,8 @@ class World(Protocol):
     """The data path (:class:`weir.sim.data.DataPlane`), or None."""
     groups: Any
     """The consumer groups (:class:`weir.sim.groups.GroupPlane`), or None."""
+    txn: Any
+    """The transactions (:class:`weir.sim.txn.TxnPlane`), or None."""
     disks: Any
     """The disk faults (:class:`weir.sim.disk.DiskFaults`), or None."""
     invariants: list[Any]

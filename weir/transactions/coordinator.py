@@ -395,7 +395,7 @@ class TransactionCoordinator(CoordinatorShell[TxnPartition, dict[str, Transactio
             if not self._owns(part):
                 return  # the next coordinator reloads and resends
             by_leader: dict[int, list[TopicPartition]] = {}
-            for tp in list(remaining):
+            for tp in sorted(remaining):  # a fixed order (a set of names: hash-seeded)
                 leader = self.sender.leader_of(tp)
                 if leader == -2:
                     remaining.discard(tp)  # the topic is gone: nothing to mark

@@ -11,6 +11,7 @@ import pytest
 from weir.common import TopicPartition
 from weir.config import BrokerConfig
 from weir.protocol.client import FrameConnection
+from weir.protocol.errors import ErrorCode
 from weir.replication.alter_partition import IsrProposal
 from weir.server.broker_core import BrokerCore
 from weir.server.metadata_cache import BrokerMeta
@@ -63,6 +64,46 @@ def test_the_core_is_built_whole_and_serves_frames_from_an_injected_transport(tm
         with pytest.raises(ConnectionError, match="(?i)not_controller"):
             await rm.alter_partition._send([proposal])
         assert reached == [("b", 2)]
+    asyncio.run(scenario())
+
+
+def test_the_transaction_plane_reaches_brokers_over_the_injected_transport(tmp_path):
+    """The transaction coordinator's markers (Kafka's TransactionMarkerChannelManager) and
+    the KIP-890 verifier (AddPartitionsToTxnManager) use the core's ``connect`` and
+    request.timeout.ms; ``__transaction_state`` is created as the constructor was told."""
+    async def scenario() -> None:
+        cores: dict[int, BrokerCore] = {}
+        client_ids: list[str] = []
+
+        def connect(host: str, port: int, *, client_id: str = "test",
+                    security: object = None) -> FrameConnection:
+            client_ids.append(client_id)
+
+            async def open_call():
+                target = cores[port]
+                return lambda frame: target.serve_frame(frame, f"broker-{port}")
+            return FrameConnection(open_call, client_id=client_id)
+
+        async def create_topic() -> None:
+            return None
+
+        config = {"zookeeper.connect": "127.0.0.1:1", "request.timeout.ms": "700"}
+        a, b = (BrokerCore(BrokerConfig({**config, "broker.id": str(i),
+                                         "log.dirs": str(tmp_path / f"b{i}")}),
+                           _NoZooKeeper(), now_ms=lambda: 42, connect=connect,
+                           create_transaction_state_topic=create_topic)
+                for i in (1, 2))
+        cores.update({1: a, 2: b})
+        assert a.txn_coordinator.sender is a.txn_markers
+        assert a.txn_coordinator._create_topic is create_topic
+        assert a.txn_markers.request_timeout_s == a.txn_verifier.request_timeout_s == 0.7
+        a.metadata.update(2, 1, [BrokerMeta(2, "b", 2, None, (("PLAINTEXT", "b", 2),))], [])
+        # A COMMIT marker for a partition broker 2 does not host: an encoded WriteTxnMarkers
+        # frame through broker 2's Dispatcher and handler, answered per partition.
+        tp = TopicPartition("t", 0)
+        errors = await a.txn_markers.send(2, 1000, 0, True, 0, [tp])
+        assert errors == {tp: ErrorCode.unknown_topic_or_partition}  # broker 2 answered
+        assert client_ids == ["broker-1-txn-markers"]
     asyncio.run(scenario())
 
 

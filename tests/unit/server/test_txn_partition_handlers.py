@@ -34,6 +34,9 @@ class _ReplicaManager:
         self.partitions: dict = {}
         self.appended: list = []
 
+    def clock(self) -> int:  # the broker's clock, in milliseconds
+        return 1_234_567
+
     async def append(self, acks, timeout_ms, entries, origin=None, verification=None):
         self.appended.append((entries, origin))
         return {tp: ProduceResult(base_offset=0) for tp in entries}
@@ -101,6 +104,7 @@ def test_write_txn_markers_appends_control_batches_as_coordinator():
     batch = entries[TopicPartition("t", 0)]
     h = parse_header(batch)
     assert h.is_control and h.producer_id == 7 and read_marker(batch).committed
+    assert h.max_timestamp == 1_234_567  # the broker's clock, not the wall clock
     assert calls == []  # not __consumer_offsets
 
 

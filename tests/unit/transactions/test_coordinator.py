@@ -299,3 +299,29 @@ def test_idle_transactional_ids_expire(tmp_path):
         fresh = await again.init_producer_id("idle", 60000)
         assert (fresh.error, fresh.producer_epoch) == (ErrorCode.none, 0)
     run(scenario())
+
+
+def test_markers_go_to_the_leaders_in_partition_order(tmp_path):
+    """One marker round visits the partitions' leaders in a fixed order (sorted partitions),
+    not in a set's hash order: a simulated run replays under any PYTHONHASHSEED."""
+    tps = {TopicPartition(f"topic-{i}", 0) for i in range(12)}
+
+    class SpreadSender(FakeSender):
+        def leader_of(self, tp):
+            return 1 + int(tp.topic.split("-")[1])
+
+    async def scenario():
+        broker = make_broker(tmp_path)
+        sender = SpreadSender()
+        coord = make_coordinator(broker, sender)
+        coord.on_leadership(TP, True, 0)
+        for _ in range(200):
+            if coord.partitions[0].status == Loading.LOADED:
+                break
+            await asyncio.sleep(0.005)
+        await coord.init_producer_id("tx", 60000)
+        assert await coord.add_partitions("tx", 1001, 0, tps) == ErrorCode.none
+        assert await coord.end_txn("tx", 1001, 0, True) == ErrorCode.none
+        await _settled(coord, "tx", TxnState.COMPLETE_COMMIT)
+        assert [sent[5][0] for sent in sender.sent] == sorted(tps)
+    run(scenario())

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import time
 from typing import TYPE_CHECKING, Any
 
 from weir.common import TopicPartition
@@ -74,7 +73,7 @@ async def _write(ctx, marker) -> dict[TopicPartition, ErrorCode]:
     pid, committed = int(marker.producer_id), bool(marker.transaction_result)
     errors: dict[TopicPartition, ErrorCode] = {}
     entries: dict[TopicPartition, bytes] = {}
-    now = int(time.time() * 1000)
+    now = rm.clock()  # the broker's clock (the replica manager's: virtual in the simulation)
     for tp in _partitions(marker):
         p = rm.partitions.get(tp)
         if p is None or p.log is None:  # Kafka: replicaManager.getMagic is None
