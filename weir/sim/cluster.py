@@ -340,10 +340,25 @@ class Simulation:
 
     def _request_shutdown(self, node: SimNode, attempt: int) -> None:
         """ControlledShutdown (Kafka's KafkaServer.controlledShutdown: retried while the
-        broker still leads partitions, then the broker stops anyway)."""
+        broker still leads partitions, then the broker stops anyway).  A request that gets
+        no answer (the controller died or moved while serving it) fails the attempt after
+        the request timeout, as the broker's NetworkClient reports a disconnection or a
+        timeout: without it the broker would stay half shut down for good (its followers
+        stopped by StopReplica, never exiting)."""
         epoch = node.epoch
-        self._rpc(node, lambda c: c.service.on_controlled_shutdown(node.id, epoch),
-                  lambda value: self._shutdown_answer(node, value, attempt))
+        incarnation = node.incarnation
+        pending = [True]
+
+        def answer(value: Any) -> None:
+            if pending[0]:
+                pending[0] = False
+                self._shutdown_answer(node, value, attempt)
+
+        def timed_out() -> None:
+            if pending[0] and node.alive and node.incarnation == incarnation:
+                answer(ErrorCode.request_timed_out)
+        self._rpc(node, lambda c: c.service.on_controlled_shutdown(node.id, epoch), answer)
+        self.schedule(self.config.controller_socket_timeout_ms, timed_out)
 
     def _shutdown_answer(self, node: SimNode, value: Any, attempt: int) -> None:
         if isinstance(value, list) and not value or attempt >= 3:
