@@ -104,6 +104,7 @@ class Simulation:
         self.rng = random.Random(seed)
         self.loop = VirtualTimeLoop()
         self._links: dict[tuple[int, int], int] = {}
+        self._due: dict[tuple[int, int, int], list[Callable[[], object]]] = {}
         self.data: DataPlane | None = None
         self.disks: DiskFaults | None = None  # the disk errors (SimConfig.disk_faults)
         self.zk = SimZk(schedule=self.schedule, latency=self.zk_latency,
@@ -167,10 +168,21 @@ class Simulation:
         return delay
 
     def deliver(self, src: int, dst: int, fn: Callable[[], object]) -> None:
-        """FIFO per link, like one TCP connection."""
+        """FIFO per link, like one TCP connection.  Messages due at the same millisecond
+        share one timer and run in the order sent: two timers' float deadlines, taken at
+        different clock values, could fire in either order."""
         at = max(self.now + self.net_delay(), self._links.get((src, dst), 0))
         self._links[(src, dst)] = at
-        self.schedule(at - self.now, fn)
+        due = self._due.get((src, dst, at))
+        if due is not None:
+            due.append(fn)
+            return
+        self._due[(src, dst, at)] = [fn]
+
+        def run() -> None:
+            for queued in self._due.pop((src, dst, at)):
+                queued()
+        self.schedule(at - self.now, run)
 
     def next_token(self) -> int:
         self._seq += 1
