@@ -115,3 +115,51 @@ def test_requests_run_as_their_receiver(monkeypatch: pytest.MonkeyPatch) -> None
         assert all(current is own for current, own in receivers)
     finally:
         sim._close_loop()
+
+
+def test_a_controlled_shutdown_the_dying_controller_never_answers_still_ends_in_an_exit(
+        ) -> None:
+    """The controller dies with a ControlledShutdown in flight: the attempt fails after the
+    request timeout, as in KafkaServer.controlledShutdown, and after its retries the broker
+    stops (disk seed 387: broker 2 stayed alive with its followers stopped, out of every ISR
+    for good)."""
+    config = SimConfig(topics=2, partitions=2)
+    sim = _started(config)
+    try:
+        controller = next(n for n in sim.nodes.values() if n.active)
+        leaving = next(n for n in sim.nodes.values() if not n.active)
+        sim._request_shutdown(leaving, attempt=1)
+        session = controller.session
+        controller.crash()  # before the request arrives: no answer ever comes back
+        sim.schedule(config.session_timeout_ms, lambda: sim.zk.expire(session))
+        sim.loop.run_for(1.0)
+        assert leaving.alive  # the attempt is still waiting for its answer
+        sim.loop.run_for(3 * config.controller_socket_timeout_ms / 1000)
+        assert not leaving.alive
+        assert any(f.endswith(f"{leaving.id} stops after controlled shutdown")
+                   for f in sim.faults)
+    finally:
+        sim._close_loop()
+
+
+def test_messages_on_one_link_arrive_in_the_order_sent() -> None:
+    """Two messages due at the same virtual millisecond on one link run in the order sent:
+    their two timers' float deadlines (``loop.time() + delay``, taken at different clock
+    values) could otherwise order them either way (disk seed 200: two
+    AlterPartitionReassignments from one client applied in reverse)."""
+    sim = Simulation(3, SimConfig(), invariants=[])
+    asyncio.set_event_loop(sim.loop)
+    try:
+        got: list[int] = []
+        sent = 0
+        for _ in range(2000):
+            sim.schedule(sim.rng.randint(1, 7), lambda: None)  # the clock moves unevenly
+            sim.loop.run_for(0.001 * sim.rng.randint(1, 3))
+            for _ in range(2):
+                sim.deliver(1, 2, lambda i=sent: got.append(i))
+                sent += 1
+        sim.loop.run_for(1.0)
+        assert len(got) == sent
+        assert got == sorted(got)
+    finally:
+        sim._close_loop()

@@ -5,7 +5,8 @@ ORS (adding) and RR = ORS − TRS (removing):
 
 * start: RS, AR, RR are written to the topic znode (``adding_replicas``/``removing_replicas``)
   — this is what lets the next controller resume; replicas no longer in RS (a re-targeted or
-  cancelled move) are stopped and deleted.
+  cancelled move) are stopped and deleted, unless they are the whole ISR (then they stay
+  as removing replicas: ``_keep_in_sync``).
 * phase A, until TRS ⊆ ISR: the leader epoch is bumped and LeaderAndIsr goes to RS; AR →
   NewReplica.  Followers catch up, the leader adds them to the ISR through AlterPartition,
   and that event (or a broker of RS starting again) re-checks the move.
@@ -205,6 +206,7 @@ class ReassignmentManager:
                ) -> ZkSteps[set[TopicPartition]]:
         """Record the new assignments (ZooKeeper first), stop unneeded replicas, advance."""
         ctx = self._ctx
+        wanted = {tp: self._keep_in_sync(scope, tp, a) for tp, a in wanted.items()}
         changed = {tp: a for tp, a in wanted.items() if a != ctx.full_assignment(tp)}
         written = yield from self._write_assignments(scope, changed)
         unneeded: list[PartitionReplica] = []
@@ -222,6 +224,31 @@ class ReassignmentManager:
                    if tp in written or (tp not in changed and a.is_being_reassigned)}
         yield from self._advance(scope, advance)
         return set(written) | {tp for tp in wanted if tp not in changed}
+
+    def _keep_in_sync(self, scope: EventScope, tp: TopicPartition,
+                      new: ReplicaAssignment) -> ReplicaAssignment:
+        """``new``, or, when none of its replicas is in the ISR, ``new`` that also keeps the
+        ISR members it drops, as replicas being removed (RR).
+
+        Deviation from Kafka's updateCurrentReassignment, which stops and deletes every
+        replica a re-targeted or cancelled move no longer needs at once
+        (stopRemovedReplicasOfReassignedPartition): when those are the whole ISR,
+        removeReplicasFromIsr leaves the last one in the ISR with no leader, outside the
+        replicas, so no replica can ever be elected (cleanly) and the acknowledged writes
+        are only on the deleted replica.  Kept, it leads (or is elected when its broker
+        returns), the new replicas catch up from it, and phase B removes it once the target
+        is in the ISR: the move completes as any other."""
+        current = self._ctx.leadership.get(tp)
+        if current is None or set(current.isr) & set(new.replicas):
+            return new
+        keep = tuple(r for r in self._ctx.full_assignment(tp).replicas
+                     if r in current.isr and r not in new.replicas)
+        if not keep:
+            return new
+        scope.log(Log.warning(
+            f"Reassignment of {tp}: keeping {list(keep)} (the whole ISR) as replicas being "
+            f"removed until {list(new.target)} are in sync"))
+        return ReplicaAssignment((*new.replicas, *keep), new.adding, (*new.removing, *keep))
 
     def _advance(self, scope: EventScope,
                  moves: Mapping[TopicPartition, ReplicaAssignment]) -> ZkSteps[None]:

@@ -106,6 +106,7 @@ class Simulation:
         self.rng = random.Random(seed)
         self.loop = VirtualTimeLoop()
         self._links: dict[tuple[int, int], int] = {}
+        self._due: dict[tuple[int, int, int], list[Callable[[], object]]] = {}
         self.data: DataPlane | None = None
         self.disks: DiskFaults | None = None  # the disk errors (SimConfig.disk_faults)
         self.zk = SimZk(schedule=self.schedule, latency=self.zk_latency,
@@ -171,10 +172,21 @@ class Simulation:
         return delay
 
     def deliver(self, src: int, dst: int, fn: Callable[[], object]) -> None:
-        """FIFO per link, like one TCP connection."""
+        """FIFO per link, like one TCP connection.  Messages due at the same millisecond
+        share one timer and run in the order sent: two timers' float deadlines, taken at
+        different clock values, could fire in either order."""
         at = max(self.now + self.net_delay(), self._links.get((src, dst), 0))
         self._links[(src, dst)] = at
-        self.schedule(at - self.now, fn)
+        due = self._due.get((src, dst, at))
+        if due is not None:
+            due.append(fn)
+            return
+        self._due[(src, dst, at)] = [fn]
+
+        def run() -> None:
+            for queued in self._due.pop((src, dst, at)):
+                queued()
+        self.schedule(at - self.now, run)
 
     def next_token(self) -> int:
         self._seq += 1
@@ -344,10 +356,25 @@ class Simulation:
 
     def _request_shutdown(self, node: SimNode, attempt: int) -> None:
         """ControlledShutdown (Kafka's KafkaServer.controlledShutdown: retried while the
-        broker still leads partitions, then the broker stops anyway)."""
+        broker still leads partitions, then the broker stops anyway).  A request that gets
+        no answer (the controller died or moved while serving it) fails the attempt after
+        the request timeout, as the broker's NetworkClient reports a disconnection or a
+        timeout: without it the broker would stay half shut down for good (its followers
+        stopped by StopReplica, never exiting)."""
         epoch = node.epoch
-        self._rpc(node, lambda c: c.service.on_controlled_shutdown(node.id, epoch),
-                  lambda value: self._shutdown_answer(node, value, attempt))
+        incarnation = node.incarnation
+        pending = [True]
+
+        def answer(value: Any) -> None:
+            if pending[0]:
+                pending[0] = False
+                self._shutdown_answer(node, value, attempt)
+
+        def timed_out() -> None:
+            if pending[0] and node.alive and node.incarnation == incarnation:
+                answer(ErrorCode.request_timed_out)
+        self._rpc(node, lambda c: c.service.on_controlled_shutdown(node.id, epoch), answer)
+        self.schedule(self.config.controller_socket_timeout_ms, timed_out)
 
     def _shutdown_answer(self, node: SimNode, value: Any, attempt: int) -> None:
         if isinstance(value, list) and not value or attempt >= 3:

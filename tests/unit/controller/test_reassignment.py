@@ -194,6 +194,38 @@ def test_cancel_reverts_and_deletes_the_added_replica() -> None:
     assert zk.states[T0].leader == 1
 
 
+def test_cancel_keeps_an_adding_replica_that_is_the_whole_isr_until_the_origin_catches_up(
+        ) -> None:
+    """Kafka's cancel (updateCurrentReassignment -> stopRemovedReplicasOfReassignedPartition)
+    stops and deletes the adding replicas at once; when one of them is the only ISR member,
+    removeReplicasFromIsr keeps it in the ISR with no leader, and no replica of the reverted
+    assignment can ever be elected (the acknowledged writes are only on the deleted one).
+    Here it stays, as a replica being removed, until the origin is back in the ISR."""
+    core, zk = setup(parts={0: [1, 2]})
+    alter(core, zk, {T0: (3, 4)})
+    isr_join(core, zk, T0, [1, 2, 3])
+    change_brokers(core, zk, brokers(3, 4))  # 1 and 2 die: 3 leads, the whole ISR
+    assert (zk.states[T0].leader, zk.states[T0].isr) == (3, [3])
+    result, effects = alter(core, zk, {T0: None})
+    assert result == {T0: (E.none, None)}
+    znode = zk.topics["t"]
+    assert znode.partitions[0] == [1, 2, 3] and znode.removing == {0: [3]}
+    assert not znode.adding
+    assert core.ctx.reassignments[T0] == ReplicaAssignment((1, 2, 3), (), (3,))
+    stops = stop_replica(effects)  # 4 (never in sync) goes at once, 3 stays
+    assert set(stops) == {4} and partition_states(stops[4])[T0].delete_partition
+    assert (zk.states[T0].leader, zk.states[T0].isr) == (3, [3])
+    assert core.ctx.replica_state(PartitionReplica(T0, 3)) is ReplicaState.NEW  # as it was
+    change_brokers(core, zk, brokers(1, 2, 3, 4))
+    effects = isr_join(core, zk, T0, [3, 1, 2])
+    znode = zk.topics["t"]
+    assert znode.partitions[0] == [1, 2] and not znode.adding and not znode.removing
+    assert T0 not in core.ctx.reassignments
+    assert zk.states[T0].leader in (1, 2) and set(zk.states[T0].isr) == {1, 2}
+    stops = stop_replica(effects)
+    assert set(stops) == {3} and partition_states(stops[3])[T0].delete_partition
+
+
 def test_new_controller_resumes_and_completes_the_move() -> None:
     core, zk = setup()
     alter(core, zk, {T0: (2, 3, 4)})
