@@ -39,6 +39,15 @@ def test_seed_with_disk_faults_holds_the_invariants(seed: int) -> None:
     assert result.ok, "\n".join(result.violations + ["faults:"] + result.faults)
 
 
+def test_seed_17_sees_a_follower_rewritten_past_its_old_end() -> None:
+    """Seed 17: a broker that led t0-0 truncates as a follower and re-fetches past its old
+    log end before it leads again; the checker must read its rewritten log (it once
+    reported the records it had truncated as lost acknowledged writes)."""
+    result = run_seed(17, disk_config())
+    assert result.ok, "\n".join(result.violations + ["faults:"] + result.faults)
+    assert result.data_stats["truncations"] >= 1
+
+
 def test_disk_faults_take_dirs_offline_and_replay_exactly() -> None:
     # Seed 1: its faults include disk errors (which seeds do depends on the trajectory).
     first, second = run_seed(1, disk_config()), run_seed(1, disk_config())

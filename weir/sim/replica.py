@@ -166,20 +166,22 @@ class SimReplicas:
 
     def generation(self, tp: TopicPartition) -> int:
         """Changes whenever the log of ``tp`` is replaced or loses records (truncated, its
-        start moved, reopened); stays while it only grows."""
+        start moved, reopened); stays while it only grows.  A truncation is told by the
+        log's own count (``Log.truncations``), not by its end going back: a follower that
+        truncates and re-fetches past its old end between two looks has rewritten records
+        below that end."""
         log = self.logs.get(tp)
         seen = self._generation.get(tp)
         if log is None:
             self._generation.pop(tp, None)
             return -1
         if seen is not None and seen[0] is log and seen[1] == log.log_start_offset \
-                and log.log_end_offset >= seen[2]:
-            self._generation[tp] = (log, seen[1], log.log_end_offset, seen[3])
+                and seen[2] == log.truncations:
             return seen[3]
-        if seen is not None and seen[0] is log and log.log_end_offset < seen[2]:
+        if seen is not None and seen[0] is log and seen[2] != log.truncations:
             self.plane.stats["truncations"] += 1
         number = self.plane.next_version()
-        self._generation[tp] = (log, log.log_start_offset, log.log_end_offset, number)
+        self._generation[tp] = (log, log.log_start_offset, log.truncations, number)
         return number
 
     def checkpoint(self) -> None:
