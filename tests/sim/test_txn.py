@@ -174,3 +174,15 @@ def test_a_new_instance_not_fencing_the_old_one_is_caught(
     # below the LSO; seeds 0-11 but 3 and 6 show nothing under this plant)
     found = _violations(range(6, 7), "transactions: ")
     assert any("fenced" in v or "of an undecided transaction" in v for v in found), found
+
+
+def test_a_transaction_behind_an_epoch_lost_to_power_failure_is_not_reported_hung() -> None:
+    """Seed 3: a timed-out transaction's epoch bump (PrepareAbort at epoch 1) is written,
+    its ABORT markers carry epoch 1, then every ISR member of its ``__transaction_state``
+    partition loses the record to power failure (no fsync).  The next coordinator loads the
+    earlier PrepareAbort at epoch 0 and its markers are refused (INVALID_PRODUCER_EPOCH): the
+    transaction waits for an operator, as in Kafka.  The check excuses exactly that (a lost
+    record of a later epoch of the same producer id) and counts it."""
+    result = _run(3)
+    assert result.ok, "\n".join(result.violations)
+    assert result.data_stats["txn_ids_behind_a_forgotten_epoch"] >= 1

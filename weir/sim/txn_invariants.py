@@ -219,12 +219,23 @@ class NoHungTransactions(Invariant):
             if lso < hw and tp not in held:
                 out.append(f"{tp}: LSO {lso} below the high watermark {hw} (open "
                            f"transactions of producer ids {sorted(_open_producers(log))})")
+        lost = _lost_coordinator_state(sim)
         for node in sim.nodes.values():
             coordinator = plane.coordinator(node)
             if coordinator is None:
                 continue
             for part in coordinator.loaded_partitions():
                 for txn_id, meta in sorted(part.txns.items()):
+                    if (meta.state in _UNDECIDED and not meta.pending
+                            and lost.get(meta.producer_id, -1) > meta.producer_epoch):
+                        # Its coordinator forgot a later epoch (the records of the epoch
+                        # bump were lost to power failure on every ISR member) that the
+                        # data partitions' markers already carried: they refuse this
+                        # epoch's markers with INVALID_PRODUCER_EPOCH, and the transaction
+                        # waits for an operator, as in Kafka (kafka-transactions.sh --abort,
+                        # KIP-664).
+                        plane.stats["txn_ids_behind_a_forgotten_epoch"] += 1
+                        continue
                     if meta.state in _UNDECIDED or meta.pending:
                         out.append(f"broker {node.id}: transactional id {txn_id} is "
                                    f"{meta.state.name} (pending {meta.pending_state})")
@@ -248,21 +259,23 @@ def _held_by_forgotten(sim: World) -> dict[TopicPartition, int]:
     for tp, log in _data_partitions(sim):
         lso = log.last_stable_offset
         open_pids = _open_producers(log)
-        if lso < log.high_watermark and open_pids and open_pids <= lost:
+        if lso < log.high_watermark and open_pids and open_pids <= lost.keys():
             out[tp] = lso
     return out
 
 
-def _lost_coordinator_state(sim: World) -> set[int]:
+def _lost_coordinator_state(sim: World) -> dict[int, int]:
     """The producer ids of ``__transaction_state`` records some broker lost to power
-    failure."""
-    out = set()
+    failure, each with the highest producer epoch those records carried."""
+    out: dict[int, int] = {}
     for (tp, _offset, value) in sim.data.amnesia:
         if tp.topic == TRANSACTION_STATE_TOPIC and value:
             try:
-                out.add(codec.decode_value(value).producer_id)
+                transit = codec.decode_value(value)
             except codec.CorruptTxnRecord:
                 continue
+            out[transit.producer_id] = max(out.get(transit.producer_id, -1),
+                                           transit.producer_epoch)
     return out
 
 
