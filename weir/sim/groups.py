@@ -45,6 +45,7 @@ from weir.groups.coordinator import GroupCoordinator, GroupCoordinatorSettings
 from weir.groups.state import GroupConfig, JoinRequest
 from weir.protocol.errors import ErrorCode, KafkaError
 from weir.records.records import iter_records
+from weir.sim.internal_topics import create_internal_topic
 from weir.sim.world import VirtualClock
 
 if TYPE_CHECKING:
@@ -309,16 +310,7 @@ class GroupPlane:
     async def _create_offsets_topic(self) -> None:
         """The topic administration's creation of ``__consumer_offsets`` (a ZooKeeper round
         trip; compacted, RF 3, as Kafka's offsets.topic.* defaults)."""
-        sim = self.sim
-        await asyncio.sleep(sim.zk_latency() / 1000)
-        if OFFSETS_TOPIC in sim.zk.topics:
-            return
-        ids = sorted(sim.nodes)
-        start = sim.rng.randrange(len(ids))
-        parts = {p: [ids[(start + p + i) % len(ids)] for i in range(sim.config.replication)]
-                 for p in range(OFFSETS_PARTITIONS)}
-        sim.faults.append(f"{sim.now}: create {OFFSETS_TOPIC} {parts}")
-        sim.zk.create_topic(OFFSETS_TOPIC, parts)
+        await create_internal_topic(self.sim, OFFSETS_TOPIC, OFFSETS_PARTITIONS)
 
     def online_coordinator(self, group: str) -> tuple[SimNode, GroupCoordinator] | None:
         """The broker that is now the online leader of the group's offsets partition (the

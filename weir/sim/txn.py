@@ -60,6 +60,7 @@ from weir.protocol.client import FrameConnection
 from weir.protocol.codec import build
 from weir.protocol.errors import ErrorCode
 from weir.records.builder import build_batch
+from weir.sim.internal_topics import create_internal_topic
 from weir.sim.node import TXN_STATE_PARTITIONS
 from weir.transactions.codec import TRANSACTION_STATE_TOPIC
 from weir.transactions.coordinator import TransactionCoordinator
@@ -179,16 +180,7 @@ class TxnPlane:
         """The topic administration's creation of ``__transaction_state`` (the cores'
         ``create_transaction_state_topic``: a ZooKeeper round trip; RF 3, as
         transaction.state.log.replication.factor)."""
-        sim = self.sim
-        await asyncio.sleep(sim.zk_latency() / 1000)
-        if TRANSACTION_STATE_TOPIC in sim.zk.topics:
-            return
-        ids = sorted(sim.nodes)
-        start = sim.rng.randrange(len(ids))
-        parts = {p: [ids[(start + p + i) % len(ids)] for i in range(sim.config.replication)]
-                 for p in range(TXN_STATE_PARTITIONS)}
-        sim.faults.append(f"{sim.now}: create {TRANSACTION_STATE_TOPIC} {parts}")
-        sim.zk.create_topic(TRANSACTION_STATE_TOPIC, parts)
+        await create_internal_topic(self.sim, TRANSACTION_STATE_TOPIC, TXN_STATE_PARTITIONS)
 
     # -- the producers' network ----------------------------------------------------------
 
