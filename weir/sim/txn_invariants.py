@@ -228,8 +228,8 @@ class NoHungTransactions(Invariant):
                 for txn_id, meta in sorted(part.txns.items()):
                     if (meta.state in _UNDECIDED and not meta.pending
                             and lost.get(meta.producer_id, -1) > meta.producer_epoch):
-                        # Its coordinator forgot a later epoch (the records of the epoch
-                        # bump were lost to power failure on every ISR member) that the
+                        # Its coordinator forgot a later epoch (the record of the epoch
+                        # bump was lost to power failure, unflushed) that the
                         # data partitions' markers already carried: they refuse this
                         # epoch's markers with INVALID_PRODUCER_EPOCH, and the transaction
                         # waits for an operator, as in Kafka (kafka-transactions.sh --abort,
